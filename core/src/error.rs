@@ -1,0 +1,119 @@
+//! The error type of the core: one variant per thing a caller can act on.
+
+use uuid::Uuid;
+
+/// Result alias used throughout the core.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Errors returned by the store, the worker and the helpers.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A fenced write (renew, complete, retry, dead, release) matched no row: the lease
+    /// expired or another worker holds the row now. Never retry it with another token.
+    #[error("claim lost on inbox row {id} during {operation}: the lease expired or another worker owns the row")]
+    ClaimLost { id: Uuid, operation: &'static str },
+
+    /// The database could not be reached with the given URL (password redacted).
+    #[error("cannot connect to the database at {url}: {reason}")]
+    Connect { url: String, reason: String },
+
+    /// A QueueBox table is missing: the schema was never migrated.
+    #[error("table `{table}` does not exist: run `queuebox migrate --database-url <url>` first")]
+    SchemaMissing { table: String },
+
+    /// The migration history disagrees with the migrations shipped in this build.
+    #[error("migration error: {0}")]
+    Migration(String),
+
+    /// A database statement failed.
+    #[error("database error during {operation}: {message}")]
+    Database {
+        operation: &'static str,
+        message: String,
+        /// The SQLSTATE / server error code, when the driver gave one.
+        code: Option<String>,
+    },
+
+    /// A setting is invalid; `path` names the offending key (e.g. `worker.batchSize`).
+    #[error("invalid configuration at `{path}`: {reason}")]
+    Config { path: String, reason: String },
+
+    /// A value given by the caller is invalid (a bad parameter, an over-long key, ...).
+    #[error("invalid input: {0}")]
+    InvalidInput(String),
+
+    /// The task was already completed, retried, dead-lettered or released.
+    #[error("inbox row {id} was already finished by this worker")]
+    AlreadyFinished { id: Uuid },
+
+    /// The operation was cancelled (worker shutdown or caller cancellation).
+    #[error("cancelled")]
+    Cancelled,
+}
+
+impl Error {
+    /// A stable, machine-readable name of the variant (used by the C ABI and the wrappers).
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::ClaimLost { .. } => ErrorKind::ClaimLost,
+            Error::Connect { .. } => ErrorKind::Connect,
+            Error::SchemaMissing { .. } => ErrorKind::SchemaMissing,
+            Error::Migration(_) => ErrorKind::Migration,
+            Error::Database { .. } => ErrorKind::Database,
+            Error::Config { .. } => ErrorKind::Config,
+            Error::InvalidInput(_) => ErrorKind::InvalidInput,
+            Error::AlreadyFinished { .. } => ErrorKind::AlreadyFinished,
+            Error::Cancelled => ErrorKind::Cancelled,
+        }
+    }
+
+    pub(crate) fn config(path: impl Into<String>, reason: impl Into<String>) -> Self {
+        Error::Config { path: path.into(), reason: reason.into() }
+    }
+
+    /// True when retrying the same call later may succeed (a dropped connection, a
+    /// serialisation failure, a lock timeout). The worker backs off and retries these.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            Error::Connect { .. } => true,
+            Error::Database { code, .. } => match code.as_deref() {
+                // connection exceptions, serialization failure, deadlock, lock timeout,
+                // admin shutdown, SQL Server applock timeout (51000), or no code at all (I/O).
+                None => true,
+                Some(c) => c.starts_with("08") || matches!(c, "40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03" | "51000"),
+            },
+            _ => false,
+        }
+    }
+}
+
+/// Stable numeric kinds; the values are part of the C ABI (`QB_ERR_*`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[repr(i32)]
+pub enum ErrorKind {
+    ClaimLost = 2,
+    Connect = 3,
+    SchemaMissing = 4,
+    Migration = 5,
+    Database = 6,
+    Config = 7,
+    InvalidInput = 8,
+    AlreadyFinished = 9,
+    Cancelled = 10,
+}
+
+impl ErrorKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ErrorKind::ClaimLost => "claim_lost",
+            ErrorKind::Connect => "connect",
+            ErrorKind::SchemaMissing => "schema_missing",
+            ErrorKind::Migration => "migration",
+            ErrorKind::Database => "database",
+            ErrorKind::Config => "config",
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::AlreadyFinished => "already_finished",
+            ErrorKind::Cancelled => "cancelled",
+        }
+    }
+}

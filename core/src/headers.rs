@@ -1,0 +1,176 @@
+//! Header rules: which received headers are stored, how the relay stamps its four headers
+//! so that a sender cannot spoof them, correlation ids, and error-text redaction.
+
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::message::MAX_CORRELATION_CHARS;
+
+/// The inbox row id of a relayed message.
+pub const X_INBOX_ID: &str = "x-inbox-id";
+/// The source name of a relayed message.
+pub const X_SOURCE: &str = "x-source";
+/// The inbox idempotency key, unchanged; receivers deduplicate relay traffic on it.
+pub const X_IDEMPOTENCY_KEY: &str = "x-idempotency-key";
+/// The correlation id that follows a message through logs.
+pub const X_CORRELATION_ID: &str = "X-Correlation-Id";
+
+/// Headers never stored from an HTTP request, whatever their case.
+pub const NEVER_STORED: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+/// The longest `last_error` text written to a row.
+pub const MAX_ERROR_CHARS: usize = 2000;
+
+/// Sets `name` to `value`, first removing every header of that name in any letter case.
+pub fn set_replacing(headers: &mut Map<String, Value>, name: &str, value: &str) {
+    headers.retain(|k, _| !k.eq_ignore_ascii_case(name));
+    headers.insert(name.to_string(), Value::String(value.to_string()));
+}
+
+/// The headers of the outbox row the relay writes for an inbox row: the received headers,
+/// then the four relay headers, each replacing a received one of that name in any case.
+pub fn relay_headers(
+    received: &Map<String, Value>,
+    inbox_id: Uuid,
+    source: &str,
+    idempotency_key: &str,
+    correlation_id: &str,
+) -> Map<String, Value> {
+    let mut h = received.clone();
+    set_replacing(&mut h, X_INBOX_ID, &inbox_id.to_string());
+    set_replacing(&mut h, X_SOURCE, source);
+    set_replacing(&mut h, X_IDEMPOTENCY_KEY, idempotency_key);
+    set_replacing(&mut h, X_CORRELATION_ID, correlation_id);
+    h
+}
+
+/// The headers stored on an inbox row: one string per name (the last value of a repeated
+/// name wins), names as received, minus credentials and the source's own auth header.
+pub fn stored_headers<'a>(received: impl IntoIterator<Item = (&'a str, &'a str)>, auth_header: Option<&str>) -> Map<String, Value> {
+    let mut out = Map::new();
+    for (name, value) in received {
+        let secret = NEVER_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
+            || auth_header.is_some_and(|a| a.eq_ignore_ascii_case(name));
+        if !secret {
+            set_replacing(&mut out, name, value);
+        }
+    }
+    out
+}
+
+/// A usable correlation id: control characters removed, at most 128 characters, and a
+/// fresh UUID when the sender gave none or only blanks.
+pub fn correlation_id(received: Option<&str>) -> String {
+    let cleaned: String = received.unwrap_or("").chars().filter(|c| !c.is_control()).take(MAX_CORRELATION_CHARS).collect();
+    let cleaned = cleaned.trim();
+    if cleaned.is_empty() {
+        Uuid::new_v4().to_string()
+    } else {
+        cleaned.to_string()
+    }
+}
+
+/// Error text fit for a row's `last_error` and for logs: passwords in URLs and
+/// `password=`/`secret=`/`token=` pairs masked, the given secrets masked, and at most
+/// [`MAX_ERROR_CHARS`] characters.
+pub fn redact_error(text: &str, secrets: &[&str]) -> String {
+    let mut s = mask_url_passwords(text);
+    s = mask_pairs(&s);
+    for secret in secrets.iter().filter(|x| x.len() >= 4) {
+        s = s.replace(secret, "***");
+    }
+    if s.chars().count() > MAX_ERROR_CHARS {
+        s = s.chars().take(MAX_ERROR_CHARS - 1).collect::<String>() + "…";
+    }
+    s
+}
+
+/// `scheme://user:secret@host` → `scheme://user:***@host`.
+fn mask_url_passwords(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(pos) = rest.find("://") {
+        let (head, tail) = rest.split_at(pos + 3);
+        out.push_str(head);
+        // The authority ends at the first '/', whitespace or end; the password sits between
+        // the first ':' and the last '@' inside it.
+        let end = tail.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(tail.len());
+        let authority = &tail[..end];
+        match (authority.find(':'), authority.rfind('@')) {
+            (Some(colon), Some(at)) if colon < at => {
+                out.push_str(&authority[..colon + 1]);
+                out.push_str("***");
+                out.push_str(&authority[at..]);
+            }
+            _ => out.push_str(authority),
+        }
+        rest = &tail[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `password=abc`, `pwd=abc;`, `token: abc` → the value masked up to `;`, `&`, `,` or space.
+fn mask_pairs(text: &str) -> String {
+    const KEYS: [&str; 6] = ["password", "pwd", "secret", "token", "apikey", "api_key"];
+    let lower = text.to_ascii_lowercase();
+    let mut out = String::with_capacity(text.len());
+    let mut i = 0;
+    let bytes = text.as_bytes();
+    while i < text.len() {
+        let hit = KEYS.iter().find(|k| lower[i..].starts_with(*k) && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()));
+        if let Some(k) = hit {
+            let mut j = i + k.len();
+            while j < text.len() && bytes[j] == b' ' {
+                j += 1;
+            }
+            if j < text.len() && (bytes[j] == b'=' || bytes[j] == b':') {
+                j += 1;
+                while j < text.len() && bytes[j] == b' ' {
+                    j += 1;
+                }
+                let start = j;
+                while j < text.len() && !matches!(bytes[j], b';' | b'&' | b',' | b' ' | b'\n' | b'"' | b'\'') {
+                    j += 1;
+                }
+                out.push_str(&text[i..start]);
+                if j > start {
+                    out.push_str("***");
+                }
+                i = j;
+                continue;
+            }
+        }
+        let ch = text[i..].chars().next().unwrap();
+        out.push(ch);
+        i += ch.len_utf8();
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn relay_headers_replace_spoofed_names_in_any_case() {
+        let mut received = Map::new();
+        received.insert("X-SOURCE".into(), "evil".into());
+        received.insert("x-Inbox-Id".into(), "spoof".into());
+        received.insert("x-custom".into(), "kept".into());
+        let id = Uuid::new_v4();
+        let h = relay_headers(&received, id, "orders", "k1", "c1");
+        assert_eq!(h.get("x-source"), Some(&Value::from("orders")));
+        assert!(!h.contains_key("X-SOURCE") && !h.contains_key("x-Inbox-Id"));
+        assert_eq!(h.get("x-inbox-id"), Some(&Value::from(id.to_string())));
+        assert_eq!(h.get("x-custom"), Some(&Value::from("kept")));
+        assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn redaction_masks_passwords() {
+        let s = redact_error("connect postgres://app:hunter2@db:5432/x failed; password=abc;x", &[]);
+        assert_eq!(s, "connect postgres://app:***@db:5432/x failed; password=***;x");
+        assert_eq!(redact_error(&"x".repeat(5000), &[]).chars().count(), MAX_ERROR_CHARS);
+    }
+}

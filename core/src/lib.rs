@@ -1,0 +1,79 @@
+//! # queuebox-core
+//!
+//! The one place QueueBox's protocol lives. The relay binary, the C ABI and every language
+//! wrapper call into this crate; none of them re-implements a claim, a fence, a backoff or
+//! a key rule.
+//!
+//! ## Module map
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | [`message`] | rows and states: [`InboxMessage`], [`InboxState`], [`Consumption`], [`NewInboxMessage`] |
+//! | [`store`] | the store interface ([`Store`], [`StoreTx`]) and its backends ([`store::postgres`]) |
+//! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown |
+//! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
+//! | [`keys`] | idempotency-key extraction: header, JSONPath, broker message id, SHA-256 digest |
+//! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
+//! | [`migrate`] | embedded migrations and their runner |
+//! | [`metrics`] | process-wide counters such as claims lost |
+//! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real functions |
+//! | [`error`] | [`Error`]: one variant per thing a caller can act on |
+//!
+//! ## Example: a pull worker
+//!
+//! ```no_run
+//! use queuebox_core::{Outcome, Worker, WorkerOptions};
+//!
+//! # async fn example() -> queuebox_core::Result<()> {
+//! let worker = Worker::connect("postgres://localhost/app", WorkerOptions::new("orders")).await?;
+//! worker
+//!     .run(
+//!         |task| async move {
+//!             // Business write in the same transaction as the completion.
+//!             task.execute("INSERT INTO orders_seen (id) VALUES ($1::uuid)",
+//!                          &[task.message().id.to_string().into()]).await?;
+//!             Ok(Outcome::Complete)
+//!         },
+//!         async { tokio::signal::ctrl_c().await.ok(); },
+//!     )
+//!     .await
+//! # }
+//! ```
+
+pub mod backoff;
+pub mod conformance;
+pub mod error;
+pub mod headers;
+pub mod keys;
+pub mod message;
+pub mod metrics;
+pub mod migrate;
+pub mod store;
+pub mod worker;
+
+pub use backoff::{Decision, RetryPolicy};
+pub use error::{Error, ErrorKind, Result};
+pub use message::{ClaimRef, ClaimedRow, Consumption, InboxMessage, InboxState, InsertOutcome, NewInboxMessage, OutboxState};
+pub use store::{SqlValue, Store, StoreTx};
+pub use worker::{HandlerError, Outcome, Task, Worker, WorkerOptions};
+
+impl From<String> for SqlValue {
+    fn from(s: String) -> Self {
+        SqlValue::Text(s)
+    }
+}
+impl From<&str> for SqlValue {
+    fn from(s: &str) -> Self {
+        SqlValue::Text(s.to_string())
+    }
+}
+impl From<i64> for SqlValue {
+    fn from(i: i64) -> Self {
+        SqlValue::Int(i)
+    }
+}
+impl From<bool> for SqlValue {
+    fn from(b: bool) -> Self {
+        SqlValue::Bool(b)
+    }
+}

@@ -1,0 +1,154 @@
+//! Schema migrations, embedded in the binary from `migrations/<backend>/`, applied in
+//! version order, each in its own transaction, recorded with a checksum in
+//! `queuebox_schema_history`. Applying twice is a no-op; an edited released file fails.
+
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// One migration file.
+#[derive(Debug, Clone, Copy)]
+pub struct Migration {
+    pub version: i32,
+    pub name: &'static str,
+    pub sql: &'static str,
+}
+
+impl Migration {
+    pub fn checksum(&self) -> String {
+        hex::encode(Sha256::digest(self.sql.as_bytes()))
+    }
+}
+
+macro_rules! migration {
+    ($dir:literal, $version:literal, $name:literal) => {
+        Migration {
+            version: $version,
+            name: $name,
+            sql: include_str!(concat!("../../migrations/", $dir, "/", concat!($name, ".sql"))),
+        }
+    };
+}
+
+/// The PostgreSQL migrations, in order.
+pub const POSTGRES: &[Migration] = &[
+    migration!("postgres", 1, "0001_create_outbox"),
+    migration!("postgres", 2, "0002_create_inbox"),
+    migration!("postgres", 3, "0003_inbox_pull_notify"),
+];
+
+/// What a migration run did.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MigrationReport {
+    pub applied: Vec<String>,
+    pub already_applied: Vec<String>,
+}
+
+/// The latest version this build knows; readiness compares the database with it.
+pub fn latest_version(migrations: &[Migration]) -> i32 {
+    migrations.iter().map(|m| m.version).max().unwrap_or(0)
+}
+
+#[cfg(feature = "postgres")]
+pub mod postgres {
+    //! The PostgreSQL migration runner.
+    use super::*;
+    use crate::store::postgres::{db_err, PgStore};
+    use sqlx::Row;
+
+    const HISTORY: &str = "CREATE TABLE IF NOT EXISTS queuebox_schema_history (
+        version    INTEGER PRIMARY KEY,
+        name       VARCHAR(255) NOT NULL,
+        checksum   VARCHAR(64)  NOT NULL,
+        applied_at TIMESTAMPTZ  NOT NULL DEFAULT CURRENT_TIMESTAMP)";
+
+    /// An arbitrary constant: concurrent `migrate` runs (several replicas starting at once)
+    /// take turns on this advisory lock.
+    const LOCK_KEY: i64 = 0x5155_4555_424f_58;
+
+    /// Applies every pending migration. Safe to run from several processes at once.
+    pub async fn run(store: &PgStore) -> Result<MigrationReport> {
+        let mut conn = store.pool().acquire().await.map_err(|e| db_err("migrate", e))?;
+        sqlx::query("SELECT pg_advisory_lock($1)").bind(LOCK_KEY).execute(&mut *conn).await.map_err(|e| db_err("migrate lock", e))?;
+        let result = apply(&mut conn).await;
+        let _ = sqlx::query("SELECT pg_advisory_unlock($1)").bind(LOCK_KEY).execute(&mut *conn).await;
+        result
+    }
+
+    async fn apply(conn: &mut sqlx::PgConnection) -> Result<MigrationReport> {
+        let had_history: bool = sqlx::query_scalar("SELECT to_regclass('queuebox_schema_history') IS NOT NULL")
+            .fetch_one(&mut *conn)
+            .await
+            .map_err(|e| db_err("migrate", e))?;
+        if !had_history {
+            let existing: bool = sqlx::query_scalar("SELECT to_regclass('inbox') IS NOT NULL OR to_regclass('outbox') IS NOT NULL")
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| db_err("migrate", e))?;
+            if existing {
+                return Err(Error::Migration(
+                    "QueueBox tables exist without a migration history; they were not created by `queuebox migrate`. \
+                     Rename or drop them, or create queuebox_schema_history by hand with the versions you applied."
+                        .into(),
+                ));
+            }
+        }
+        sqlx::raw_sql(HISTORY).execute(&mut *conn).await.map_err(|e| db_err("migrate", e))?;
+        let rows = sqlx::query("SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version")
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(|e| db_err("migrate", e))?;
+        let mut report = MigrationReport::default();
+        for row in &rows {
+            let version: i32 = row.get("version");
+            let checksum: String = row.get("checksum");
+            match POSTGRES.iter().find(|m| m.version == version) {
+                None => {
+                    return Err(Error::Migration(format!(
+                        "the database has migration version {version}, which this build does not know; run a newer queuebox"
+                    )))
+                }
+                Some(m) if m.checksum() != checksum => {
+                    return Err(Error::Migration(format!(
+                        "migration {} was changed after it was applied (checksum {} in the database, {} in this build)",
+                        m.name,
+                        checksum,
+                        m.checksum()
+                    )))
+                }
+                Some(m) => report.already_applied.push(m.name.to_string()),
+            }
+        }
+        for m in POSTGRES.iter().filter(|m| !rows.iter().any(|r| r.get::<i32, _>("version") == m.version)) {
+            let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(|e| db_err("migrate", e))?;
+            sqlx::raw_sql(m.sql).execute(&mut *tx).await.map_err(|e| Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e))))?;
+            sqlx::query("INSERT INTO queuebox_schema_history (version, name, checksum) VALUES ($1, $2, $3)")
+                .bind(m.version)
+                .bind(m.name)
+                .bind(m.checksum())
+                .execute(&mut *tx)
+                .await
+                .map_err(|e| db_err("migrate", e))?;
+            tx.commit().await.map_err(|e| db_err("migrate", e))?;
+            tracing::info!(migration = m.name, "applied migration");
+            report.applied.push(m.name.to_string());
+        }
+        Ok(report)
+    }
+
+    /// The highest applied version, 0 when the history table does not exist.
+    pub async fn current_version(store: &PgStore) -> Result<i32> {
+        let exists: bool = sqlx::query_scalar("SELECT to_regclass('queuebox_schema_history') IS NOT NULL")
+            .fetch_one(store.pool())
+            .await
+            .map_err(|e| db_err("schema version", e))?;
+        if !exists {
+            return Ok(0);
+        }
+        let v: Option<i32> = sqlx::query_scalar("SELECT max(version) FROM queuebox_schema_history")
+            .fetch_one(store.pool())
+            .await
+            .map_err(|e| db_err("schema version", e))?;
+        Ok(v.unwrap_or(0))
+    }
+}

@@ -1,0 +1,122 @@
+//! The store interface: every SQL statement of the lease protocol sits behind these traits,
+//! one implementation per database (River's driver layer). Queue logic in [`crate::worker`]
+//! speaks only to [`Store`], so the same behavioural suite runs against every backend.
+
+use std::any::Any;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+
+use crate::error::Result;
+use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
+
+#[cfg(feature = "postgres")]
+pub mod postgres;
+
+/// Which database a store talks to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Backend {
+    Postgres,
+    SqlServer,
+}
+
+/// A parameter bound to a statement run through a [`StoreTx`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum SqlValue {
+    Null,
+    Bool(bool),
+    Int(i64),
+    Float(f64),
+    Text(String),
+    /// Bound as JSON (`jsonb` on PostgreSQL, text on SQL Server).
+    Json(Value),
+}
+
+impl SqlValue {
+    /// JSON → parameter: strings are text, integers are 64-bit, objects and arrays are JSON.
+    pub fn from_json(v: &Value) -> SqlValue {
+        match v {
+            Value::Null => SqlValue::Null,
+            Value::Bool(b) => SqlValue::Bool(*b),
+            Value::Number(n) => n.as_i64().map(SqlValue::Int).unwrap_or_else(|| SqlValue::Float(n.as_f64().unwrap_or(0.0))),
+            Value::String(s) => SqlValue::Text(s.clone()),
+            other => SqlValue::Json(other.clone()),
+        }
+    }
+}
+
+/// One row of a query result: column name → JSON value.
+pub type JsonRow = Map<String, Value>;
+
+/// The operations on pull rows and inbox inserts. Every fenced write returns `Ok(false)`
+/// when it matched no row (the caller turns that into [`crate::Error::ClaimLost`]).
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    fn backend(&self) -> Backend;
+
+    /// Inserts one inbox row; a repeat of `(source, idempotency_key)` is `Duplicate`.
+    async fn insert_inbox(&self, msg: &NewInboxMessage) -> Result<InsertOutcome>;
+
+    /// Claims up to `batch` due pull rows of `source`: pending rows whose time has come and
+    /// processing rows whose lease expired, the head row of each aggregate only, skipping
+    /// aggregates that hold a live lease. Rows come back in claim order.
+    async fn claim_pull(&self, source: &str, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>>;
+
+    /// Extends the leases of `claims` that are still live; returns the ids it renewed.
+    async fn renew_pull(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>>;
+
+    /// Marks the row processed in autocommit (the plain handler mode).
+    async fn complete_pull(&self, claim: &ClaimRef) -> Result<bool>;
+
+    /// Back to pending after `delay`, `attempt + 1`, `last_error = error`.
+    async fn retry_pull(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool>;
+
+    /// To dead with `last_error = error`.
+    async fn dead_pull(&self, claim: &ClaimRef, error: &str) -> Result<bool>;
+
+    /// Back to pending at once without spending an attempt (a claimed row that never ran).
+    async fn release_pull(&self, claim: &ClaimRef) -> Result<bool>;
+
+    /// Opens a transaction for a handler's business writes.
+    async fn begin(&self) -> Result<Box<dyn StoreTx>>;
+
+    /// A wake-up stream for new pull rows of `source`, if the backend has one (LISTEN/NOTIFY).
+    async fn listen(&self, source: &str) -> Result<Option<Box<dyn Wakeup>>>;
+}
+
+/// A handler's transaction. The completion runs inside it, so business writes and the
+/// `processed` mark commit together or not at all.
+#[async_trait]
+pub trait StoreTx: Send {
+    /// Runs a statement with positional parameters (`$1`… on PostgreSQL, `@P1`… on SQL
+    /// Server); returns the affected row count.
+    async fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64>;
+
+    /// Runs a query; each row comes back as a JSON object keyed by column name.
+    async fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<JsonRow>>;
+
+    /// The fenced completion, inside this transaction. `Ok(false)`: the claim was lost.
+    async fn complete_pull(&mut self, claim: &ClaimRef) -> Result<bool>;
+
+    async fn commit(self: Box<Self>) -> Result<()>;
+    async fn rollback(self: Box<Self>) -> Result<()>;
+
+    /// The backend's own transaction, for Rust callers who want the native driver API
+    /// (e.g. `sqlx::Transaction<'static, Postgres>`).
+    fn as_any_mut(&mut self) -> &mut (dyn Any + Send);
+}
+
+/// Wakes a worker when new rows may be claimable.
+#[async_trait]
+pub trait Wakeup: Send {
+    /// Returns when a notification arrives; an error means the stream broke (the worker
+    /// falls back to polling and reconnects later).
+    async fn wait(&mut self) -> Result<()>;
+}
+
+/// How many candidates a claim scans for `batch` rows: room for rows of busy aggregates
+/// to be skipped without starving the batch. Computed here, never a public option.
+pub fn candidate_limit(batch: u32) -> i64 {
+    (3 * batch as i64).clamp(50, 500).max(batch as i64)
+}

@@ -1,0 +1,160 @@
+//! PostgreSQL backend (sqlx). Every lease comparison uses `clock_timestamp()`, the database
+//! clock at the moment of the statement, never the application's clock and never the
+//! transaction start time (a handler's transaction may be old by the time it completes).
+
+mod pull;
+mod tx;
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
+use sqlx::ConnectOptions;
+
+use crate::error::{Error, Result};
+use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
+use crate::store::{Backend, Store, StoreTx, Wakeup};
+
+pub use tx::PgStoreTx;
+
+/// The channel the inbox trigger notifies on insert of a pull row (payload: the source).
+pub const PULL_CHANNEL: &str = "queuebox_inbox_pull";
+
+/// A [`Store`] on a PostgreSQL pool.
+#[derive(Clone, Debug)]
+pub struct PgStore {
+    pool: PgPool,
+}
+
+impl PgStore {
+    /// Connects a pool of at most `max_connections` to `url`, failing with
+    /// [`Error::Connect`] (password redacted) when the database is unreachable.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        let opts: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| Error::Connect {
+            url: redact_url(url),
+            reason: format!("not a PostgreSQL URL: {e}"),
+        })?;
+        let opts = opts.log_statements(tracing::log::LevelFilter::Trace);
+        // One direct connection first: its error says why (refused, auth, unknown database)
+        // where a pool would only report a timeout.
+        let first = tokio::time::timeout(Duration::from_secs(10), sqlx::PgConnection::connect_with(&opts)).await;
+        match first {
+            Ok(Ok(conn)) => drop(conn),
+            Ok(Err(e)) => return Err(Error::Connect { url: redact_url(url), reason: e.to_string() }),
+            Err(_) => return Err(Error::Connect { url: redact_url(url), reason: "no answer within 10 s".into() }),
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(max_connections.max(2))
+            .acquire_timeout(Duration::from_secs(10))
+            .connect_with(opts)
+            .await
+            .map_err(|e| Error::Connect { url: redact_url(url), reason: e.to_string() })?;
+        Ok(PgStore { pool })
+    }
+
+    /// Wraps an existing pool (an application that already has one).
+    pub fn from_pool(pool: PgPool) -> Self {
+        PgStore { pool }
+    }
+
+    pub fn pool(&self) -> &PgPool {
+        &self.pool
+    }
+
+    /// Fails with [`Error::SchemaMissing`] unless both QueueBox tables exist.
+    pub async fn check_schema(&self) -> Result<()> {
+        for table in ["inbox", "outbox"] {
+            let found: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+                .bind(table)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|e| db_err("schema check", e))?;
+            if found.is_none() {
+                return Err(Error::SchemaMissing { table: table.into() });
+            }
+        }
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl Store for PgStore {
+    fn backend(&self) -> Backend {
+        Backend::Postgres
+    }
+
+    async fn insert_inbox(&self, msg: &NewInboxMessage) -> Result<InsertOutcome> {
+        msg.validate()?;
+        pull::insert_inbox(&self.pool, msg).await
+    }
+
+    async fn claim_pull(&self, source: &str, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
+        pull::claim(&self.pool, source, batch, lease).await
+    }
+
+    async fn renew_pull(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>> {
+        pull::renew(&self.pool, claims, lease).await
+    }
+
+    async fn complete_pull(&self, claim: &ClaimRef) -> Result<bool> {
+        pull::complete(&self.pool, claim).await
+    }
+
+    async fn retry_pull(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
+        pull::retry(&self.pool, claim, delay, error).await
+    }
+
+    async fn dead_pull(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
+        pull::dead(&self.pool, claim, error).await
+    }
+
+    async fn release_pull(&self, claim: &ClaimRef) -> Result<bool> {
+        pull::release(&self.pool, claim).await
+    }
+
+    async fn begin(&self) -> Result<Box<dyn StoreTx>> {
+        let tx = self.pool.begin().await.map_err(|e| db_err("begin", e))?;
+        Ok(Box::new(PgStoreTx::new(tx)))
+    }
+
+    async fn listen(&self, source: &str) -> Result<Option<Box<dyn Wakeup>>> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await.map_err(|e| db_err("listen", e))?;
+        listener.listen(PULL_CHANNEL).await.map_err(|e| db_err("listen", e))?;
+        Ok(Some(Box::new(PgWakeup { listener, source: source.to_string() })))
+    }
+}
+
+struct PgWakeup {
+    listener: sqlx::postgres::PgListener,
+    source: String,
+}
+
+#[async_trait]
+impl Wakeup for PgWakeup {
+    async fn wait(&mut self) -> Result<()> {
+        loop {
+            let n = self.listener.recv().await.map_err(|e| db_err("listen", e))?;
+            if n.payload() == self.source {
+                return Ok(());
+            }
+        }
+    }
+}
+
+/// Maps a sqlx error to [`Error`], recognising a missing table.
+pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
+    if let sqlx::Error::Database(d) = &e {
+        if d.code().as_deref() == Some("42P01") {
+            let msg = d.message();
+            let table = msg.split('"').nth(1).unwrap_or("inbox").to_string();
+            return Error::SchemaMissing { table };
+        }
+        return Error::Database { operation, message: d.message().to_string(), code: d.code().map(|c| c.to_string()) };
+    }
+    Error::Database { operation, message: e.to_string(), code: None }
+}
+
+/// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
+pub fn redact_url(url: &str) -> String {
+    crate::headers::redact_error(url, &[])
+}

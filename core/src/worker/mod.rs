@@ -1,0 +1,291 @@
+//! The pull worker: claim a batch, hand out tasks, renew their leases in the background,
+//! and finish each task as complete, retry or dead. [`Worker::next`] and [`Task`] are the
+//! poll/complete interface the C ABI and every language wrapper build on; [`Worker::run`]
+//! is the Rust convenience that runs a handler over them.
+
+mod options;
+mod renew;
+mod run;
+mod task;
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{Notify, Semaphore};
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+pub use options::WorkerOptions;
+pub use run::{HandlerError, Outcome};
+pub use task::Task;
+
+use crate::error::{Error, Result};
+use crate::message::{ClaimRef, ClaimedRow};
+use crate::store::Store;
+
+/// Counters of one worker.
+#[derive(Debug, Default)]
+pub struct WorkerStats {
+    pub claimed: AtomicU64,
+    pub completed: AtomicU64,
+    pub retried: AtomicU64,
+    pub dead: AtomicU64,
+    pub released: AtomicU64,
+    pub claims_lost: AtomicU64,
+    pub claim_errors: AtomicU64,
+}
+
+/// A snapshot of [`WorkerStats`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct StatsSnapshot {
+    pub claimed: u64,
+    pub completed: u64,
+    pub retried: u64,
+    pub dead: u64,
+    pub released: u64,
+    pub claims_lost: u64,
+    pub claim_errors: u64,
+}
+
+/// A pull worker for one source. Cheap to clone; clones share everything.
+#[derive(Clone)]
+pub struct Worker {
+    inner: Arc<Inner>,
+}
+
+/// A claimed row the worker still answers for: waiting in the buffer or running.
+struct Live {
+    claim: ClaimRef,
+    /// Set when a finish starts, so the renewer does not mistake a completion for a loss.
+    finishing: Arc<AtomicBool>,
+    /// Fired when the lease is lost or shutdown's grace ran out.
+    cancel: CancellationToken,
+}
+
+#[derive(Default)]
+struct State {
+    buffer: VecDeque<ClaimedRow>,
+    live: HashMap<Uuid, Live>,
+    in_flight: usize,
+}
+
+pub(crate) struct Inner {
+    store: Arc<dyn Store>,
+    opts: WorkerOptions,
+    state: Mutex<State>,
+    claim_lock: tokio::sync::Mutex<()>,
+    permits: Arc<Semaphore>,
+    /// New rows may be claimable (LISTEN/NOTIFY), or a task finished and made room.
+    wake: Notify,
+    /// A task finished (shutdown waits on it).
+    done: Notify,
+    /// Stop claiming.
+    stopping: CancellationToken,
+    /// Cancel running handlers (shutdown grace ran out, or the worker was dropped).
+    hard_stop: CancellationToken,
+    stats: WorkerStats,
+}
+
+impl Worker {
+    /// A worker on `store`. Starts the lease renewer and, when enabled, the listener.
+    pub async fn new(store: Arc<dyn Store>, opts: WorkerOptions) -> Result<Worker> {
+        opts.validate()?;
+        let inner = Arc::new(Inner {
+            permits: Arc::new(Semaphore::new(opts.effective_concurrency() as usize)),
+            store,
+            opts,
+            state: Mutex::new(State::default()),
+            claim_lock: tokio::sync::Mutex::new(()),
+            wake: Notify::new(),
+            done: Notify::new(),
+            stopping: CancellationToken::new(),
+            hard_stop: CancellationToken::new(),
+            stats: WorkerStats::default(),
+        });
+        renew::spawn_renewer(Arc::downgrade(&inner));
+        if inner.opts.listen {
+            renew::spawn_listener(Arc::downgrade(&inner)).await;
+        }
+        Ok(Worker { inner })
+    }
+
+    /// A worker on a new PostgreSQL pool sized for its concurrency.
+    #[cfg(feature = "postgres")]
+    pub async fn connect(database_url: &str, opts: WorkerOptions) -> Result<Worker> {
+        opts.validate()?;
+        // Handlers' transactions, the claim, the renewer and the listener each need one.
+        let store = crate::store::postgres::PgStore::connect(database_url, opts.effective_concurrency() + 3).await?;
+        store.check_schema().await?;
+        Worker::new(Arc::new(store), opts).await
+    }
+
+    pub fn options(&self) -> &WorkerOptions {
+        &self.inner.opts
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.store
+    }
+
+    pub fn stats(&self) -> StatsSnapshot {
+        let s = &self.inner.stats;
+        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        StatsSnapshot {
+            claimed: l(&s.claimed),
+            completed: l(&s.completed),
+            retried: l(&s.retried),
+            dead: l(&s.dead),
+            released: l(&s.released),
+            claims_lost: l(&s.claims_lost),
+            claim_errors: l(&s.claim_errors),
+        }
+    }
+
+    /// True once [`Worker::shutdown`] has begun.
+    pub fn is_stopping(&self) -> bool {
+        self.inner.stopping.is_cancelled()
+    }
+
+    /// The next claimed row, waiting until one is available. At most
+    /// `effective_concurrency` tasks are out at once: a further call waits for one to
+    /// finish. `Ok(None)` once the worker is shutting down. Claim failures (database down)
+    /// are logged and retried after the poll interval; only a missing schema is returned.
+    pub async fn next(&self) -> Result<Option<Task>> {
+        let inner = &self.inner;
+        let permit = tokio::select! {
+            p = inner.permits.clone().acquire_owned() => p.map_err(|_| Error::Cancelled)?,
+            _ = inner.stopping.cancelled() => return Ok(None),
+        };
+        loop {
+            if inner.stopping.is_cancelled() {
+                return Ok(None);
+            }
+            if let Some(task) = self.take_buffered(&permit) {
+                return Ok(Some(task.with_permit(permit)));
+            }
+            let guard = inner.claim_lock.lock().await;
+            if let Some(task) = self.take_buffered(&permit) {
+                return Ok(Some(task.with_permit(permit)));
+            }
+            let room = {
+                let st = inner.state.lock().unwrap();
+                inner.opts.batch_size.saturating_sub(st.live.len() as u32)
+            };
+            if room == 0 {
+                drop(guard);
+                self.idle_wait(Duration::from_secs(3600)).await;
+                continue;
+            }
+            match inner.store.claim_pull(&inner.opts.source, room, inner.opts.lease).await {
+                Ok(rows) if !rows.is_empty() => {
+                    inner.stats.claimed.fetch_add(rows.len() as u64, Ordering::Relaxed);
+                    let mut st = inner.state.lock().unwrap();
+                    for row in rows {
+                        st.live.insert(
+                            row.claim.id,
+                            Live { claim: row.claim, finishing: Arc::new(AtomicBool::new(false)), cancel: inner.hard_stop.child_token() },
+                        );
+                        st.buffer.push_back(row);
+                    }
+                }
+                Ok(_) => {
+                    drop(guard);
+                    self.idle_wait(inner.opts.poll_interval).await;
+                }
+                Err(e @ Error::SchemaMissing { .. }) => return Err(e),
+                Err(e) => {
+                    inner.stats.claim_errors.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(source = %inner.opts.source, error = %e, "pull claim failed; retrying after the poll interval");
+                    drop(guard);
+                    self.idle_wait(inner.opts.poll_interval).await;
+                }
+            }
+        }
+    }
+
+    fn take_buffered(&self, _permit: &tokio::sync::OwnedSemaphorePermit) -> Option<Task> {
+        let mut st = self.inner.state.lock().unwrap();
+        let row = st.buffer.pop_front()?;
+        let live = st.live.get(&row.claim.id)?;
+        let (finishing, cancel) = (live.finishing.clone(), live.cancel.clone());
+        st.in_flight += 1;
+        Some(Task::new(self.inner.clone(), row, finishing, cancel))
+    }
+
+    async fn idle_wait(&self, d: Duration) {
+        let inner = &self.inner;
+        tokio::select! {
+            _ = inner.wake.notified() => {}
+            _ = tokio::time::sleep(d) => {}
+            _ = inner.stopping.cancelled() => {}
+        }
+    }
+
+    /// Tasks handed out and not yet finished.
+    pub fn in_flight(&self) -> usize {
+        self.inner.state.lock().unwrap().in_flight
+    }
+
+    /// Graceful shutdown: stop claiming, release claimed rows that never started (back to
+    /// pending at once, no attempt spent), wait up to `shutdown_grace` for running tasks,
+    /// then cancel the rest. A cancelled task is abandoned: its lease simply expires and
+    /// another worker redelivers it. Returns the number of tasks abandoned.
+    pub async fn shutdown(&self) -> usize {
+        let inner = &self.inner;
+        inner.stopping.cancel();
+        let buffered: Vec<ClaimedRow> = {
+            let mut st = inner.state.lock().unwrap();
+            let rows: Vec<ClaimedRow> = st.buffer.drain(..).collect();
+            for r in &rows {
+                st.live.remove(&r.claim.id);
+            }
+            rows
+        };
+        for row in buffered {
+            match inner.store.release_pull(&row.claim).await {
+                Ok(true) => {
+                    inner.stats.released.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(false) => tracing::warn!(id = %row.claim.id, "release on shutdown found the lease already lost"),
+                Err(e) => tracing::warn!(id = %row.claim.id, error = %e, "release on shutdown failed; the lease will expire"),
+            }
+        }
+        let deadline = tokio::time::Instant::now() + inner.opts.shutdown_grace;
+        loop {
+            let done = inner.done.notified();
+            if self.in_flight() == 0 {
+                return 0;
+            }
+            if tokio::time::timeout_at(deadline, done).await.is_err() {
+                break;
+            }
+        }
+        let left = self.in_flight();
+        tracing::warn!(source = %inner.opts.source, tasks = left, "shutdown grace ran out; cancelling running handlers (their rows will be redelivered after the lease)");
+        inner.hard_stop.cancel();
+        left
+    }
+}
+
+impl Inner {
+    /// Removes a task from the books and wakes whoever waits for room.
+    fn forget(&self, id: Uuid, was_handed_out: bool) {
+        let mut st = self.state.lock().unwrap();
+        st.live.remove(&id);
+        if was_handed_out {
+            st.in_flight = st.in_flight.saturating_sub(1);
+        }
+        drop(st);
+        self.wake.notify_one();
+        self.done.notify_waiters();
+    }
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        self.stopping.cancel();
+        self.hard_stop.cancel();
+    }
+}

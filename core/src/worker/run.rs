@@ -1,0 +1,100 @@
+//! [`Worker::run`]: claim, run the handler, finish by its outcome, repeat until stopped.
+
+use std::future::Future;
+use std::time::Duration;
+
+use futures::FutureExt;
+use tokio::task::JoinSet;
+
+use super::{Task, Worker};
+use crate::error::{Error, Result};
+
+/// An error a handler returns; it becomes a retry (or dead at the ceiling) with its text.
+pub type HandlerError = Box<dyn std::error::Error + Send + Sync>;
+
+/// What a handler wants done with its row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// Mark the row processed (inside the handler's transaction, if it opened one).
+    Complete,
+    /// Retry after `after` (or the policy's backoff when `None`), recording `reason`.
+    Retry { after: Option<Duration>, reason: String },
+    /// Dead-letter the row with `reason`.
+    Dead { reason: String },
+}
+
+impl Worker {
+    /// Runs `handler` on every claimed row until `stop` resolves, then shuts down
+    /// gracefully ([`Worker::shutdown`]). A handler error or panic becomes a retry with
+    /// its text in `last_error` (dead once the attempts are spent). A handler whose lease
+    /// is lost is cancelled and nothing is written. Returns an error only when the schema
+    /// is missing.
+    pub async fn run<H, F>(&self, handler: H, stop: impl Future<Output = ()> + Send) -> Result<()>
+    where
+        H: Fn(Task) -> F + Send + Sync + 'static,
+        F: Future<Output = std::result::Result<Outcome, HandlerError>> + Send + 'static,
+    {
+        let handler = std::sync::Arc::new(handler);
+        let mut running = JoinSet::new();
+        tokio::pin!(stop);
+        let mut failure = None;
+        loop {
+            tokio::select! {
+                _ = &mut stop => break,
+                next = self.next() => match next {
+                    Ok(Some(task)) => {
+                        let h = handler.clone();
+                        running.spawn(run_one(task, move |t| h(t)));
+                    }
+                    Ok(None) => break,
+                    Err(e) => { failure = Some(e); break; }
+                },
+                Some(_) = running.join_next(), if !running.is_empty() => {}
+            }
+        }
+        let shutdown = self.shutdown();
+        let drain = async { while running.join_next().await.is_some() {} };
+        let (abandoned, _) = tokio::join!(shutdown, drain);
+        if abandoned > 0 {
+            tracing::info!(abandoned, "worker stopped; abandoned rows return after their lease");
+        }
+        failure.map_or(Ok(()), Err)
+    }
+}
+
+/// Runs one handler and finishes its task by the outcome.
+async fn run_one<H, F>(task: Task, handler: H)
+where
+    H: FnOnce(Task) -> F,
+    F: Future<Output = std::result::Result<Outcome, HandlerError>> + Send + 'static,
+{
+    let cancel = task.cancelled().clone();
+    let work = std::panic::AssertUnwindSafe(handler(task.clone())).catch_unwind();
+    let result = tokio::select! {
+        r = work => r,
+        _ = cancel.cancelled() => {
+            // Lease lost or shutdown grace over: drop the handler, write nothing.
+            task.abandon().await;
+            return;
+        }
+    };
+    let finished = match result {
+        Ok(Ok(Outcome::Complete)) => task.complete().await,
+        Ok(Ok(Outcome::Retry { after: Some(d), reason })) => task.retry(d, &reason).await,
+        Ok(Ok(Outcome::Retry { after: None, reason })) => task.fail(&reason).await.map(|_| ()),
+        Ok(Ok(Outcome::Dead { reason })) => task.dead(&reason).await,
+        Ok(Err(e)) => task.fail(&e.to_string()).await.map(|_| ()),
+        Err(panic) => {
+            let text = panic
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| panic.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown panic".into());
+            task.fail(&format!("handler panicked: {text}")).await.map(|_| ())
+        }
+    };
+    match finished {
+        Ok(()) | Err(Error::ClaimLost { .. }) => {}
+        Err(e) => tracing::warn!(id = %task.message().id, error = %e, "could not finish the row; it will be redelivered after its lease"),
+    }
+}

@@ -1,0 +1,233 @@
+//! One claimed row in the hands of a handler: its message, its cancellation, a lazily
+//! opened transaction for business writes, and the four ways to finish it.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::sync::{MappedMutexGuard, MutexGuard, OwnedSemaphorePermit};
+use tokio_util::sync::CancellationToken;
+
+use super::Inner;
+use crate::backoff::Decision;
+use crate::error::{Error, Result};
+use crate::headers::redact_error;
+use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
+use crate::metrics::{self, Component};
+use crate::store::{JsonRow, SqlValue, StoreTx};
+
+/// A claimed pull row. Clones share one claim; the first finish wins and later ones
+/// return [`Error::AlreadyFinished`]. Dropping every clone unfinished abandons the row:
+/// renewal stops and another worker takes it after the lease.
+#[derive(Clone)]
+pub struct Task {
+    inner: Arc<TaskInner>,
+}
+
+struct TaskInner {
+    worker: Arc<Inner>,
+    message: InboxMessage,
+    claim: ClaimRef,
+    finishing: Arc<AtomicBool>,
+    cancel: CancellationToken,
+    tx: tokio::sync::Mutex<Option<Box<dyn StoreTx>>>,
+    permit: Mutex<Option<OwnedSemaphorePermit>>,
+}
+
+impl Task {
+    pub(super) fn new(worker: Arc<Inner>, row: ClaimedRow, finishing: Arc<AtomicBool>, cancel: CancellationToken) -> Task {
+        Task {
+            inner: Arc::new(TaskInner {
+                worker,
+                message: row.message,
+                claim: row.claim,
+                finishing,
+                cancel,
+                tx: tokio::sync::Mutex::new(None),
+                permit: Mutex::new(None),
+            }),
+        }
+    }
+
+    pub(super) fn with_permit(self, permit: OwnedSemaphorePermit) -> Task {
+        *self.inner.permit.lock().unwrap() = Some(permit);
+        self
+    }
+
+    /// The claimed message.
+    pub fn message(&self) -> &InboxMessage {
+        &self.inner.message
+    }
+
+    /// Fires when the lease is lost (the handler must stop: its completion would fail) or
+    /// when shutdown's grace runs out.
+    pub fn cancelled(&self) -> &CancellationToken {
+        &self.inner.cancel
+    }
+
+    /// True once a finish (or an abandon) has begun.
+    pub fn is_finished(&self) -> bool {
+        self.inner.finishing.load(Ordering::SeqCst)
+    }
+
+    /// The handler's transaction, opened on first use. Business writes made in it commit
+    /// with [`Task::complete`] or roll back with any other finish.
+    pub async fn tx(&self) -> Result<MappedMutexGuard<'_, Box<dyn StoreTx>>> {
+        self.check_open()?;
+        let mut guard = self.inner.tx.lock().await;
+        if guard.is_none() {
+            *guard = Some(self.inner.worker.store.begin().await?);
+        }
+        Ok(MutexGuard::map(guard, |g| g.as_mut().expect("opened above")))
+    }
+
+    /// Runs a statement in the handler's transaction; returns the affected row count.
+    pub async fn execute(&self, sql: &str, params: &[SqlValue]) -> Result<u64> {
+        self.tx().await?.execute(sql, params).await
+    }
+
+    /// Runs a query in the handler's transaction; rows come back as JSON objects.
+    pub async fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<JsonRow>> {
+        self.tx().await?.query(sql, params).await
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.inner.finishing.load(Ordering::SeqCst) {
+            return Err(Error::AlreadyFinished { id: self.inner.claim.id });
+        }
+        if self.inner.cancel.is_cancelled() {
+            return Err(Error::Cancelled);
+        }
+        Ok(())
+    }
+
+    /// Claims the right to finish; false when another finish (or the renewer) came first.
+    fn begin_finish(&self) -> Result<()> {
+        if self.inner.finishing.swap(true, Ordering::SeqCst) {
+            return Err(Error::AlreadyFinished { id: self.inner.claim.id });
+        }
+        Ok(())
+    }
+
+    fn lost(&self, operation: &'static str) -> Error {
+        let w = &self.inner.worker;
+        w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
+        metrics::claim_lost(Component::Pull);
+        tracing::warn!(id = %self.inner.claim.id, source = %self.inner.message.source, operation,
+            "claim lost: the lease expired or another worker took the row; nothing was changed");
+        Error::ClaimLost { id: self.inner.claim.id, operation }
+    }
+
+    async fn take_tx(&self) -> Option<Box<dyn StoreTx>> {
+        self.inner.tx.lock().await.take()
+    }
+
+    /// Marks the row processed. With an open transaction the mark runs inside it and
+    /// commits with the business writes; if the fence matches no row everything rolls
+    /// back and [`Error::ClaimLost`] is returned.
+    pub async fn complete(&self) -> Result<()> {
+        self.begin_finish()?;
+        let claim = self.inner.claim;
+        let w = &self.inner.worker;
+        let r = match self.take_tx().await {
+            Some(mut tx) => match tx.complete_pull(&claim).await {
+                Ok(true) => tx.commit().await.map(|_| true),
+                Ok(false) => {
+                    let _ = tx.rollback().await;
+                    Ok(false)
+                }
+                Err(e) => {
+                    let _ = tx.rollback().await;
+                    Err(e)
+                }
+            },
+            None => w.store.complete_pull(&claim).await,
+        };
+        self.settle(r, "complete", |s| &s.completed)
+    }
+
+    /// Applies the retry policy to a failed handler: retry after the backoff, or dead once
+    /// the attempts are spent. Business writes are rolled back.
+    pub async fn fail(&self, error: &str) -> Result<Decision> {
+        let decision = self.inner.worker.opts.retry.decide_now(self.inner.message.attempt.max(0) as u32);
+        match decision {
+            Decision::Retry(d) => self.retry(d, error).await?,
+            Decision::Dead => self.dead(error).await?,
+        }
+        Ok(decision)
+    }
+
+    /// Back to pending after `delay` with `attempt + 1`; business writes roll back.
+    pub async fn retry(&self, delay: Duration, error: &str) -> Result<()> {
+        self.begin_finish()?;
+        if let Some(tx) = self.take_tx().await {
+            let _ = tx.rollback().await;
+        }
+        let text = redact_error(error, &[]);
+        let r = self.inner.worker.store.retry_pull(&self.inner.claim, delay, &text).await;
+        self.settle(r, "retry", |s| &s.retried)
+    }
+
+    /// To dead with `reason`; business writes roll back.
+    pub async fn dead(&self, reason: &str) -> Result<()> {
+        self.begin_finish()?;
+        if let Some(tx) = self.take_tx().await {
+            let _ = tx.rollback().await;
+        }
+        let text = redact_error(reason, &[]);
+        let r = self.inner.worker.store.dead_pull(&self.inner.claim, &text).await;
+        self.settle(r, "dead", |s| &s.dead)
+    }
+
+    /// Back to pending at once without spending an attempt (the handler never ran, or the
+    /// application wants the row redelivered now).
+    pub async fn release(&self) -> Result<()> {
+        self.begin_finish()?;
+        if let Some(tx) = self.take_tx().await {
+            let _ = tx.rollback().await;
+        }
+        let r = self.inner.worker.store.release_pull(&self.inner.claim).await;
+        self.settle(r, "release", |s| &s.released)
+    }
+
+    /// Gives the row up without writing: renewal stops and the lease expires. Business
+    /// writes roll back.
+    pub async fn abandon(&self) {
+        if self.begin_finish().is_ok() {
+            if let Some(tx) = self.take_tx().await {
+                let _ = tx.rollback().await;
+            }
+            self.inner.worker.forget(self.inner.claim.id, self.inner.permit.lock().unwrap().take().is_some());
+        }
+    }
+
+    fn settle(&self, r: Result<bool>, operation: &'static str, counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64) -> Result<()> {
+        let w = &self.inner.worker;
+        let handed_out = self.inner.permit.lock().unwrap().take().is_some();
+        w.forget(self.inner.claim.id, handed_out);
+        match r {
+            Ok(true) => {
+                counter(&w.stats).fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Ok(false) => Err(self.lost(operation)),
+            Err(e) => {
+                tracing::warn!(id = %self.inner.claim.id, operation, error = %e, "finishing the row failed; its lease will expire and it will be redelivered");
+                Err(e)
+            }
+        }
+    }
+}
+
+impl Drop for TaskInner {
+    fn drop(&mut self) {
+        if !self.finishing.swap(true, Ordering::SeqCst) {
+            let handed_out = self.permit.get_mut().unwrap().take().is_some();
+            self.worker.forget(self.claim.id, handed_out);
+            if let Some(tx) = self.tx.get_mut().take() {
+                // Dropping a sqlx transaction rolls it back when the connection returns.
+                drop(tx);
+            }
+        }
+    }
+}

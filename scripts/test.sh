@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The README's test command: installs and starts what the tests need, then runs every
+# part in scripts/test.d/ in name order (each part owns one component: Rust, C ABI, Go,
+# C#, Node, Python, brokers). Exits non-zero if any part fails.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export CARGO_TERM_COLOR=never
+# shellcheck source=scripts/postgres.sh
+source scripts/postgres.sh start
+export QUEUEBOX_TEST_DATABASE_URL
+pass=0; fail=0; failed=()
+only="${QB_TEST_ONLY:-}"
+for part in scripts/test.d/*.sh; do
+  [ -n "$only" ] && [[ "$part" != *"$only"* ]] && continue
+  echo "=== test part $part"
+  t0=$(date +%s)
+  if bash "$part"; then pass=$((pass+1)); else fail=$((fail+1)); failed+=("$part"); fi
+  echo "=== test part $part finished in $(( $(date +%s) - t0 ))s"
+done
+[ ${#failed[@]} -gt 0 ] && echo "failed parts: ${failed[*]}"
+echo "test parts: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
