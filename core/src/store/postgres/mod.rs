@@ -37,7 +37,7 @@ impl PgStore {
         let opts = opts.log_statements(tracing::log::LevelFilter::Trace);
         // One direct connection first: its error says why (refused, auth, unknown database)
         // where a pool would only report a timeout.
-        let first = tokio::time::timeout(Duration::from_secs(10), sqlx::PgConnection::connect_with(&opts)).await;
+        let first = tokio::time::timeout(Duration::from_secs(10), <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)).await;
         match first {
             Ok(Ok(conn)) => drop(conn),
             Ok(Err(e)) => return Err(Error::Connect { url: redact_url(url), reason: e.to_string() }),
