@@ -16,6 +16,7 @@
 //! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
 //! | [`migrate`] | embedded migrations and their runner |
 //! | [`metrics`] | process-wide counters such as claims lost |
+//! | [`binding`] | JSON glue shared by the language bindings: options, parameters, messages, tagged errors |
 //! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real functions |
 //! | [`error`] | [`Error`]: one variant per thing a caller can act on |
 //!
@@ -41,6 +42,7 @@
 //! ```
 
 pub mod backoff;
+pub mod binding;
 pub mod conformance;
 pub mod error;
 pub mod headers;

@@ -1,0 +1,164 @@
+//! Glue shared by the language bindings (Node, Python, and any other wrapper that talks
+//! JSON across its boundary): worker options and statement parameters from JSON, messages
+//! to JSON, errors to a tagged text the wrapper turns into its own typed exception. The
+//! defaults and validation stay in [`WorkerOptions`] and [`RetryPolicy`]; this module only
+//! maps names.
+
+use std::time::Duration;
+
+use serde_json::{Map, Value};
+
+use crate::backoff::RetryPolicy;
+use crate::error::{Error, Result};
+use crate::message::{InboxMessage, NewInboxMessage};
+use crate::store::SqlValue;
+use crate::worker::{StatsSnapshot, WorkerOptions};
+
+/// Worker options from a JSON object with the client option names (`source`, `batchSize`,
+/// `concurrency`, `leaseMs`, `pollIntervalMs`, `shutdownGraceMs`, `listen`, `retry:
+/// {maxAttempts, baseDelayMs, maxDelayMs, jitter}`). Missing keys keep the defaults; an
+/// unknown key or a value of the wrong type is an [`Error::Config`] naming it. The result
+/// is validated.
+pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
+    let obj = v.as_object().ok_or_else(|| Error::config("options", "must be an object"))?;
+    let source = match obj.get("source") {
+        Some(Value::String(s)) => s.clone(),
+        Some(Value::Null) | None => return Err(Error::config("source", "is required and must not be blank")),
+        Some(_) => return Err(Error::config("source", "must be a string")),
+    };
+    let mut o = WorkerOptions::new(source);
+    for (key, val) in obj {
+        match key.as_str() {
+            "source" => {}
+            "batchSize" => o.batch_size = uint(key, val)?,
+            "concurrency" => o.concurrency = uint(key, val)?,
+            "leaseMs" => o.lease = millis(key, val)?,
+            "pollIntervalMs" => o.poll_interval = millis(key, val)?,
+            "shutdownGraceMs" => o.shutdown_grace = millis(key, val)?,
+            "listen" => o.listen = val.as_bool().ok_or_else(|| Error::config(key.as_str(), "must be a boolean"))?,
+            "retry" => o.retry = retry_from_json(val)?,
+            other => return Err(Error::config(other, "is not a worker option")),
+        }
+    }
+    o.validate()?;
+    Ok(o)
+}
+
+fn retry_from_json(v: &Value) -> Result<RetryPolicy> {
+    let obj = v.as_object().ok_or_else(|| Error::config("retry", "must be an object"))?;
+    let mut p = RetryPolicy::default();
+    for (key, val) in obj {
+        let path = format!("retry.{key}");
+        match key.as_str() {
+            "maxAttempts" => p.max_attempts = uint(&path, val)?,
+            "baseDelayMs" => p.base_delay = millis(&path, val)?,
+            "maxDelayMs" => p.max_delay = millis(&path, val)?,
+            "jitter" => p.jitter = val.as_f64().ok_or_else(|| Error::config(path.as_str(), "must be a number"))?,
+            _ => return Err(Error::config(path, "is not a retry option")),
+        }
+    }
+    p.validate()?;
+    Ok(p)
+}
+
+fn uint(path: &str, v: &Value) -> Result<u32> {
+    v.as_u64()
+        .and_then(|n| u32::try_from(n).ok())
+        .ok_or_else(|| Error::config(path, "must be a non-negative integer"))
+}
+
+fn millis(path: &str, v: &Value) -> Result<Duration> {
+    v.as_u64().map(Duration::from_millis).ok_or_else(|| Error::config(path, "must be a non-negative integer of milliseconds"))
+}
+
+/// The effective options with the same names [`worker_options_from_json`] reads.
+pub fn worker_options_to_json(o: &WorkerOptions) -> Value {
+    let ms = |d: Duration| d.as_millis() as u64;
+    serde_json::json!({
+        "source": o.source, "batchSize": o.batch_size, "concurrency": o.concurrency,
+        "leaseMs": ms(o.lease), "pollIntervalMs": ms(o.poll_interval), "shutdownGraceMs": ms(o.shutdown_grace),
+        "listen": o.listen,
+        "retry": {"maxAttempts": o.retry.max_attempts, "baseDelayMs": ms(o.retry.base_delay),
+                  "maxDelayMs": ms(o.retry.max_delay), "jitter": o.retry.jitter},
+    })
+}
+
+/// A worker's counters as a JSON object.
+pub fn stats_to_json(s: &StatsSnapshot) -> Value {
+    serde_json::json!({
+        "claimed": s.claimed, "completed": s.completed, "retried": s.retried, "dead": s.dead,
+        "released": s.released, "claimsLost": s.claims_lost, "claimErrors": s.claim_errors,
+    })
+}
+
+/// A pull row to enqueue from `{source, idempotencyKey, payload, aggregateId?, eventType?,
+/// headers?, correlationId?}`; validated like every insert.
+pub fn new_pull_message_from_json(v: &Value) -> Result<NewInboxMessage> {
+    let obj = v.as_object().ok_or_else(|| Error::InvalidInput("message must be an object".into()))?;
+    let text = |k: &str| -> Result<Option<String>> {
+        match obj.get(k) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.clone())),
+            Some(_) => Err(Error::InvalidInput(format!("{k} must be a string"))),
+        }
+    };
+    let source = text("source")?.ok_or_else(|| Error::InvalidInput("source is required".into()))?;
+    let key = text("idempotencyKey")?.ok_or_else(|| Error::InvalidInput("idempotencyKey is required".into()))?;
+    let mut m = NewInboxMessage::new(source, key, obj.get("payload").cloned().unwrap_or(Value::Null)).pull();
+    m.aggregate_id = text("aggregateId")?;
+    m.event_type = text("eventType")?;
+    m.correlation_id = text("correlationId")?;
+    match obj.get("headers") {
+        None | Some(Value::Null) => {}
+        Some(Value::Object(h)) => m.headers = h.clone(),
+        Some(_) => return Err(Error::InvalidInput("headers must be an object".into())),
+    }
+    m.validate()?;
+    Ok(m)
+}
+
+/// Statement parameters from a JSON array (see [`SqlValue::from_json`]); `null` or a missing
+/// array means none.
+pub fn params_from_json(v: &Value) -> Result<Vec<SqlValue>> {
+    match v {
+        Value::Null => Ok(Vec::new()),
+        Value::Array(a) => Ok(a.iter().map(SqlValue::from_json).collect()),
+        _ => Err(Error::InvalidInput("statement parameters must be an array".into())),
+    }
+}
+
+/// The message as the JSON object handed to a handler (camelCase field names).
+pub fn message_to_json(m: &InboxMessage) -> Value {
+    serde_json::to_value(m).unwrap_or_else(|_| Value::Object(Map::new()))
+}
+
+/// `"[kind] message"`: the error text a binding raises, which its wrapper splits back into
+/// a typed error carrying [`crate::ErrorKind::as_str`].
+pub fn tagged_error(e: &Error) -> String {
+    format!("[{}] {}", e.kind().as_str(), e)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn missing_keys_keep_the_reference_defaults() {
+        let o = worker_options_from_json(&json!({"source": "orders"})).unwrap();
+        assert_eq!(o, WorkerOptions::new("orders"));
+    }
+
+    #[test]
+    fn every_option_maps_and_unknown_keys_are_named() {
+        let o = worker_options_from_json(&json!({"source": "s", "batchSize": 100, "concurrency": 4, "leaseMs": 1500,
+            "pollIntervalMs": 50, "shutdownGraceMs": 0, "listen": false, "retry": {"maxAttempts": 2, "baseDelayMs": 10, "maxDelayMs": 20, "jitter": 0}}))
+        .unwrap();
+        assert_eq!((o.batch_size, o.concurrency, o.lease, o.poll_interval, o.shutdown_grace, o.listen), (100, 4, Duration::from_millis(1500), Duration::from_millis(50), Duration::ZERO, false));
+        assert_eq!(o.retry, RetryPolicy { max_attempts: 2, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), jitter: 0.0 });
+        let e = worker_options_from_json(&json!({"source": "s", "batchsize": 1})).unwrap_err();
+        assert!(matches!(e, Error::Config { ref path, .. } if path == "batchsize"), "{e}");
+        let e = worker_options_from_json(&json!({"source": "s", "batchSize": 0})).unwrap_err();
+        assert!(tagged_error(&e).starts_with("[config] "), "{e}");
+    }
+}
