@@ -1,0 +1,331 @@
+//! `qb_worker`: a pull worker for one source, and its options as JSON.
+
+use std::ffi::{c_char, c_void};
+use std::ptr;
+use std::time::Duration;
+
+use queuebox_core::{RetryPolicy, Worker, WorkerOptions};
+use serde_json::{Map, Value};
+use tokio::runtime::Handle;
+
+use crate::boundary::{block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, write_out, Outcome, SendPtr};
+use crate::error::{Failure, QbError, QbStatus};
+use crate::runtime::QbRuntime;
+use crate::task::QbTask;
+
+/// A pull worker. Thread-safe: any thread may call any function on it at once.
+pub struct QbWorker {
+    pub(crate) worker: Worker,
+    pub(crate) handle: Handle,
+}
+
+/// Counters of one worker (`qb_worker_stats`).
+#[repr(C)]
+#[derive(Debug, Default, Clone, Copy)]
+pub struct QbStats {
+    pub claimed: u64,
+    pub completed: u64,
+    pub retried: u64,
+    pub dead: u64,
+    pub released: u64,
+    pub claims_lost: u64,
+    pub claim_errors: u64,
+    /// Tasks handed out and not yet finished.
+    pub in_flight: u64,
+}
+
+/// Fires once with the new worker (owned by the receiver) or an error.
+pub type QbWorkerCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, worker: *mut QbWorker, error: *mut QbError)>;
+
+/// Fires once with the next task and its message as JSON (both owned by the receiver), or
+/// with `QB_OK` and `task == NULL` when the worker is stopping, or with an error.
+pub type QbTaskCallback =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, task: *mut QbTask, message_json: *mut c_char, error: *mut QbError)>;
+
+/// Fires once with a count (rows affected, tasks abandoned) or an error.
+pub type QbCountCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, count: u64, error: *mut QbError)>;
+
+/// Fires once with the outcome of an operation that returns nothing.
+pub type QbDoneCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, error: *mut QbError)>;
+
+/// Fires once with a JSON string (owned by the receiver) or an error.
+pub type QbStringCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, json: *mut c_char, error: *mut QbError)>;
+
+/// Builds `WorkerOptions` from the options JSON: the core's defaults for every key left
+/// out, an error naming the key for a wrong type or an unknown key, then the core's
+/// `WorkerOptions::validate` (which names the invalid field).
+pub(crate) fn parse_options(json: &str) -> Outcome<WorkerOptions> {
+    let value: Value = serde_json::from_str(json).map_err(|e| Failure::config("<options>", format!("is not valid JSON: {e}")))?;
+    let Value::Object(map) = value else {
+        return Err(Failure::config("<options>", "must be a JSON object"));
+    };
+    let source = match map.get("source") {
+        Some(Value::String(s)) => s.clone(),
+        Some(_) => return Err(Failure::config("source", "must be a string")),
+        None => return Err(Failure::config("source", "is required")),
+    };
+    let mut o = WorkerOptions::new(source);
+    for (key, v) in &map {
+        match key.as_str() {
+            "source" => {}
+            "batchSize" => o.batch_size = uint(key, v)?,
+            "concurrency" => o.concurrency = uint(key, v)?,
+            "leaseMs" => o.lease = millis(key, v)?,
+            "pollIntervalMs" => o.poll_interval = millis(key, v)?,
+            "shutdownGraceMs" => o.shutdown_grace = millis(key, v)?,
+            "listen" => o.listen = v.as_bool().ok_or_else(|| Failure::config(key, "must be true or false"))?,
+            "retry" => o.retry = parse_retry(v)?,
+            other => return Err(Failure::config(other, "is not a worker option (known: source, batchSize, concurrency, leaseMs, pollIntervalMs, shutdownGraceMs, listen, retry)")),
+        }
+    }
+    o.validate()?;
+    Ok(o)
+}
+
+fn parse_retry(v: &Value) -> Outcome<RetryPolicy> {
+    let map: &Map<String, Value> = v.as_object().ok_or_else(|| Failure::config("retry", "must be an object"))?;
+    let mut p = RetryPolicy::default();
+    for (key, v) in map {
+        let path = format!("retry.{key}");
+        match key.as_str() {
+            "maxAttempts" => p.max_attempts = uint(&path, v)?,
+            "baseDelayMs" => p.base_delay = millis(&path, v)?,
+            "maxDelayMs" => p.max_delay = millis(&path, v)?,
+            "jitter" => p.jitter = v.as_f64().ok_or_else(|| Failure::config(&path, "must be a number"))?,
+            _ => return Err(Failure::config(&path, "is not a retry option (known: maxAttempts, baseDelayMs, maxDelayMs, jitter)")),
+        }
+    }
+    Ok(p)
+}
+
+fn uint(path: &str, v: &Value) -> Outcome<u32> {
+    v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| Failure::config(path, "must be a non-negative integer"))
+}
+
+fn millis(path: &str, v: &Value) -> Outcome<Duration> {
+    v.as_u64().map(Duration::from_millis).ok_or_else(|| Failure::config(path, "must be a non-negative integer of milliseconds"))
+}
+
+async fn connect(handle: Handle, url: String, opts: WorkerOptions) -> Outcome<Box<QbWorker>> {
+    let worker = Worker::connect(&url, opts).await?;
+    Ok(Box::new(QbWorker { worker, handle }))
+}
+
+/// Validates `options_json` (see proto-docs/ffi.md for the keys) and connects a worker to
+/// `database_url`. Returns at once; `callback` fires on a runtime thread. Option errors
+/// are reported synchronously through the return value and `out_error`.
+///
+/// # Safety
+/// `runtime` is a live runtime; the strings are NUL-terminated and live for the call;
+/// `user_data` stays valid until the callback fired.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_new(
+    runtime: *const QbRuntime,
+    database_url: *const c_char,
+    options_json: *const c_char,
+    callback: QbWorkerCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    guard(out_error, || {
+        let handle = handle_ref(runtime, "runtime")?.handle();
+        let url = str_arg(database_url, "database_url")?.to_string();
+        let opts = parse_options(str_arg(options_json, "options_json")?)?;
+        let ud = SendPtr(user_data);
+        spawn(&handle.clone(), connect(handle, url, opts), move |st, w, err| {
+            let ud = ud;
+            let w = w.map_or(ptr::null_mut(), Box::into_raw);
+            match callback {
+                Some(cb) => cb(ud.0, st, w, err),
+                None => {
+                    qb_worker_free(w);
+                    crate::error::qb_error_free(err);
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Blocking variant of `qb_worker_new`: returns when connected (or failed).
+///
+/// # Safety
+/// As `qb_worker_new`; `out_worker` points at writable storage. Not on a runtime thread.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_new_blocking(
+    runtime: *const QbRuntime,
+    database_url: *const c_char,
+    options_json: *const c_char,
+    out_worker: *mut *mut QbWorker,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    clear_out(out_worker);
+    guard(out_error, || {
+        let handle = handle_ref(runtime, "runtime")?.handle();
+        let url = str_arg(database_url, "database_url")?.to_string();
+        let opts = parse_options(str_arg(options_json, "options_json")?)?;
+        if out_worker.is_null() {
+            return Err(Failure::invalid("out_worker is NULL"));
+        }
+        let w = block(&handle, connect(handle.clone(), url, opts))?;
+        write_out(out_worker, Box::into_raw(w), "out_worker")
+    })
+}
+
+/// Releases the caller's worker handle. Tasks still out keep the worker alive until they
+/// are freed. Call `qb_worker_shutdown` first for a graceful stop; freeing a worker that
+/// was not shut down stops its claims and renewals (running rows are redelivered after
+/// their lease). NULL is ignored. Does not block.
+///
+/// # Safety
+/// `worker` is NULL or a worker not yet freed, with no call on it in progress.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_free(worker: *mut QbWorker) {
+    if worker.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let w = Box::from_raw(worker);
+        let _enter = w.handle.enter();
+        drop(w.worker);
+    }));
+}
+
+async fn next(w: Worker, handle: Handle) -> Outcome<Option<(Box<QbTask>, String)>> {
+    match w.next().await? {
+        None => Ok(None),
+        Some(task) => {
+            let json = serde_json::to_string(task.message()).map_err(|e| Failure::invalid(e.to_string()))?;
+            Ok(Some((QbTask::boxed(task, handle), json)))
+        }
+    }
+}
+
+/// Waits for the next claimed row. Returns at once; `callback` fires with a task (or with
+/// `task == NULL` once the worker is stopping). At most `min(concurrency, batchSize)`
+/// tasks are out at once: with that many unfinished, the callback waits for one to finish.
+///
+/// # Safety
+/// `worker` is live; `user_data` stays valid until the callback fired.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_next(worker: *const QbWorker, callback: QbTaskCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let ud = SendPtr(user_data);
+        spawn(&w.handle, next(w.worker.clone(), w.handle.clone()), move |st, r, err| {
+            let ud = ud;
+            let (task, json) = match r.flatten() {
+                Some((t, j)) => (Box::into_raw(t), into_c_string(j)),
+                None => (ptr::null_mut(), ptr::null_mut()),
+            };
+            match callback {
+                Some(cb) => cb(ud.0, st, task, json, err),
+                None => {
+                    crate::task::qb_task_free(task);
+                    crate::boundary::qb_string_free(json);
+                    crate::error::qb_error_free(err);
+                }
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Blocking variant of `qb_worker_next`. On `QB_OK`, `*out_task` is the task, or NULL when
+/// the worker is stopping. `out_message_json` may be NULL when the caller does not want
+/// the message now (`qb_task_message` gives it later).
+///
+/// # Safety
+/// `worker` is live; `out_task` is writable; `out_message_json` is NULL or writable. Not
+/// on a runtime thread.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_next_blocking(
+    worker: *const QbWorker,
+    out_task: *mut *mut QbTask,
+    out_message_json: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    clear_out(out_task);
+    clear_out(out_message_json);
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        if out_task.is_null() {
+            return Err(Failure::invalid("out_task is NULL"));
+        }
+        match block(&w.handle, next(w.worker.clone(), w.handle.clone()))? {
+            None => Ok(()),
+            Some((task, json)) => {
+                *out_task = Box::into_raw(task);
+                if !out_message_json.is_null() {
+                    *out_message_json = into_c_string(json);
+                }
+                Ok(())
+            }
+        }
+    })
+}
+
+/// Graceful shutdown: stop claiming (pending `next` calls return "stopped"), release rows
+/// claimed but never handed out, wait up to `shutdownGraceMs` for running tasks, then
+/// cancel the rest (they are abandoned; their rows return after the lease). Returns at
+/// once; `callback` fires with the number of tasks cancelled.
+///
+/// # Safety
+/// `worker` is live; `user_data` stays valid until the callback fired.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_shutdown(worker: *const QbWorker, callback: QbCountCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let worker = w.worker.clone();
+        let ud = SendPtr(user_data);
+        spawn(&w.handle, async move { Ok(worker.shutdown().await as u64) }, move |st, n, err| {
+            let ud = ud;
+            match callback {
+                Some(cb) => cb(ud.0, st, n.unwrap_or(0), err),
+                None => crate::error::qb_error_free(err),
+            }
+        });
+        Ok(())
+    })
+}
+
+/// Blocking variant of `qb_worker_shutdown`; `out_abandoned` (may be NULL) receives the
+/// number of tasks cancelled after the grace.
+///
+/// # Safety
+/// `worker` is live; `out_abandoned` is NULL or writable. Not on a runtime thread.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_shutdown_blocking(worker: *const QbWorker, out_abandoned: *mut u64, out_error: *mut *mut QbError) -> QbStatus {
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let worker = w.worker.clone();
+        let n = block(&w.handle, async move { Ok(worker.shutdown().await as u64) })?;
+        if !out_abandoned.is_null() {
+            *out_abandoned = n;
+        }
+        Ok(())
+    })
+}
+
+/// Copies the worker's counters into `*out_stats`. Does not block.
+///
+/// # Safety
+/// `worker` is live; `out_stats` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_stats(worker: *const QbWorker, out_stats: *mut QbStats, out_error: *mut *mut QbError) -> QbStatus {
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let s = w.worker.stats();
+        let stats = QbStats {
+            claimed: s.claimed,
+            completed: s.completed,
+            retried: s.retried,
+            dead: s.dead,
+            released: s.released,
+            claims_lost: s.claims_lost,
+            claim_errors: s.claim_errors,
+            in_flight: w.worker.in_flight() as u64,
+        };
+        write_out(out_stats, stats, "out_stats")
+    })
+}
