@@ -19,7 +19,7 @@ use uuid::Uuid;
 
 pub use options::WorkerOptions;
 pub use run::{HandlerError, Outcome};
-pub use task::Task;
+pub use task::{Task, TxGuard};
 
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow};
@@ -75,7 +75,7 @@ pub(crate) struct Inner {
     store: Arc<dyn Store>,
     opts: WorkerOptions,
     state: Mutex<State>,
-    claim_lock: tokio::sync::Mutex<()>,
+    claim_lock: Arc<tokio::sync::Mutex<()>>,
     permits: Arc<Semaphore>,
     /// New rows may be claimable (LISTEN/NOTIFY), or a task finished and made room.
     wake: Notify,
@@ -97,7 +97,7 @@ impl Worker {
             store,
             opts,
             state: Mutex::new(State::default()),
-            claim_lock: tokio::sync::Mutex::new(()),
+            claim_lock: Arc::new(tokio::sync::Mutex::new(())),
             wake: Notify::new(),
             done: Notify::new(),
             stopping: CancellationToken::new(),
@@ -165,7 +165,7 @@ impl Worker {
             if let Some(task) = self.take_buffered(&permit) {
                 return Ok(Some(task.with_permit(permit)));
             }
-            let guard = inner.claim_lock.lock().await;
+            let guard = inner.claim_lock.clone().lock_owned().await;
             if let Some(task) = self.take_buffered(&permit) {
                 return Ok(Some(task.with_permit(permit)));
             }
@@ -178,27 +178,25 @@ impl Worker {
                 self.idle_wait(Duration::from_secs(3600)).await;
                 continue;
             }
-            match inner.store.claim_pull(&inner.opts.source, room, inner.opts.lease).await {
-                Ok(rows) if !rows.is_empty() => {
-                    inner.stats.claimed.fetch_add(rows.len() as u64, Ordering::Relaxed);
-                    let mut st = inner.state.lock().unwrap();
-                    for row in rows {
-                        st.live.insert(
-                            row.claim.id,
-                            Live { claim: row.claim, finishing: Arc::new(AtomicBool::new(false)), cancel: inner.hard_stop.child_token() },
-                        );
-                        st.buffer.push_back(row);
-                    }
-                }
-                Ok(_) => {
-                    drop(guard);
-                    self.idle_wait(inner.opts.poll_interval).await;
-                }
-                Err(e @ Error::SchemaMissing { .. }) => return Err(e),
-                Err(e) => {
+            // The claim runs in its own task so that cancelling `next` (a select, a
+            // language's context cancellation) can never strand rows the database already
+            // marked processing: the task always files them in the buffer.
+            let claimer = inner.clone();
+            let claimed = tokio::spawn(async move {
+                let _guard = guard;
+                claimer.claim_into_buffer(room).await
+            });
+            match claimed.await {
+                Ok(Ok(n)) if n > 0 => continue,
+                Ok(Ok(_)) => self.idle_wait(inner.opts.poll_interval).await,
+                Ok(Err(e @ Error::SchemaMissing { .. })) => return Err(e),
+                Ok(Err(e)) => {
                     inner.stats.claim_errors.fetch_add(1, Ordering::Relaxed);
                     tracing::warn!(source = %inner.opts.source, error = %e, "pull claim failed; retrying after the poll interval");
-                    drop(guard);
+                    self.idle_wait(inner.opts.poll_interval).await;
+                }
+                Err(join) => {
+                    tracing::error!(error = %join, "pull claim task failed");
                     self.idle_wait(inner.opts.poll_interval).await;
                 }
             }
@@ -235,23 +233,7 @@ impl Worker {
     pub async fn shutdown(&self) -> usize {
         let inner = &self.inner;
         inner.stopping.cancel();
-        let buffered: Vec<ClaimedRow> = {
-            let mut st = inner.state.lock().unwrap();
-            let rows: Vec<ClaimedRow> = st.buffer.drain(..).collect();
-            for r in &rows {
-                st.live.remove(&r.claim.id);
-            }
-            rows
-        };
-        for row in buffered {
-            match inner.store.release_pull(&row.claim).await {
-                Ok(true) => {
-                    inner.stats.released.fetch_add(1, Ordering::Relaxed);
-                }
-                Ok(false) => tracing::warn!(id = %row.claim.id, "release on shutdown found the lease already lost"),
-                Err(e) => tracing::warn!(id = %row.claim.id, error = %e, "release on shutdown failed; the lease will expire"),
-            }
-        }
+        inner.release_buffered().await;
         let deadline = tokio::time::Instant::now() + inner.opts.shutdown_grace;
         loop {
             let done = inner.done.notified();
@@ -270,10 +252,56 @@ impl Worker {
 }
 
 impl Inner {
+    /// Claims up to `room` rows into the buffer; returns how many. Rows that arrive after
+    /// shutdown began are released at once.
+    async fn claim_into_buffer(&self, room: u32) -> Result<usize> {
+        let rows = self.store.claim_pull(&self.opts.source, room, self.opts.lease).await?;
+        let n = rows.len();
+        if n > 0 {
+            self.stats.claimed.fetch_add(n as u64, Ordering::Relaxed);
+            let mut st = self.state.lock().unwrap();
+            for row in rows {
+                st.live.insert(
+                    row.claim.id,
+                    Live { claim: row.claim, finishing: Arc::new(AtomicBool::new(false)), cancel: self.hard_stop.child_token() },
+                );
+                st.buffer.push_back(row);
+            }
+        }
+        if self.stopping.is_cancelled() {
+            self.release_buffered().await;
+        }
+        Ok(n)
+    }
+
+    /// Hands every buffered (claimed, never started) row back to pending, spending no attempt.
+    async fn release_buffered(&self) {
+        let rows: Vec<ClaimedRow> = {
+            let mut st = self.state.lock().unwrap();
+            let rows: Vec<ClaimedRow> = st.buffer.drain(..).collect();
+            for r in &rows {
+                st.live.remove(&r.claim.id);
+            }
+            rows
+        };
+        for row in rows {
+            match self.store.release_pull(&row.claim).await {
+                Ok(true) => {
+                    self.stats.released.fetch_add(1, Ordering::Relaxed);
+                }
+                Ok(false) => tracing::warn!(id = %row.claim.id, "release found the lease already lost"),
+                Err(e) => tracing::warn!(id = %row.claim.id, error = %e, "release failed; the lease will expire"),
+            }
+        }
+    }
+
     /// Removes a task from the books and wakes whoever waits for room.
-    fn forget(&self, id: Uuid, was_handed_out: bool) {
+    fn forget(&self, claim: ClaimRef, was_handed_out: bool) {
         let mut st = self.state.lock().unwrap();
-        st.live.remove(&id);
+        // Only this claim's entry: the same row may have been claimed again since.
+        if st.live.get(&claim.id).is_some_and(|l| l.claim.token == claim.token) {
+            st.live.remove(&claim.id);
+        }
         if was_handed_out {
             st.in_flight = st.in_flight.saturating_sub(1);
         }

@@ -5,7 +5,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::{MappedMutexGuard, MutexGuard, OwnedSemaphorePermit};
+use futures::future::BoxFuture;
+use tokio::sync::{MutexGuard, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::Inner;
@@ -71,24 +72,33 @@ impl Task {
     }
 
     /// The handler's transaction, opened on first use. Business writes made in it commit
-    /// with [`Task::complete`] or roll back with any other finish.
-    pub async fn tx(&self) -> Result<MappedMutexGuard<'_, Box<dyn StoreTx>>> {
+    /// with [`Task::complete`] or roll back with any other finish. Downcast with
+    /// `guard.as_any_mut().downcast_mut::<PgStoreTx>()` for the native sqlx API.
+    pub async fn tx(&self) -> Result<TxGuard<'_>> {
         self.check_open()?;
         let mut guard = self.inner.tx.lock().await;
         if guard.is_none() {
             *guard = Some(self.inner.worker.store.begin().await?);
         }
-        Ok(MutexGuard::map(guard, |g| g.as_mut().expect("opened above")))
+        Ok(TxGuard { guard })
     }
 
     /// Runs a statement in the handler's transaction; returns the affected row count.
-    pub async fn execute(&self, sql: &str, params: &[SqlValue]) -> Result<u64> {
-        self.tx().await?.execute(sql, params).await
+    // Boxed futures with explicit `Send` bounds: a plain `async fn` here trips the
+    // compiler's higher-ranked `Send` check when a handler future is spawned.
+    pub fn execute<'a>(&'a self, sql: &'a str, params: &'a [SqlValue]) -> BoxFuture<'a, Result<u64>> {
+        Box::pin(async move {
+            let mut tx = self.tx().await?;
+            tx.execute(sql, params).await
+        })
     }
 
     /// Runs a query in the handler's transaction; rows come back as JSON objects.
-    pub async fn query(&self, sql: &str, params: &[SqlValue]) -> Result<Vec<JsonRow>> {
-        self.tx().await?.query(sql, params).await
+    pub fn query<'a>(&'a self, sql: &'a str, params: &'a [SqlValue]) -> BoxFuture<'a, Result<Vec<JsonRow>>> {
+        Box::pin(async move {
+            let mut tx = self.tx().await?;
+            tx.query(sql, params).await
+        })
     }
 
     fn check_open(&self) -> Result<()> {
@@ -197,14 +207,14 @@ impl Task {
             if let Some(tx) = self.take_tx().await {
                 let _ = tx.rollback().await;
             }
-            self.inner.worker.forget(self.inner.claim.id, self.inner.permit.lock().unwrap().take().is_some());
+            self.inner.worker.forget(self.inner.claim, self.inner.permit.lock().unwrap().take().is_some());
         }
     }
 
     fn settle(&self, r: Result<bool>, operation: &'static str, counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64) -> Result<()> {
         let w = &self.inner.worker;
         let handed_out = self.inner.permit.lock().unwrap().take().is_some();
-        w.forget(self.inner.claim.id, handed_out);
+        w.forget(self.inner.claim, handed_out);
         match r {
             Ok(true) => {
                 counter(&w.stats).fetch_add(1, Ordering::Relaxed);
@@ -221,13 +231,31 @@ impl Task {
 
 impl Drop for TaskInner {
     fn drop(&mut self) {
-        if !self.finishing.swap(true, Ordering::SeqCst) {
-            let handed_out = self.permit.get_mut().unwrap().take().is_some();
-            self.worker.forget(self.claim.id, handed_out);
-            if let Some(tx) = self.tx.get_mut().take() {
-                // Dropping a sqlx transaction rolls it back when the connection returns.
-                drop(tx);
-            }
-        }
+        // Unfinished, or a finish whose future was dropped half-way: give the row up (the
+        // lease expires) and free the slot. A settled task has no permit left and its
+        // claim is gone from the books, so this is a no-op for it.
+        self.finishing.store(true, Ordering::SeqCst);
+        let handed_out = self.permit.get_mut().unwrap().take().is_some();
+        self.worker.forget(self.claim, handed_out);
+        // Dropping an open sqlx transaction rolls it back when the connection returns.
+        drop(self.tx.get_mut().take());
+    }
+}
+
+/// The handler's open transaction, locked for the caller's use.
+pub struct TxGuard<'a> {
+    guard: MutexGuard<'a, Option<Box<dyn StoreTx>>>,
+}
+
+impl std::ops::Deref for TxGuard<'_> {
+    type Target = dyn StoreTx;
+    fn deref(&self) -> &Self::Target {
+        self.guard.as_deref().expect("opened by Task::tx")
+    }
+}
+
+impl std::ops::DerefMut for TxGuard<'_> {
+    fn deref_mut(&mut self) -> &mut Self::Target {
+        self.guard.as_deref_mut().expect("opened by Task::tx")
     }
 }
