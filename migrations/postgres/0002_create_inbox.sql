@@ -40,6 +40,9 @@ CREATE INDEX idx_inbox_pull_processing ON inbox (source, lease_expires_at)
 -- Pull claim, aggregate head rule: earlier live rows of the same aggregate.
 CREATE INDEX idx_inbox_pull_aggregate ON inbox (source, aggregate_id, sequence)
     WHERE consumption = 'pull' AND state IN ('pending', 'processing') AND aggregate_id IS NOT NULL;
+-- Pull claim, busy aggregates: rows of an aggregate that hold a lease.
+CREATE INDEX idx_inbox_pull_busy ON inbox (source, aggregate_id, lease_expires_at)
+    WHERE consumption = 'pull' AND state = 'processing' AND aggregate_id IS NOT NULL;
 -- Push relay claim: due pending push rows in claim order.
 CREATE INDEX idx_inbox_push_pending ON inbox (scheduled_at, sequence)
     WHERE consumption = 'push' AND state = 'pending';

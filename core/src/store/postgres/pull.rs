@@ -69,11 +69,15 @@ WITH cand AS (
       ORDER BY lease_expires_at LIMIT $4)
 ), pick AS (
     SELECT c.id FROM cand c
-     WHERE c.aggregate_id IS NULL OR NOT EXISTS (
-           SELECT 1 FROM inbox b
-            WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id AND b.id <> c.id
-              AND b.state IN ('pending', 'processing')
-              AND (b.sequence < c.sequence OR (b.state = 'processing' AND b.lease_expires_at > clock_timestamp())))
+     WHERE c.aggregate_id IS NULL OR (
+           -- an earlier live row of the aggregate (index range scan, stops at the first)
+           NOT EXISTS (SELECT 1 FROM inbox b
+                        WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id
+                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence)
+           -- any other row of the aggregate holding a live lease
+       AND NOT EXISTS (SELECT 1 FROM inbox b
+                        WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id
+                          AND b.state = 'processing' AND b.id <> c.id AND b.lease_expires_at > clock_timestamp()))
      ORDER BY c.scheduled_at, c.sequence
      LIMIT $2
 ), locked AS (
