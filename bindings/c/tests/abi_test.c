@@ -1,0 +1,621 @@
+/* Exercises every export of queuebox.h against a real PostgreSQL, success and error paths,
+ * freeing everything it receives, so that valgrind can prove there is no leak and no use
+ * after free. Usage: abi_test <url of an empty database> <url of a second empty database>
+ * The test part (scripts/test.d/30-c-abi.sh) creates both databases and runs this under
+ * valgrind. Rows are inserted and checked with psql, never through the library under test. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "queuebox.h"
+
+static int failures = 0;
+static const char *db_url;
+
+#define CHECK(cond, ...)                                                            \
+  do {                                                                              \
+    if (!(cond)) {                                                                  \
+      failures++;                                                                   \
+      fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);               \
+      fprintf(stderr, __VA_ARGS__);                                                 \
+      fprintf(stderr, "\n");                                                        \
+    }                                                                               \
+  } while (0)
+
+/* Checks a status and the error object that must come with it, then frees the error. */
+static void expect_status(QbStatus got, QbError *err, QbStatus want, const char *code, const char *needle, const char *what) {
+  CHECK(got == want, "%s: status %d (%s), want %d (%s); message: %s", what, got, qb_status_name(got), want,
+        qb_status_name(want), err ? err->message : "(none)");
+  if (want == QB_OK) {
+    CHECK(err == NULL, "%s: an error object came with QB_OK", what);
+  } else if (err == NULL) {
+    CHECK(err != NULL, "%s: no error object came with a failure", what);
+  } else {
+    CHECK(err->kind == want, "%s: error kind %d", what, err->kind);
+    CHECK(strcmp(err->kind_name, qb_status_name(want)) == 0, "%s: kind_name %s", what, err->kind_name);
+    CHECK(err->message != NULL && strlen(err->message) > 0, "%s: empty message", what);
+    if (code) CHECK(err->code && strcmp(err->code, code) == 0, "%s: code %s, want %s", what, err->code ? err->code : "NULL", code);
+    if (needle) CHECK(err->message && strstr(err->message, needle), "%s: message '%s' lacks '%s'", what, err->message, needle);
+  }
+  qb_error_free(err);
+}
+
+/* Evaluates the call before reading `err` (C leaves the order of arguments unspecified). */
+#define EXPECT(call, ...)                  \
+  do {                                     \
+    QbStatus st_ = (call);                 \
+    expect_status(st_, err, __VA_ARGS__);  \
+    err = NULL;                            \
+  } while (0)
+
+/* Runs SQL through psql and returns its first output line (trimmed), caller frees. */
+static char *sql(const char *url, const char *text) {
+  char path[] = "/tmp/qb_abi_sql_XXXXXX";
+  int fd = mkstemp(path);
+  if (fd < 0) { perror("mkstemp"); exit(2); }
+  FILE *f = fdopen(fd, "w");
+  fputs(text, f);
+  fclose(f);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "psql '%s' -X -q -t -A -v ON_ERROR_STOP=1 -f %s", url, path);
+  FILE *p = popen(cmd, "r");
+  char line[4096] = "";
+  if (!fgets(line, sizeof line, p)) line[0] = 0;
+  char rest[4096];
+  while (fgets(rest, sizeof rest, p)) {}
+  int rc = pclose(p);
+  unlink(path);
+  if (rc != 0) { fprintf(stderr, "psql failed (%d) on: %s\n", rc, text); exit(2); }
+  line[strcspn(line, "\r\n")] = 0;
+  return strdup(line);
+}
+
+static void sql_expect(const char *text, const char *want, const char *what) {
+  char *got = sql(db_url, text);
+  CHECK(strcmp(got, want) == 0, "%s: got '%s', want '%s'", what, got, want);
+  free(got);
+}
+
+static void insert_rows(const char *source, int n) {
+  char buf[512];
+  snprintf(buf, sizeof buf,
+           "INSERT INTO inbox (source, idempotency_key, payload, consumption) "
+           "SELECT '%s', 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, %d) g;",
+           source, n);
+  free(sql(db_url, buf));
+}
+
+/* ---- a one-shot latch for callbacks ---- */
+typedef struct {
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  int fired;
+  QbStatus status;
+  QbError *error;
+  void *ptr;      /* worker or task */
+  char *json;     /* message, rows, report */
+  uint64_t count;
+  bool cancelled;
+  QbStatus nested; /* status of a blocking call attempted inside the callback */
+} Latch;
+
+static void latch_init(Latch *l) {
+  memset(l, 0, sizeof *l);
+  pthread_mutex_init(&l->mu, NULL);
+  pthread_cond_init(&l->cv, NULL);
+}
+static void latch_fire(Latch *l) {
+  pthread_mutex_lock(&l->mu);
+  l->fired++;
+  pthread_cond_broadcast(&l->cv);
+  pthread_mutex_unlock(&l->mu);
+}
+static void latch_wait(Latch *l) {
+  pthread_mutex_lock(&l->mu);
+  while (!l->fired) pthread_cond_wait(&l->cv, &l->mu);
+  pthread_mutex_unlock(&l->mu);
+}
+static void latch_destroy(Latch *l) {
+  pthread_mutex_destroy(&l->mu);
+  pthread_cond_destroy(&l->cv);
+}
+
+static void on_worker(void *ud, QbStatus st, QbWorker *w, QbError *e) {
+  Latch *l = ud; l->status = st; l->ptr = w; l->error = e; latch_fire(l);
+}
+static void on_task(void *ud, QbStatus st, QbTask *t, char *json, QbError *e) {
+  Latch *l = ud; l->status = st; l->ptr = t; l->json = json; l->error = e;
+  /* A blocking call on a runtime thread must be refused, not deadlock. */
+  if (t) {
+    QbError *ne = NULL;
+    l->nested = qb_task_complete_blocking(t, &ne);
+    qb_error_free(ne);
+  }
+  latch_fire(l);
+}
+static void on_count(void *ud, QbStatus st, uint64_t n, QbError *e) {
+  Latch *l = ud; l->status = st; l->count = n; l->error = e; latch_fire(l);
+}
+static void on_done(void *ud, QbStatus st, QbError *e) {
+  Latch *l = ud; l->status = st; l->error = e; latch_fire(l);
+}
+static void on_string(void *ud, QbStatus st, char *json, QbError *e) {
+  Latch *l = ud; l->status = st; l->json = json; l->error = e; latch_fire(l);
+}
+static void on_cancel(void *ud, bool cancelled) {
+  Latch *l = ud; l->cancelled = cancelled; latch_fire(l);
+}
+
+/* ---- tests ---- */
+
+static void static_strings_and_null_frees(void) {
+  CHECK(strcmp(qb_version(), "0.1.0") == 0, "version %s", qb_version());
+  CHECK(strcmp(qb_status_name(QB_ERR_CLAIM_LOST), "claim_lost") == 0, "name");
+  CHECK(strcmp(qb_status_name(QB_CANCELLED), "cancelled") == 0, "name");
+  CHECK(strcmp(qb_status_name(99), "unknown") == 0, "name");
+  qb_error_free(NULL);
+  qb_string_free(NULL);
+  qb_task_free(NULL);
+  qb_worker_free(NULL);
+  qb_runtime_free(NULL);
+}
+
+static void conformance_evaluate_runs_core_and_reports_bad_input(void) {
+  char *out = NULL;
+  QbError *err = NULL;
+  QbStatus st = qb_conformance_evaluate(
+      "backoff", "{\"policy\":{\"maxAttempts\":5,\"baseDelay\":1000,\"maxDelay\":300000,\"jitter\":0.2},\"attempt\":2,\"u\":0.5}",
+      &out, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "evaluate backoff");
+  CHECK(out && strcmp(out, "{\"decision\":\"retry\",\"delayMs\":4000}") == 0, "backoff output %s", out ? out : "NULL");
+  qb_string_free(out);
+
+  st = qb_conformance_evaluate("no_such_kind", "{}", &out, &err);
+  CHECK(out == NULL, "no output on failure");
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "no_such_kind", "unknown kind");
+  st = qb_conformance_evaluate("backoff", "{not json", &out, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "not valid JSON", "bad json");
+  st = qb_conformance_evaluate(NULL, "{}", &out, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "kind is NULL", "null kind");
+  st = qb_conformance_evaluate("backoff", "{}", NULL, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, NULL, "null out");
+  /* NULL out_error: the status alone. */
+  CHECK(qb_conformance_evaluate("backoff", "{", &out, NULL) == QB_ERR_INVALID_INPUT, "status without error object");
+}
+
+static void runtime_new_rejects_null_out(void) {
+  QbError *err = NULL;
+  EXPECT(qb_runtime_new(1, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_runtime", "runtime null out");
+}
+
+static void migrate_applies_then_reports_applied(QbRuntime *rt) {
+  char *report = NULL;
+  QbError *err = NULL;
+  QbStatus st = qb_migrate_blocking(rt, db_url, &report, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "migrate");
+  CHECK(report && strstr(report, "\"applied\":[\"") != NULL, "first migrate applies: %s", report ? report : "NULL");
+  qb_string_free(report);
+
+  Latch l; latch_init(&l);
+  st = qb_migrate(rt, db_url, on_string, &l, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "migrate async start");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "migrate async");
+  CHECK(l.json && strstr(l.json, "\"applied\":[]") != NULL, "second migrate applies nothing: %s", l.json ? l.json : "NULL");
+  qb_string_free(l.json);
+  latch_destroy(&l);
+
+  st = qb_migrate_blocking(rt, "postgres://postgres@127.0.0.1:1/none", NULL, &err);
+  expect_status(st, err, QB_ERR_CONNECT, NULL, NULL, "migrate unreachable");
+  st = qb_migrate_blocking(NULL, db_url, NULL, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "runtime is NULL", "migrate null runtime");
+  st = qb_migrate(rt, NULL, on_string, NULL, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "database_url", "migrate async null url");
+}
+
+static void worker_options_errors_name_the_field(QbRuntime *rt) {
+  struct { const char *json; const char *field; } cases[] = {
+      {"{\"source\":\"\"}", "source"},
+      {"{\"batchSize\":10}", "source"},
+      {"{\"source\":\"s\",\"batchSize\":0}", "batchSize"},
+      {"{\"source\":\"s\",\"batchSize\":\"ten\"}", "batchSize"},
+      {"{\"source\":\"s\",\"concurrency\":0}", "concurrency"},
+      {"{\"source\":\"s\",\"leaseMs\":10}", "leaseMs"},
+      {"{\"source\":\"s\",\"pollIntervalMs\":0}", "pollIntervalMs"},
+      {"{\"source\":\"s\",\"retry\":{\"baseDelayMs\":0}}", "retry.baseDelayMs"},
+      {"{\"source\":\"s\",\"retry\":{\"jitter\":2}}", "retry.jitter"},
+      {"{\"source\":\"s\",\"retry\":{\"tries\":2}}", "retry.tries"},
+      {"{\"source\":\"s\",\"batchsize\":2}", "batchsize"},
+      {"[1]", "<options>"},
+      {"{oops", "<options>"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    QbWorker *w = (QbWorker *)0x1;
+    QbError *err = NULL;
+    QbStatus st = qb_worker_new_blocking(rt, db_url, cases[i].json, &w, &err);
+    CHECK(w == NULL, "no worker on failure for %s", cases[i].json);
+    expect_status(st, err, QB_ERR_CONFIG, cases[i].field, NULL, cases[i].json);
+    /* The async variant validates before it returns. */
+    st = qb_worker_new(rt, db_url, cases[i].json, on_worker, NULL, &err);
+    expect_status(st, err, QB_ERR_CONFIG, cases[i].field, NULL, cases[i].json);
+  }
+}
+
+static void worker_new_reports_connect_and_schema_errors(QbRuntime *rt, const char *bare_url) {
+  QbWorker *w = NULL;
+  QbError *err = NULL;
+  QbStatus st = qb_worker_new_blocking(rt, "postgres://postgres:secret@127.0.0.1:1/x", "{\"source\":\"s\"}", &w, &err);
+  CHECK(err == NULL || strstr(err->message, "secret") == NULL, "password leaked: %s", err->message);
+  expect_status(st, err, QB_ERR_CONNECT, NULL, NULL, "unreachable");
+  st = qb_worker_new_blocking(rt, bare_url, "{\"source\":\"s\"}", &w, &err);
+  expect_status(st, err, QB_ERR_SCHEMA_MISSING, NULL, "migrate", "unmigrated");
+
+  Latch l; latch_init(&l);
+  st = qb_worker_new(rt, bare_url, "{\"source\":\"s\"}", on_worker, &l, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "async start");
+  latch_wait(&l);
+  CHECK(l.ptr == NULL, "no worker on failure");
+  expect_status(l.status, l.error, QB_ERR_SCHEMA_MISSING, NULL, NULL, "async unmigrated");
+  latch_destroy(&l);
+
+  st = qb_worker_new_blocking(rt, db_url, "{\"source\":\"s\"}", NULL, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "out_worker", "null out");
+  st = qb_worker_new_blocking(NULL, db_url, "{\"source\":\"s\"}", &w, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "runtime", "null runtime");
+  st = qb_worker_new_blocking(rt, db_url, NULL, &w, &err);
+  expect_status(st, err, QB_ERR_INVALID_INPUT, NULL, "options_json", "null options");
+}
+
+static QbWorker *new_worker(QbRuntime *rt, const char *options) {
+  QbWorker *w = NULL;
+  QbError *err = NULL;
+  QbStatus st = qb_worker_new_blocking(rt, db_url, options, &w, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, options);
+  if (!w) { fprintf(stderr, "cannot continue without a worker\n"); exit(1); }
+  return w;
+}
+
+static QbTask *next_task(QbWorker *w, char **json) {
+  QbTask *t = NULL;
+  QbError *err = NULL;
+  QbStatus st = qb_worker_next_blocking(w, &t, json, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "next");
+  CHECK(t != NULL, "a task was delivered");
+  return t;
+}
+
+static void blocking_calls_finish_rows_in_the_database(QbRuntime *rt) {
+  free(sql(db_url, "CREATE TABLE seen (key text primary key, n int);"));
+  insert_rows("blk", 6);
+  QbWorker *w = new_worker(rt, "{\"source\":\"blk\",\"batchSize\":6,\"concurrency\":6,\"listen\":false,"
+                               "\"pollIntervalMs\":50,\"retry\":{\"maxAttempts\":3,\"baseDelayMs\":60000,\"maxDelayMs\":60000,\"jitter\":0}}");
+  QbError *err = NULL;
+  QbStatus st;
+
+  /* 1: the message, the transaction, complete, and a second finish. */
+  char *json = NULL;
+  QbTask *t = next_task(w, &json);
+  CHECK(json && strstr(json, "\"idempotencyKey\":\"k1\"") && strstr(json, "\"payload\":{\"n\":1}") && strstr(json, "\"attempt\":0"),
+        "message %s", json ? json : "NULL");
+  qb_string_free(json);
+  char *msg = NULL;
+  EXPECT(qb_task_message(t, &msg, &err), QB_OK, NULL, NULL, "message");
+  CHECK(msg && strstr(msg, "\"source\":\"blk\""), "message %s", msg ? msg : "NULL");
+  qb_string_free(msg);
+  EXPECT(qb_task_message(t, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "message null out");
+  uint64_t n = 0;
+  st = qb_task_execute_blocking(t, "INSERT INTO seen (key, n) VALUES ($1, $2)", "[\"k1\", 1]", &n, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "execute");
+  CHECK(n == 1, "rows affected %llu", (unsigned long long)n);
+  char *rows = NULL;
+  st = qb_task_query_blocking(t, "SELECT key, n FROM seen WHERE key = $1", "[\"k1\"]", &rows, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "query");
+  CHECK(rows && strcmp(rows, "[{\"key\":\"k1\",\"n\":1}]") == 0, "rows %s", rows ? rows : "NULL");
+  qb_string_free(rows);
+  sql_expect("SELECT count(*) FROM seen;", "0", "business write invisible before commit");
+  bool cancelled = true;
+  EXPECT(qb_task_is_cancelled(t, &cancelled, &err), QB_OK, NULL, NULL, "is_cancelled");
+  CHECK(!cancelled, "not cancelled");
+  EXPECT(qb_task_complete_blocking(t, &err), QB_OK, NULL, NULL, "complete");
+  EXPECT(qb_task_complete_blocking(t, &err), QB_ERR_ALREADY_FINISHED, NULL, NULL, "second complete");
+  EXPECT(qb_task_execute_blocking(t, "SELECT 1", NULL, NULL, &err), QB_ERR_ALREADY_FINISHED, NULL, NULL, "execute after finish");
+  qb_task_free(t);
+  sql_expect("SELECT state || ' ' || (processed_at IS NOT NULL) FROM inbox WHERE idempotency_key='k1';", "processed true", "k1 processed");
+  sql_expect("SELECT count(*) FROM seen;", "1", "business write committed with the completion");
+
+  /* 2: statement errors carry the SQLSTATE; bad params are refused; fail applies the policy
+   * and rolls the business write back. */
+  t = next_task(w, NULL);
+  st = qb_task_execute_blocking(t, "INSERT INTO seen (key, n) VALUES ($1, $2)", "[\"k2\", 2]", NULL, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "execute k2");
+  EXPECT(qb_task_execute_blocking(t, "SELEC 1", "[]", NULL, &err), QB_ERR_DATABASE, "42601", NULL, "syntax error");
+  EXPECT(qb_task_execute_blocking(t, "SELECT 1", "{\"a\":1}", NULL, &err), QB_ERR_INVALID_INPUT, NULL, "array", "params object");
+  EXPECT(qb_task_execute_blocking(t, "SELECT 1", "[", NULL, &err), QB_ERR_INVALID_INPUT, NULL, "JSON", "params bad json");
+  EXPECT(qb_task_execute_blocking(t, NULL, NULL, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "sql", "null sql");
+  EXPECT(qb_task_query_blocking(t, "SELECT 1", NULL, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_rows_json", "query null out");
+  EXPECT(qb_task_fail_blocking(t, "boom password=hunter2", &err), QB_OK, NULL, NULL, "fail");
+  qb_task_free(t);
+  sql_expect("SELECT state || ' ' || attempt || ' ' || (scheduled_at > now() + interval '30 seconds') FROM inbox WHERE idempotency_key='k2';",
+             "pending 1 true", "k2 retried by the policy");
+  sql_expect("SELECT count(*) FROM seen WHERE key='k2';", "0", "failed handler left no business row");
+  sql_expect("SELECT position('hunter2' in last_error) FROM inbox WHERE idempotency_key='k2';", "0", "error text redacted");
+
+  /* 3..6: retry with the handler's delay, dead, release, abandon. */
+  t = next_task(w, NULL);
+  EXPECT(qb_task_retry_blocking(t, 5000, "later", &err), QB_OK, NULL, NULL, "retry");
+  qb_task_free(t);
+  sql_expect("SELECT state || ' ' || attempt || ' ' || last_error FROM inbox WHERE idempotency_key='k3';", "pending 1 later", "k3 retried");
+  t = next_task(w, NULL);
+  EXPECT(qb_task_dead_blocking(t, "poison", &err), QB_OK, NULL, NULL, "dead");
+  qb_task_free(t);
+  sql_expect("SELECT state || ' ' || last_error FROM inbox WHERE idempotency_key='k4';", "dead poison", "k4 dead");
+  t = next_task(w, NULL);
+  EXPECT(qb_task_release_blocking(t, &err), QB_OK, NULL, NULL, "release");
+  qb_task_free(t);
+  sql_expect("SELECT state || ' ' || attempt FROM inbox WHERE idempotency_key='k5';", "pending 0", "k5 released");
+  /* k5 is due again at once; abandon whichever row comes next. */
+  t = next_task(w, &json);
+  qb_string_free(json);
+  EXPECT(qb_task_abandon_blocking(t, &err), QB_OK, NULL, NULL, "abandon");
+  EXPECT(qb_task_complete_blocking(t, &err), QB_ERR_ALREADY_FINISHED, NULL, NULL, "complete after abandon");
+  qb_task_free(t);
+  sql_expect("SELECT count(*) FROM inbox WHERE source='blk' AND state='processing' AND claim_token IS NOT NULL;", "1",
+             "abandoned row keeps its lease until expiry");
+
+  QbStats s;
+  EXPECT(qb_worker_stats(w, &s, &err), QB_OK, NULL, NULL, "stats");
+  CHECK(s.completed == 1 && s.retried == 2 && s.dead == 1 && s.released == 1 && s.in_flight == 0,
+        "stats claimed=%llu completed=%llu retried=%llu dead=%llu released=%llu in_flight=%llu", (unsigned long long)s.claimed,
+        (unsigned long long)s.completed, (unsigned long long)s.retried, (unsigned long long)s.dead, (unsigned long long)s.released,
+        (unsigned long long)s.in_flight);
+  EXPECT(qb_worker_stats(w, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "stats null out");
+
+  /* A task freed unfinished is abandoned too (no leak, no write). */
+  t = next_task(w, NULL);
+  qb_task_free(t);
+
+  uint64_t abandoned = 99;
+  EXPECT(qb_worker_shutdown_blocking(w, &abandoned, &err), QB_OK, NULL, NULL, "shutdown");
+  CHECK(abandoned == 0, "nothing running at shutdown: %llu", (unsigned long long)abandoned);
+  QbTask *none = (QbTask *)0x1;
+  EXPECT(qb_worker_next_blocking(w, &none, NULL, &err), QB_OK, NULL, NULL, "next after shutdown");
+  CHECK(none == NULL, "stopped worker delivers no task");
+  qb_worker_free(w);
+}
+
+static void callbacks_fire_once_from_runtime_threads(QbRuntime *rt) {
+  insert_rows("cb", 6);
+  QbError *err = NULL;
+  Latch l;
+  latch_init(&l);
+  QbStatus st = qb_worker_new(rt, db_url, "{\"source\":\"cb\",\"batchSize\":1,\"listen\":true,\"retry\":{\"baseDelayMs\":60000,\"maxDelayMs\":60000}}",
+                              on_worker, &l, &err);
+  expect_status(st, err, QB_OK, NULL, NULL, "worker_new async");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "worker_new callback");
+  QbWorker *w = l.ptr;
+  latch_destroy(&l);
+  if (!w) exit(1);
+
+  /* next + message; the callback tries a blocking call and must be refused. */
+  latch_init(&l);
+  EXPECT(qb_worker_next(w, on_task, &l, &err), QB_OK, NULL, NULL, "next async");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "next callback");
+  QbTask *t = l.ptr;
+  CHECK(t && l.json && strstr(l.json, "\"idempotencyKey\":\"k1\""), "task and message");
+  CHECK(l.nested == QB_ERR_INVALID_INPUT, "blocking call inside a callback refused: %d", l.nested);
+  qb_string_free(l.json);
+  latch_destroy(&l);
+
+  latch_init(&l);
+  EXPECT(qb_task_execute(t, "CREATE TABLE cb_seen (k text)", NULL, on_count, &l, &err), QB_OK, NULL, NULL, "execute async");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "execute callback");
+  latch_destroy(&l);
+  latch_init(&l);
+  EXPECT(qb_task_execute(t, "INSERT INTO cb_seen VALUES ($1), ($2)", "[\"a\",\"b\"]", on_count, &l, &err), QB_OK, NULL, NULL, "insert async");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "insert callback");
+  CHECK(l.count == 2, "two rows inserted: %llu", (unsigned long long)l.count);
+  latch_destroy(&l);
+  latch_init(&l);
+  EXPECT(qb_task_execute(t, "INSERT INTO cb_seen VALUES (1, 2)", NULL, on_count, &l, &err), QB_OK, NULL, NULL, "bad insert async");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_ERR_DATABASE, "42601", NULL, "bad insert callback");
+  latch_destroy(&l);
+  /* The failed statement aborted the transaction: complete must not commit cb_seen. */
+  latch_init(&l);
+  EXPECT(qb_task_query(t, "SELECT count(*) AS n FROM cb_seen", NULL, on_string, &l, &err), QB_OK, NULL, NULL, "query async");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_ERR_DATABASE, "25P02", NULL, "query in aborted transaction");
+  CHECK(l.json == NULL, "no rows on failure");
+  latch_destroy(&l);
+
+  Latch c;
+  latch_init(&c);
+  EXPECT(qb_task_on_cancelled(t, on_cancel, &c, &err), QB_OK, NULL, NULL, "on_cancelled");
+  latch_init(&l);
+  EXPECT(qb_task_fail(t, "aborted tx", on_done, &l, &err), QB_OK, NULL, NULL, "fail async");
+  qb_task_free(t); /* freeing right after the call returned is allowed */
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "fail callback");
+  latch_destroy(&l);
+  latch_wait(&c);
+  CHECK(!c.cancelled, "a finished task reports not cancelled");
+  latch_destroy(&c);
+  sql_expect("SELECT to_regclass('cb_seen') IS NULL;", "t", "rolled back table");
+
+  /* query, complete, retry, dead, release, abandon through callbacks. */
+  const char *names[] = {"complete", "retry", "dead", "release", "abandon"};
+  for (int i = 0; i < 5; i++) {
+    latch_init(&l);
+    EXPECT(qb_worker_next(w, on_task, &l, &err), QB_OK, NULL, NULL, "next async");
+    latch_wait(&l);
+    t = l.ptr;
+    qb_string_free(l.json);
+    qb_error_free(l.error);
+    latch_destroy(&l);
+    if (!t) { CHECK(t != NULL, "task for %s", names[i]); continue; }
+    if (i == 0) {
+      latch_init(&l);
+      EXPECT(qb_task_query(t, "SELECT $1::int + 1 AS x", "[41]", on_string, &l, &err), QB_OK, NULL, NULL, "query");
+      latch_wait(&l);
+      expect_status(l.status, l.error, QB_OK, NULL, NULL, "query callback");
+      CHECK(l.json && strcmp(l.json, "[{\"x\":42}]") == 0, "rows %s", l.json ? l.json : "NULL");
+      qb_string_free(l.json);
+      latch_destroy(&l);
+    }
+    latch_init(&l);
+    switch (i) {
+      case 0: st = qb_task_complete(t, on_done, &l, &err); break;
+      case 1: st = qb_task_retry(t, 60000, "again", on_done, &l, &err); break;
+      case 2: st = qb_task_dead(t, "bad", on_done, &l, &err); break;
+      case 3: st = qb_task_release(t, on_done, &l, &err); break;
+      default: st = qb_task_abandon(t, on_done, &l, &err); break;
+    }
+    expect_status(st, err, QB_OK, NULL, NULL, names[i]);
+    latch_wait(&l);
+    expect_status(l.status, l.error, QB_OK, NULL, NULL, names[i]);
+    latch_destroy(&l);
+    /* A second finish through the callback path reports already finished. */
+    latch_init(&l);
+    EXPECT(qb_task_complete(t, on_done, &l, &err), QB_OK, NULL, NULL, "second finish start");
+    latch_wait(&l);
+    expect_status(l.status, l.error, QB_ERR_ALREADY_FINISHED, NULL, NULL, "second finish");
+    latch_destroy(&l);
+    qb_task_free(t);
+  }
+  sql_expect("SELECT string_agg(state, ',' ORDER BY idempotency_key) FROM inbox WHERE source='cb';",
+             "pending,processed,pending,dead,processing,pending", "states after callbacks");
+  /* Fire-and-forget: a NULL callback is allowed and leaks nothing. */
+  EXPECT(qb_worker_next(w, NULL, NULL, &err), QB_OK, NULL, NULL, "next without callback");
+
+  latch_init(&l);
+  EXPECT(qb_worker_shutdown(w, on_count, &l, &err), QB_OK, NULL, NULL, "shutdown async");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "shutdown callback");
+  latch_destroy(&l);
+  latch_init(&l);
+  EXPECT(qb_worker_next(w, on_task, &l, &err), QB_OK, NULL, NULL, "next after shutdown");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "stopped");
+  CHECK(l.ptr == NULL && l.json == NULL, "stopped: no task");
+  latch_destroy(&l);
+  qb_worker_free(w);
+}
+
+typedef struct {
+  QbTask *task;
+  bool cancelled;
+  QbStatus status;
+} WaitArgs;
+
+static void *wait_thread(void *p) {
+  WaitArgs *a = p;
+  QbError *err = NULL;
+  a->status = qb_task_wait_cancelled_blocking(a->task, &a->cancelled, &err);
+  qb_error_free(err);
+  return NULL;
+}
+
+static void shutdown_after_grace_cancels_and_nothing_completes(QbRuntime *rt) {
+  insert_rows("cancel", 2);
+  QbWorker *w = new_worker(rt, "{\"source\":\"cancel\",\"batchSize\":2,\"concurrency\":2,\"shutdownGraceMs\":200,\"leaseMs\":30000}");
+  QbError *err = NULL;
+  QbTask *t = next_task(w, NULL);
+  EXPECT(qb_task_execute_blocking(t, "CREATE TABLE cancel_seen (k text)", NULL, NULL, &err), QB_OK, NULL, NULL, "execute");
+  Latch c;
+  latch_init(&c);
+  EXPECT(qb_task_on_cancelled(t, on_cancel, &c, &err), QB_OK, NULL, NULL, "on_cancelled");
+  WaitArgs a = {t, false, QB_ERR_INTERNAL};
+  pthread_t th;
+  pthread_create(&th, NULL, wait_thread, &a);
+
+  uint64_t abandoned = 0;
+  EXPECT(qb_worker_shutdown_blocking(w, &abandoned, &err), QB_OK, NULL, NULL, "shutdown");
+  CHECK(abandoned == 1, "one running task cancelled: %llu", (unsigned long long)abandoned);
+  latch_wait(&c);
+  CHECK(c.cancelled, "on_cancelled reported cancellation");
+  latch_destroy(&c);
+  pthread_join(th, NULL);
+  CHECK(a.status == QB_OK && a.cancelled, "wait_cancelled_blocking: status %d cancelled %d", a.status, a.cancelled);
+  bool cancelled = false;
+  EXPECT(qb_task_is_cancelled(t, &cancelled, &err), QB_OK, NULL, NULL, "is_cancelled");
+  CHECK(cancelled, "polled cancellation");
+  EXPECT(qb_task_execute_blocking(t, "SELECT 1", NULL, NULL, &err), QB_CANCELLED, NULL, NULL, "execute after cancel");
+  EXPECT(qb_task_complete_blocking(t, &err), QB_CANCELLED, NULL, NULL, "complete after cancel");
+  qb_task_free(t);
+  sql_expect("SELECT string_agg(state, ',' ORDER BY idempotency_key) FROM inbox WHERE source='cancel';", "processing,pending",
+             "cancelled row not completed (lease kept), unstarted row released");
+  sql_expect("SELECT to_regclass('cancel_seen') IS NULL;", "t", "cancelled task's writes rolled back");
+  qb_worker_free(w);
+}
+
+static void null_handles_are_refused(void) {
+  QbError *err = NULL;
+  QbTask *t = NULL;
+  bool b;
+  uint64_t n;
+  char *s = NULL;
+  QbStats stats;
+  EXPECT(qb_worker_next_blocking(NULL, &t, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "worker is NULL", "next null");
+  EXPECT(qb_worker_next(NULL, on_task, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "next async null");
+  EXPECT(qb_worker_shutdown(NULL, on_count, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "shutdown null");
+  EXPECT(qb_worker_shutdown_blocking(NULL, &n, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "shutdown blocking null");
+  EXPECT(qb_worker_stats(NULL, &stats, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "stats null");
+  EXPECT(qb_worker_new(NULL, db_url, "{}", on_worker, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "new null rt");
+  EXPECT(qb_task_message(NULL, &s, &err), QB_ERR_INVALID_INPUT, NULL, "task is NULL", "message null");
+  EXPECT(qb_task_is_cancelled(NULL, &b, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "is_cancelled null");
+  EXPECT(qb_task_on_cancelled(NULL, on_cancel, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "on_cancelled null");
+  EXPECT(qb_task_wait_cancelled_blocking(NULL, &b, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "wait null");
+  EXPECT(qb_task_execute(NULL, "x", NULL, on_count, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "execute null");
+  EXPECT(qb_task_execute_blocking(NULL, "x", NULL, &n, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "execute blocking null");
+  EXPECT(qb_task_query(NULL, "x", NULL, on_string, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "query null");
+  EXPECT(qb_task_query_blocking(NULL, "x", NULL, &s, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "query blocking null");
+  EXPECT(qb_task_complete(NULL, on_done, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "complete null");
+  EXPECT(qb_task_complete_blocking(NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "complete blocking null");
+  EXPECT(qb_task_fail(NULL, "e", on_done, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "fail null");
+  EXPECT(qb_task_fail_blocking(NULL, "e", &err), QB_ERR_INVALID_INPUT, NULL, NULL, "fail blocking null");
+  EXPECT(qb_task_retry(NULL, 1, "e", on_done, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "retry null");
+  EXPECT(qb_task_retry_blocking(NULL, 1, "e", &err), QB_ERR_INVALID_INPUT, NULL, NULL, "retry blocking null");
+  EXPECT(qb_task_dead(NULL, "r", on_done, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "dead null");
+  EXPECT(qb_task_dead_blocking(NULL, "r", &err), QB_ERR_INVALID_INPUT, NULL, NULL, "dead blocking null");
+  EXPECT(qb_task_release(NULL, on_done, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "release null");
+  EXPECT(qb_task_release_blocking(NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "release blocking null");
+  EXPECT(qb_task_abandon(NULL, on_done, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "abandon null");
+  EXPECT(qb_task_abandon_blocking(NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "abandon blocking null");
+}
+
+int main(int argc, char **argv) {
+  if (argc < 3) {
+    fprintf(stderr, "usage: %s <empty database url> <second empty database url>\n", argv[0]);
+    return 2;
+  }
+  db_url = argv[1];
+  static_strings_and_null_frees();
+  conformance_evaluate_runs_core_and_reports_bad_input();
+  runtime_new_rejects_null_out();
+  null_handles_are_refused();
+
+  QbRuntime *rt = NULL;
+  QbError *err = NULL;
+  EXPECT(qb_runtime_new(2, &rt, &err), QB_OK, NULL, NULL, "runtime");
+  if (!rt) return 1;
+  migrate_applies_then_reports_applied(rt);
+  worker_options_errors_name_the_field(rt);
+  worker_new_reports_connect_and_schema_errors(rt, argv[2]);
+  blocking_calls_finish_rows_in_the_database(rt);
+  callbacks_fire_once_from_runtime_threads(rt);
+  shutdown_after_grace_cancels_and_nothing_completes(rt);
+  qb_runtime_free(rt);
+
+  if (failures) {
+    fprintf(stderr, "abi_test: %d check(s) failed\n", failures);
+    return 1;
+  }
+  printf("abi_test: all checks passed\n");
+  return 0;
+}
