@@ -44,6 +44,7 @@
 pub mod backoff;
 pub mod binding;
 pub mod conformance;
+pub mod config;
 pub mod error;
 pub mod headers;
 pub mod keys;

@@ -1,0 +1,156 @@
+//! The relay's configuration: one YAML file, `${VAR}` / `${VAR:-default}` substitution,
+//! `QUEUEBOX_*` environment overrides, and a strict check that reports every offending key
+//! path at once (unknown keys with a "did you mean" hint, routes to missing destinations,
+//! templates with unknown placeholders, bad URLs, ...).
+//!
+//! ```no_run
+//! let cfg = queuebox_core::config::load(Some("examples/relay.yml".as_ref())).unwrap();
+//! println!("{}", cfg.to_redacted_yaml());
+//! ```
+//!
+//! Environment mapping (reference §4.1): strip `QUEUEBOX_`, lower-case, `_` separates path
+//! segments, `__` is a literal `_` inside a map key, a number is a list index, and a field
+//! name matches the camelCase key case-insensitively: `QUEUEBOX_OUTBOX_POLLINTERVALMS` →
+//! `outbox.pollIntervalMs`, `QUEUEBOX_DESTINATIONS_MY__API_BASEURL` →
+//! `destinations.my_api.baseUrl`, `QUEUEBOX_ROUTES_0_TOPICPATTERN` → `routes[0].topicPattern`.
+
+mod env;
+mod model;
+mod parse;
+mod secret;
+mod strict;
+mod template;
+mod validate;
+
+use std::path::Path;
+
+pub use model::*;
+pub use secret::Secret;
+pub use strict::{suggest, ConfigErrors, Problem};
+pub use template::{glob_match, render_topic, topic_placeholders, TOPIC_PLACEHOLDERS};
+
+/// The variable naming the configuration file when `--config` is not given.
+pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";
+
+/// Loads the file at `path` (else `$QUEUEBOX_CONFIG_FILE`; with neither, only the
+/// environment), applies the process environment, and validates.
+pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
+    let from_env = std::env::var(CONFIG_FILE_ENV).ok().filter(|s| !s.is_empty());
+    let path = path.map(Path::to_path_buf).or(from_env.map(Into::into));
+    let text = match &path {
+        Some(p) => std::fs::read_to_string(p).map_err(|e| {
+            let mut errs = ConfigErrors::default();
+            errs.push("<file>", format!("cannot read {}: {e}", p.display()));
+            errs
+        })?,
+        None => String::new(),
+    };
+    let vars: Vec<(String, String)> = std::env::vars().collect();
+    from_yaml_with_env(&text, &vars)
+}
+
+/// Parses `yaml` with `${VAR}` substitution and `QUEUEBOX_*` overrides from `vars`, then
+/// validates. The pure core of [`load`], used by tests.
+pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Config, ConfigErrors> {
+    let mut errs = ConfigErrors::default();
+    let text = template::substitute_vars(yaml, |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()), &mut errs);
+    let mut root: serde_yaml::Value = if text.trim().is_empty() {
+        serde_yaml::Value::Mapping(Default::default())
+    } else {
+        match serde_yaml::from_str(&text) {
+            Ok(v) => v,
+            Err(e) => {
+                errs.push("<file>", format!("not valid YAML: {e}"));
+                return Err(errs);
+            }
+        }
+    };
+    if root.is_null() {
+        root = serde_yaml::Value::Mapping(Default::default());
+    }
+    let origins = env::apply(&mut root, vars, &mut errs);
+    let cfg = parse::config(&root, &mut errs);
+    if let Some(cfg) = &cfg {
+        validate::config(cfg, &mut errs);
+    }
+    // Name the environment variable behind each offending key.
+    for p in &mut errs.problems {
+        if let Some((_, var)) = origins.iter().find(|(path, _)| p.path == *path || p.path.starts_with(&format!("{path}."))) {
+            p.env = Some(var.clone());
+        }
+    }
+    match cfg {
+        Some(cfg) if errs.is_empty() => Ok(cfg),
+        _ => Err(errs),
+    }
+}
+
+impl Config {
+    /// The resolved configuration as YAML with every secret shown as `***` and passwords
+    /// in URLs masked (what `queuebox check-config` prints).
+    pub fn to_redacted_yaml(&self) -> String {
+        serde_yaml::to_string(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+    }
+
+    /// The first route whose pattern matches `topic`, in configuration order.
+    pub fn route_for(&self, topic: &str) -> Option<&RouteConfig> {
+        self.routes.iter().find(|r| glob_match(&r.topic_pattern, topic))
+    }
+
+    /// The HTTP source served at `path` (relative to `inbox.basePath`).
+    pub fn http_source_at(&self, path: &str) -> Option<&SourceConfig> {
+        self.sources.values().find(|s| matches!(&s.kind, SourceKind::Http(h) if h.path == path))
+    }
+
+    /// The database URL with `database.username` / `database.password` applied.
+    pub fn database_url(&self) -> String {
+        let d = &self.database;
+        match url::Url::parse(&d.url) {
+            Ok(mut u) => {
+                if let Some(user) = &d.username {
+                    let _ = u.set_username(user);
+                }
+                if let Some(pw) = &d.password {
+                    let _ = u.set_password(Some(pw.expose()));
+                }
+                u.to_string()
+            }
+            Err(_) => d.url.clone(),
+        }
+    }
+
+    /// Secrets to mask in log lines and `last_error` text.
+    pub fn secrets(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Some(p) = &self.database.password {
+            out.push(p.expose().to_string());
+        }
+        if let Ok(u) = url::Url::parse(&self.database.url) {
+            if let Some(p) = u.password() {
+                out.push(p.to_string());
+            }
+        }
+        let mut auth = |a: &Option<AuthConfig>| match a {
+            Some(AuthConfig::Bearer(b)) => out.push(b.token.expose().to_string()),
+            Some(AuthConfig::ApiKey(k)) => out.push(k.key.expose().to_string()),
+            Some(AuthConfig::Hmac(h)) => out.push(h.secret.expose().to_string()),
+            None => {}
+        };
+        auth(&self.admin.auth);
+        for s in self.sources.values() {
+            match &s.kind {
+                SourceKind::Http(h) => auth(&h.auth),
+            }
+        }
+        for d in self.destinations.values() {
+            match &d.kind {
+                DestinationKind::Http(h) => auth(&h.auth),
+            }
+        }
+        out.retain(|s| s.len() >= 4);
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests;

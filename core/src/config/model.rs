@@ -1,0 +1,469 @@
+//! The typed configuration. Structs with fixed keys derive `Deserialize`; the maps whose
+//! entries pick a kind with `type` (sources, destinations, auth blocks) are dispatched by
+//! hand in [`super::parse`], so a new kind is one struct plus one match arm.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use super::secret::Secret;
+use crate::message::Consumption;
+
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Config {
+    pub server: ServerConfig,
+    pub database: DatabaseConfig,
+    pub outbox: OutboxConfig,
+    pub inbox: InboxConfig,
+    pub http: HttpConfig,
+    pub admin: AdminConfig,
+    pub retention: RetentionConfig,
+    pub destinations: BTreeMap<String, DestinationConfig>,
+    pub routes: Vec<RouteConfig>,
+    pub sources: BTreeMap<String, SourceConfig>,
+}
+
+/// The top-level keys as read; the kind-dispatched maps stay YAML until [`super::parse`].
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub(super) struct RawConfig {
+    pub server: ServerConfig,
+    pub database: Option<serde_yaml::Value>,
+    pub outbox: OutboxConfig,
+    pub inbox: InboxConfig,
+    pub http: HttpConfig,
+    pub admin: Option<serde_yaml::Value>,
+    pub retention: RetentionConfig,
+    pub destinations: BTreeMap<String, serde_yaml::Value>,
+    pub routes: Vec<RouteConfig>,
+    pub sources: BTreeMap<String, serde_yaml::Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ServerConfig {
+    /// The address both ports bind (default all interfaces).
+    pub bind_address: String,
+    pub http_port: u16,
+    /// When set, `/metrics`, `/health/*` and `/admin/*` move to this port.
+    pub management_port: Option<u16>,
+    /// How long shutdown waits for in-flight HTTP requests.
+    pub drain_timeout_ms: u64,
+}
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { bind_address: "0.0.0.0".into(), http_port: 8080, management_port: None, drain_timeout_ms: 10_000 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct DatabaseConfig {
+    /// `postgresql` (SQL Server comes later).
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `postgres://user@host:port/db`; the password may sit here or in `password`.
+    #[serde(serialize_with = "redacted_url")]
+    pub url: String,
+    pub username: Option<String>,
+    pub password: Option<Secret>,
+    pub pool_size: u32,
+    pub connection_timeout_ms: u64,
+    pub migrate: bool,
+    pub startup_timeout_ms: u64,
+}
+impl Default for DatabaseConfig {
+    fn default() -> Self {
+        DatabaseConfig {
+            kind: "postgresql".into(),
+            url: String::new(),
+            username: None,
+            password: None,
+            pool_size: 10,
+            connection_timeout_ms: 30_000,
+            migrate: true,
+            startup_timeout_ms: 60_000,
+        }
+    }
+}
+
+fn redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&crate::headers::redact_error(url, &[]))
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OutboxConfig {
+    /// Run the outbox poller in this process.
+    pub enabled: bool,
+    pub poll_interval_ms: u64,
+    pub batch_size: u32,
+    pub retry_base_delay_ms: u64,
+    /// Stamped on rows QueueBox itself writes (relayed rows).
+    pub max_attempts: u32,
+    pub concurrency: u32,
+    /// The lease of one claim (visibility timeout); keep it above the slowest publish.
+    pub claim_timeout_ms: u64,
+    pub pending_gauge_interval_ms: u64,
+    pub shutdown_timeout_ms: u64,
+}
+impl Default for OutboxConfig {
+    fn default() -> Self {
+        OutboxConfig {
+            enabled: true,
+            poll_interval_ms: 100,
+            batch_size: 100,
+            retry_base_delay_ms: 1000,
+            max_attempts: 5,
+            concurrency: 8,
+            claim_timeout_ms: 300_000,
+            pending_gauge_interval_ms: 5000,
+            shutdown_timeout_ms: 30_000,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct InboxConfig {
+    pub base_path: String,
+    pub max_body_bytes: u64,
+    pub relay: RelayConfig,
+}
+impl Default for InboxConfig {
+    fn default() -> Self {
+        InboxConfig { base_path: "/inbox".into(), max_body_bytes: 1_048_576, relay: RelayConfig::default() }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RelayConfig {
+    pub enabled: bool,
+    pub poll_interval_ms: u64,
+    pub batch_size: u32,
+    pub claim_timeout_ms: u64,
+    pub pending_gauge_interval_ms: u64,
+    /// Overrides `outbox.maxAttempts` for relayed rows.
+    pub max_attempts: Option<u32>,
+}
+impl Default for RelayConfig {
+    fn default() -> Self {
+        RelayConfig { enabled: true, poll_interval_ms: 100, batch_size: 100, claim_timeout_ms: 300_000, pending_gauge_interval_ms: 5000, max_attempts: None }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HttpConfig {
+    pub max_error_body_bytes: usize,
+    pub block_private_addresses: bool,
+}
+impl Default for HttpConfig {
+    fn default() -> Self {
+        HttpConfig { max_error_body_bytes: 2048, block_private_addresses: false }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AdminFlags {
+    pub enabled: bool,
+    pub insecure: bool,
+    pub auth: Option<serde_yaml::Value>,
+}
+
+#[derive(Debug, Clone, Serialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct AdminConfig {
+    pub enabled: bool,
+    pub insecure: bool,
+    pub auth: Option<AuthConfig>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct RetentionConfig {
+    pub enabled: bool,
+    pub outbox: TableRetention,
+    pub inbox: TableRetention,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TableRetention {
+    /// `AGE`, `COUNT` (outbox only) or `DISABLED`.
+    pub policy: String,
+    pub max_age: Option<String>,
+    pub max_count: Option<u64>,
+    pub cleanup_interval: String,
+    pub batch_size: u32,
+}
+impl Default for TableRetention {
+    fn default() -> Self {
+        TableRetention { policy: "DISABLED".into(), max_age: None, max_count: None, cleanup_interval: "1h".into(), batch_size: 1000 }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RouteConfig {
+    /// Anchored glob: `*` one dot-free segment, `**` anything.
+    pub topic_pattern: String,
+    pub destination: String,
+}
+
+/// One destination: its name and its kind-specific settings.
+#[derive(Debug, Clone, Serialize)]
+pub struct DestinationConfig {
+    #[serde(skip)]
+    pub name: String,
+    #[serde(flatten)]
+    pub kind: DestinationKind,
+}
+
+/// The kinds of destination. A broker kind is one more variant (and one arm in
+/// `super::parse::destination`).
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type")]
+pub enum DestinationKind {
+    #[serde(rename = "http")]
+    Http(HttpDestination),
+}
+
+impl DestinationKind {
+    /// The `type` value, also the `destination_type` metric label.
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            DestinationKind::Http(_) => "http",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpDestination {
+    pub base_url: String,
+    #[serde(default = "slash")]
+    pub path: String,
+    #[serde(default = "thirty_seconds")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(skip_deserializing)]
+    pub auth: Option<AuthConfig>,
+}
+fn slash() -> String {
+    "/".into()
+}
+fn thirty_seconds() -> u64 {
+    30_000
+}
+
+/// One source: its name, the settings every kind shares, and the kind's own.
+#[derive(Debug, Clone, Serialize)]
+pub struct SourceConfig {
+    #[serde(skip)]
+    pub name: String,
+    #[serde(flatten)]
+    pub common: SourceCommon,
+    #[serde(flatten)]
+    pub kind: SourceKind,
+}
+
+impl SourceConfig {
+    /// The relay topic template: the configured one, else `{{ eventType }}` for HTTP and
+    /// `{{ source }}` for broker sources.
+    pub fn topic_template(&self) -> &str {
+        match &self.common.topic {
+            Some(t) => t,
+            None => match self.kind {
+                SourceKind::Http(_) => "{{ eventType }}",
+            },
+        }
+    }
+}
+
+/// The kinds of source; a broker kind is one more variant.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type")]
+pub enum SourceKind {
+    #[serde(rename = "http")]
+    Http(HttpSource),
+}
+
+impl SourceKind {
+    pub fn type_name(&self) -> &'static str {
+        match self {
+            SourceKind::Http(_) => "http",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct SourceCommon {
+    pub consumption: Consumption,
+    pub topic: Option<String>,
+    pub idempotency_key_path: Option<PathList>,
+    pub event_type_path: Option<PathList>,
+    pub aggregate_id_path: Option<PathList>,
+    /// Hold each row this long after receipt (`30s`, `5m`).
+    pub initial_delay: Option<String>,
+}
+
+/// A definite JSONPath or a non-empty list of them; the first that yields a value wins.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum PathList {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl PathList {
+    pub fn paths(&self) -> Vec<&str> {
+        match self {
+            PathList::One(p) => vec![p.as_str()],
+            PathList::Many(v) => v.iter().map(String::as_str).collect(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HttpSource {
+    pub path: String,
+    #[serde(default)]
+    pub idempotency_key_header: Option<String>,
+    #[serde(default)]
+    pub event_type_header: Option<String>,
+    #[serde(default)]
+    pub aggregate_id_header: Option<String>,
+    #[serde(skip_deserializing)]
+    pub auth: Option<AuthConfig>,
+}
+
+/// Request authentication of an HTTP source or the admin API.
+#[derive(Debug, Clone, Serialize)]
+#[serde(tag = "type")]
+pub enum AuthConfig {
+    #[serde(rename = "bearer")]
+    Bearer(BearerAuth),
+    #[serde(rename = "api-key")]
+    ApiKey(ApiKeyAuth),
+    #[serde(rename = "hmac")]
+    Hmac(HmacAuth),
+}
+
+impl AuthConfig {
+    /// The request header that carries the credential (never stored on a row).
+    pub fn header_name(&self) -> &str {
+        match self {
+            AuthConfig::Bearer(_) => "Authorization",
+            AuthConfig::ApiKey(a) => &a.header_name,
+            AuthConfig::Hmac(h) => &h.header_name,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct BearerAuth {
+    pub token: Secret,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ApiKeyAuth {
+    #[serde(default = "x_api_key")]
+    pub header_name: String,
+    pub key: Secret,
+}
+fn x_api_key() -> String {
+    "X-API-Key".into()
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HmacAuth {
+    pub secret: Secret,
+    #[serde(default = "x_signature")]
+    pub header_name: String,
+    #[serde(default = "hmac_sha256")]
+    pub algorithm: String,
+    #[serde(default = "sha256_prefix")]
+    pub signature_prefix: String,
+    #[serde(default)]
+    pub timestamp_header: Option<String>,
+    /// Milliseconds either side of now a timestamp may be (the header is Unix seconds).
+    #[serde(default = "five_minutes")]
+    pub timestamp_tolerance: u64,
+    /// `body` or `timestamp-dot-body` (default: the latter when `timestampHeader` is set).
+    #[serde(default)]
+    pub signature_payload_format: Option<String>,
+}
+fn x_signature() -> String {
+    "X-Signature".into()
+}
+fn hmac_sha256() -> String {
+    "HmacSHA256".into()
+}
+fn sha256_prefix() -> String {
+    "sha256=".into()
+}
+fn five_minutes() -> u64 {
+    300_000
+}
+
+impl HmacAuth {
+    /// True when the signed bytes are `timestamp + "." + body`.
+    pub fn signs_timestamp(&self) -> bool {
+        match self.signature_payload_format.as_deref().map(|s| s.to_ascii_lowercase().replace('_', "-")) {
+            Some(f) => f == "timestamp-dot-body",
+            None => self.timestamp_header.is_some(),
+        }
+    }
+}
+
+/// Every struct's key list, for env-var mapping and "did you mean" hints. A new struct
+/// adds its `fields_of` here.
+pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
+    use super::strict::fields_of;
+    vec![
+        fields_of::<RawConfig>(),
+        fields_of::<ServerConfig>(),
+        fields_of::<DatabaseConfig>(),
+        fields_of::<OutboxConfig>(),
+        fields_of::<InboxConfig>(),
+        fields_of::<RelayConfig>(),
+        fields_of::<HttpConfig>(),
+        fields_of::<AdminFlags>(),
+        fields_of::<RetentionConfig>(),
+        fields_of::<TableRetention>(),
+        fields_of::<RouteConfig>(),
+        fields_of::<HttpDestination>(),
+        fields_of::<SourceCommon>(),
+        fields_of::<HttpSource>(),
+        fields_of::<BearerAuth>(),
+        fields_of::<ApiKeyAuth>(),
+        fields_of::<HmacAuth>(),
+        &["auth"],
+    ]
+}
+
+/// Parses `30s`, `5m`, `2h`, `7d` (a bare number or a negative value is refused).
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let (num, unit) = s.split_at(s.len().checked_sub(1)?);
+    let n: u64 = num.parse().ok()?;
+    let secs = match unit {
+        "s" => n,
+        "m" => n * 60,
+        "h" => n * 3600,
+        "d" => n * 86_400,
+        _ => return None,
+    };
+    Some(Duration::from_secs(secs))
+}

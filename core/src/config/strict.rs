@@ -1,0 +1,185 @@
+//! Strict, path-aware deserialisation: every unknown key and every type error is collected
+//! with its key path (`outbox.batchSzie`, `routes[0].destination`) instead of stopping at
+//! the first one, and a near miss gets a "did you mean" hint.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::sync::OnceLock;
+
+use serde::de::{self, DeserializeOwned, Visitor};
+use serde_yaml::Value;
+
+/// One offending key of a configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    /// The key path, e.g. `sources.orders.auth.secret`.
+    pub path: String,
+    /// The environment variable that set the key, when one did.
+    pub env: Option<String>,
+    pub message: String,
+}
+
+/// Every problem found in a configuration; start-up fails when there is at least one.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigErrors {
+    pub problems: Vec<Problem>,
+}
+
+impl ConfigErrors {
+    pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
+        self.problems.push(Problem { path: path.into(), env: None, message: message.into() });
+    }
+    pub fn is_empty(&self) -> bool {
+        self.problems.is_empty()
+    }
+    /// True when some problem names exactly `path`.
+    pub fn mentions(&self, path: &str) -> bool {
+        self.problems.iter().any(|p| p.path == path)
+    }
+}
+
+impl fmt::Display for ConfigErrors {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let n = self.problems.len();
+        write!(f, "the configuration has {n} problem{}:", if n == 1 { "" } else { "s" })?;
+        for p in &self.problems {
+            match &p.env {
+                Some(env) => write!(f, "\n  - {} (from {env}): {}", p.path, p.message)?,
+                None => write!(f, "\n  - {}: {}", p.path, p.message)?,
+            }
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigErrors {}
+
+impl From<ConfigErrors> for crate::Error {
+    fn from(e: ConfigErrors) -> Self {
+        let path = e.problems.first().map(|p| p.path.clone()).unwrap_or_default();
+        crate::Error::Config { path, reason: e.to_string() }
+    }
+}
+
+/// Joins a parent path and a key.
+pub fn join(parent: &str, key: &str) -> String {
+    if parent.is_empty() {
+        key.to_string()
+    } else {
+        format!("{parent}.{key}")
+    }
+}
+
+/// Deserialises `value` into `T`, recording unknown keys (with a hint from `T`'s own field
+/// names) and a type error, each under `path`. `None` when `T` could not be built.
+pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigErrors) -> Option<T> {
+    let mut unknown = Vec::new();
+    let result: Result<T, _> = serde_ignored::deserialize(value.clone(), |p| unknown.push(p.to_string()));
+    let own = fields_of::<T>();
+    for u in unknown {
+        let full = join(path, &render_ignored(&u));
+        let last = full.rsplit('.').next().unwrap_or(&full).to_string();
+        let hint = if u.contains('.') { suggest(&last, all_known_keys()) } else { suggest(&last, own.iter().copied()) };
+        errs.push(full, unknown_message(hint));
+    }
+    match result {
+        Ok(v) => Some(v),
+        Err(e) => {
+            errs.push(if path.is_empty() { "<root>".to_string() } else { path.to_string() }, clean_serde_error(&e.to_string()));
+            None
+        }
+    }
+}
+
+fn unknown_message(hint: Option<String>) -> String {
+    match hint {
+        Some(h) => format!("unknown key; did you mean {h}?"),
+        None => "unknown key".to_string(),
+    }
+}
+
+/// serde_ignored renders sequence indices as `?.0`-like segments; show them as `[0]`.
+fn render_ignored(p: &str) -> String {
+    let mut out = String::new();
+    for seg in p.split('.') {
+        if !seg.is_empty() && seg.chars().all(|c| c.is_ascii_digit()) {
+            out.push_str(&format!("[{seg}]"));
+        } else {
+            if !out.is_empty() {
+                out.push('.');
+            }
+            out.push_str(seg);
+        }
+    }
+    out
+}
+
+fn clean_serde_error(s: &str) -> String {
+    s.trim().to_string()
+}
+
+/// The closest known key to `key` (case-insensitive equality or an edit distance of at
+/// most 2), for the "did you mean" hint.
+pub fn suggest<'a>(key: &str, known: impl IntoIterator<Item = &'a str>) -> Option<String> {
+    let k = key.to_ascii_lowercase();
+    let mut best: Option<(usize, &str)> = None;
+    for cand in known {
+        let c = cand.to_ascii_lowercase();
+        let d = if c == k { 0 } else { levenshtein(&k, &c) };
+        let limit = if k.len() <= 4 { 1 } else { 2 };
+        if d <= limit && best.is_none_or(|(bd, _)| d < bd) && cand != key {
+            best = Some((d, cand));
+        }
+    }
+    best.map(|(_, c)| c.to_string())
+}
+
+fn levenshtein(a: &str, b: &str) -> usize {
+    let a: Vec<char> = a.chars().collect();
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for i in 1..=a.len() {
+        let mut cur = vec![i; b.len() + 1];
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            cur[j] = (prev[j] + 1).min(cur[j - 1] + 1).min(prev[j - 1] + cost);
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+/// The field names a derived `Deserialize` of struct `T` accepts (read by a deserializer
+/// that records what `deserialize_struct` is asked for).
+pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
+    struct Probe<'a>(&'a mut &'static [&'static str]);
+    impl<'de> de::Deserializer<'de> for Probe<'_> {
+        type Error = de::value::Error;
+        fn deserialize_any<V: Visitor<'de>>(self, _v: V) -> Result<V::Value, Self::Error> {
+            Err(de::Error::custom("probe"))
+        }
+        fn deserialize_struct<V: Visitor<'de>>(self, _n: &'static str, fields: &'static [&'static str], _v: V) -> Result<V::Value, Self::Error> {
+            *self.0 = fields;
+            Err(de::Error::custom("probe"))
+        }
+        serde::forward_to_deserialize_any! {
+            bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf option unit unit_struct
+            newtype_struct seq tuple tuple_struct map enum identifier ignored_any
+        }
+    }
+    let mut fields: &'static [&'static str] = &[];
+    let _ = T::deserialize(Probe(&mut fields));
+    fields
+}
+
+/// Every key name of every configuration struct, for env-var mapping and hints.
+pub fn all_known_keys() -> impl Iterator<Item = &'static str> {
+    static KEYS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut s: BTreeSet<&'static str> = super::model::known_key_lists().into_iter().flatten().copied().collect();
+        s.insert("type");
+        s
+    })
+    .iter()
+    .copied()
+}

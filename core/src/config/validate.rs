@@ -1,0 +1,235 @@
+//! Semantic checks after parsing: each failure names its key path.
+
+use std::collections::BTreeMap;
+
+use super::model::*;
+use super::strict::ConfigErrors;
+use super::template::{topic_placeholders, TOPIC_PLACEHOLDERS};
+use crate::keys::JsonPath;
+use crate::message::Consumption;
+
+const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
+    database(&c.database, errs);
+    positive(errs, "outbox.pollIntervalMs", c.outbox.poll_interval_ms);
+    positive(errs, "outbox.batchSize", c.outbox.batch_size as u64);
+    positive(errs, "outbox.concurrency", c.outbox.concurrency as u64);
+    positive(errs, "outbox.claimTimeoutMs", c.outbox.claim_timeout_ms);
+    positive(errs, "outbox.retryBaseDelayMs", c.outbox.retry_base_delay_ms);
+    positive(errs, "outbox.pendingGaugeIntervalMs", c.outbox.pending_gauge_interval_ms);
+    positive(errs, "inbox.maxBodyBytes", c.inbox.max_body_bytes);
+    positive(errs, "inbox.relay.pollIntervalMs", c.inbox.relay.poll_interval_ms);
+    positive(errs, "inbox.relay.batchSize", c.inbox.relay.batch_size as u64);
+    positive(errs, "inbox.relay.claimTimeoutMs", c.inbox.relay.claim_timeout_ms);
+    if !c.inbox.base_path.starts_with('/') || c.inbox.base_path.ends_with('/') && c.inbox.base_path.len() > 1 {
+        errs.push("inbox.basePath", "must start with `/` and not end with `/` (e.g. /inbox)");
+    }
+    if c.server.management_port == Some(c.server.http_port) {
+        errs.push("server.managementPort", "must differ from server.httpPort");
+    }
+    if c.admin.enabled && c.admin.auth.is_none() && !c.admin.insecure {
+        errs.push("admin.auth", "the admin API is enabled without authentication; configure admin.auth or set admin.insecure: true");
+    }
+    if let Some(a) = &c.admin.auth {
+        auth(a, "admin.auth", errs);
+    }
+    for (i, r) in c.routes.iter().enumerate() {
+        if r.topic_pattern.trim().is_empty() {
+            errs.push(format!("routes[{i}].topicPattern"), "must not be empty");
+        }
+        if !c.destinations.contains_key(&r.destination) {
+            let hint = super::suggest(&r.destination, c.destinations.keys().map(String::as_str)).map(|h| format!("; did you mean {h}?")).unwrap_or_default();
+            errs.push(format!("routes[{i}].destination"), format!("destination `{}` does not exist{hint}", r.destination));
+        }
+    }
+    for (name, d) in &c.destinations {
+        let path = format!("destinations.{name}");
+        match &d.kind {
+            DestinationKind::Http(h) => http_destination(h, &path, c.outbox.claim_timeout_ms, errs),
+        }
+    }
+    let mut paths: BTreeMap<&str, &str> = BTreeMap::new();
+    for (name, s) in &c.sources {
+        let path = format!("sources.{name}");
+        common(s, &path, errs);
+        match &s.kind {
+            SourceKind::Http(h) => {
+                http_source(h, &path, errs);
+                if let Some(other) = paths.insert(h.path.as_str(), name.as_str()) {
+                    errs.push(format!("{path}.path"), format!("`{}` is also the path of source `{other}`", h.path));
+                }
+            }
+        }
+    }
+    retention(&c.retention.outbox, "retention.outbox", true, errs);
+    retention(&c.retention.inbox, "retention.inbox", false, errs);
+}
+
+fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
+    if v == 0 {
+        errs.push(path, "must be greater than 0");
+    }
+}
+
+fn database(d: &DatabaseConfig, errs: &mut ConfigErrors) {
+    if d.kind != "postgresql" {
+        errs.push("database.type", format!("`{}` is not supported by this build (postgresql)", d.kind));
+    }
+    if d.url.trim().is_empty() {
+        errs.push("database.url", "required (postgres://user@host:5432/db)");
+    } else if d.url.starts_with("file:") {
+        errs.push("database.url", "`file:` is only read for secret fields; put the password in database.password: file:/path");
+    } else {
+        match url::Url::parse(&d.url) {
+            Ok(u) if matches!(u.scheme(), "postgres" | "postgresql") && u.host_str().is_some() => {}
+            _ => errs.push("database.url", "must be a URL like postgres://user@host:5432/db"),
+        }
+    }
+    positive(errs, "database.poolSize", d.pool_size as u64);
+}
+
+fn http_destination(h: &HttpDestination, path: &str, claim_timeout_ms: u64, errs: &mut ConfigErrors) {
+    match url::Url::parse(&h.base_url) {
+        Ok(u) => {
+            if !matches!(u.scheme(), "http" | "https") {
+                errs.push(format!("{path}.baseUrl"), format!("scheme `{}` is not http or https", u.scheme()));
+            }
+            if u.host_str().is_none_or(str::is_empty) {
+                errs.push(format!("{path}.baseUrl"), "has no host");
+            }
+            if !u.username().is_empty() || u.password().is_some() {
+                errs.push(format!("{path}.baseUrl"), "must not carry credentials (use auth instead)");
+            }
+            if h.base_url.contains("/../") || h.base_url.contains("/./") || h.base_url.ends_with("/..") {
+                errs.push(format!("{path}.baseUrl"), "must not contain `.` or `..` segments");
+            }
+        }
+        Err(e) => errs.push(format!("{path}.baseUrl"), format!("not an absolute URL: {e}")),
+    }
+    if h.path.split('/').any(|s| s == "." || s == "..") {
+        errs.push(format!("{path}.path"), "must not contain `.` or `..` segments");
+    }
+    positive(errs, &format!("{path}.timeoutMs"), h.timeout_ms);
+    if h.timeout_ms >= claim_timeout_ms {
+        errs.push(format!("{path}.timeoutMs"), format!("must be below outbox.claimTimeoutMs ({claim_timeout_ms}), or a slow publish outlives its claim"));
+    }
+    for k in h.headers.keys() {
+        if k.trim().is_empty() {
+            errs.push(format!("{path}.headers"), "a header name is empty");
+        }
+    }
+    if let Some(a) = &h.auth {
+        auth(a, &format!("{path}.auth"), errs);
+    }
+}
+
+fn paths(list: &Option<PathList>, path: &str, errs: &mut ConfigErrors) {
+    if let Some(l) = list {
+        let ps = l.paths();
+        if ps.is_empty() {
+            errs.push(path, "the list of paths is empty");
+        }
+        for p in ps {
+            if let Err(e) = JsonPath::parse(p) {
+                errs.push(path, e.to_string().trim_start_matches("invalid input: ").to_string());
+            }
+        }
+    }
+}
+
+fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
+    let c = &s.common;
+    paths(&c.idempotency_key_path, &format!("{path}.idempotencyKeyPath"), errs);
+    paths(&c.event_type_path, &format!("{path}.eventTypePath"), errs);
+    paths(&c.aggregate_id_path, &format!("{path}.aggregateIdPath"), errs);
+    if let Some(d) = &c.initial_delay {
+        if parse_duration(d).is_none_or(|d| d.is_zero()) {
+            errs.push(format!("{path}.initialDelay"), format!("`{d}` is not a positive duration like 30s, 5m, 2h or 1d"));
+        }
+    }
+    let template = s.topic_template();
+    match topic_placeholders(template) {
+        Err(e) => errs.push(format!("{path}.topic"), e),
+        Ok(names) => {
+            for n in &names {
+                if !TOPIC_PLACEHOLDERS.contains(&n.as_str()) {
+                    errs.push(format!("{path}.topic"), format!("unknown placeholder `{{{{ {n} }}}}` (known: {{{{ source }}}}, {{{{ eventType }}}})"));
+                }
+            }
+            let has_event_type = c.event_type_path.is_some() || matches!(&s.kind, SourceKind::Http(h) if h.event_type_header.is_some());
+            if c.consumption == Consumption::Push && names.iter().any(|n| n == "eventType") && !has_event_type {
+                errs.push(
+                    format!("{path}.topic"),
+                    "uses {{ eventType }} but the source declares no event type (set eventTypePath or eventTypeHeader, or a topic such as \"{{ source }}\")",
+                );
+            }
+        }
+    }
+}
+
+fn http_source(h: &HttpSource, path: &str, errs: &mut ConfigErrors) {
+    if !h.path.starts_with('/') || h.path.len() < 2 {
+        errs.push(format!("{path}.path"), "must start with `/` and name the source (e.g. /orders)");
+    }
+    let auth_header = h.auth.as_ref().map(|a| a.header_name().to_ascii_lowercase());
+    for (key, v) in [("idempotencyKeyHeader", &h.idempotency_key_header), ("eventTypeHeader", &h.event_type_header), ("aggregateIdHeader", &h.aggregate_id_header)] {
+        if let Some(name) = v {
+            let lower = name.trim().to_ascii_lowercase();
+            if lower.is_empty() {
+                errs.push(format!("{path}.{key}"), "must not be blank");
+            } else if CREDENTIAL_HEADERS.contains(&lower.as_str()) || auth_header.as_deref() == Some(lower.as_str()) {
+                errs.push(format!("{path}.{key}"), format!("`{name}` carries a credential and is never stored"));
+            }
+        }
+    }
+    if let Some(a) = &h.auth {
+        auth(a, &format!("{path}.auth"), errs);
+    }
+}
+
+fn auth(a: &AuthConfig, path: &str, errs: &mut ConfigErrors) {
+    match a {
+        AuthConfig::Bearer(b) if b.token.expose().is_empty() => errs.push(format!("{path}.token"), "must not be empty"),
+        AuthConfig::ApiKey(k) if k.key.expose().is_empty() => errs.push(format!("{path}.key"), "must not be empty"),
+        AuthConfig::Hmac(h) => {
+            if h.secret.expose().is_empty() {
+                errs.push(format!("{path}.secret"), "must not be empty");
+            }
+            if h.algorithm != "HmacSHA256" {
+                errs.push(format!("{path}.algorithm"), format!("`{}` is not supported (HmacSHA256)", h.algorithm));
+            }
+            if let Some(f) = &h.signature_payload_format {
+                if !matches!(f.to_ascii_lowercase().replace('_', "-").as_str(), "body" | "timestamp-dot-body") {
+                    errs.push(format!("{path}.signaturePayloadFormat"), "must be body or timestamp-dot-body");
+                }
+                if h.signs_timestamp() && h.timestamp_header.is_none() {
+                    errs.push(format!("{path}.timestampHeader"), "required by signaturePayloadFormat: timestamp-dot-body");
+                }
+            }
+        }
+        _ => {}
+    }
+}
+
+fn retention(r: &TableRetention, path: &str, count_ok: bool, errs: &mut ConfigErrors) {
+    match r.policy.as_str() {
+        "DISABLED" => {}
+        "AGE" => match &r.max_age {
+            None => errs.push(format!("{path}.maxAge"), "required by policy AGE"),
+            Some(a) if parse_duration(a).is_none() => errs.push(format!("{path}.maxAge"), format!("`{a}` is not a duration like 7d")),
+            _ => {}
+        },
+        "COUNT" if !count_ok => errs.push(format!("{path}.policy"), "COUNT is refused for the inbox: deleting by count would end deduplication early; use AGE"),
+        "COUNT" => {
+            if r.max_count.is_none_or(|n| n == 0) {
+                errs.push(format!("{path}.maxCount"), "required by policy COUNT (a positive number)");
+            }
+        }
+        other => errs.push(format!("{path}.policy"), format!("`{other}` is not AGE, COUNT or DISABLED")),
+    }
+    if parse_duration(&r.cleanup_interval).is_none_or(|d| d.is_zero()) {
+        errs.push(format!("{path}.cleanupInterval"), format!("`{}` is not a positive duration like 1h", r.cleanup_interval));
+    }
+    positive(errs, &format!("{path}.batchSize"), r.batch_size as u64);
+}
