@@ -37,6 +37,14 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 3, "0003_inbox_pull_notify"),
 ];
 
+/// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
+/// not apply to SQL Server, like the NOTIFY trigger of 3, is a comment-only file).
+pub const SQLSERVER: &[Migration] = &[
+    migration!("sqlserver", 1, "0001_create_outbox"),
+    migration!("sqlserver", 2, "0002_create_inbox"),
+    migration!("sqlserver", 3, "0003_inbox_pull_notify"),
+];
+
 /// What a migration run did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct MigrationReport {
@@ -151,4 +159,10 @@ pub mod postgres {
             .map_err(|e| db_err("schema version", e))?;
         Ok(v.unwrap_or(0))
     }
+}
+
+#[cfg(feature = "sqlserver")]
+pub mod sqlserver {
+    //! The SQL Server migration runner (`queuebox migrate` with a `sqlserver://` URL).
+    pub use crate::store::sqlserver::migrate::{current_version, plan, run};
 }

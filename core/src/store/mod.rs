@@ -13,6 +13,8 @@ use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
+#[cfg(feature = "sqlserver")]
+pub mod sqlserver;
 
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

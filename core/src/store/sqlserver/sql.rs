@@ -1,0 +1,224 @@
+//! Every T-SQL statement the SQL Server backend sends, as constants, so the syntax-check test
+//! (`core/tests/sqlserver_syntax.rs`) can enumerate them with [`statements`].
+//!
+//! Rules shared by all of them (reference §2.7 and §3.3):
+//! - every time comes from `SYSUTCDATETIME()` (columns are `DATETIME2` in UTC), never from the
+//!   application; a lease comparison is against the database clock at the statement;
+//! - parameters are positional (`@P1`…), as tiberius binds them through `sp_executesql`;
+//!   local variables are prefixed `@qb` so they can never clash with a bound name (Msg 134);
+//! - millisecond offsets are added as seconds plus the remainder, because `DATEADD` takes an
+//!   `INT` and a plain millisecond count overflows after 24.8 days.
+
+/// `DATEADD` of `$ms` (a `BIGINT` expression in milliseconds) to the database clock.
+macro_rules! now_plus_ms {
+    ($ms:literal) => {
+        concat!("DATEADD(millisecond, ", $ms, " % 1000, DATEADD(second, ", $ms, " / 1000, SYSUTCDATETIME()))")
+    };
+}
+
+/// The fence shared by every write on a claimed pull row (the same predicate as PostgreSQL):
+/// `@P1` = id, `@P2` = claim token.
+macro_rules! fence {
+    () => {
+        "id = @P1 AND consumption = 'pull' AND state = 'processing' AND claim_token = @P2 AND lease_expires_at > SYSUTCDATETIME()"
+    };
+}
+
+/// Sent once on every new connection. The ODBC login flag tiberius sets already turns the
+/// ANSI options on; they are repeated here because a write to a table with a filtered index
+/// fails (Msg 1934) without them, and the claim requires READ COMMITTED (§3.3). XACT_ABORT
+/// makes any error roll the whole transaction back, as an error does on PostgreSQL.
+pub const SESSION_SETUP: &str = "SET QUOTED_IDENTIFIER ON; SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; \
+SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; SET NUMERIC_ROUNDABORT OFF; SET XACT_ABORT ON; \
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;";
+
+/// Inbox insert with deduplication. `UPDLOCK, HOLDLOCK` on the existence check takes a key-range
+/// lock on `(source, idempotency_key)`, so two concurrent inserts of one key serialise instead
+/// of one failing on the unique constraint (which the store still maps to `Duplicate`).
+/// Returns one row: the id and whether this call inserted it.
+/// `@P1` source, `@P2` key, `@P3` aggregate, `@P4` event type, `@P5` payload JSON, `@P6`
+/// headers JSON, `@P7` correlation id, `@P8` consumption, `@P9` dead reason or NULL,
+/// `@P10` delay in milliseconds.
+pub const INSERT: &str = concat!(
+    "SET NOCOUNT ON;
+DECLARE @qbIds TABLE (id UNIQUEIDENTIFIER NOT NULL);
+INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, headers,
+                   correlation_id, consumption, state, last_error, scheduled_at)
+OUTPUT inserted.id INTO @qbIds (id)
+SELECT @P1, @P2, @P3, @P4, @P5, @P6, @P7, @P8,
+       CASE WHEN @P9 IS NULL THEN 'pending' ELSE 'dead' END, @P9, ",
+    now_plus_ms!("@P10"),
+    "
+ WHERE NOT EXISTS (SELECT 1 FROM inbox WITH (UPDLOCK, HOLDLOCK) WHERE source = @P1 AND idempotency_key = @P2);
+SELECT id, CAST(1 AS BIT) AS inserted FROM @qbIds
+UNION ALL
+SELECT id, CAST(0 AS BIT) AS inserted FROM inbox
+ WHERE source = @P1 AND idempotency_key = @P2 AND NOT EXISTS (SELECT 1 FROM @qbIds);"
+);
+
+/// The stored id of `(source, idempotency_key)` (after a unique violation).
+pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = @P1 AND idempotency_key = @P2";
+
+/// The pull claim (reference §3.3), one batch in its own transaction:
+/// 1. READ COMMITTED, `BEGIN TRANSACTION`;
+/// 2. `sp_getapplock` on the source (Exclusive, owner Transaction, 10 s): claims of one source
+///    take turns, so the head rule below sees every committed claim; a negative result rolls
+///    back and throws 51000, which the store reports as a transient error (the worker backs
+///    off and retries the whole call, never failing a message);
+/// 3. candidates: due pending rows and expired processing rows, each scan bounded by
+///    `@qbCandLimit` and skipping rows other transactions hold (`READPAST`);
+/// 4. the aggregate head rule of the PostgreSQL claim (`postgres/pull.rs`), as the same two
+///    index-bounded `NOT EXISTS`: a row is claimable only if no earlier live (pending or
+///    processing) row of its source and aggregate exists (`idx_inbox_pull_aggregate`) and no
+///    other row of it holds a live lease (`idx_inbox_pull_busy`). These reads have no READPAST,
+///    so they wait for (rather than skip) a row another transaction is changing;
+/// 5. the update locks each picked row with `UPDLOCK, READPAST, ROWLOCK` and re-checks the row
+///    predicate, so two claims can never both take one row; `OUTPUT inserted.*` returns them.
+///
+/// `@P1` source, `@P2` batch, `@P3` lease in milliseconds, `@P4` candidate limit.
+pub const CLAIM: &str = concat!(
+    "SET NOCOUNT ON;
+DECLARE @qbSource NVARCHAR(255) = @P1;
+DECLARE @qbBatch INT = @P2;
+DECLARE @qbLeaseMs BIGINT = @P3;
+DECLARE @qbCandLimit INT = @P4;
+DECLARE @qbLock INT;
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+BEGIN TRANSACTION;
+EXEC @qbLock = sp_getapplock @Resource = @qbSource, @LockMode = 'Exclusive', @LockOwner = 'Transaction', @LockTimeout = 10000;
+IF @qbLock < 0
+BEGIN
+    ROLLBACK TRANSACTION;
+    THROW 51000, 'inbox pull claim: sp_getapplock did not acquire the per-source claim lock', 1;
+END;
+WITH cand AS (
+    SELECT p.id, p.aggregate_id, p.sequence, p.scheduled_at FROM (
+        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READPAST)
+         WHERE consumption = 'pull' AND source = @qbSource AND state = 'pending' AND scheduled_at <= SYSUTCDATETIME()
+         ORDER BY scheduled_at, sequence) AS p
+    UNION ALL
+    SELECT e.id, e.aggregate_id, e.sequence, e.scheduled_at FROM (
+        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READPAST)
+         WHERE consumption = 'pull' AND source = @qbSource AND state = 'processing' AND lease_expires_at <= SYSUTCDATETIME()
+         ORDER BY lease_expires_at) AS e
+), pick AS (
+    SELECT TOP (@qbBatch) c.id FROM cand AS c
+     WHERE c.aggregate_id IS NULL OR (
+           NOT EXISTS (SELECT 1 FROM inbox AS b
+                        WHERE b.consumption = 'pull' AND b.source = @qbSource AND b.aggregate_id = c.aggregate_id
+                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence)
+       AND NOT EXISTS (SELECT 1 FROM inbox AS b
+                        WHERE b.consumption = 'pull' AND b.source = @qbSource AND b.aggregate_id = c.aggregate_id
+                          AND b.state = 'processing' AND b.id <> c.id AND b.lease_expires_at > SYSUTCDATETIME()))
+     ORDER BY c.scheduled_at, c.sequence
+)
+UPDATE i
+   SET state = 'processing', claim_token = NEWID(), claimed_at = SYSUTCDATETIME(),
+       lease_expires_at = ",
+    now_plus_ms!("@qbLeaseMs"),
+    "
+OUTPUT inserted.*
+  FROM inbox AS i WITH (UPDLOCK, READPAST, ROWLOCK)
+  JOIN pick AS k ON k.id = i.id
+ WHERE i.consumption = 'pull' AND i.source = @qbSource
+   AND ((i.state = 'pending' AND i.scheduled_at <= SYSUTCDATETIME())
+     OR (i.state = 'processing' AND i.lease_expires_at <= SYSUTCDATETIME()));
+COMMIT TRANSACTION;"
+);
+
+/// Renews many claims at once: `@P1` is a JSON array of `{"id": …, "token": …}`, `@P2` the
+/// lease in milliseconds. Returns the ids it renewed (live claims only).
+pub const RENEW: &str = concat!(
+    "UPDATE i SET lease_expires_at = ",
+    now_plus_ms!("@P2"),
+    "
+OUTPUT inserted.id
+  FROM inbox AS i WITH (ROWLOCK)
+  JOIN OPENJSON(@P1) WITH (id UNIQUEIDENTIFIER '$.id', token UNIQUEIDENTIFIER '$.token') AS c
+    ON c.id = i.id AND c.token = i.claim_token
+ WHERE i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > SYSUTCDATETIME();"
+);
+
+/// Fenced completion (autocommit or inside a handler's transaction).
+pub const COMPLETE: &str = concat!(
+    "UPDATE inbox SET state = 'processed', processed_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL WHERE ",
+    fence!()
+);
+
+/// Fenced retry: `@P3` error, `@P4` delay in milliseconds.
+pub const RETRY: &str = concat!(
+    "UPDATE inbox SET state = 'pending', attempt = attempt + 1, last_error = @P3, claim_token = NULL, lease_expires_at = NULL, scheduled_at = ",
+    now_plus_ms!("@P4"),
+    " WHERE ",
+    fence!()
+);
+
+/// Fenced dead-letter: `@P3` error.
+pub const DEAD: &str =
+    concat!("UPDATE inbox SET state = 'dead', last_error = @P3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!());
+
+/// Fenced release: back to pending at once, no attempt spent.
+pub const RELEASE: &str = concat!(
+    "UPDATE inbox SET state = 'pending', claim_token = NULL, lease_expires_at = NULL, claimed_at = NULL WHERE ",
+    fence!()
+);
+
+/// A handler's transaction.
+pub const BEGIN: &str = "BEGIN TRANSACTION;";
+pub const COMMIT: &str = "COMMIT TRANSACTION;";
+/// After an error XACT_ABORT has already rolled back; rolling back twice is not an error.
+pub const ROLLBACK: &str = "IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION;";
+
+/// Which QueueBox tables exist (1/0 each).
+pub const SCHEMA_CHECK: &str = "SELECT CASE WHEN OBJECT_ID(N'inbox', N'U') IS NULL THEN 0 ELSE 1 END AS has_inbox, \
+CASE WHEN OBJECT_ID(N'outbox', N'U') IS NULL THEN 0 ELSE 1 END AS has_outbox, \
+CASE WHEN OBJECT_ID(N'queuebox_schema_history', N'U') IS NULL THEN 0 ELSE 1 END AS has_history";
+
+/// Concurrent `migrate` runs take turns on this session-owned application lock (60 s).
+pub const MIGRATE_LOCK: &str = "SET NOCOUNT ON;
+DECLARE @qbLock INT;
+EXEC @qbLock = sp_getapplock @Resource = N'queuebox_migrate', @LockMode = 'Exclusive', @LockOwner = 'Session', @LockTimeout = 60000;
+SELECT @qbLock AS result;";
+pub const MIGRATE_UNLOCK: &str = "EXEC sp_releaseapplock @Resource = N'queuebox_migrate', @LockOwner = 'Session';";
+
+pub const HISTORY_CREATE: &str = "IF OBJECT_ID(N'queuebox_schema_history', N'U') IS NULL
+CREATE TABLE queuebox_schema_history (
+    version    INT           NOT NULL CONSTRAINT pk_queuebox_schema_history PRIMARY KEY,
+    name       NVARCHAR(255) NOT NULL,
+    checksum   VARCHAR(64)   NOT NULL,
+    applied_at DATETIME2     NOT NULL CONSTRAINT df_queuebox_schema_history_applied_at DEFAULT SYSUTCDATETIME()
+);";
+pub const HISTORY_SELECT: &str = "SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version";
+pub const HISTORY_INSERT: &str = "INSERT INTO queuebox_schema_history (version, name, checksum) VALUES (@P1, @P2, @P3)";
+pub const HISTORY_MAX: &str = "SELECT MAX(version) AS version FROM queuebox_schema_history";
+/// The migration transaction; XACT_ABORT makes a failing DDL statement roll it all back.
+pub const MIGRATE_BEGIN: &str = "SET XACT_ABORT ON; BEGIN TRANSACTION;";
+
+/// Every statement above by name, for the syntax-check test.
+pub fn statements() -> Vec<(&'static str, String)> {
+    [
+        ("SESSION_SETUP", SESSION_SETUP),
+        ("INSERT", INSERT),
+        ("LOOKUP_ID", LOOKUP_ID),
+        ("CLAIM", CLAIM),
+        ("RENEW", RENEW),
+        ("COMPLETE", COMPLETE),
+        ("RETRY", RETRY),
+        ("DEAD", DEAD),
+        ("RELEASE", RELEASE),
+        ("BEGIN", BEGIN),
+        ("COMMIT", COMMIT),
+        ("ROLLBACK", ROLLBACK),
+        ("SCHEMA_CHECK", SCHEMA_CHECK),
+        ("MIGRATE_LOCK", MIGRATE_LOCK),
+        ("MIGRATE_UNLOCK", MIGRATE_UNLOCK),
+        ("HISTORY_CREATE", HISTORY_CREATE),
+        ("HISTORY_SELECT", HISTORY_SELECT),
+        ("HISTORY_INSERT", HISTORY_INSERT),
+        ("HISTORY_MAX", HISTORY_MAX),
+        ("MIGRATE_BEGIN", MIGRATE_BEGIN),
+    ]
+    .into_iter()
+    .map(|(n, s)| (n, s.to_string()))
+    .collect()
+}

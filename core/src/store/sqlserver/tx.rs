@@ -1,0 +1,76 @@
+//! A handler's SQL Server transaction: `@P1`… statements, rows as JSON, and the fenced
+//! completion that commits with the business writes.
+
+use std::any::Any;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tiberius::ToSql;
+
+use super::pull::{fenced_on, Extra};
+use super::value::{params, row_to_json};
+use super::{db_err, sql, Client, Pool, PooledConn};
+use crate::error::Result;
+use crate::message::ClaimRef;
+use crate::store::{JsonRow, SqlValue, StoreTx};
+
+/// A transaction on one pooled connection; reach the tiberius client with
+/// [`SqlServerStoreTx::client`]. Dropped without commit or rollback, its connection is closed
+/// (never reused), so the server rolls the transaction back.
+pub struct SqlServerStoreTx {
+    conn: PooledConn,
+}
+
+impl SqlServerStoreTx {
+    pub(super) async fn begin(pool: &Arc<Pool>) -> Result<Self> {
+        let mut conn = pool.get().await?;
+        conn.client().simple_query(sql::BEGIN).await.map_err(|e| db_err("begin", e))?.into_results().await.map_err(|e| db_err("begin", e))?;
+        Ok(SqlServerStoreTx { conn })
+    }
+
+    /// The tiberius client inside the transaction, for business writes with its full API.
+    pub fn client(&mut self) -> &mut Client {
+        self.conn.client()
+    }
+
+    async fn finish(mut self: Box<Self>, text: &'static str, operation: &'static str) -> Result<()> {
+        self.conn.client().simple_query(text).await.map_err(|e| db_err(operation, e))?.into_results().await.map_err(|e| db_err(operation, e))?;
+        self.conn.release();
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl StoreTx for SqlServerStoreTx {
+    async fn execute(&mut self, text: &str, values: &[SqlValue]) -> Result<u64> {
+        let ps = params(values);
+        let refs: Vec<&dyn ToSql> = ps.iter().map(|p| p as &dyn ToSql).collect();
+        let r = self.conn.client().execute(text, &refs).await.map_err(|e| db_err("handler statement", e))?;
+        Ok(r.total())
+    }
+
+    async fn query(&mut self, text: &str, values: &[SqlValue]) -> Result<Vec<JsonRow>> {
+        let ps = params(values);
+        let refs: Vec<&dyn ToSql> = ps.iter().map(|p| p as &dyn ToSql).collect();
+        let stream = self.conn.client().query(text, &refs).await.map_err(|e| db_err("handler query", e))?;
+        // The first result set, as a reader would see it; later ones are drained.
+        let rows = stream.into_results().await.map_err(|e| db_err("handler query", e))?.into_iter().next().unwrap_or_default();
+        rows.iter().map(row_to_json).collect()
+    }
+
+    async fn complete_pull(&mut self, claim: &ClaimRef) -> Result<bool> {
+        fenced_on(self.conn.client(), "pull complete", sql::COMPLETE, claim, Extra::None).await
+    }
+
+    async fn commit(self: Box<Self>) -> Result<()> {
+        self.finish(sql::COMMIT, "commit").await
+    }
+
+    async fn rollback(self: Box<Self>) -> Result<()> {
+        self.finish(sql::ROLLBACK, "rollback").await
+    }
+
+    fn as_any_mut(&mut self) -> &mut (dyn Any + Send) {
+        self
+    }
+}

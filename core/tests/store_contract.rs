@@ -1,0 +1,544 @@
+//! The behavioural contract of a [`Store`], written once and run against every backend:
+//! PostgreSQL always (QUEUEBOX_TEST_DATABASE_URL), SQL Server when the crate is built with
+//! `--features sqlserver` and QUEUEBOX_TEST_MSSQL_URL names a server (otherwise each SQL
+//! Server test prints why it skipped and returns).
+//!
+//! Each behaviour is one generic `async fn(Arc<dyn Store>, &dyn Harness)`; a [`Harness`] is
+//! the small backend-specific part: a fresh migrated database, and the SQL text to inspect a
+//! row and to make a business write. Each test process creates one database per backend and
+//! every test uses its own source name, so tests run in parallel without seeing each other.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use queuebox_core::store::{JsonRow, Store};
+use queuebox_core::{ClaimRef, InsertOutcome, NewInboxMessage, SqlValue};
+use serde_json::{json, Value};
+use uuid::Uuid;
+
+/// The backend-specific SQL the generic tests need (positional parameters in the backend's
+/// own style: `$1` or `@P1`).
+pub struct Dialect {
+    /// One row of `state, attempt, last_error, claim_token` (text or null), `due_in_ms`
+    /// (scheduled_at minus the database clock) and `lease_left_ms`, for id `p1`.
+    pub row: &'static str,
+    /// Inserts `p1` into the business table `contract_orders`.
+    pub business_insert: &'static str,
+    /// `n`: how many business rows have id `p1`.
+    pub business_count: &'static str,
+}
+
+/// What a test needs from a backend beyond the [`Store`] itself.
+pub trait Harness: Send + Sync {
+    fn dialect(&self) -> &Dialect;
+}
+
+struct Sql(Dialect);
+impl Harness for Sql {
+    fn dialect(&self) -> &Dialect {
+        &self.0
+    }
+}
+
+/// A row as the tests inspect it.
+#[derive(Debug, Clone, PartialEq)]
+struct RowState {
+    state: String,
+    attempt: i64,
+    last_error: Option<String>,
+    claim_token: Option<Uuid>,
+    due_in_ms: i64,
+    lease_left_ms: Option<i64>,
+}
+
+async fn query_one(store: &Arc<dyn Store>, sql: &str, p1: &str) -> JsonRow {
+    let mut tx = store.begin().await.expect("begin");
+    let mut rows = tx.query(sql, &[SqlValue::Text(p1.to_string())]).await.expect("inspection query");
+    tx.rollback().await.expect("rollback");
+    assert_eq!(rows.len(), 1, "expected one row for {p1}");
+    rows.remove(0)
+}
+
+async fn row(store: &Arc<dyn Store>, h: &dyn Harness, id: Uuid) -> RowState {
+    let r = query_one(store, h.dialect().row, &id.to_string()).await;
+    let int = |k: &str| r.get(k).and_then(Value::as_i64);
+    RowState {
+        state: r["state"].as_str().expect("state").to_string(),
+        attempt: int("attempt").expect("attempt"),
+        last_error: r["last_error"].as_str().map(str::to_string),
+        claim_token: r["claim_token"].as_str().map(|t| t.parse().expect("token is a uuid")),
+        due_in_ms: int("due_in_ms").expect("due_in_ms"),
+        lease_left_ms: int("lease_left_ms"),
+    }
+}
+
+async fn business_count(store: &Arc<dyn Store>, h: &dyn Harness, key: &str) -> i64 {
+    query_one(store, h.dialect().business_count, key).await["n"].as_i64().expect("count")
+}
+
+fn source(test: &str) -> String {
+    format!("{test}-{}", Uuid::new_v4().simple())
+}
+
+fn pull(source: &str, key: &str, aggregate: Option<&str>) -> NewInboxMessage {
+    let mut m = NewInboxMessage::new(source, key, json!({ "key": key })).pull();
+    m.aggregate_id = aggregate.map(str::to_string);
+    m
+}
+
+async fn insert(store: &Arc<dyn Store>, m: NewInboxMessage) -> Uuid {
+    match store.insert_inbox(&m).await.expect("insert") {
+        InsertOutcome::Inserted(id) => id,
+        other => panic!("expected a new row, got {other:?}"),
+    }
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+const SHORT_LEASE: Duration = Duration::from_millis(300);
+
+fn stranger(c: &ClaimRef) -> ClaimRef {
+    ClaimRef { id: c.id, token: Uuid::new_v4() }
+}
+
+// ---------------------------------------------------------------------------------------
+// The behaviours.
+
+async fn insert_dedup_returns_duplicate_with_the_stored_id(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("dedup");
+    let mut m = pull(&src, "k1", Some("agg"));
+    m.headers.insert("x-trace".into(), json!("abc"));
+    let first = store.insert_inbox(&m).await.unwrap();
+    let InsertOutcome::Inserted(id) = first else { panic!("first insert must insert, got {first:?}") };
+    let mut again = m.clone();
+    again.payload = json!({"different": true});
+    assert_eq!(store.insert_inbox(&again).await.unwrap(), InsertOutcome::Duplicate(id));
+    // The same key in another source is a different message.
+    let other = store.insert_inbox(&pull(&format!("{src}-other"), "k1", None)).await.unwrap();
+    assert!(!other.is_duplicate() && other.id() != id);
+    // The first payload and headers are what a claim hands out.
+    let claimed = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].message.payload, json!({"key": "k1"}));
+    assert_eq!(claimed[0].message.headers.get("x-trace"), Some(&json!("abc")));
+    assert_eq!(claimed[0].message.aggregate_id.as_deref(), Some("agg"));
+    assert_eq!(row(&store, h, id).await.state, "processing");
+}
+
+async fn claim_returns_due_rows_in_order_one_per_aggregate(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("order");
+    let a1 = insert(&store, pull(&src, "a1", Some("A"))).await;
+    let a2 = insert(&store, pull(&src, "a2", Some("A"))).await;
+    let b1 = insert(&store, pull(&src, "b1", Some("B"))).await;
+    let n1 = insert(&store, pull(&src, "n1", None)).await;
+    let n2 = insert(&store, pull(&src, "n2", None)).await;
+    let mut later = pull(&src, "later", None);
+    later.delay = Some(Duration::from_secs(3600));
+    let later = insert(&store, later).await;
+    // A push row of the same source is never a pull claim's business.
+    insert(&store, NewInboxMessage::new(src.as_str(), "push", json!({}))).await;
+
+    let claimed = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    let ids: Vec<Uuid> = claimed.iter().map(|c| c.message.id).collect();
+    assert_eq!(ids, vec![a1, b1, n1, n2], "due rows in arrival order, only the head of aggregate A");
+    assert!(claimed.iter().all(|c| c.message.attempt == 0 && c.message.source == src));
+    assert_eq!(row(&store, h, a2).await.state, "pending");
+    assert_eq!(row(&store, h, later).await.state, "pending");
+    assert!(row(&store, h, later).await.due_in_ms > 3_000_000);
+
+    // A2 waits while A1 holds a live lease, and follows once A1 is done.
+    assert!(store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty());
+    assert!(store.complete_pull(&claimed[0].claim).await.unwrap());
+    let next = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(next.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![a2]);
+
+    // The batch size bounds a claim.
+    let src2 = source("batch");
+    for i in 0..5 {
+        insert(&store, pull(&src2, &format!("k{i}"), None)).await;
+    }
+    assert_eq!(store.claim_pull(&src2, 2, LEASE).await.unwrap().len(), 2);
+    assert_eq!(store.claim_pull(&src2, 10, LEASE).await.unwrap().len(), 3);
+}
+
+async fn concurrent_claims_never_return_the_same_row(store: Arc<dyn Store>, _h: &dyn Harness) {
+    let src = source("race");
+    const ROWS: usize = 60;
+    for i in 0..ROWS {
+        // A third of the rows share aggregates: the head rule and the row locks race together.
+        let agg = if i % 3 == 0 { Some(format!("g{}", i % 4)) } else { None };
+        insert(&store, pull(&src, &format!("k{i}"), agg.as_deref())).await;
+    }
+    let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut workers = Vec::new();
+    for _ in 0..4 {
+        let (store, src, done) = (store.clone(), src.clone(), done.clone());
+        workers.push(tokio::spawn(async move {
+            let mut mine = Vec::new();
+            let mut rounds = 0;
+            while done.load(std::sync::atomic::Ordering::SeqCst) < ROWS {
+                rounds += 1;
+                assert!(rounds < 5_000, "the rows were not drained");
+                let batch = store.claim_pull(&src, 3, LEASE).await.expect("claim");
+                for c in &batch {
+                    // Completing lets the next row of an aggregate become claimable.
+                    assert!(store.complete_pull(&c.claim).await.expect("complete"), "a fresh claim must complete");
+                }
+                done.fetch_add(batch.len(), std::sync::atomic::Ordering::SeqCst);
+                mine.extend(batch.into_iter().map(|c| c.message.id));
+                tokio::task::yield_now().await;
+            }
+            mine
+        }));
+    }
+    let mut all = Vec::new();
+    for w in workers {
+        all.extend(w.await.unwrap());
+    }
+    let distinct: HashSet<Uuid> = all.iter().copied().collect();
+    assert_eq!(distinct.len(), all.len(), "a row was claimed twice");
+    assert_eq!(distinct.len(), ROWS, "every row is claimed once");
+}
+
+async fn fenced_writes_with_a_stale_token_change_nothing(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("fence");
+    let id = insert(&store, pull(&src, "k", None)).await;
+    let claim = store.claim_pull(&src, 1, LEASE).await.unwrap().remove(0).claim;
+    let before = row(&store, h, id).await;
+    assert_eq!(before.claim_token, Some(claim.token));
+    let wrong = stranger(&claim);
+    assert!(!store.complete_pull(&wrong).await.unwrap());
+    assert!(!store.retry_pull(&wrong, Duration::ZERO, "x").await.unwrap());
+    assert!(!store.dead_pull(&wrong, "x").await.unwrap());
+    assert!(!store.release_pull(&wrong).await.unwrap());
+    assert!(store.renew_pull(&[wrong], LEASE).await.unwrap().is_empty());
+    let mut tx = store.begin().await.unwrap();
+    assert!(!tx.complete_pull(&wrong).await.unwrap());
+    tx.commit().await.unwrap();
+    let after = row(&store, h, id).await;
+    assert_eq!((after.state.as_str(), after.attempt, &after.last_error, after.claim_token), ("processing", 0, &None, Some(claim.token)));
+    // A row id that does not exist is fenced out too.
+    assert!(!store.complete_pull(&ClaimRef { id: Uuid::new_v4(), token: claim.token }).await.unwrap());
+    assert!(store.complete_pull(&claim).await.unwrap());
+    // Finished: the same token no longer matches.
+    assert!(!store.complete_pull(&claim).await.unwrap());
+    assert_eq!(row(&store, h, id).await.state, "processed");
+}
+
+async fn an_expired_lease_is_claimed_again_and_fences_the_old_token(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("expiry");
+    let id = insert(&store, pull(&src, "k", Some("A"))).await;
+    let next = insert(&store, pull(&src, "k2", Some("A"))).await;
+    let old = store.claim_pull(&src, 5, SHORT_LEASE).await.unwrap();
+    assert_eq!(old.len(), 1);
+    let old = old[0].claim;
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(400)).await;
+    // The expired row is the head of its aggregate again; its successor still waits.
+    let again = store.claim_pull(&src, 5, LEASE).await.unwrap();
+    assert_eq!(again.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![id]);
+    let new = again[0].claim;
+    assert_ne!(new.token, old.token);
+    assert_eq!(again[0].message.attempt, 0, "a reclaim spends no attempt");
+    assert!(!store.complete_pull(&old).await.unwrap(), "the old token is fenced out");
+    assert!(!store.retry_pull(&old, Duration::ZERO, "late").await.unwrap());
+    assert!(store.renew_pull(&[old], LEASE).await.unwrap().is_empty());
+    assert_eq!(row(&store, h, id).await.claim_token, Some(new.token));
+    assert!(store.complete_pull(&new).await.unwrap());
+    assert_eq!(row(&store, h, next).await.state, "pending");
+    assert_eq!(store.claim_pull(&src, 5, LEASE).await.unwrap()[0].message.id, next);
+}
+
+async fn an_expired_claim_cannot_complete_even_before_it_is_reclaimed(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("lapsed");
+    let id = insert(&store, pull(&src, "k", None)).await;
+    let claim = store.claim_pull(&src, 1, SHORT_LEASE).await.unwrap()[0].claim;
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(400)).await;
+    assert!(!store.complete_pull(&claim).await.unwrap(), "the fence compares the lease with the database clock");
+    assert_eq!(row(&store, h, id).await.state, "processing");
+}
+
+async fn retry_spends_an_attempt_and_moves_the_row_later(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("retry");
+    let id = insert(&store, pull(&src, "k", None)).await;
+    let claim = store.claim_pull(&src, 1, LEASE).await.unwrap()[0].claim;
+    assert!(store.retry_pull(&claim, Duration::from_secs(60), "boom 1").await.unwrap());
+    let r = row(&store, h, id).await;
+    assert_eq!((r.state.as_str(), r.attempt, r.last_error.as_deref(), r.claim_token), ("pending", 1, Some("boom 1"), None));
+    assert!(r.due_in_ms > 55_000 && r.due_in_ms <= 60_000, "scheduled about 60 s ahead, got {} ms", r.due_in_ms);
+    assert_eq!(r.lease_left_ms, None);
+    assert!(store.claim_pull(&src, 1, LEASE).await.unwrap().is_empty(), "not due yet");
+    assert!(!store.retry_pull(&claim, Duration::ZERO, "again").await.unwrap(), "the retried claim is over");
+
+    // With no delay the row is due at once, and the claim shows the attempts so far.
+    let src2 = source("retry-now");
+    let id2 = insert(&store, pull(&src2, "k", None)).await;
+    let c = store.claim_pull(&src2, 1, LEASE).await.unwrap()[0].claim;
+    assert!(store.retry_pull(&c, Duration::ZERO, "boom").await.unwrap());
+    let again = store.claim_pull(&src2, 1, LEASE).await.unwrap();
+    assert_eq!((again[0].message.id, again[0].message.attempt), (id2, 1));
+    assert!(store.retry_pull(&again[0].claim, Duration::ZERO, "boom 2").await.unwrap());
+    let r = row(&store, h, id2).await;
+    assert_eq!((r.attempt, r.last_error.as_deref()), (2, Some("boom 2")));
+}
+
+async fn dead_sets_last_error_and_ends_the_row(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("dead");
+    let id = insert(&store, pull(&src, "k", Some("A"))).await;
+    let next = insert(&store, pull(&src, "k2", Some("A"))).await;
+    let claim = store.claim_pull(&src, 5, LEASE).await.unwrap()[0].claim;
+    assert!(store.dead_pull(&claim, "poison: field `x` missing").await.unwrap());
+    let r = row(&store, h, id).await;
+    assert_eq!((r.state.as_str(), r.attempt, r.last_error.as_deref(), r.claim_token), ("dead", 0, Some("poison: field `x` missing"), None));
+    // A dead row no longer blocks its aggregate, and is never claimed again.
+    let claimed = store.claim_pull(&src, 5, LEASE).await.unwrap();
+    assert_eq!(claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![next]);
+
+    // A message inserted as dead (a broker body that is not JSON) is never claimable.
+    let mut bad = pull(&src, "bad", None);
+    bad.dead_reason = Some("body is not JSON".into());
+    let bad = insert(&store, bad).await;
+    let r = row(&store, h, bad).await;
+    assert_eq!((r.state.as_str(), r.last_error.as_deref()), ("dead", Some("body is not JSON")));
+    assert!(store.claim_pull(&src, 5, LEASE).await.unwrap().is_empty());
+}
+
+async fn release_returns_to_pending_without_spending_an_attempt(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("release");
+    let id = insert(&store, pull(&src, "k", None)).await;
+    let claim = store.claim_pull(&src, 1, LEASE).await.unwrap()[0].claim;
+    assert!(store.release_pull(&claim).await.unwrap());
+    let r = row(&store, h, id).await;
+    assert_eq!((r.state.as_str(), r.attempt, r.last_error, r.claim_token), ("pending", 0, None, None));
+    assert!(r.due_in_ms <= 0, "due at once");
+    let again = store.claim_pull(&src, 1, LEASE).await.unwrap();
+    assert_eq!((again[0].message.id, again[0].message.attempt), (id, 0));
+    assert!(!store.release_pull(&claim).await.unwrap(), "the released claim is over");
+}
+
+async fn complete_inside_a_transaction_commits_or_rolls_back_with_the_business_write(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("tx");
+    let committed = insert(&store, pull(&src, "commit", None)).await;
+    let rolled = insert(&store, pull(&src, "rollback", None)).await;
+    let claims = store.claim_pull(&src, 2, LEASE).await.unwrap();
+    let (c1, c2) = (claims[0].claim, claims[1].claim);
+    assert_eq!((c1.id, c2.id), (committed, rolled));
+    let (k1, k2) = (format!("order-{}", Uuid::new_v4()), format!("order-{}", Uuid::new_v4()));
+
+    let mut tx = store.begin().await.unwrap();
+    assert_eq!(tx.execute(h.dialect().business_insert, &[SqlValue::Text(k1.clone())]).await.unwrap(), 1);
+    assert!(tx.complete_pull(&c1).await.unwrap());
+    // Inside the transaction the write is visible to the handler itself.
+    assert_eq!(tx.query(h.dialect().business_count, &[SqlValue::Text(k1.clone())]).await.unwrap()[0]["n"], json!(1));
+    tx.commit().await.unwrap();
+    assert_eq!(row(&store, h, committed).await.state, "processed");
+    assert_eq!(business_count(&store, h, &k1).await, 1);
+
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(h.dialect().business_insert, &[SqlValue::Text(k2.clone())]).await.unwrap();
+    assert!(tx.complete_pull(&c2).await.unwrap());
+    tx.rollback().await.unwrap();
+    let r = row(&store, h, rolled).await;
+    assert_eq!((r.state.as_str(), r.claim_token), ("processing", Some(c2.token)), "rollback keeps the claim as it was");
+    assert_eq!(business_count(&store, h, &k2).await, 0);
+
+    // A transaction dropped without commit or rollback leaves nothing behind either.
+    {
+        let mut tx = store.begin().await.unwrap();
+        tx.execute(h.dialect().business_insert, &[SqlValue::Text(k2.clone())]).await.unwrap();
+        assert!(tx.complete_pull(&c2).await.unwrap());
+    }
+    assert_eq!(business_count(&store, h, &k2).await, 0);
+    assert_eq!(row(&store, h, rolled).await.state, "processing");
+    assert!(store.complete_pull(&c2).await.unwrap(), "the claim is still live after the rollbacks");
+}
+
+async fn renew_extends_only_live_claims(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("renew");
+    let lapsing = insert(&store, pull(&src, "lapsing", None)).await;
+    let kept = insert(&store, pull(&src, "kept", None)).await;
+    let done = insert(&store, pull(&src, "done", None)).await;
+    let claims = store.claim_pull(&src, 3, SHORT_LEASE).await.unwrap();
+    let by_id = |id: Uuid| claims.iter().find(|c| c.message.id == id).unwrap().claim;
+    let (c_lapsing, c_kept, c_done) = (by_id(lapsing), by_id(kept), by_id(done));
+    // Renewed in time: one call for many claims.
+    let renewed = store.renew_pull(&[c_kept, c_done], LEASE).await.unwrap();
+    assert_eq!(renewed.into_iter().collect::<HashSet<_>>(), HashSet::from([kept, done]));
+    assert!(store.complete_pull(&c_done).await.unwrap());
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(400)).await;
+    // Now: `lapsing` expired, `done` is processed, `kept` is live, plus a stranger's token.
+    let renewed = store.renew_pull(&[c_lapsing, c_kept, c_done, stranger(&c_kept)], LEASE).await.unwrap();
+    assert_eq!(renewed, vec![kept]);
+    let left = row(&store, h, kept).await.lease_left_ms.unwrap();
+    assert!(left > 25_000 && left <= 30_000, "lease renewed to about 30 s, got {left} ms");
+    assert_eq!(row(&store, h, lapsing).await.state, "processing");
+    assert!(!store.complete_pull(&c_lapsing).await.unwrap());
+    assert!(store.complete_pull(&c_kept).await.unwrap());
+    assert!(store.renew_pull(&[], LEASE).await.unwrap().is_empty());
+}
+
+async fn handler_queries_return_rows_as_json(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("json");
+    let id = insert(&store, pull(&src, "k", None)).await;
+    let r = query_one(&store, h.dialect().row, &id.to_string()).await;
+    assert_eq!(r["state"], json!("pending"));
+    assert_eq!(r["attempt"], json!(0));
+    assert_eq!(r["last_error"], Value::Null);
+    assert!(r["due_in_ms"].is_i64());
+}
+
+// ---------------------------------------------------------------------------------------
+// The backends.
+
+macro_rules! contract {
+    ($($name:ident),* $(,)?) => {
+        mod postgres {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    let (store, h) = super::pg::setup().await;
+                    super::$name(store, &h).await;
+                }
+            )*
+        }
+        mod sqlserver {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $name() {
+                    match super::mssql::setup().await {
+                        Some((store, h)) => super::$name(store, &h).await,
+                        None => println!("skipped: {}", super::mssql::SKIP_REASON),
+                    }
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    insert_dedup_returns_duplicate_with_the_stored_id,
+    claim_returns_due_rows_in_order_one_per_aggregate,
+    concurrent_claims_never_return_the_same_row,
+    fenced_writes_with_a_stale_token_change_nothing,
+    an_expired_lease_is_claimed_again_and_fences_the_old_token,
+    an_expired_claim_cannot_complete_even_before_it_is_reclaimed,
+    retry_spends_an_attempt_and_moves_the_row_later,
+    dead_sets_last_error_and_ends_the_row,
+    release_returns_to_pending_without_spending_an_attempt,
+    complete_inside_a_transaction_commits_or_rolls_back_with_the_business_write,
+    renew_extends_only_live_claims,
+    handler_queries_return_rows_as_json,
+);
+
+mod pg {
+    use super::*;
+    use queuebox_core::migrate;
+    use queuebox_core::store::postgres::PgStore;
+    use tokio::sync::OnceCell;
+
+    const DIALECT: Dialect = Dialect {
+        row: "SELECT state, attempt, last_error, claim_token::text AS claim_token,
+                     (extract(epoch FROM scheduled_at - clock_timestamp()) * 1000)::int8 AS due_in_ms,
+                     (extract(epoch FROM lease_expires_at - clock_timestamp()) * 1000)::int8 AS lease_left_ms
+                FROM inbox WHERE id = $1::uuid",
+        business_insert: "INSERT INTO contract_orders (id) VALUES ($1)",
+        business_count: "SELECT count(*) AS n FROM contract_orders WHERE id = $1",
+    };
+
+    /// One fresh, migrated database for this test process.
+    static DATABASE: OnceCell<String> = OnceCell::const_new();
+
+    async fn database() -> String {
+        let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
+            .expect("QUEUEBOX_TEST_DATABASE_URL is not set: run `source scripts/postgres.sh` or `bash scripts/test.sh`");
+        let name = format!("qb_contract_{}", Uuid::new_v4().simple());
+        let pool = sqlx::PgPool::connect(&admin).await.expect("connect to the test server");
+        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create database");
+        pool.close().await;
+        let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
+        let url = format!("{base}/{name}");
+        let store = PgStore::connect(&url, 2).await.expect("connect");
+        migrate::postgres::run(&store).await.expect("migrate");
+        sqlx::query("CREATE TABLE contract_orders (id TEXT PRIMARY KEY)").execute(store.pool()).await.expect("business table");
+        store.pool().close().await;
+        url
+    }
+
+    pub async fn setup() -> (Arc<dyn Store>, Sql) {
+        let url = DATABASE.get_or_init(database).await;
+        let store = PgStore::connect(url, 8).await.expect("connect");
+        (Arc::new(store), Sql(DIALECT))
+    }
+}
+
+mod mssql {
+    #[allow(unused_imports)]
+    use super::*;
+
+    #[cfg(not(feature = "sqlserver"))]
+    pub const SKIP_REASON: &str = "built without the `sqlserver` feature (cargo test -p queuebox-core --features sqlserver)";
+    #[cfg(feature = "sqlserver")]
+    pub const SKIP_REASON: &str = "QUEUEBOX_TEST_MSSQL_URL is not set";
+
+    #[cfg(not(feature = "sqlserver"))]
+    pub async fn setup() -> Option<(Arc<dyn Store>, Sql)> {
+        None
+    }
+
+    #[cfg(feature = "sqlserver")]
+    pub use with_feature::setup;
+
+    #[cfg(feature = "sqlserver")]
+    mod with_feature {
+        use super::super::*;
+        use queuebox_core::migrate;
+        use queuebox_core::store::sqlserver::{parse_connection_string, SqlServerStore};
+        use tokio::sync::OnceCell;
+
+        const DIALECT: Dialect = Dialect {
+            row: "SELECT state, attempt, last_error, claim_token,
+                         DATEDIFF_BIG(millisecond, SYSUTCDATETIME(), scheduled_at) AS due_in_ms,
+                         DATEDIFF_BIG(millisecond, SYSUTCDATETIME(), lease_expires_at) AS lease_left_ms
+                    FROM inbox WHERE id = @P1",
+            business_insert: "INSERT INTO contract_orders (id) VALUES (@P1)",
+            business_count: "SELECT COUNT(*) AS n FROM contract_orders WHERE id = @P1",
+        };
+
+        /// The tiberius config of one fresh, migrated database, or None without a server.
+        static DATABASE: OnceCell<Option<tiberius::Config>> = OnceCell::const_new();
+
+        async fn database() -> Option<tiberius::Config> {
+            let url = std::env::var("QUEUEBOX_TEST_MSSQL_URL").ok().filter(|u| !u.trim().is_empty())?;
+            let admin = SqlServerStore::connect(&url, 2).await.expect("connect to QUEUEBOX_TEST_MSSQL_URL");
+            let name = format!("qb_contract_{}", Uuid::new_v4().simple());
+            {
+                // CREATE DATABASE cannot run inside a transaction: straight on a connection.
+                let mut conn = admin.pool().get().await.expect("connection");
+                conn.client()
+                    .simple_query(format!("CREATE DATABASE [{name}]"))
+                    .await
+                    .expect("create database")
+                    .into_results()
+                    .await
+                    .expect("create database");
+                conn.release();
+            }
+            let mut config = parse_connection_string(&url).expect("URL");
+            config.database(&name);
+            let store = SqlServerStore::connect_with_config(config.clone(), 2, &name).await.expect("connect to the new database");
+            migrate::sqlserver::run(&store).await.expect("migrate");
+            // Applying again is a no-op.
+            let again = migrate::sqlserver::run(&store).await.expect("migrate again");
+            assert!(again.applied.is_empty());
+            let mut tx = store.begin().await.expect("begin");
+            tx.execute("CREATE TABLE contract_orders (id NVARCHAR(100) NOT NULL PRIMARY KEY)", &[]).await.expect("business table");
+            tx.commit().await.expect("commit");
+            Some(config)
+        }
+
+        pub async fn setup() -> Option<(Arc<dyn Store>, Sql)> {
+            let config = DATABASE.get_or_init(database).await.clone()?;
+            let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL").await.expect("connect");
+            Some((Arc::new(store), Sql(DIALECT)))
+        }
+    }
+}

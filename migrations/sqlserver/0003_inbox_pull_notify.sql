@@ -1,0 +1,5 @@
+-- Version 3 on PostgreSQL adds the LISTEN/NOTIFY trigger that wakes idle pull workers.
+-- SQL Server has no equivalent that a plain connection can wait on, so this version is
+-- intentionally empty here: it exists so both engines share version numbers. SQL Server pull
+-- workers poll (Store::listen returns no wake-up stream). The runner records this version in
+-- queuebox_schema_history without sending a batch.
