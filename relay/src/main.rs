@@ -1,6 +1,10 @@
 //! `queuebox`: the relay binary. For now it carries `queuebox migrate`; the relay itself
 //! (sources, inbox relay, outbox relay, destinations) lives in the modules beside this file.
 
+mod destinations;
+mod metrics;
+mod sources;
+
 use clap::{Parser, Subcommand};
 use queuebox_core::migrate;
 use queuebox_core::store::postgres::PgStore;

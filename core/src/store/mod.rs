@@ -13,6 +13,7 @@ use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
 
 #[cfg(feature = "postgres")]
 pub mod postgres;
+pub mod relay;
 #[cfg(feature = "sqlserver")]
 pub mod sqlserver;
 

@@ -3,6 +3,7 @@
 //! transaction start time (a handler's transaction may be old by the time it completes).
 
 mod pull;
+mod relay;
 mod tx;
 
 use std::time::Duration;

@@ -1,0 +1,157 @@
+//! The relay's store role: the push claim of the inbox relay, the outbox claim and its
+//! fenced outcomes, retention, gauges and the admin operations. Backend-neutral; each
+//! database implements [`RelayStore`] (PostgreSQL in `store::postgres::relay`).
+//!
+//! Every fenced write returns `Ok(false)` when it matched no row: the lease expired and
+//! the row was reclaimed or claimed by another replica (a "claim lost").
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use serde_json::{Map, Value};
+use uuid::Uuid;
+
+use crate::error::Result;
+use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
+
+/// An outbox row to insert (the relay's forward, an admin replay).
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewOutboxRow {
+    pub topic: String,
+    pub key: Option<String>,
+    pub payload: Value,
+    pub headers: Map<String, Value>,
+    pub max_attempts: u32,
+}
+
+/// A claimed outbox row: what a publisher needs, and the fence of the claim.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct OutboxRow {
+    pub id: Uuid,
+    pub topic: String,
+    pub key: Option<String>,
+    pub aggregate_type: Option<String>,
+    pub payload: Value,
+    pub headers: Map<String, Value>,
+    /// Failed deliveries so far (0 on the first delivery).
+    pub attempt: i32,
+    pub max_attempts: i32,
+    pub created_at: DateTime<Utc>,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClaimedOutbox {
+    pub row: OutboxRow,
+    pub claim: ClaimRef,
+}
+
+/// The outcome of forwarding a claimed push row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Forwarded {
+    /// The outbox row was written and the inbox row marked processed, in one transaction.
+    Done { outbox_id: Uuid },
+    /// The fence failed; the outbox insert was rolled back.
+    ClaimLost,
+}
+
+/// A dead (or any terminal) row for the admin listing.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DeadRow {
+    pub id: Uuid,
+    /// The outbox topic, or the inbox source.
+    pub topic_or_source: String,
+    pub key: Option<String>,
+    pub attempt: i32,
+    pub last_error: Option<String>,
+    pub updated_at: DateTime<Utc>,
+}
+
+/// Which outbox rows an admin replay moves back to pending (only `sent` or `dead` rows).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ReplayFilter {
+    pub ids: Option<Vec<Uuid>>,
+    pub topic: Option<String>,
+    pub source: Option<String>,
+    pub created_after: Option<DateTime<Utc>>,
+    pub created_before: Option<DateTime<Utc>>,
+    /// Only `dead` rows (else `sent` and `dead`).
+    pub dead_only: bool,
+}
+
+impl ReplayFilter {
+    /// True when no criterion is set (a replay of everything is refused).
+    pub fn is_empty(&self) -> bool {
+        self.ids.is_none() && self.topic.is_none() && self.source.is_none() && self.created_after.is_none() && self.created_before.is_none()
+    }
+}
+
+/// The gauges the relay exports, computed by the database clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Backlog {
+    pub outbox_pending: i64,
+    pub outbox_oldest_pending_age: f64,
+    pub inbox_oldest_pending_age: f64,
+}
+
+#[async_trait]
+pub trait RelayStore: Send + Sync + 'static {
+    // ---- inbox relay (push rows only; a pull row is invisible here) ----
+
+    /// Push rows whose lease expired (or has none) go back to pending; returns how many.
+    async fn reclaim_push(&self) -> Result<u64>;
+
+    /// Claims up to `batch` due pending push rows, the head row of each aggregate only
+    /// (across all sources), skipping aggregates with a row in processing.
+    async fn claim_push(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>>;
+
+    /// In one transaction: inserts `row` and marks the inbox row processed (fenced). A lost
+    /// fence rolls the insert back.
+    async fn forward_push(&self, claim: &ClaimRef, row: &NewOutboxRow) -> Result<Forwarded>;
+
+    /// Marks a claimed push row dead (fenced).
+    async fn dead_push(&self, claim: &ClaimRef, error: &str) -> Result<bool>;
+
+    // ---- outbox relay ----
+
+    /// Processing outbox rows whose lease expired go back to pending without spending an
+    /// attempt; returns how many.
+    async fn reclaim_outbox(&self) -> Result<u64>;
+
+    /// Claims up to `batch` due pending rows in `(scheduled_at, sequence)` order, keeping
+    /// the key head rule: a row with a non-empty key only when no row of that key with a
+    /// lower sequence is pending or processing.
+    async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>>;
+
+    async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool>;
+    /// Back to pending after `delay` with `attempt + 1` and `last_error`.
+    async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool>;
+    async fn dead_outbox(&self, claim: &ClaimRef, error: &str) -> Result<bool>;
+
+    // ---- operations ----
+
+    async fn backlog(&self) -> Result<Backlog>;
+
+    /// Deletes at most `batch` terminal outbox rows (`sent`, `dead`) last updated before
+    /// `max_age` ago; returns how many.
+    async fn delete_old_outbox(&self, max_age: Duration, batch: u32) -> Result<u64>;
+    /// Deletes at most `batch` terminal outbox rows beyond the newest `keep` of each state.
+    async fn delete_excess_outbox(&self, keep: u64, batch: u32) -> Result<u64>;
+    /// Deletes at most `batch` terminal inbox rows (`processed`, `dead`) created before
+    /// `max_age` ago.
+    async fn delete_old_inbox(&self, max_age: Duration, batch: u32) -> Result<u64>;
+
+    async fn list_dead_outbox(&self, limit: u32) -> Result<Vec<DeadRow>>;
+    async fn list_dead_inbox(&self, limit: u32) -> Result<Vec<DeadRow>>;
+    /// One inbox row by id (any state), for an admin replay.
+    async fn inbox_row(&self, id: Uuid) -> Result<Option<InboxMessage>>;
+    /// Inserts a new outbox row; returns its id.
+    async fn insert_outbox(&self, row: &NewOutboxRow) -> Result<Uuid>;
+    /// Moves matching `sent`/`dead` rows back to pending with `attempt = 0`; returns how many.
+    async fn replay_outbox(&self, filter: &ReplayFilter) -> Result<u64>;
+    /// Deletes the given outbox rows unless they are being delivered; returns how many.
+    async fn delete_outbox(&self, ids: &[Uuid]) -> Result<u64>;
+}

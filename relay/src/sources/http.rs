@@ -1,0 +1,1 @@
+//! HTTP sources (placeholder; the axum routes come next).

@@ -1,0 +1,201 @@
+//! Sources: how a received message becomes an inbox row. Every source, HTTP or broker,
+//! hands its message to [`Inbox::receive`], which extracts the idempotency key, event
+//! type and aggregate id (through `queuebox_core::keys`), stores the row with
+//! `Store::insert_inbox` and reports the outcome. A broker source acknowledges only
+//! after `receive` returned `Ok` (a new row, a duplicate or a row stored dead) and
+//! negatively acknowledges / requeues / seeks back on `Err(Rejected::Storage)`.
+//!
+//! A broker source kind implements [`BrokerSource`] and adds one arm to [`build_broker`].
+
+pub mod auth;
+pub mod http;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use queuebox_core::config::{parse_duration, SourceConfig, SourceKind};
+use queuebox_core::keys::{self, KeyInput, KeySource};
+use queuebox_core::{headers, NewInboxMessage, Store};
+use serde_json::Value;
+use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
+
+use crate::metrics::Metrics;
+
+/// A message as a source received it.
+#[derive(Debug, Clone, Default)]
+pub struct Received {
+    pub body: Bytes,
+    /// Headers in arrival order (name, value); for HTTP minus nothing yet (the store
+    /// rules drop credentials).
+    pub headers: Vec<(String, String)>,
+    /// The broker's own message id (AMQP `messageId`, Kafka record key), if any.
+    pub message_id: Option<String>,
+}
+
+/// What happened to a received message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Stored {
+    /// A new row; acknowledge.
+    New { id: Uuid, correlation_id: String },
+    /// `(source, idempotency_key)` existed already; acknowledge, nothing stored.
+    Duplicate { id: Uuid, correlation_id: String },
+    /// A broker body that is not JSON, stored as a `dead` row; acknowledge.
+    Dead { id: Uuid },
+}
+
+/// Why a message was not stored.
+#[derive(Debug, thiserror::Error)]
+pub enum Rejected {
+    #[error("Invalid JSON")]
+    NotJson,
+    /// The source declares a key source and the message carries no key.
+    #[error("{0}")]
+    MissingKey(String),
+    /// The store failed: do NOT acknowledge (the broker redelivers, HTTP answers 500).
+    #[error("Storage failed")]
+    Storage(#[source] queuebox_core::Error),
+}
+
+/// The entry into the inbox shared by every source.
+#[derive(Clone)]
+pub struct Inbox {
+    pub store: Arc<dyn Store>,
+    pub metrics: Arc<Metrics>,
+}
+
+impl Inbox {
+    /// Extracts the attributes, stores the row and counts the outcome.
+    pub async fn receive(&self, source: &SourceConfig, msg: Received) -> Result<Stored, Rejected> {
+        let correlation_id = headers::correlation_id(keys::header(&msg.headers, headers::X_CORRELATION_ID).as_deref());
+        let json: Option<Value> = serde_json::from_slice(&msg.body).ok();
+        let is_http = matches!(source.kind, SourceKind::Http(_));
+        let auth_header = match &source.kind {
+            SourceKind::Http(h) => h.auth.as_ref().map(|a| a.header_name().to_string()),
+        };
+        let stored = headers::stored_headers(msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())), auth_header.as_deref());
+        let input = KeyInput { body: &msg.body, json: json.as_ref(), headers: &msg.headers, message_id: msg.message_id.as_deref() };
+
+        let (payload, dead_reason, key) = match &json {
+            Some(j) => {
+                let key = keys::extract(&key_sources(source), &input).map_err(|e| self.reject("extraction_failed", Rejected::MissingKey(e.to_string())))?;
+                let Some((key, _)) = key else {
+                    return Err(self.reject("extraction_failed", Rejected::MissingKey(missing_key_reason(source))));
+                };
+                (j.clone(), None, key)
+            }
+            None if is_http => return Err(self.reject("extraction_failed", Rejected::NotJson)),
+            // A broker body nothing downstream can read: stored dead and acknowledged, so it
+            // never blocks the partition or comes back for ever.
+            None => (serde_json::json!({ "raw": String::from_utf8_lossy(&msg.body) }), Some("body is not JSON".to_string()), keys::digest(&msg.body)),
+        };
+        let attr = |header: Option<&String>, paths: Option<&queuebox_core::config::PathList>, fallback_header: Option<&str>| {
+            let mut rule: Vec<KeySource> = Vec::new();
+            if let Some(h) = header {
+                rule.push(KeySource::Header { name: h.clone() });
+            }
+            for p in paths.map(|p| p.paths()).unwrap_or_default() {
+                rule.push(KeySource::Path { path: p.to_string() });
+            }
+            if let Some(h) = fallback_header {
+                rule.push(KeySource::Header { name: h.to_string() });
+            }
+            keys::extract(&rule, &input).ok().flatten().map(|(v, _)| v)
+        };
+        let (event_type, aggregate_id) = match &source.kind {
+            SourceKind::Http(h) => (
+                attr(h.event_type_header.as_ref(), source.common.event_type_path.as_ref(), None),
+                attr(h.aggregate_id_header.as_ref(), source.common.aggregate_id_path.as_ref(), None),
+            ),
+        };
+        let new = NewInboxMessage {
+            source: source.name.clone(),
+            idempotency_key: key,
+            aggregate_id,
+            event_type,
+            payload,
+            headers: stored,
+            correlation_id: Some(correlation_id.clone()),
+            consumption: source.common.consumption,
+            dead_reason: dead_reason.clone(),
+            delay: source.common.initial_delay.as_deref().and_then(parse_duration),
+        };
+        match self.store.insert_inbox(&new).await {
+            Ok(queuebox_core::InsertOutcome::Inserted(id)) if dead_reason.is_some() => Ok(Stored::Dead { id }),
+            Ok(queuebox_core::InsertOutcome::Inserted(id)) => {
+                self.metrics.inc("queuebox_inbox_messages_total", &[("status", "new")]);
+                Ok(Stored::New { id, correlation_id })
+            }
+            Ok(queuebox_core::InsertOutcome::Duplicate(id)) => {
+                self.metrics.inc("queuebox_inbox_messages_total", &[("status", "duplicate")]);
+                Ok(Stored::Duplicate { id, correlation_id })
+            }
+            Err(queuebox_core::Error::InvalidInput(why)) => Err(self.reject("extraction_failed", Rejected::MissingKey(why))),
+            Err(e) => Err(self.reject("storage_failed", Rejected::Storage(e))),
+        }
+    }
+
+    fn reject(&self, reason: &'static str, r: Rejected) -> Rejected {
+        self.metrics.inc("queuebox_inbox_rejections_total", &[("reason", reason)]);
+        r
+    }
+}
+
+/// The idempotency-key rule of a source. HTTP: `idempotencyKeyHeader`, then
+/// `idempotencyKeyPath`, then the `x-idempotency-key` header; the SHA-256 digest of the
+/// body only when the source declares neither a key header nor a key path (so a source
+/// that names its key answers 400 when a message lacks it).
+pub fn key_sources(source: &SourceConfig) -> Vec<KeySource> {
+    let mut rule = Vec::new();
+    let paths: Vec<KeySource> =
+        source.common.idempotency_key_path.as_ref().map(|p| p.paths()).unwrap_or_default().into_iter().map(|p| KeySource::Path { path: p.to_string() }).collect();
+    match &source.kind {
+        SourceKind::Http(h) => {
+            let declared = h.idempotency_key_header.is_some() || !paths.is_empty();
+            if let Some(name) = &h.idempotency_key_header {
+                rule.push(KeySource::Header { name: name.clone() });
+            }
+            rule.extend(paths);
+            rule.push(KeySource::Header { name: headers::X_IDEMPOTENCY_KEY.to_string() });
+            if !declared {
+                rule.push(KeySource::Digest);
+            }
+        }
+    }
+    rule
+}
+
+fn missing_key_reason(source: &SourceConfig) -> String {
+    let mut tried = Vec::new();
+    if let SourceKind::Http(h) = &source.kind {
+        if let Some(n) = &h.idempotency_key_header {
+            tried.push(format!("header {n}"));
+        }
+    }
+    for p in source.common.idempotency_key_path.as_ref().map(|p| p.paths()).unwrap_or_default() {
+        tried.push(format!("path {p}"));
+    }
+    tried.push(format!("header {}", headers::X_IDEMPOTENCY_KEY));
+    format!("No idempotency key found (tried {})", tried.join(", "))
+}
+
+/// A source that consumes a broker (RabbitMQ queue, Kafka group, NATS durable).
+#[async_trait]
+pub trait BrokerSource: Send + Sync {
+    /// Consumes until `stop` is cancelled: each message goes through `inbox.receive` and
+    /// is acknowledged only after it returned `Ok`.
+    async fn run(self: Box<Self>, inbox: Inbox, source: SourceConfig, stop: CancellationToken) -> anyhow::Result<()>;
+
+    /// True while the consumer is connected (readiness component `<type>.<source>`).
+    fn ready(&self) -> bool {
+        true
+    }
+}
+
+/// The broker consumer of a source; `None` for HTTP sources (served by the HTTP server).
+pub fn build_broker(source: &SourceConfig) -> Option<anyhow::Result<Box<dyn BrokerSource>>> {
+    match &source.kind {
+        SourceKind::Http(_) => None,
+    }
+}
