@@ -79,8 +79,11 @@ impl Error {
             Error::Database { code, .. } => match code.as_deref() {
                 // connection exceptions, serialization failure, deadlock, lock timeout,
                 // admin shutdown, SQL Server applock timeout (51000), or no code at all (I/O).
+                // SQL Server error numbers: 1205 deadlock victim, 1222 lock request timeout.
                 None => true,
-                Some(c) => c.starts_with("08") || matches!(c, "40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03" | "51000"),
+                Some(c) => {
+                    c.starts_with("08") || matches!(c, "40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03" | "51000" | "1205" | "1222")
+                }
             },
             _ => false,
         }
