@@ -63,7 +63,7 @@ pub unsafe extern "C" fn qb_task_message(task: *const QbTask, out_json: *mut *mu
     clear_out(out_json);
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        let json = serde_json::to_string(t.task.message()).map_err(|e| Failure::invalid(e.to_string()))?;
+        let json = queuebox_core::binding::message_to_json(t.task.message()).to_string();
         if out_json.is_null() {
             return Err(Failure::invalid("out_json is NULL"));
         }
@@ -134,14 +134,11 @@ pub unsafe extern "C" fn qb_task_wait_cancelled_blocking(task: *const QbTask, ou
 }
 
 /// `[1, "a", null, {"k": 1}]` → parameters: strings are text, integers 64-bit, objects and
-/// arrays JSON (the core's `SqlValue::from_json`). NULL means no parameters.
+/// arrays JSON (the core's `binding::params_from_json`). NULL means no parameters.
 fn params(json: Option<&str>) -> Outcome<Vec<SqlValue>> {
     let Some(json) = json else { return Ok(Vec::new()) };
-    match serde_json::from_str::<Value>(json) {
-        Ok(Value::Array(items)) => Ok(items.iter().map(SqlValue::from_json).collect()),
-        Ok(_) => Err(Failure::invalid("params_json must be a JSON array")),
-        Err(e) => Err(Failure::invalid(format!("params_json is not valid JSON: {e}"))),
-    }
+    let v: Value = serde_json::from_str(json).map_err(|e| Failure::invalid(format!("params_json is not valid JSON: {e}")))?;
+    Ok(queuebox_core::binding::params_from_json(&v)?)
 }
 
 fn execute(t: &QbTask, sql: *const c_char, params_json: *const c_char) -> Outcome<impl Future<Output = Outcome<u64>>> {

@@ -2,10 +2,9 @@
 
 use std::ffi::{c_char, c_void};
 use std::ptr;
-use std::time::Duration;
 
-use queuebox_core::{RetryPolicy, Worker, WorkerOptions};
-use serde_json::{Map, Value};
+use queuebox_core::{Worker, WorkerOptions};
+use serde_json::Value;
 use tokio::runtime::Handle;
 
 use crate::boundary::{block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, write_out, Outcome, SendPtr};
@@ -51,59 +50,12 @@ pub type QbDoneCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, st
 /// Fires once with a JSON string (owned by the receiver) or an error.
 pub type QbStringCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, json: *mut c_char, error: *mut QbError)>;
 
-/// Builds `WorkerOptions` from the options JSON: the core's defaults for every key left
-/// out, an error naming the key for a wrong type or an unknown key, then the core's
-/// `WorkerOptions::validate` (which names the invalid field).
+/// Options JSON → `WorkerOptions` through the core's shared binding glue
+/// (`queuebox_core::binding::worker_options_from_json`: defaults for missing keys, an
+/// error naming a wrong or unknown key, then `WorkerOptions::validate`).
 pub(crate) fn parse_options(json: &str) -> Outcome<WorkerOptions> {
-    let value: Value = serde_json::from_str(json).map_err(|e| Failure::config("<options>", format!("is not valid JSON: {e}")))?;
-    let Value::Object(map) = value else {
-        return Err(Failure::config("<options>", "must be a JSON object"));
-    };
-    let source = match map.get("source") {
-        Some(Value::String(s)) => s.clone(),
-        Some(_) => return Err(Failure::config("source", "must be a string")),
-        None => return Err(Failure::config("source", "is required")),
-    };
-    let mut o = WorkerOptions::new(source);
-    for (key, v) in &map {
-        match key.as_str() {
-            "source" => {}
-            "batchSize" => o.batch_size = uint(key, v)?,
-            "concurrency" => o.concurrency = uint(key, v)?,
-            "leaseMs" => o.lease = millis(key, v)?,
-            "pollIntervalMs" => o.poll_interval = millis(key, v)?,
-            "shutdownGraceMs" => o.shutdown_grace = millis(key, v)?,
-            "listen" => o.listen = v.as_bool().ok_or_else(|| Failure::config(key, "must be true or false"))?,
-            "retry" => o.retry = parse_retry(v)?,
-            other => return Err(Failure::config(other, "is not a worker option (known: source, batchSize, concurrency, leaseMs, pollIntervalMs, shutdownGraceMs, listen, retry)")),
-        }
-    }
-    o.validate()?;
-    Ok(o)
-}
-
-fn parse_retry(v: &Value) -> Outcome<RetryPolicy> {
-    let map: &Map<String, Value> = v.as_object().ok_or_else(|| Failure::config("retry", "must be an object"))?;
-    let mut p = RetryPolicy::default();
-    for (key, v) in map {
-        let path = format!("retry.{key}");
-        match key.as_str() {
-            "maxAttempts" => p.max_attempts = uint(&path, v)?,
-            "baseDelayMs" => p.base_delay = millis(&path, v)?,
-            "maxDelayMs" => p.max_delay = millis(&path, v)?,
-            "jitter" => p.jitter = v.as_f64().ok_or_else(|| Failure::config(&path, "must be a number"))?,
-            _ => return Err(Failure::config(&path, "is not a retry option (known: maxAttempts, baseDelayMs, maxDelayMs, jitter)")),
-        }
-    }
-    Ok(p)
-}
-
-fn uint(path: &str, v: &Value) -> Outcome<u32> {
-    v.as_u64().and_then(|n| u32::try_from(n).ok()).ok_or_else(|| Failure::config(path, "must be a non-negative integer"))
-}
-
-fn millis(path: &str, v: &Value) -> Outcome<Duration> {
-    v.as_u64().map(Duration::from_millis).ok_or_else(|| Failure::config(path, "must be a non-negative integer of milliseconds"))
+    let value: Value = serde_json::from_str(json).map_err(|e| Failure::config("options", format!("is not valid JSON: {e}")))?;
+    Ok(queuebox_core::binding::worker_options_from_json(&value)?)
 }
 
 async fn connect(handle: Handle, url: String, opts: WorkerOptions) -> Outcome<Box<QbWorker>> {
@@ -195,7 +147,7 @@ async fn next(w: Worker, handle: Handle) -> Outcome<Option<(Box<QbTask>, String)
     match w.next().await? {
         None => Ok(None),
         Some(task) => {
-            let json = serde_json::to_string(task.message()).map_err(|e| Failure::invalid(e.to_string()))?;
+            let json = queuebox_core::binding::message_to_json(task.message()).to_string();
             Ok(Some((QbTask::boxed(task, handle), json)))
         }
     }

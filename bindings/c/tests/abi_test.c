@@ -228,8 +228,8 @@ static void worker_options_errors_name_the_field(QbRuntime *rt) {
       {"{\"source\":\"s\",\"retry\":{\"jitter\":2}}", "retry.jitter"},
       {"{\"source\":\"s\",\"retry\":{\"tries\":2}}", "retry.tries"},
       {"{\"source\":\"s\",\"batchsize\":2}", "batchsize"},
-      {"[1]", "<options>"},
-      {"{oops", "<options>"},
+      {"[1]", "options"},
+      {"{oops", "options"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     QbWorker *w = (QbWorker *)0x1;

@@ -1,0 +1,35 @@
+package queuebox
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Message is a claimed inbox row as the handler sees it (never the claim token).
+type Message struct {
+	ID             string            `json:"id"`
+	Source         string            `json:"source"`
+	IdempotencyKey string            `json:"idempotencyKey"`
+	AggregateID    *string           `json:"aggregateId"`
+	EventType      *string           `json:"eventType"`
+	Payload        json.RawMessage   `json:"payload"`
+	Headers        map[string]string `json:"headers"`
+	// Attempt counts failed deliveries so far (0 on the first).
+	Attempt       int       `json:"attempt"`
+	CorrelationID *string   `json:"correlationId"`
+	CreatedAt     time.Time `json:"createdAt"`
+}
+
+// UnmarshalPayload decodes the JSON payload into target.
+func (m *Message) UnmarshalPayload(target any) error { return json.Unmarshal(m.Payload, target) }
+
+func parseMessage(text string) (*Message, error) {
+	var m Message
+	if err := json.Unmarshal([]byte(text), &m); err != nil {
+		return nil, &Error{Kind: KindInternal, Message: "cannot decode the message from the native library: " + err.Error()}
+	}
+	if m.Headers == nil {
+		m.Headers = map[string]string{}
+	}
+	return &m, nil
+}

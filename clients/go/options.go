@@ -1,0 +1,91 @@
+package queuebox
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Options of a Worker. Zero values mean the core's defaults; the core validates the rest
+// and names the offending field in an ErrConfig error (Error.Code).
+type Options struct {
+	// Source whose pull rows the worker claims (required).
+	Source string
+	// BatchSize: rows claimed per claim statement and the most held at once (default 10).
+	BatchSize int
+	// Concurrency: handlers running at once, at most BatchSize (default 1).
+	Concurrency int
+	// Lease of a claimed row (default 30 s), renewed every third of it by the core.
+	// LeaseMS is the same in milliseconds; Lease wins when both are set.
+	Lease   time.Duration
+	LeaseMS int
+	// PollInterval: how long an idle worker waits before claiming again (default 1 s);
+	// LISTEN/NOTIFY wakes it sooner.
+	PollInterval time.Duration
+	// ShutdownGrace: how long a stopping worker waits for running handlers before
+	// cancelling their contexts (default 30 s).
+	ShutdownGrace time.Duration
+	// DisableListen turns LISTEN/NOTIFY wake-ups off (polling only).
+	DisableListen bool
+	// Retry is the policy for handler errors (defaults: 5 attempts, 1 s doubling to 5 min, ±20 %).
+	Retry RetryPolicy
+}
+
+// RetryPolicy of handler errors; applied by the core. Zero values mean defaults.
+type RetryPolicy struct {
+	// MaxAttempts: failed attempts before the row is dead (default 5; a row gets
+	// MaxAttempts+1 deliveries).
+	MaxAttempts int
+	BaseDelay   time.Duration
+	MaxDelay    time.Duration
+	// Jitter in [0, 1]; nil means the default 0.2. Use NoJitter for 0.
+	Jitter *float64
+}
+
+// NoJitter is a zero jitter for RetryPolicy.Jitter.
+func NoJitter() *float64 { z := 0.0; return &z }
+
+func millis(d time.Duration) int64 { return d.Milliseconds() }
+
+// optionsJSON renders the options in the native library's JSON (proto-docs/ffi.md).
+func (o Options) optionsJSON() (string, error) {
+	m := map[string]any{"source": o.Source}
+	if o.BatchSize != 0 {
+		m["batchSize"] = o.BatchSize
+	}
+	if o.Concurrency != 0 {
+		m["concurrency"] = o.Concurrency
+	}
+	switch {
+	case o.Lease != 0:
+		m["leaseMs"] = millis(o.Lease)
+	case o.LeaseMS != 0:
+		m["leaseMs"] = o.LeaseMS
+	}
+	if o.PollInterval != 0 {
+		m["pollIntervalMs"] = millis(o.PollInterval)
+	}
+	if o.ShutdownGrace != 0 {
+		m["shutdownGraceMs"] = millis(o.ShutdownGrace)
+	}
+	if o.DisableListen {
+		m["listen"] = false
+	}
+	r := map[string]any{}
+	if o.Retry.MaxAttempts != 0 {
+		r["maxAttempts"] = o.Retry.MaxAttempts
+	}
+	if o.Retry.BaseDelay != 0 {
+		r["baseDelayMs"] = millis(o.Retry.BaseDelay)
+	}
+	if o.Retry.MaxDelay != 0 {
+		r["maxDelayMs"] = millis(o.Retry.MaxDelay)
+	}
+	if o.Retry.Jitter != nil {
+		r["jitter"] = *o.Retry.Jitter
+	}
+	if len(r) > 0 {
+		m["retry"] = r
+	}
+	b, err := json.Marshal(m)
+	return string(b), err
+}

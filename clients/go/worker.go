@@ -1,0 +1,227 @@
+package queuebox
+
+/*
+#include "queuebox.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+)
+
+// Handler processes one message. Return nil to complete the row (together with the
+// writes made through tx), Retry(after) or Dead(reason) to decide yourself, or any other
+// error to let the retry policy decide. ctx is cancelled when the row's lease is lost or
+// the shutdown grace ran out; the row is then abandoned (nothing is written) whatever the
+// handler returns.
+type Handler func(ctx context.Context, msg *Message, tx *Tx) error
+
+// Stats are a worker's counters.
+type Stats struct {
+	Claimed, Completed, Retried, Dead, Released, ClaimsLost, ClaimErrors, InFlight uint64
+}
+
+// Worker claims pull rows of one source and runs a handler on each. The protocol (claim,
+// lease renewal, LISTEN/NOTIFY, backoff, fencing, completion) runs in the native library.
+type Worker struct {
+	rt      *nativeRuntime
+	w       *C.QbWorker
+	mu      sync.Mutex
+	running bool
+	closed  bool
+	done    chan struct{}
+}
+
+// NewWorker validates opts and connects to the PostgreSQL database at databaseURL (whose
+// QueueBox schema must be migrated; see Migrate). It blocks until connected.
+func NewWorker(databaseURL string, opts Options) (*Worker, error) {
+	js, err := opts.optionsJSON()
+	if err != nil {
+		return nil, err
+	}
+	rt, err := newRuntime(0)
+	if err != nil {
+		return nil, err
+	}
+	w, err := nativeWorkerNew(rt, databaseURL, js)
+	if err != nil {
+		rt.free()
+		return nil, err
+	}
+	return &Worker{rt: rt, w: w}, nil
+}
+
+// Run claims rows and runs handler on them until ctx is cancelled, then shuts down
+// gracefully: no new claims, claimed rows that never started are released, running
+// handlers get ShutdownGrace, then their ctx is cancelled and their rows abandoned. It
+// returns nil after a stop by ctx, or the error that stopped the worker (ErrSchemaMissing).
+// A Worker runs once.
+func (w *Worker) Run(ctx context.Context, handler Handler) error {
+	if handler == nil {
+		return &Error{Kind: KindInvalidInput, Message: "the handler is mandatory"}
+	}
+	w.mu.Lock()
+	if w.closed || w.running || w.done != nil {
+		w.mu.Unlock()
+		return &Error{Kind: KindInvalidInput, Message: "the worker is closed or already ran"}
+	}
+	w.running, w.done = true, make(chan struct{})
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.running = false
+		close(w.done)
+		w.mu.Unlock()
+	}()
+
+	stopped := make(chan struct{})
+	shutdownDone := make(chan struct{})
+	var shutdownOnce sync.Once
+	shutdown := func() {
+		shutdownOnce.Do(func() {
+			go func() {
+				_, _ = nativeShutdown(w.w)
+				close(shutdownDone)
+			}()
+		})
+	}
+	go func() {
+		select {
+		case <-ctx.Done():
+			shutdown()
+		case <-stopped:
+		}
+	}()
+
+	var handlers sync.WaitGroup
+	var failure error
+	for {
+		task, msg, err := nativeNext(w.w)
+		if err != nil {
+			failure = err
+			break
+		}
+		if task == nil {
+			break
+		}
+		handlers.Add(1)
+		go func() {
+			defer handlers.Done()
+			runOne(task, msg, handler)
+		}()
+	}
+	close(stopped)
+	shutdown()
+	handlers.Wait()
+	<-shutdownDone
+	return failure
+}
+
+// runOne runs the handler on one task and finishes the task by its result.
+func runOne(task *C.QbTask, text string, handler Handler) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	waiter := make(chan struct{})
+	go func() {
+		defer close(waiter)
+		if waitCancelled(task) {
+			cancel()
+		}
+	}()
+	// The waiter returns once a finish ran; only then is freeing the task safe.
+	defer func() {
+		<-waiter
+		taskFree(task)
+	}()
+
+	msg, err := parseMessage(text)
+	if err != nil {
+		_ = taskAbandon(task)
+		return
+	}
+	herr := callHandler(ctx, handler, msg, &Tx{task: task})
+	// A cancelled task is abandoned by the library whatever is asked here (QB_CANCELLED).
+	switch {
+	case herr == nil:
+		_ = taskComplete(task)
+	default:
+		if r, ok := asRetry(herr); ok {
+			_ = taskRetry(task, uint64(r.After.Milliseconds()), r.Reason)
+		} else if d, ok := asDead(herr); ok {
+			_ = taskDead(task, d.Reason)
+		} else {
+			_ = taskFail(task, herr.Error())
+		}
+	}
+}
+
+func callHandler(ctx context.Context, handler Handler, msg *Message, tx *Tx) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = fmt.Errorf("handler panicked: %v", p)
+		}
+	}()
+	return handler(ctx, msg, tx)
+}
+
+// Stats returns the worker's counters.
+func (w *Worker) Stats() Stats {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.closed {
+		return Stats{}
+	}
+	return nativeStats(w.w)
+}
+
+// Close releases the worker. A running Run is stopped first (as if its ctx were
+// cancelled) and Close waits for it.
+func (w *Worker) Close() error {
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return nil
+	}
+	done, running := w.done, w.running
+	w.mu.Unlock()
+	if running {
+		_, _ = nativeShutdown(w.w)
+		<-done
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.closed = true
+	workerFree(w.w)
+	w.rt.free()
+	w.w, w.rt = nil, nil
+	return nil
+}
+
+// Migrate applies the QueueBox PostgreSQL migrations (what `queuebox migrate` does).
+func Migrate(databaseURL string) error {
+	rt, err := newRuntime(1)
+	if err != nil {
+		return err
+	}
+	defer rt.free()
+	_, err = nativeMigrate(rt, databaseURL)
+	return err
+}
+
+// EvaluateVector runs one conformance vector case (proto-docs/vectors) through the core
+// and returns its output as JSON.
+func EvaluateVector(kind string, inputJSON []byte) ([]byte, error) {
+	out, err := conformanceEvaluate(kind, string(inputJSON))
+	if err != nil {
+		return nil, err
+	}
+	return []byte(out), nil
+}
+
+// Version of the native library.
+func Version() string { return libraryVersion() }
+
+func stringReader(s string) *strings.Reader { return strings.NewReader(s) }

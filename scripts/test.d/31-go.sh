@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Go client (clients/go): builds libqueuebox, then `go vet` and `go test` of the cgo
+# package against the real PostgreSQL (each test makes and migrates its own database),
+# including the conformance vectors through the native library; then builds the example.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+source bindings/c/tests/ffi-env.sh
+
+if ! command -v go >/dev/null 2>&1; then
+  [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
+fi
+ffi_need_apt go golang-go
+ffi_build_native
+
+# cgo links -lqueuebox (the shared library) from the workspace build; rpath lets the
+# test binary find it without LD_LIBRARY_PATH.
+export CGO_ENABLED=1
+export CGO_LDFLAGS="-L$QB_NATIVE_DIR -Wl,-rpath,$QB_NATIVE_DIR"
+cd clients/go
+go vet ./...
+go test -count=1 -timeout 300s ./...
+go build -o /dev/null ./examples/...
+echo "go: vet clean, tests passed, example builds"
