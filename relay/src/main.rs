@@ -1,43 +1,79 @@
-//! `queuebox`: the relay binary. For now it carries `queuebox migrate`; the relay itself
-//! (sources, inbox relay, outbox relay, destinations) lives in the modules beside this file.
+//! `queuebox`: the relay binary. `queuebox [--config FILE] [run]` starts the relay
+//! (HTTP sources, inbox relay, outbox relay, retention, metrics, health, admin);
+//! `check-config` prints the resolved configuration with secrets redacted; `migrate`
+//! applies the database migrations.
 
+mod admin;
+mod app;
 mod destinations;
+mod inbox_relay;
 mod metrics;
+mod outbox;
+mod retention;
 mod sources;
 
+use std::path::PathBuf;
+
 use clap::{Parser, Subcommand};
+use queuebox_core::config;
 use queuebox_core::migrate;
 use queuebox_core::store::postgres::PgStore;
 
 #[derive(Parser)]
 #[command(name = "queuebox", version, about = "QueueBox: a safe inbox and outbox in your own database")]
 struct Cli {
+    /// The YAML configuration file (else $QUEUEBOX_CONFIG_FILE).
+    #[arg(long, global = true)]
+    config: Option<PathBuf>,
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
 }
 
 #[derive(Subcommand)]
 enum Command {
+    /// Start the relay (the default).
+    Run,
+    /// Validate the configuration and print it resolved, secrets redacted.
+    CheckConfig,
     /// Apply the database migrations (idempotent; safe from several replicas at once).
     Migrate {
-        /// PostgreSQL URL, e.g. postgres://user:pass@localhost:5432/app
-        #[arg(long, env = "QUEUEBOX_DATABASE_URL")]
-        database_url: String,
+        /// PostgreSQL URL, e.g. postgres://user:pass@localhost:5432/app (else the configuration's database.url)
+        #[arg(long)]
+        database_url: Option<String>,
     },
+}
+
+fn load(path: Option<&std::path::Path>) -> anyhow::Result<config::Config> {
+    config::load(path).map_err(|e| anyhow::anyhow!("QueueBox could not read its configuration. {e}"))
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt().with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())).with_writer(std::io::stderr).init();
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command {
+    let result: anyhow::Result<()> = match cli.command.unwrap_or(Command::Run) {
+        Command::Run => async { app::run(load(cli.config.as_deref())?).await }.await,
+        Command::CheckConfig => load(cli.config.as_deref()).map(|c| print!("{}", c.to_redacted_yaml())),
         Command::Migrate { database_url } => async {
-            let store = PgStore::connect(&database_url, 2).await?;
+            // QUEUEBOX_DATABASE_URL is database.url in the configuration's environment mapping.
+            let url = match database_url.or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok()) {
+                Some(u) => u,
+                None => load(cli.config.as_deref())?.database_url(),
+            };
+            let store = PgStore::connect(&url, 2).await?;
             let report = migrate::postgres::run(&store).await?;
             for m in &report.applied {
                 println!("applied {m}");
             }
-            println!("schema is at version {} ({} applied now, {} already applied)", migrate::latest_version(migrate::POSTGRES), report.applied.len(), report.already_applied.len());
+            println!(
+                "schema is at version {} ({} applied now, {} already applied)",
+                migrate::latest_version(migrate::POSTGRES),
+                report.applied.len(),
+                report.already_applied.len()
+            );
             Ok(())
         }
         .await,
@@ -45,7 +81,7 @@ async fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("queuebox: {e}");
+            eprintln!("queuebox: {}", queuebox_core::headers::redact_error(&e.to_string(), &[]));
             std::process::ExitCode::FAILURE
         }
     }

@@ -113,11 +113,6 @@ impl Metrics {
         self.summaries.lock().expect("metrics").entry((name, labels(l))).or_default().observe(d.as_secs_f64());
     }
 
-    /// The value of a counter (tests and the benchmark read it).
-    pub fn counter(&self, name: &'static str, l: &[(&'static str, &str)]) -> f64 {
-        self.counters.lock().expect("metrics").get(&(name, labels(l))).copied().unwrap_or(0.0)
-    }
-
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut series: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();

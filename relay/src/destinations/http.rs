@@ -1,25 +1,27 @@
 //! The HTTP destination.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
 use queuebox_core::config::{AuthConfig, HttpConfig, HttpDestination};
 
 use super::{OutboundMessage, PublishError, Publisher};
+use crate::metrics::Metrics;
 
 /// POSTs the payload to `baseUrl` + `path`. Redirects are never followed (a 3xx fails the
 /// attempt); every 2xx completes, 202 included.
 pub struct HttpPublisher {
-    name: String,
     url: String,
     client: reqwest::Client,
     timeout_ms: u64,
     static_headers: Vec<(String, String)>,
     max_error_body: usize,
+    metrics: Arc<Metrics>,
 }
 
 impl HttpPublisher {
-    pub fn new(name: &str, d: &HttpDestination, http: &HttpConfig) -> anyhow::Result<Self> {
+    pub fn new(d: &HttpDestination, http: &HttpConfig, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
         let client = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(d.timeout_ms))
@@ -32,11 +34,7 @@ impl HttpPublisher {
             Some(AuthConfig::ApiKey(k)) => static_headers.push((k.header_name.clone(), k.key.expose().to_string())),
             Some(AuthConfig::Hmac(_)) | None => {}
         }
-        Ok(HttpPublisher { name: name.to_string(), url: join_url(&d.base_url, &d.path), client, timeout_ms: d.timeout_ms, static_headers, max_error_body: http.max_error_body_bytes })
-    }
-
-    pub fn name(&self) -> &str {
-        &self.name
+        Ok(HttpPublisher { url: join_url(&d.base_url, &d.path), client, timeout_ms: d.timeout_ms, static_headers, max_error_body: http.max_error_body_bytes, metrics })
     }
 }
 
@@ -87,6 +85,7 @@ impl Publisher for HttpPublisher {
             }
         })?;
         let status = resp.status();
+        self.metrics.inc("queuebox_http_publish_responses_total", &[("status_class", status_class(status.as_u16()))]);
         if status.is_success() {
             return Ok(());
         }

@@ -16,6 +16,8 @@ use queuebox_core::store::relay::OutboxRow;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
+use crate::metrics::Metrics;
+
 /// What a publisher sends: the outbox row after routing.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboundMessage {
@@ -87,13 +89,13 @@ pub trait Publisher: Send + Sync {
 }
 
 /// Builds the publisher of one destination.
-pub fn build(dest: &DestinationConfig, cfg: &Config) -> anyhow::Result<Arc<dyn Publisher>> {
+pub fn build(dest: &DestinationConfig, cfg: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<Arc<dyn Publisher>> {
     match &dest.kind {
-        DestinationKind::Http(h) => Ok(Arc::new(http::HttpPublisher::new(&dest.name, h, &cfg.http)?)),
+        DestinationKind::Http(h) => Ok(Arc::new(http::HttpPublisher::new(h, &cfg.http, metrics.clone())?)),
     }
 }
 
 /// Every destination's publisher, by destination name.
-pub fn build_all(cfg: &Config) -> anyhow::Result<BTreeMap<String, Arc<dyn Publisher>>> {
-    cfg.destinations.iter().map(|(name, d)| Ok((name.clone(), build(d, cfg)?))).collect()
+pub fn build_all(cfg: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<BTreeMap<String, Arc<dyn Publisher>>> {
+    cfg.destinations.iter().map(|(name, d)| Ok((name.clone(), build(d, cfg, metrics)?))).collect()
 }

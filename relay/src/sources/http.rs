@@ -1,1 +1,109 @@
-//! HTTP sources (placeholder; the axum routes come next).
+//! HTTP sources: `POST {inbox.basePath}{source.path}`. The body is read once, counted while
+//! it streams (a chunked body above `inbox.maxBodyBytes` is cut off at the limit), then
+//! authenticated, parsed and stored through [`super::Inbox::receive`].
+
+use std::sync::atomic::Ordering;
+
+use axum::body::Body;
+use axum::extract::{Request, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use bytes::{Bytes, BytesMut};
+use http_body_util::BodyExt;
+use queuebox_core::config::SourceKind;
+use queuebox_core::headers;
+use serde_json::json;
+
+use super::{Received, Rejected, Stored};
+use crate::app::AppState;
+
+fn error(status: StatusCode, msg: &str) -> Response {
+    (status, Json(json!({ "error": msg }))).into_response()
+}
+
+/// Reads at most `limit` bytes; `Err(true)` when the body is larger, `Err(false)` when
+/// the body broke off.
+pub async fn read_limited(headers: &HeaderMap, body: Body, limit: u64) -> Result<Bytes, bool> {
+    if let Some(len) = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+        if len > limit {
+            return Err(true);
+        }
+    }
+    let mut body = body;
+    let mut buf = BytesMut::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| false)?;
+        if let Ok(data) = frame.into_data() {
+            if buf.len() as u64 + data.len() as u64 > limit {
+                return Err(true);
+            }
+            buf.extend_from_slice(&data);
+        }
+    }
+    Ok(buf.freeze())
+}
+
+/// The fallback handler of the data port: every inbox path, and 404 for anything else.
+pub async fn ingest(State(st): State<AppState>, req: Request) -> Response {
+    let path = req.uri().path().to_string();
+    let base = &st.cfg.inbox.base_path;
+    let source = path.strip_prefix(base.as_str()).filter(|p| p.starts_with('/')).and_then(|p| st.cfg.http_source_at(p)).cloned();
+    let Some(source) = source else {
+        return error(StatusCode::NOT_FOUND, "Not found");
+    };
+    if req.method() != Method::POST {
+        return error(StatusCode::METHOD_NOT_ALLOWED, "Use POST");
+    }
+    let received_corr = req.headers().get(headers::X_CORRELATION_ID).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let mut resp = handle(&st, &source, req).await;
+    // Every response carries the correlation id (the stored one, or the cleaned received one).
+    if !resp.headers().contains_key(headers::X_CORRELATION_ID) {
+        let c = headers::correlation_id(received_corr.as_deref());
+        if let Ok(v) = HeaderValue::from_str(&c) {
+            resp.headers_mut().insert(headers::X_CORRELATION_ID, v);
+        }
+    }
+    resp
+}
+
+async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req: Request) -> Response {
+    if st.draining.load(Ordering::SeqCst) {
+        return error(StatusCode::SERVICE_UNAVAILABLE, "QueueBox is shutting down");
+    }
+    let (parts, body) = req.into_parts();
+    let limit = st.cfg.inbox.max_body_bytes;
+    let body = match read_limited(&parts.headers, body, limit).await {
+        Ok(b) => b,
+        Err(true) => return error(StatusCode::PAYLOAD_TOO_LARGE, &format!("Request body exceeds {limit} bytes")),
+        Err(false) => return error(StatusCode::BAD_REQUEST, "The request body broke off"),
+    };
+    let hs: Vec<(String, String)> =
+        parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string()))).collect();
+    let SourceKind::Http(h) = &source.kind;
+    if let Some(auth) = &h.auth {
+        if let Err(reason) = super::auth::check(auth, &hs, &body, chrono::Utc::now().timestamp_millis()) {
+            return error(StatusCode::UNAUTHORIZED, reason);
+        }
+    }
+    let outcome = st.inbox.receive(source, Received { body, headers: hs, message_id: None }).await;
+    let (status, body, corr) = match outcome {
+        Ok(Stored::New { id, correlation_id }) => (StatusCode::ACCEPTED, json!({ "messageId": id }), Some(correlation_id)),
+        Ok(Stored::Duplicate { correlation_id, .. }) => (StatusCode::OK, json!({ "status": "duplicate" }), Some(correlation_id)),
+        Ok(Stored::Dead { id }) => (StatusCode::ACCEPTED, json!({ "messageId": id }), None),
+        Err(Rejected::NotJson) => return error(StatusCode::BAD_REQUEST, "Invalid JSON"),
+        Err(Rejected::MissingKey(why)) => {
+            tracing::warn!(source = %source.name, reason = %why, "inbox request without an idempotency key");
+            return error(StatusCode::BAD_REQUEST, &why);
+        }
+        Err(Rejected::Storage(e)) => {
+            tracing::error!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "inbox insert failed");
+            return error(StatusCode::INTERNAL_SERVER_ERROR, "Storage failed");
+        }
+    };
+    let mut resp = (status, Json(body)).into_response();
+    if let Some(c) = corr.and_then(|c| HeaderValue::from_str(&c).ok()) {
+        resp.headers_mut().insert(headers::X_CORRELATION_ID, c);
+    }
+    resp
+}

@@ -1,0 +1,139 @@
+//! The admin API (off by default; `admin.auth` required unless `admin.insecure: true`):
+//! list dead rows, replay an inbox row as a new outbox row, replay or delete outbox rows.
+
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{delete, get, post};
+use axum::{Json, Router};
+use bytes::Bytes;
+use queuebox_core::config::render_topic;
+use queuebox_core::headers::relay_headers;
+use queuebox_core::store::relay::{NewOutboxRow, RelayStore, ReplayFilter};
+use serde::Deserialize;
+use serde_json::json;
+use uuid::Uuid;
+
+use crate::app::AppState;
+
+pub fn router() -> Router<AppState> {
+    Router::new()
+        .route("/admin/dead/:table", get(list_dead))
+        .route("/admin/replay", post(replay_outbox))
+        .route("/admin/inbox/:id/replay", post(replay_inbox))
+        .route("/admin/outbox/:id", delete(delete_outbox))
+}
+
+fn err(status: StatusCode, msg: impl Into<String>) -> Response {
+    (status, Json(json!({ "error": msg.into() }))).into_response()
+}
+
+fn guard(st: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Response> {
+    let Some(auth) = &st.cfg.admin.auth else { return Ok(()) };
+    let hs: Vec<(String, String)> = headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string()))).collect();
+    crate::sources::auth::check(auth, &hs, body, chrono::Utc::now().timestamp_millis()).map_err(|r| err(StatusCode::UNAUTHORIZED, r))
+}
+
+fn db_error(e: queuebox_core::Error) -> Response {
+    err(StatusCode::INTERNAL_SERVER_ERROR, queuebox_core::headers::redact_error(&e.to_string(), &[]))
+}
+
+#[derive(Deserialize)]
+struct Limit {
+    limit: Option<u32>,
+}
+
+async fn list_dead(State(st): State<AppState>, Path(table): Path<String>, Query(q): Query<Limit>, headers: HeaderMap) -> Response {
+    if let Err(r) = guard(&st, &headers, b"") {
+        return r;
+    }
+    let limit = q.limit.unwrap_or(100).min(1000);
+    let rows = match table.as_str() {
+        "outbox" => st.store.list_dead_outbox(limit).await,
+        "inbox" => st.store.list_dead_inbox(limit).await,
+        _ => return err(StatusCode::NOT_FOUND, "table is outbox or inbox"),
+    };
+    match rows {
+        Ok(rows) => Json(json!({ "rows": rows })).into_response(),
+        Err(e) => db_error(e),
+    }
+}
+
+#[derive(Deserialize, Default)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+struct ReplayBody {
+    ids: Option<Vec<Uuid>>,
+    topic: Option<String>,
+    source: Option<String>,
+    created_after: Option<chrono::DateTime<chrono::Utc>>,
+    created_before: Option<chrono::DateTime<chrono::Utc>>,
+    #[serde(default)]
+    dead_only: bool,
+}
+
+/// `POST /admin/replay`: matching `sent`/`dead` outbox rows back to pending, `attempt = 0`.
+async fn replay_outbox(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = guard(&st, &headers, &body) {
+        return r;
+    }
+    let b: ReplayBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return err(StatusCode::BAD_REQUEST, format!("Invalid request: {e}")),
+    };
+    let f = ReplayFilter { ids: b.ids, topic: b.topic, source: b.source, created_after: b.created_after, created_before: b.created_before, dead_only: b.dead_only };
+    if f.is_empty() {
+        return err(StatusCode::BAD_REQUEST, "Give at least one filter: ids, topic, source, createdAfter or createdBefore");
+    }
+    match st.store.replay_outbox(&f).await {
+        Ok(n) => {
+            tracing::info!(moved = n, "admin replay of outbox rows");
+            Json(json!({ "moved": n })).into_response()
+        }
+        Err(e) => db_error(e),
+    }
+}
+
+/// `POST /admin/inbox/{id}/replay`: a new outbox row (new `X-Message-Id`) with the same
+/// `x-idempotency-key`, so receivers deduplicating on it see the repeat.
+async fn replay_inbox(State(st): State<AppState>, Path(id): Path<Uuid>, headers: HeaderMap, body: Bytes) -> Response {
+    if let Err(r) = guard(&st, &headers, &body) {
+        return r;
+    }
+    let m = match st.store.inbox_row(id).await {
+        Ok(Some(m)) => m,
+        Ok(None) => return err(StatusCode::NOT_FOUND, "no such inbox row"),
+        Err(e) => return db_error(e),
+    };
+    let Some(source) = st.cfg.sources.get(&m.source) else {
+        return err(StatusCode::CONFLICT, format!("source '{}' is not configured", m.source));
+    };
+    let topic = render_topic(source.topic_template(), &m.source, m.event_type.as_deref());
+    if topic.is_empty() {
+        return err(StatusCode::CONFLICT, "the source's topic template renders empty for this row");
+    }
+    let corr = m.correlation_id.clone().unwrap_or_else(|| queuebox_core::headers::correlation_id(None));
+    let row = NewOutboxRow {
+        topic,
+        key: m.aggregate_id.clone(),
+        payload: m.payload.clone(),
+        headers: relay_headers(&m.headers, m.id, &m.source, &m.idempotency_key, &corr),
+        max_attempts: st.cfg.inbox.relay.max_attempts.unwrap_or(st.cfg.outbox.max_attempts),
+    };
+    match st.store.insert_outbox(&row).await {
+        Ok(oid) => {
+            tracing::info!(inbox_id = %id, outbox_id = %oid, "admin replay of an inbox row");
+            (StatusCode::CREATED, Json(json!({ "outboxId": oid }))).into_response()
+        }
+        Err(e) => db_error(e),
+    }
+}
+
+async fn delete_outbox(State(st): State<AppState>, Path(id): Path<Uuid>, headers: HeaderMap) -> Response {
+    if let Err(r) = guard(&st, &headers, b"") {
+        return r;
+    }
+    match st.store.delete_outbox(&[id]).await {
+        Ok(n) => Json(json!({ "deleted": n })).into_response(),
+        Err(e) => db_error(e),
+    }
+}

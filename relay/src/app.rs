@@ -1,0 +1,206 @@
+//! Wiring: start-up (wait for the database, migrate, build publishers), the HTTP servers
+//! (data port and optional management port), the background loops, and the ordered
+//! graceful shutdown.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use queuebox_core::config::Config;
+use queuebox_core::migrate;
+use queuebox_core::store::postgres::PgStore;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use crate::destinations::{self, Publisher};
+use crate::metrics::Metrics;
+use crate::sources::Inbox;
+
+/// What every handler and loop shares.
+#[derive(Clone)]
+pub struct AppState {
+    pub cfg: Arc<Config>,
+    pub store: Arc<PgStore>,
+    pub inbox: Inbox,
+    pub metrics: Arc<Metrics>,
+    pub publishers: Arc<BTreeMap<String, Arc<dyn Publisher>>>,
+    pub draining: Arc<AtomicBool>,
+    pub secrets: Arc<Vec<String>>,
+}
+
+/// Connects with backoff until `database.startupTimeoutMs` runs out.
+async fn connect(cfg: &Config) -> anyhow::Result<PgStore> {
+    let deadline = Instant::now() + Duration::from_millis(cfg.database.startup_timeout_ms);
+    let mut wait = Duration::from_millis(200);
+    loop {
+        match PgStore::connect(&cfg.database_url(), cfg.database.pool_size).await {
+            Ok(s) => return Ok(s),
+            Err(e) if Instant::now() + wait < deadline => {
+                tracing::warn!(error = %e, "waiting for the database");
+                tokio::time::sleep(wait).await;
+                wait = (wait * 2).min(Duration::from_secs(2));
+            }
+            Err(e) => anyhow::bail!("QueueBox could not open the database pool within database.startupTimeoutMs ({} ms). Reason: {e}", cfg.database.startup_timeout_ms),
+        }
+    }
+}
+
+/// Runs the relay until SIGTERM / SIGINT.
+pub async fn run(cfg: Config) -> anyhow::Result<()> {
+    let cfg = Arc::new(cfg);
+    let store = Arc::new(connect(&cfg).await?);
+    if cfg.database.migrate {
+        let report = migrate::postgres::run(&store).await.map_err(|e| anyhow::anyhow!("QueueBox could not apply the database migrations. Reason: {e}"))?;
+        for m in &report.applied {
+            tracing::info!(migration = %m, "applied migration");
+        }
+    }
+    store.check_schema().await.map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
+    let metrics = Arc::new(Metrics::new());
+    let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
+    let st = AppState {
+        inbox: Inbox { store: store.clone(), metrics: metrics.clone() },
+        cfg: cfg.clone(),
+        store: store.clone(),
+        metrics: metrics.clone(),
+        publishers,
+        draining: Arc::new(AtomicBool::new(false)),
+        secrets: Arc::new(cfg.secrets()),
+    };
+
+    let stop = CancellationToken::new();
+    let mut loops = Vec::new();
+    if cfg.outbox.enabled {
+        loops.push(tokio::spawn(crate::outbox::run(st.clone(), stop.clone())));
+    }
+    if cfg.inbox.relay.enabled {
+        loops.push(tokio::spawn(crate::inbox_relay::run(st.clone(), stop.clone())));
+    }
+    if cfg.retention.enabled {
+        loops.push(tokio::spawn(crate::retention::run(st.clone(), stop.clone())));
+    }
+    let mut brokers = Vec::new();
+    for source in cfg.sources.values() {
+        if let Some(b) = crate::sources::build_broker(source) {
+            let b = b?;
+            brokers.push(tokio::spawn(b.run(st.inbox.clone(), source.clone(), stop.clone())));
+        }
+    }
+
+    let ops = ops_router(st.clone());
+    let data = if cfg.server.management_port.is_some() { Router::new() } else { ops.clone() };
+    let data = data.fallback(crate::sources::http::ingest).with_state(st.clone());
+    let http_stop = CancellationToken::new();
+    let bind = &cfg.server.bind_address;
+    let listener = tokio::net::TcpListener::bind((bind.as_str(), cfg.server.http_port)).await?;
+    tracing::info!(addr = %listener.local_addr()?, "inbox HTTP listening");
+    let mut servers = vec![serve(listener, data, http_stop.clone())];
+    if let Some(port) = cfg.server.management_port {
+        let l = tokio::net::TcpListener::bind((bind.as_str(), port)).await?;
+        tracing::info!(addr = %l.local_addr()?, "management HTTP listening");
+        let mgmt = ops.fallback(|| async { StatusCode::NOT_FOUND }).with_state(st.clone());
+        servers.push(serve(l, mgmt, http_stop.clone()));
+    }
+    tracing::info!("QueueBox started");
+
+    shutdown_signal().await;
+    tracing::info!("Shutting down QueueBox...");
+    // 1. HTTP: new requests get 503 while in-flight ones finish, then the servers stop.
+    st.draining.store(true, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    http_stop.cancel();
+    let drain = Duration::from_millis(cfg.server.drain_timeout_ms);
+    for s in servers {
+        if tokio::time::timeout(drain, s).await.is_err() {
+            tracing::warn!("Shutdown step 'drain HTTP' timed out");
+        }
+    }
+    // 2. Background loops stop claiming and finish their in-flight work.
+    stop.cancel();
+    let budget = Duration::from_millis(cfg.outbox.shutdown_timeout_ms);
+    for l in loops.into_iter().chain(brokers.into_iter().map(|h| tokio::spawn(async move { let _ = h.await; }))) {
+        if tokio::time::timeout(budget, l).await.is_err() {
+            tracing::warn!("Shutdown step 'background services' timed out; unfinished claims are reclaimed after their lease");
+        }
+    }
+    for p in st.publishers.values() {
+        p.close().await;
+    }
+    st.store.pool().close().await;
+    tracing::info!("Shutdown complete");
+    Ok(())
+}
+
+fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let r = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await }).await;
+        if let Err(e) = r {
+            tracing::error!(error = %e, "HTTP server failed");
+        }
+    })
+}
+
+async fn shutdown_signal() {
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// `/metrics`, `/health/*`, `/` and (when enabled) `/admin/*`.
+fn ops_router(st: AppState) -> Router<AppState> {
+    let mut r = Router::new()
+        .route("/", get(|| async { "QueueBox is running!" }))
+        .route("/metrics", get(metrics))
+        .route("/health/live", get(|| async { Json(json!({"status": "healthy", "components": {"process": {"status": "up"}}})) }))
+        .route("/health/ready", get(ready))
+        .route("/health", get(ready));
+    if st.cfg.admin.enabled {
+        r = r.merge(crate::admin::router());
+    }
+    r
+}
+
+async fn metrics(State(st): State<AppState>) -> Response {
+    let pool = st.store.pool();
+    st.metrics.set("queuebox_db_pool_connections", &[("state", "active")], (pool.size() as usize - pool.num_idle()) as f64);
+    st.metrics.set("queuebox_db_pool_connections", &[("state", "idle")], pool.num_idle() as f64);
+    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response()
+}
+
+/// 200 when the database answers and the schema is at this build's version, else 503.
+async fn ready(State(st): State<AppState>) -> Response {
+    let check = async {
+        let current = migrate::postgres::current_version(&st.store).await?;
+        Ok::<_, queuebox_core::Error>(current >= migrate::latest_version(migrate::POSTGRES))
+    };
+    let (db, schema) = match tokio::time::timeout(Duration::from_secs(2), check).await {
+        Ok(Ok(current)) => (true, current),
+        _ => (false, false),
+    };
+    let mut publishers_up = true;
+    for p in st.publishers.values() {
+        publishers_up &= p.ready().await;
+    }
+    let up = |b: bool| json!({"status": if b { "up" } else { "down" }});
+    let all = db && schema && publishers_up;
+    let body = json!({
+        "status": if all { "healthy" } else { "unhealthy" },
+        "components": {
+            "database": up(db),
+            "migrations": up(schema),
+            "destinations": up(publishers_up),
+            "outbox-poller": up(true),
+            "inbox-relay": up(true),
+            "retention-service": up(true),
+        }
+    });
+    (if all { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
+}
