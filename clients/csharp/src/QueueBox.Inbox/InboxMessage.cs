@@ -1,0 +1,54 @@
+using System;
+using System.Collections.Generic;
+using System.Globalization;
+
+namespace QueueBox.Inbox
+{
+    /// <summary>A claimed inbox row as a handler sees it (never the claim token).</summary>
+    public sealed class InboxMessage
+    {
+        public Guid Id { get; private set; }
+        public string Source { get; private set; }
+        public string IdempotencyKey { get; private set; }
+        public string AggregateId { get; private set; }
+        public string EventType { get; private set; }
+        /// <summary>The payload as JSON text.</summary>
+        public string PayloadJson { get; private set; }
+        /// <summary>The payload parsed (see <see cref="Json"/> for the types).</summary>
+        public object Payload { get; private set; }
+        public IReadOnlyDictionary<string, string> Headers { get; private set; }
+        /// <summary>Failed deliveries so far (0 on the first).</summary>
+        public int Attempt { get; private set; }
+        public string CorrelationId { get; private set; }
+        public DateTimeOffset CreatedAt { get; private set; }
+
+        internal static InboxMessage FromJson(string text)
+        {
+            var o = (IDictionary<string, object>)Json.Parse(text);
+            var headers = new Dictionary<string, string>();
+            var h = Get(o, "headers") as IDictionary<string, object>;
+            if (h != null) foreach (var kv in h) headers[kv.Key] = kv.Value as string;
+            object payload = Get(o, "payload");
+            return new InboxMessage
+            {
+                Id = Guid.Parse((string)Get(o, "id")),
+                Source = (string)Get(o, "source"),
+                IdempotencyKey = (string)Get(o, "idempotencyKey"),
+                AggregateId = Get(o, "aggregateId") as string,
+                EventType = Get(o, "eventType") as string,
+                Payload = payload,
+                PayloadJson = Json.Serialize(payload),
+                Headers = headers,
+                Attempt = Convert.ToInt32(Get(o, "attempt") ?? 0L, CultureInfo.InvariantCulture),
+                CorrelationId = Get(o, "correlationId") as string,
+                CreatedAt = DateTimeOffset.Parse((string)Get(o, "createdAt"), CultureInfo.InvariantCulture),
+            };
+        }
+
+        private static object Get(IDictionary<string, object> o, string key)
+        {
+            object v;
+            return o.TryGetValue(key, out v) ? v : null;
+        }
+    }
+}

@@ -1,0 +1,73 @@
+using System;
+using System.Collections.Generic;
+
+namespace QueueBox.Inbox
+{
+    /// <summary>Settings of an <see cref="InboxWorker"/>. A null property keeps the core's
+    /// default; the core validates every value and names the offending field in a
+    /// <see cref="QueueBoxConfigException"/>.</summary>
+    public sealed class InboxOptions
+    {
+        /// <summary>The source whose pull rows the worker claims (required).</summary>
+        public string Source { get; set; }
+        /// <summary>Rows per claim and the most held at once (core default 10).</summary>
+        public int? BatchSize { get; set; }
+        /// <summary>Handlers running at once, at most BatchSize (core default 1).</summary>
+        public int? MaxConcurrency { get; set; }
+        /// <summary>Lease in milliseconds, renewed every third by the core (default 30 000).</summary>
+        public int? LeaseMs { get; set; }
+        /// <summary>Idle wait before claiming again (default 1 s); LISTEN/NOTIFY wakes sooner.</summary>
+        public TimeSpan? PollInterval { get; set; }
+        /// <summary>Wait for running handlers at shutdown before cancelling them (default 30 s).</summary>
+        public TimeSpan? ShutdownGrace { get; set; }
+        /// <summary>LISTEN/NOTIFY wake-ups (default true).</summary>
+        public bool? Listen { get; set; }
+        /// <summary>Retry policy for handler exceptions; null keeps the default (5 attempts, 1 s doubling to 5 min, ±20 %).</summary>
+        public InboxRetryPolicy RetryPolicy { get; set; }
+
+        internal string ToJson()
+        {
+            var m = new Dictionary<string, object>();
+            m["source"] = Source;
+            if (BatchSize.HasValue) m["batchSize"] = (long)BatchSize.Value;
+            if (MaxConcurrency.HasValue) m["concurrency"] = (long)MaxConcurrency.Value;
+            if (LeaseMs.HasValue) m["leaseMs"] = (long)LeaseMs.Value;
+            if (PollInterval.HasValue) m["pollIntervalMs"] = (long)PollInterval.Value.TotalMilliseconds;
+            if (ShutdownGrace.HasValue) m["shutdownGraceMs"] = (long)ShutdownGrace.Value.TotalMilliseconds;
+            if (Listen.HasValue) m["listen"] = Listen.Value;
+            if (RetryPolicy != null)
+            {
+                var r = new Dictionary<string, object>();
+                if (RetryPolicy.MaxAttempts.HasValue) r["maxAttempts"] = (long)RetryPolicy.MaxAttempts.Value;
+                if (RetryPolicy.BaseDelay.HasValue) r["baseDelayMs"] = (long)RetryPolicy.BaseDelay.Value.TotalMilliseconds;
+                if (RetryPolicy.MaxDelay.HasValue) r["maxDelayMs"] = (long)RetryPolicy.MaxDelay.Value.TotalMilliseconds;
+                if (RetryPolicy.Jitter.HasValue) r["jitter"] = RetryPolicy.Jitter.Value;
+                m["retry"] = r;
+            }
+            return Json.Serialize(m);
+        }
+    }
+
+    /// <summary>The retry schedule, applied by the core: retry after
+    /// min(BaseDelay × 2^attempt, MaxDelay) ± Jitter, dead once MaxAttempts failures are spent.</summary>
+    public sealed class InboxRetryPolicy
+    {
+        public int? MaxAttempts { get; set; }
+        public TimeSpan? BaseDelay { get; set; }
+        public TimeSpan? MaxDelay { get; set; }
+        public double? Jitter { get; set; }
+    }
+
+    /// <summary>A worker's counters.</summary>
+    public sealed class InboxStats
+    {
+        public ulong Claimed { get; internal set; }
+        public ulong Completed { get; internal set; }
+        public ulong Retried { get; internal set; }
+        public ulong Dead { get; internal set; }
+        public ulong Released { get; internal set; }
+        public ulong ClaimsLost { get; internal set; }
+        public ulong ClaimErrors { get; internal set; }
+        public ulong InFlight { get; internal set; }
+    }
+}

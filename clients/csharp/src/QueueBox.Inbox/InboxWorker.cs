@@ -1,0 +1,352 @@
+using System;
+using System.Collections.Generic;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace QueueBox.Inbox
+{
+    /// <summary>Processes one message. Return normally to complete the row (together with
+    /// the writes made through <paramref name="transaction"/>); throw
+    /// <see cref="RetryLaterException"/> or <see cref="DeadLetterException"/> to decide
+    /// yourself; any other exception lets the retry policy decide. <paramref name="token"/>
+    /// is cancelled when the lease is lost or the shutdown grace ran out; the row is then
+    /// abandoned whatever the handler does.</summary>
+    public delegate Task InboxHandler(InboxMessage message, InboxTransaction transaction, CancellationToken token);
+
+    /// <summary>A pull worker for one source. Claims, lease renewal, LISTEN/NOTIFY, backoff,
+    /// fencing and completion run in the native library (libqueuebox); this class turns
+    /// them into Tasks.</summary>
+    public sealed class InboxWorker : IDisposable
+#if NETSTANDARD2_1_OR_GREATER || NET
+        , IAsyncDisposable
+#endif
+    {
+        private IntPtr _runtime;
+        private IntPtr _worker;
+        private readonly object _gate = new object();
+        private Task<ulong> _shutdown;
+        private Task _run;
+
+        private InboxWorker(IntPtr runtime, IntPtr worker)
+        {
+            _runtime = runtime;
+            _worker = worker;
+        }
+
+        /// <summary>Validates the options (a <see cref="QueueBoxConfigException"/> names the
+        /// field) and connects to the PostgreSQL database, whose QueueBox schema must be migrated.</summary>
+        public static async Task<InboxWorker> ConnectAsync(string databaseUrl, InboxOptions options, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (options == null) throw new ArgumentNullException("options");
+            cancellationToken.ThrowIfCancellationRequested();
+            IntPtr runtime = NewRuntime(0);
+            try
+            {
+                var tcs = Pending.Source<IntPtr>();
+                IntPtr curl = Native.Utf8(databaseUrl ?? ""), copts = Native.Utf8(options.ToJson());
+                try
+                {
+                    IntPtr ud = Pending.Pin(tcs), err;
+                    Pending.Started(Native.qb_worker_new(runtime, curl, copts, Pending.Worker, ud, out err), err, ud);
+                }
+                finally
+                {
+                    Native.FreeUtf8(curl);
+                    Native.FreeUtf8(copts);
+                }
+                IntPtr worker = await tcs.Task.ConfigureAwait(false);
+                return new InboxWorker(runtime, worker);
+            }
+            catch
+            {
+                Native.qb_runtime_free(runtime);
+                throw;
+            }
+        }
+
+        internal static IntPtr NewRuntime(uint threads)
+        {
+            IntPtr rt, err;
+            Native.ThrowIfFailed(Native.qb_runtime_new(threads, out rt, out err), err);
+            return rt;
+        }
+
+        private IntPtr Handle
+        {
+            get
+            {
+                if (_worker == IntPtr.Zero) throw new ObjectDisposedException("InboxWorker");
+                return _worker;
+            }
+        }
+
+        /// <summary>Runs <paramref name="handler"/> on claimed rows until
+        /// <paramref name="cancellationToken"/> is cancelled, then shuts down gracefully (see
+        /// <see cref="ShutdownAsync"/>). Completes after the shutdown; throws only when the
+        /// worker cannot run (e.g. the schema is missing). A worker runs once.</summary>
+        public Task RunAsync(InboxHandler handler, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            lock (_gate)
+            {
+                if (_run != null) throw new InvalidOperationException("the worker already ran");
+                _run = RunLoopAsync(handler, cancellationToken);
+                return _run;
+            }
+        }
+
+        private async Task RunLoopAsync(InboxHandler handler, CancellationToken cancellationToken)
+        {
+            await Task.Yield();
+            var running = new List<Task>();
+            Exception failure = null;
+            using (cancellationToken.Register(() => StartShutdown()))
+            {
+                try
+                {
+                    while (true)
+                    {
+                        Pending.Next next = await NextAsync().ConfigureAwait(false);
+                        if (next == null) break;
+                        Task t = Task.Run(() => RunOneAsync(next, handler));
+                        lock (running)
+                        {
+                            running.RemoveAll(x => x.IsCompleted);
+                            running.Add(t);
+                        }
+                    }
+                }
+                catch (Exception e)
+                {
+                    failure = e;
+                }
+            }
+            Task<ulong> shutdown = StartShutdown();
+            Task[] rest;
+            lock (running) rest = running.ToArray();
+            await Task.WhenAll(rest).ConfigureAwait(false);
+            await shutdown.ConfigureAwait(false);
+            if (failure != null) throw failure;
+        }
+
+        private Task<Pending.Next> NextAsync()
+        {
+            var tcs = Pending.Source<Pending.Next>();
+            IntPtr ud = Pending.Pin(tcs), err;
+            Pending.Started(Native.qb_worker_next(Handle, Pending.Task, ud, out err), err, ud);
+            return tcs.Task;
+        }
+
+        private static async Task RunOneAsync(Pending.Next next, InboxHandler handler)
+        {
+            IntPtr task = next.Task;
+            var tx = new InboxTransaction(task);
+            try
+            {
+                var cts = new CancellationTokenSource();
+                IntPtr ud = Pending.Pin(cts), err;
+                Pending.Started(Native.qb_task_on_cancelled(task, Pending.Cancel, ud, out err), err, ud);
+                Exception failure = null;
+                try
+                {
+                    InboxMessage message = InboxMessage.FromJson(next.MessageJson);
+                    await handler(message, tx, cts.Token).ConfigureAwait(false);
+                }
+                catch (Exception e)
+                {
+                    failure = e;
+                }
+                // A cancelled task is abandoned by the library whatever is asked here.
+                var retry = failure as RetryLaterException;
+                var dead = failure as DeadLetterException;
+                if (failure == null) await Finish(task, Native.qb_task_complete).ConfigureAwait(false);
+                else if (retry != null) await Retry(task, (ulong)retry.After.TotalMilliseconds, retry.Message).ConfigureAwait(false);
+                else if (dead != null) await WithText(task, dead.Message, Native.qb_task_dead).ConfigureAwait(false);
+                else await WithText(task, failure.Message, Native.qb_task_fail).ConfigureAwait(false);
+            }
+            catch (QueueBoxException)
+            {
+                // Claim lost or cancelled: the library wrote nothing (or abandoned the row); the
+                // row comes back after its lease.
+            }
+            finally
+            {
+                tx.Close();
+                Native.qb_task_free(task);
+            }
+        }
+
+        private delegate int FinishCall(IntPtr task, Native.DoneCallback cb, IntPtr ud, out IntPtr err);
+        private delegate int TextCall(IntPtr task, IntPtr text, Native.DoneCallback cb, IntPtr ud, out IntPtr err);
+
+        private static Task Finish(IntPtr task, FinishCall call)
+        {
+            var tcs = Pending.Source<bool>();
+            IntPtr ud = Pending.Pin(tcs), err;
+            Pending.Started(call(task, Pending.Done, ud, out err), err, ud);
+            return tcs.Task;
+        }
+
+        private static Task WithText(IntPtr task, string text, TextCall call)
+        {
+            var tcs = Pending.Source<bool>();
+            IntPtr ctext = Native.Utf8(text ?? "");
+            try
+            {
+                IntPtr ud = Pending.Pin(tcs), err;
+                Pending.Started(call(task, ctext, Pending.Done, ud, out err), err, ud);
+            }
+            finally
+            {
+                Native.FreeUtf8(ctext);
+            }
+            return tcs.Task;
+        }
+
+        private static Task Retry(IntPtr task, ulong delayMs, string text)
+        {
+            var tcs = Pending.Source<bool>();
+            IntPtr ctext = Native.Utf8(text ?? "");
+            try
+            {
+                IntPtr ud = Pending.Pin(tcs), err;
+                Pending.Started(Native.qb_task_retry(task, delayMs, ctext, Pending.Done, ud, out err), err, ud);
+            }
+            finally
+            {
+                Native.FreeUtf8(ctext);
+            }
+            return tcs.Task;
+        }
+
+        private Task<ulong> StartShutdown()
+        {
+            lock (_gate)
+            {
+                if (_shutdown != null) return _shutdown;
+                var tcs = Pending.Source<ulong>();
+                IntPtr ud = Pending.Pin(tcs), err;
+                Pending.Started(Native.qb_worker_shutdown(Handle, Pending.Count, ud, out err), err, ud);
+                _shutdown = tcs.Task;
+                return _shutdown;
+            }
+        }
+
+        /// <summary>Graceful shutdown: no new claims; rows claimed but not started are
+        /// released; running handlers get ShutdownGrace, then their token is cancelled and
+        /// their rows abandoned (returned after the lease). Returns the number abandoned.</summary>
+        public Task<ulong> ShutdownAsync()
+        {
+            return StartShutdown();
+        }
+
+        /// <summary>The worker's counters.</summary>
+        public InboxStats GetStats()
+        {
+            Native.QbStats s;
+            IntPtr err;
+            Native.ThrowIfFailed(Native.qb_worker_stats(Handle, out s, out err), err);
+            return new InboxStats
+            {
+                Claimed = s.Claimed, Completed = s.Completed, Retried = s.Retried, Dead = s.Dead,
+                Released = s.Released, ClaimsLost = s.ClaimsLost, ClaimErrors = s.ClaimErrors, InFlight = s.InFlight,
+            };
+        }
+
+        /// <summary>Stops a running worker (as if its token were cancelled), waits for it, and
+        /// releases the native worker and runtime.</summary>
+        public void Dispose()
+        {
+            Task run;
+            lock (_gate)
+            {
+                if (_worker == IntPtr.Zero) return;
+                run = _run;
+            }
+            if (run != null)
+            {
+                StartShutdown();
+                try { run.Wait(); } catch (AggregateException) { }
+            }
+            lock (_gate)
+            {
+                Native.qb_worker_free(_worker);
+                _worker = IntPtr.Zero;
+                Native.qb_runtime_free(_runtime);
+                _runtime = IntPtr.Zero;
+            }
+        }
+
+#if NETSTANDARD2_1_OR_GREATER || NET
+        /// <summary>As <see cref="Dispose"/>, awaiting the running worker instead of blocking.</summary>
+        public async ValueTask DisposeAsync()
+        {
+            Task run;
+            lock (_gate)
+            {
+                if (_worker == IntPtr.Zero) return;
+                run = _run;
+            }
+            if (run != null)
+            {
+                StartShutdown();
+                try { await run.ConfigureAwait(false); } catch (Exception) { }
+            }
+            Dispose();
+        }
+#endif
+    }
+
+    /// <summary>Calls that need no worker.</summary>
+    public static class QueueBoxLibrary
+    {
+        /// <summary>The native library version.</summary>
+        public static string Version
+        {
+            get { return Native.ReadUtf8(Native.qb_version()); }
+        }
+
+        /// <summary>Runs one conformance vector case (proto-docs/vectors) through the core;
+        /// returns the output JSON to compare with the case's expected value.</summary>
+        public static string EvaluateVector(string kind, string inputJson)
+        {
+            IntPtr ckind = Native.Utf8(kind), cinput = Native.Utf8(inputJson), output, err;
+            try
+            {
+                Native.ThrowIfFailed(Native.qb_conformance_evaluate(ckind, cinput, out output, out err), err);
+                return Native.TakeString(output);
+            }
+            finally
+            {
+                Native.FreeUtf8(ckind);
+                Native.FreeUtf8(cinput);
+            }
+        }
+
+        /// <summary>Applies the QueueBox PostgreSQL migrations (what `queuebox migrate` does);
+        /// returns the report JSON.</summary>
+        public static async Task<string> MigrateAsync(string databaseUrl)
+        {
+            IntPtr runtime = InboxWorker.NewRuntime(1);
+            try
+            {
+                var tcs = Pending.Source<string>();
+                IntPtr curl = Native.Utf8(databaseUrl);
+                try
+                {
+                    IntPtr ud = Pending.Pin(tcs), err;
+                    Pending.Started(Native.qb_migrate(runtime, curl, Pending.String, ud, out err), err, ud);
+                }
+                finally
+                {
+                    Native.FreeUtf8(curl);
+                }
+                return await tcs.Task.ConfigureAwait(false);
+            }
+            finally
+            {
+                Native.qb_runtime_free(runtime);
+            }
+        }
+    }
+}

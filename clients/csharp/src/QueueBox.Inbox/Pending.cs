@@ -1,0 +1,99 @@
+using System;
+using System.Runtime.InteropServices;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace QueueBox.Inbox
+{
+    /// <summary>Turns the native callbacks into Tasks. user_data is a GCHandle to a
+    /// TaskCompletionSource; continuations run asynchronously so that no user code ever
+    /// runs on (and stalls) a runtime thread of the native library. The delegates are static
+    /// fields, so the garbage collector never frees a function pointer the library holds.</summary>
+    internal static class Pending
+    {
+        internal sealed class Next
+        {
+            public IntPtr Task;
+            public string MessageJson;
+        }
+
+        internal static TaskCompletionSource<T> Source<T>()
+        {
+            return new TaskCompletionSource<T>(TaskCreationOptions.RunContinuationsAsynchronously);
+        }
+
+        internal static IntPtr Pin(object o)
+        {
+            return GCHandle.ToIntPtr(GCHandle.Alloc(o));
+        }
+
+        internal static T Unpin<T>(IntPtr p) where T : class
+        {
+            GCHandle h = GCHandle.FromIntPtr(p);
+            T target = (T)h.Target;
+            h.Free();
+            return target;
+        }
+
+        /// <summary>After a native call that takes a callback: on failure the callback will
+        /// never fire, so the pin is released and the error thrown here.</summary>
+        internal static void Started(int status, IntPtr error, IntPtr userData)
+        {
+            if (status == 0) return;
+            GCHandle.FromIntPtr(userData).Free();
+            Native.ThrowIfFailed(status, error);
+        }
+
+        private static void Settle<T>(IntPtr ud, int status, IntPtr error, T value)
+        {
+            try
+            {
+                var tcs = Unpin<TaskCompletionSource<T>>(ud);
+                QueueBoxException e = Native.TakeError(status, error);
+                if (e != null) tcs.TrySetException(e);
+                else tcs.TrySetResult(value);
+            }
+            catch
+            {
+                // Never let an exception unwind into native code.
+            }
+        }
+
+        internal static readonly Native.DoneCallback Done = (ud, st, err) => Settle(ud, st, err, true);
+
+        internal static readonly Native.CountCallback Count = (ud, st, n, err) => Settle(ud, st, err, n);
+
+        internal static readonly Native.StringCallback String = (ud, st, json, err) =>
+        {
+            string s = null;
+            try { s = Native.TakeString(json); } catch { }
+            Settle(ud, st, err, s);
+        };
+
+        internal static readonly Native.WorkerCallback Worker = (ud, st, w, err) => Settle(ud, st, err, w);
+
+        internal static readonly Native.TaskCallback Task = (ud, st, t, json, err) =>
+        {
+            Next next = null;
+            try
+            {
+                string message = Native.TakeString(json);
+                if (t != IntPtr.Zero) next = new Next { Task = t, MessageJson = message };
+            }
+            catch { }
+            Settle(ud, st, err, next);
+        };
+
+        /// <summary>Fires once per task: cancels the handler's token when the task was
+        /// cancelled (on the thread pool, so that token callbacks never run on a runtime thread).</summary>
+        internal static readonly Native.CancelCallback Cancel = (ud, cancelled) =>
+        {
+            try
+            {
+                var cts = Unpin<CancellationTokenSource>(ud);
+                if (cancelled) System.Threading.Tasks.Task.Run(() => cts.Cancel());
+            }
+            catch { }
+        };
+    }
+}
