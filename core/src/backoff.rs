@@ -16,9 +16,11 @@ use crate::error::{Error, Result};
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
     pub max_attempts: u32,
-    #[serde(with = "millis")]
+    // The aliases accept the client option names (`retry.baseDelayMs`) that the vectors
+    // in proto-docs/vectors/backoff.json and every wrapper use.
+    #[serde(with = "millis", alias = "baseDelayMs")]
     pub base_delay: Duration,
-    #[serde(with = "millis")]
+    #[serde(with = "millis", alias = "maxDelayMs")]
     pub max_delay: Duration,
     /// Fraction of the delay added or removed at random, in `[0, 1]`.
     pub jitter: f64,
