@@ -1,0 +1,256 @@
+#!/usr/bin/env bash
+# Installs (idempotently: skips what is present) and starts real brokers on 127.0.0.1 for
+# the broker tests and benchmarks, each as a process this script controls (no systemd):
+#   RabbitMQ   (Debian package rabbitmq-server)             amqp://guest:guest@127.0.0.1:${QB_AMQP_PORT:-55672}/%2f
+#   NATS + JetStream (Debian package nats-server, -js)      nats://127.0.0.1:${QB_NATS_PORT:-54222}
+#   Apache Kafka, KRaft single node (org.apache.kafka:kafka_2.13 from Maven Central,
+#     jars cached in ~/.cache/queuebox-kafka)               127.0.0.1:${QB_KAFKA_PORT:-59092}
+# Usage:
+#   bash scripts/brokers.sh start [rabbitmq|nats|kafka ...]   (default: all three; waits until ready)
+#   bash scripts/brokers.sh stop  [rabbitmq|nats|kafka ...]
+#   bash scripts/brokers.sh restart rabbitmq|nats|kafka       (stop, then start; data kept)
+#   bash scripts/brokers.sh env                                (prints the export lines)
+#   bash scripts/brokers.sh install                            (install only)
+# Ports are non-default so that a broker started by a package's init script cannot collide.
+set -euo pipefail
+
+QB_BROKERS_DIR="${QB_BROKERS_DIR:-/tmp/queuebox-brokers}"
+QB_AMQP_PORT="${QB_AMQP_PORT:-55672}"
+QB_RABBIT_DIST_PORT="${QB_RABBIT_DIST_PORT:-55673}"
+QB_EPMD_PORT="${QB_EPMD_PORT:-54369}"
+QB_NATS_PORT="${QB_NATS_PORT:-54222}"
+QB_KAFKA_PORT="${QB_KAFKA_PORT:-59092}"
+QB_KAFKA_CONTROLLER_PORT="${QB_KAFKA_CONTROLLER_PORT:-59093}"
+QB_KAFKA_VERSION="${QB_KAFKA_VERSION:-3.9.1}"
+QB_KAFKA_CACHE="${QB_KAFKA_CACHE:-$HOME/.cache/queuebox-kafka}/$QB_KAFKA_VERSION"
+
+RABBIT_DIR="$QB_BROKERS_DIR/rabbitmq"
+NATS_DIR="$QB_BROKERS_DIR/nats"
+KAFKA_DIR="$QB_BROKERS_DIR/kafka"
+
+log() { echo "brokers: $*" >&2; }
+
+apt_updated=0
+apt_install() {  # apt_install <package>...: installs the ones missing, one apt-get update per run
+  local missing=() p
+  for p in "$@"; do dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p"); done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  log "installing ${missing[*]} from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  if [ $apt_updated = 0 ]; then apt-get update -qq >&2; apt_updated=1; fi
+  # RUNLEVEL=1 keeps invoke-rc.d from starting the packaged services; we run our own.
+  RUNLEVEL=1 apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
+}
+
+wait_for() {  # wait_for <seconds> <what> <command...>
+  local secs=$1 what=$2; shift 2
+  local end=$(( $(date +%s) + secs ))
+  until "$@" >/dev/null 2>&1; do
+    if [ "$(date +%s)" -ge "$end" ]; then log "$what did not become ready within ${secs}s"; return 1; fi
+    sleep 0.5
+  done
+}
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+
+pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
+
+stop_pidfile() {  # stop_pidfile <pidfile> <name>: TERM, wait up to 30 s, then KILL
+  local f=$1 name=$2 pid
+  pid_alive "$f" || { rm -f "$f"; return 0; }
+  pid=$(cat "$f")
+  kill -TERM "$pid" 2>/dev/null || true
+  for _ in $(seq 1 60); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+  if kill -0 "$pid" 2>/dev/null; then log "$name did not stop in 30 s; killing it"; kill -KILL "$pid" 2>/dev/null || true; fi
+  rm -f "$f"
+  log "$name stopped"
+}
+
+# ---------------------------------------------------------------- RabbitMQ
+rabbit_env() {
+  export HOME="$RABBIT_DIR/home"  # the Erlang cookie lives here, shared by server and CLI
+  export RABBITMQ_NODENAME="queuebox@localhost"
+  export RABBITMQ_NODE_IP_ADDRESS=127.0.0.1
+  export RABBITMQ_NODE_PORT="$QB_AMQP_PORT"
+  export RABBITMQ_DIST_PORT="$QB_RABBIT_DIST_PORT"
+  export ERL_EPMD_PORT="$QB_EPMD_PORT"
+  export ERL_EPMD_ADDRESS=127.0.0.1
+  export RABBITMQ_MNESIA_BASE="$RABBIT_DIR/mnesia"
+  export RABBITMQ_LOG_BASE="$RABBIT_DIR/log"
+  export RABBITMQ_CONFIG_FILE="$RABBIT_DIR/rabbitmq.conf"
+  export RABBITMQ_ADVANCED_CONFIG_FILE="$RABBIT_DIR/advanced.config"
+  export RABBITMQ_ENABLED_PLUGINS_FILE="$RABBIT_DIR/enabled_plugins"
+  export RABBITMQ_CONF_ENV_FILE="$RABBIT_DIR/rabbitmq-env.conf"
+  export RABBITMQ_PID_FILE="$RABBIT_DIR/rabbitmq.pid"
+}
+
+rabbit_start() {
+  apt_install rabbitmq-server
+  mkdir -p "$RABBIT_DIR/home" "$RABBIT_DIR/mnesia" "$RABBIT_DIR/log"
+  rabbit_env
+  if pid_alive "$RABBIT_DIR/server.pid" && port_open "$QB_AMQP_PORT"; then log "rabbitmq already running on $QB_AMQP_PORT"; return 0; fi
+  [ -f "$RABBIT_DIR/enabled_plugins" ] || echo "[]." >"$RABBIT_DIR/enabled_plugins"
+  [ -f "$RABBIT_DIR/rabbitmq-env.conf" ] || : >"$RABBIT_DIR/rabbitmq-env.conf"
+  [ -f "$RABBIT_DIR/advanced.config" ] || echo "[]." >"$RABBIT_DIR/advanced.config"
+  cat >"$RABBIT_DIR/rabbitmq.conf" <<CONF
+listeners.tcp.default = 127.0.0.1:$QB_AMQP_PORT
+loopback_users = none
+log.console = false
+log.file.level = warning
+disk_free_limit.absolute = 50MB
+vm_memory_high_watermark.relative = 0.2
+CONF
+  [ -s "$HOME/.erlang.cookie" ] || { head -c 20 /dev/urandom | od -An -tx1 | tr -d ' \n' >"$HOME/.erlang.cookie"; chmod 600 "$HOME/.erlang.cookie"; }
+  # The server script execs erl in the foreground; we background it and keep its pid.
+  setsid /usr/lib/rabbitmq/bin/rabbitmq-server >"$RABBIT_DIR/server.out" 2>&1 </dev/null &
+  echo $! >"$RABBIT_DIR/server.pid"
+  if ! wait_for 120 rabbitmq /usr/lib/rabbitmq/bin/rabbitmqctl -q await_startup --timeout 5; then
+    tail -30 "$RABBIT_DIR/server.out" >&2 || true; return 1
+  fi
+  wait_for 30 "rabbitmq port $QB_AMQP_PORT" port_open "$QB_AMQP_PORT"
+  log "rabbitmq ready on 127.0.0.1:$QB_AMQP_PORT"
+}
+
+rabbit_stop() {
+  [ -d "$RABBIT_DIR" ] || return 0
+  rabbit_env
+  if pid_alive "$RABBIT_DIR/server.pid"; then
+    /usr/lib/rabbitmq/bin/rabbitmqctl -q stop >/dev/null 2>&1 || true
+  fi
+  stop_pidfile "$RABBIT_DIR/server.pid" rabbitmq
+  # epmd was started for our port by the server; stop only ours (it listens on QB_EPMD_PORT).
+  if command -v epmd >/dev/null && port_open "$QB_EPMD_PORT"; then epmd -port "$QB_EPMD_PORT" -kill >/dev/null 2>&1 || true; fi
+}
+
+# ---------------------------------------------------------------- NATS
+nats_start() {
+  apt_install nats-server
+  mkdir -p "$NATS_DIR/store"
+  if pid_alive "$NATS_DIR/server.pid" && port_open "$QB_NATS_PORT"; then log "nats already running on $QB_NATS_PORT"; return 0; fi
+  setsid nats-server -a 127.0.0.1 -p "$QB_NATS_PORT" -js -sd "$NATS_DIR/store" >"$NATS_DIR/server.out" 2>&1 </dev/null &
+  echo $! >"$NATS_DIR/server.pid"
+  if ! wait_for 60 nats port_open "$QB_NATS_PORT"; then tail -30 "$NATS_DIR/server.out" >&2; return 1; fi
+  # JetStream is ready once the server logged it (the listener opens after JetStream starts).
+  wait_for 30 "nats jetstream" grep -q "Server is ready" "$NATS_DIR/server.out"
+  log "nats (JetStream) ready on 127.0.0.1:$QB_NATS_PORT"
+}
+
+nats_stop() { [ -d "$NATS_DIR" ] && stop_pidfile "$NATS_DIR/server.pid" nats; return 0; }
+
+# ---------------------------------------------------------------- Kafka
+kafka_install() {
+  command -v java >/dev/null || apt_install openjdk-17-jre-headless
+  if [ -s "$QB_KAFKA_CACHE/complete" ]; then return 0; fi
+  command -v mvn >/dev/null || apt_install maven
+  log "resolving org.apache.kafka:kafka_2.13:$QB_KAFKA_VERSION and its runtime dependencies from Maven Central"
+  local pom_dir; pom_dir=$(mktemp -d)
+  cat >"$pom_dir/pom.xml" <<POM
+<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>queuebox</groupId><artifactId>kafka-runtime</artifactId><version>1</version><packaging>pom</packaging>
+  <dependencies>
+    <dependency><groupId>org.apache.kafka</groupId><artifactId>kafka_2.13</artifactId><version>$QB_KAFKA_VERSION</version></dependency>
+    <!-- a logging backend, so the broker's log says why when it fails -->
+    <dependency><groupId>org.slf4j</groupId><artifactId>slf4j-reload4j</artifactId><version>1.7.36</version></dependency>
+  </dependencies>
+</project>
+POM
+  rm -rf "$QB_KAFKA_CACHE"; mkdir -p "$QB_KAFKA_CACHE/libs"
+  (cd "$pom_dir" && mvn -q -B dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$QB_KAFKA_CACHE/libs") >&2
+  rm -rf "$pom_dir"
+  ls "$QB_KAFKA_CACHE/libs" | grep -q "^kafka_2.13-$QB_KAFKA_VERSION.jar$"
+  date -u +%FT%TZ >"$QB_KAFKA_CACHE/complete"
+}
+
+kafka_java() {  # kafka_java <main class> <args...>
+  java -Xms256m -Xmx768m -XX:+UseG1GC -Djava.awt.headless=true \
+    -Dlog4j.configuration="file:$KAFKA_DIR/log4j.properties" -Dkafka.logs.dir="$KAFKA_DIR/logs" \
+    -cp "$QB_KAFKA_CACHE/libs/*" "$@"
+}
+
+kafka_ready() {  # the broker answers metadata on its listener
+  port_open "$QB_KAFKA_PORT" && grep -q "Kafka Server started" "$KAFKA_DIR/server.out"
+}
+
+kafka_start() {
+  kafka_install
+  mkdir -p "$KAFKA_DIR/data" "$KAFKA_DIR/logs"
+  if pid_alive "$KAFKA_DIR/server.pid" && port_open "$QB_KAFKA_PORT"; then log "kafka already running on $QB_KAFKA_PORT"; return 0; fi
+  cat >"$KAFKA_DIR/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=1
+controller.quorum.voters=1@127.0.0.1:$QB_KAFKA_CONTROLLER_PORT
+listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,CONTROLLER://127.0.0.1:$QB_KAFKA_CONTROLLER_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT
+controller.listener.names=CONTROLLER
+inter.broker.listener.name=PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+log.dirs=$KAFKA_DIR/data
+num.partitions=1
+offsets.topic.replication.factor=1
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=1
+transaction.state.log.min.isr=1
+min.insync.replicas=1
+default.replication.factor=1
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+log.flush.interval.messages=9223372036854775807
+PROPS
+  cat >"$KAFKA_DIR/log4j.properties" <<PROPS
+log4j.rootLogger=WARN, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.server.KafkaServer=INFO
+log4j.logger.kafka.server.KafkaRaftServer=INFO
+log4j.logger.kafka.server.BrokerServer=INFO
+PROPS
+  if [ ! -s "$KAFKA_DIR/data/meta.properties" ]; then
+    log "formatting kafka storage (KRaft)"
+    kafka_java kafka.tools.StorageTool format -t "qb-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' | head -c 22)" \
+      -c "$KAFKA_DIR/server.properties" --ignore-formatted >"$KAFKA_DIR/format.out" 2>&1 \
+      || { cat "$KAFKA_DIR/format.out" >&2; return 1; }
+  fi
+  : >"$KAFKA_DIR/server.out"
+  # exec: the pid we record is the JVM itself, so `stop` signals the broker, not a wrapper.
+  setsid bash -c "$(declare -f kafka_java | sed 's/^\( *\)java /\1exec java /'); KAFKA_DIR='$KAFKA_DIR' QB_KAFKA_CACHE='$QB_KAFKA_CACHE' kafka_java kafka.Kafka '$KAFKA_DIR/server.properties'" \
+    >"$KAFKA_DIR/server.out" 2>&1 </dev/null &
+  echo $! >"$KAFKA_DIR/server.pid"
+  if ! wait_for 120 kafka kafka_ready; then tail -40 "$KAFKA_DIR/server.out" >&2; return 1; fi
+  log "kafka (KRaft) ready on 127.0.0.1:$QB_KAFKA_PORT"
+}
+
+kafka_stop() { [ -d "$KAFKA_DIR" ] && stop_pidfile "$KAFKA_DIR/server.pid" kafka; return 0; }
+
+print_env() {
+  cat <<ENV
+export QUEUEBOX_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$QB_AMQP_PORT/%2f
+export QUEUEBOX_TEST_NATS_URL=nats://127.0.0.1:$QB_NATS_PORT
+export QUEUEBOX_TEST_KAFKA_BROKERS=127.0.0.1:$QB_KAFKA_PORT
+ENV
+}
+
+mode="${1:-start}"; shift || true
+which=("$@"); [ ${#which[@]} -eq 0 ] && which=(rabbitmq nats kafka)
+for b in "${which[@]}"; do case "$b" in rabbitmq|nats|kafka) ;; *) echo "unknown broker $b" >&2; exit 2 ;; esac; done
+fn() { case "$1" in rabbitmq) echo rabbit ;; *) echo "$1" ;; esac; }
+
+case "$mode" in
+  install)
+    apt_install rabbitmq-server nats-server
+    kafka_install ;;
+  start)
+    t0=$(date +%s)
+    # One apt transaction for both packages, then the brokers.
+    apt_list=(); for b in "${which[@]}"; do case $b in rabbitmq) apt_list+=(rabbitmq-server) ;; nats) apt_list+=(nats-server) ;; esac; done
+    [ ${#apt_list[@]} -gt 0 ] && apt_install "${apt_list[@]}"
+    for b in "${which[@]}"; do "$(fn "$b")_start"; done
+    log "started ${which[*]} in $(( $(date +%s) - t0 ))s" ;;
+  stop)
+    for b in "${which[@]}"; do "$(fn "$b")_stop"; done ;;
+  restart)
+    for b in "${which[@]}"; do "$(fn "$b")_stop"; "$(fn "$b")_start"; done ;;
+  env) print_env ;;
+  *) echo "usage: scripts/brokers.sh start|stop|restart|install|env [rabbitmq|nats|kafka ...]" >&2; exit 2 ;;
+esac
