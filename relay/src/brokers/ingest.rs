@@ -1,0 +1,220 @@
+//! From a broker message to an inbox row, the same for every broker source: the key chain
+//! (header → `idempotencyKeyPath` → broker message id / Kafka record key → SHA-256 digest),
+//! event type (path, then header), aggregate id (path, header, then the Kafka record key),
+//! stored headers, the correlation id and the source's consumption. A body that is not JSON
+//! becomes a `dead` row (acknowledged by the caller): nothing downstream could read it, and a
+//! refusal to acknowledge it would block the queue or partition for ever.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+
+use queuebox_core::headers::{correlation_id, stored_headers, X_CORRELATION_ID};
+use queuebox_core::keys::{self, JsonPath, KeyInput, KeySource};
+use queuebox_core::{Consumption, InsertOutcome, NewInboxMessage, Store};
+use serde_json::{json, Value};
+
+use super::config::BrokerSourceCommon;
+
+/// What one source does with a message: parsed once at startup.
+#[derive(Debug, Clone)]
+pub struct SourceRule {
+    pub source: String,
+    pub consumption: Consumption,
+    key_sources: Vec<KeySource>,
+    event_type_path: Option<JsonPath>,
+    aggregate_id_path: Option<JsonPath>,
+    event_type_header: String,
+    aggregate_id_header: String,
+}
+
+/// One message as a broker delivered it.
+#[derive(Debug, Clone, Default)]
+pub struct Received<'a> {
+    pub body: &'a [u8],
+    /// Headers as (name, value) strings, in arrival order.
+    pub headers: Vec<(String, String)>,
+    /// AMQP `messageId`, Kafka record key (as text); the key chain's broker step.
+    pub message_id: Option<String>,
+    /// Kafka only: the record key, the last aggregate-id fallback.
+    pub record_key: Option<String>,
+}
+
+impl SourceRule {
+    /// Builds the rule of source `name`, failing (naming the key) on a JSONPath it cannot parse.
+    pub fn new(name: &str, common: &BrokerSourceCommon) -> anyhow::Result<Self> {
+        let parse = |key: &str, p: &Option<String>| -> anyhow::Result<Option<JsonPath>> {
+            p.as_deref()
+                .map(|p| JsonPath::parse(p).map_err(|e| anyhow::anyhow!("sources.{name}.{key}: {e}")))
+                .transpose()
+        };
+        let key_path = parse("idempotencyKeyPath", &common.idempotency_key_path)?;
+        let mut key_sources = vec![KeySource::Header { name: common.attribute_headers.idempotency_key.clone() }];
+        if key_path.is_some() {
+            key_sources.push(KeySource::Path { path: common.idempotency_key_path.clone().unwrap() });
+        }
+        key_sources.push(KeySource::MessageId);
+        key_sources.push(KeySource::Digest);
+        Ok(SourceRule {
+            source: name.to_string(),
+            consumption: common.consumption,
+            key_sources,
+            event_type_path: parse("eventTypePath", &common.event_type_path)?,
+            aggregate_id_path: parse("aggregateIdPath", &common.aggregate_id_path)?,
+            event_type_header: common.attribute_headers.event_type.clone(),
+            aggregate_id_header: common.attribute_headers.aggregate_id.clone(),
+        })
+    }
+
+    /// The inbox row for `msg`. Never fails: what cannot be stored as a pending row (a body
+    /// that is not JSON, an attribute longer than its column) becomes a dead row saying why.
+    pub fn build(&self, msg: &Received<'_>) -> NewInboxMessage {
+        let parsed: Result<Value, _> = serde_json::from_slice(msg.body);
+        let (payload, json, mut dead_reason) = match parsed {
+            Ok(v) => (v.clone(), Some(v), None),
+            Err(e) => (
+                json!({ "raw": String::from_utf8_lossy(msg.body) }),
+                None,
+                Some(format!("the message body is not JSON ({e}); stored dead, acknowledged")),
+            ),
+        };
+        let input = KeyInput { body: msg.body, json: json.as_ref(), headers: &msg.headers, message_id: msg.message_id.as_deref() };
+        let key = match keys::extract(&self.key_sources, &input) {
+            Ok(Some((k, _))) => k,
+            Ok(None) => keys::digest(msg.body),
+            Err(e) => {
+                dead_reason.get_or_insert_with(|| format!("{e}; stored dead under the body digest"));
+                keys::digest(msg.body)
+            }
+        };
+        let from_path = |p: &Option<JsonPath>| p.as_ref().and_then(|p| json.as_ref().and_then(|j| p.select(j))).and_then(keys::scalar_text);
+        let event_type = from_path(&self.event_type_path).or_else(|| keys::header(&msg.headers, &self.event_type_header));
+        let aggregate_id = from_path(&self.aggregate_id_path)
+            .or_else(|| keys::header(&msg.headers, &self.aggregate_id_header))
+            .or_else(|| msg.record_key.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string));
+        let received_correlation = keys::header(&msg.headers, X_CORRELATION_ID);
+        let mut row = NewInboxMessage {
+            source: self.source.clone(),
+            idempotency_key: key,
+            aggregate_id,
+            event_type,
+            payload,
+            headers: stored_headers(msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())), None),
+            correlation_id: Some(correlation_id(received_correlation.as_deref())),
+            consumption: self.consumption,
+            dead_reason,
+            delay: None,
+        };
+        if let Err(e) = row.validate() {
+            // An attribute too long for its column: keep the message, dead, with why.
+            row.event_type = row.event_type.filter(|s| s.chars().count() <= queuebox_core::message::MAX_KEY_CHARS);
+            row.aggregate_id = row.aggregate_id.filter(|s| s.chars().count() <= queuebox_core::message::MAX_KEY_CHARS);
+            row.dead_reason.get_or_insert_with(|| format!("{e}; stored dead"));
+        }
+        row
+    }
+}
+
+/// Why a store did not end in an acknowledgement.
+#[derive(Debug)]
+pub enum IngestError {
+    /// The store failed: do not acknowledge; the broker must deliver the message again.
+    Store(queuebox_core::Error),
+    /// Failpoint: the row committed and the source must now stop as if killed, without
+    /// acknowledging (tests of the crash window between commit and ack).
+    CrashAfterStore,
+}
+
+impl std::fmt::Display for IngestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngestError::Store(e) => write!(f, "the inbox store failed: {e}"),
+            IngestError::CrashAfterStore => f.write_str("failpoint: stopped after the store, before the acknowledgement"),
+        }
+    }
+}
+
+impl std::error::Error for IngestError {}
+
+/// Stores the rows of one source.
+#[derive(Clone)]
+pub struct Ingest {
+    pub rule: Arc<SourceRule>,
+    pub store: Arc<dyn Store>,
+    /// Failpoint: after this many successful stores, report [`IngestError::CrashAfterStore`]
+    /// (0 = off). Set from `QUEUEBOX_FAILPOINT_CRASH_AFTER_STORES` or by tests.
+    crash_after: Arc<AtomicU64>,
+}
+
+impl Ingest {
+    pub fn new(rule: SourceRule, store: Arc<dyn Store>) -> Self {
+        let crash = std::env::var("QUEUEBOX_FAILPOINT_CRASH_AFTER_STORES").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        Ingest { rule: Arc::new(rule), store, crash_after: Arc::new(AtomicU64::new(crash)) }
+    }
+
+    /// Test hook: the `n`-th successful store from now on reports a crash instead of success.
+    pub fn crash_after_stores(&self, n: u64) {
+        self.crash_after.store(n, Ordering::SeqCst);
+    }
+
+    /// Builds and stores the row of `msg`. `Ok` (inserted or a duplicate) means: acknowledge.
+    pub async fn store(&self, msg: &Received<'_>) -> Result<InsertOutcome, IngestError> {
+        let row = self.rule.build(msg);
+        let outcome = self.store.insert_inbox(&row).await.map_err(IngestError::Store)?;
+        if self.crash_after.load(Ordering::SeqCst) > 0 && self.crash_after.fetch_sub(1, Ordering::SeqCst) == 1 {
+            return Err(IngestError::CrashAfterStore);
+        }
+        Ok(outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule() -> SourceRule {
+        SourceRule::new("orders", &BrokerSourceCommon { event_type_path: Some("$.type".into()), ..Default::default() }).unwrap()
+    }
+
+    #[test]
+    fn header_key_wins_over_path_and_message_id() {
+        let r = rule();
+        let m = Received {
+            body: br#"{"id":"p1","type":"created"}"#,
+            headers: vec![("X-Idempotency-Key".into(), "h1".into())],
+            message_id: Some("m1".into()),
+            record_key: None,
+        };
+        let row = r.build(&m);
+        assert_eq!(row.idempotency_key, "h1");
+        assert_eq!(row.event_type.as_deref(), Some("created"));
+        assert!(row.dead_reason.is_none());
+        let m = Received { headers: vec![], ..m };
+        assert_eq!(r.build(&m).idempotency_key, "p1");
+        let m = Received { body: br#"{"n":1}"#, ..m };
+        assert_eq!(r.build(&m).idempotency_key, "m1");
+        let m = Received { message_id: None, ..m };
+        assert_eq!(r.build(&m).idempotency_key, keys::digest(br#"{"n":1}"#));
+    }
+
+    #[test]
+    fn non_json_body_is_a_dead_row_under_its_digest() {
+        let row = rule().build(&Received { body: b"not json", ..Default::default() });
+        assert_eq!(row.idempotency_key, keys::digest(b"not json"));
+        assert_eq!(row.payload, json!({"raw": "not json"}));
+        assert!(row.dead_reason.unwrap().contains("not JSON"));
+    }
+
+    #[test]
+    fn aggregate_falls_back_to_header_then_record_key_and_correlation_is_kept() {
+        let m = Received {
+            body: b"{}",
+            headers: vec![("X-Correlation-Id".into(), "c-1".into())],
+            message_id: None,
+            record_key: Some("acct-9".into()),
+        };
+        let row = rule().build(&m);
+        assert_eq!(row.aggregate_id.as_deref(), Some("acct-9"));
+        assert_eq!(row.correlation_id.as_deref(), Some("c-1"));
+        assert_eq!(row.headers.get("X-Correlation-Id"), Some(&Value::from("c-1")));
+    }
+}

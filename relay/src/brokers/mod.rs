@@ -1,0 +1,28 @@
+//! Broker sources (into the inbox) and destinations (from the outbox): RabbitMQ, NATS
+//! JetStream and Kafka. Each keeps its broker's promise (delivery-semantics): a source
+//! acknowledges only after the inbox row commits; a destination reports success only after
+//! the broker confirmed the publish.
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | [`config`] | the `sources.<name>` / `destinations.<name>` keys of the three kinds |
+//! | [`ingest`] | broker message → [`queuebox_core::NewInboxMessage`]: key chain, event type, aggregate, headers, non-JSON → dead |
+//! | [`offsets`] | Kafka: the unbroken run of accepted offsets per partition |
+//! | [`template`] | address templates (`{{ topic }}`, `{{ key }}`, `{{ payload.x }}` …) |
+//! | [`health`] | per-component up/down state for readiness |
+//! | [`reconnect`] | the reconnect backoff |
+//! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker |
+
+pub mod config;
+pub mod health;
+pub mod ingest;
+pub mod kafka;
+pub mod nats;
+pub mod offsets;
+pub mod outbound;
+pub mod rabbitmq;
+pub mod reconnect;
+pub mod template;
+
+pub use health::Health;
+pub use outbound::OutboundMessage;

@@ -1,0 +1,407 @@
+//! RabbitMQ (lapin): the source reads one queue and acknowledges a delivery only after its
+//! inbox row commits (a failed store is nacked with requeue); the destination publishes to
+//! one durable exchange with publisher confirms and the `mandatory` flag, so success means
+//! the broker routed and took the message.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::stream::{FuturesUnordered, StreamExt};
+use lapin::options::{
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
+    ConfirmSelectOptions, ExchangeDeclareOptions, QueueDeclareOptions,
+};
+use lapin::Confirmation;
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use queuebox_core::headers::redact_error;
+use queuebox_core::Store;
+use tokio::sync::Mutex;
+use tokio_util::sync::CancellationToken;
+
+use super::config::{DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig};
+use super::health::Health;
+use super::ingest::{Ingest, IngestError, Received, SourceRule};
+use super::outbound::OutboundMessage;
+use super::reconnect::Backoff;
+use super::template::{self, Template};
+
+/// How a source run ended.
+#[derive(Debug)]
+enum RunEnd {
+    Stopped,
+    /// Connection or channel trouble: reconnect after a backoff.
+    Broken(String),
+    /// Configuration the operator must fix (the queue does not exist).
+    Fatal(anyhow::Error),
+    /// The crash failpoint fired: drop everything without acknowledging.
+    Crashed,
+}
+
+/// A RabbitMQ source: one queue, `prefetchCount` deliveries in flight.
+pub struct RabbitMqSource {
+    name: String,
+    config: RabbitMqSourceConfig,
+    ingest: Ingest,
+    health: Health,
+}
+
+impl RabbitMqSource {
+    pub fn new(name: &str, config: RabbitMqSourceConfig, store: Arc<dyn Store>, health: Health) -> anyhow::Result<Self> {
+        let rule = SourceRule::new(name, &config.common)?;
+        let ingest = Ingest::new(rule, store);
+        health.register(&Self::component_of(name));
+        Ok(RabbitMqSource { name: name.to_string(), config, ingest, health })
+    }
+
+    fn component_of(name: &str) -> String {
+        format!("rabbitmq.{name}")
+    }
+
+    pub fn component(&self) -> String {
+        Self::component_of(&self.name)
+    }
+
+    /// The ingest of this source (tests use its failpoint).
+    pub fn ingest(&self) -> &Ingest {
+        &self.ingest
+    }
+
+    /// Connects once and checks the queue, so that a missing queue fails startup loudly.
+    pub async fn check(&self) -> anyhow::Result<()> {
+        let conn = connect(&self.config.connection_url).await?;
+        let channel = conn.create_channel().await?;
+        let r = self.declare(&channel).await;
+        let _ = conn.close(200, "check done".into()).await;
+        r
+    }
+
+    async fn declare(&self, channel: &Channel) -> anyhow::Result<()> {
+        let q = &self.config.queue_name;
+        let options = if self.config.declare_queue {
+            QueueDeclareOptions { durable: true, ..Default::default() }
+        } else {
+            QueueDeclareOptions { passive: true, ..Default::default() }
+        };
+        match channel.queue_declare(q.as_str().into(), options, FieldTable::default()).await {
+            Ok(_) => Ok(()),
+            Err(e) if !self.config.declare_queue && e.to_string().contains("NOT_FOUND") => Err(anyhow::anyhow!(
+                "source '{}': RabbitMQ queue '{}' does not exist. QueueBox does not declare source queues; create the queue, or set sources.{}.declareQueue: true to have QueueBox declare it (durable)",
+                self.name,
+                q,
+                self.name
+            )),
+            Err(e) => Err(anyhow::anyhow!("source '{}': queue '{}': {}", self.name, q, e)),
+        }
+    }
+
+    /// Runs until `stop`: consumes, reconnecting with backoff when the broker goes away.
+    /// Returns an error only for what reconnecting cannot fix (a missing queue) and for the
+    /// crash failpoint.
+    pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+        let mut backoff = Backoff::default();
+        loop {
+            match self.run_once(&stop, &mut backoff).await {
+                RunEnd::Stopped => return Ok(()),
+                RunEnd::Fatal(e) => {
+                    self.health.set_down(&self.component(), &e.to_string());
+                    return Err(e);
+                }
+                RunEnd::Crashed => return Err(IngestError::CrashAfterStore.into()),
+                RunEnd::Broken(why) => {
+                    self.health.set_down(&self.component(), &why);
+                    let d = backoff.next_delay();
+                    tracing::warn!(source = %self.name, error = %why, delay_ms = d.as_millis() as u64, "rabbitmq source disconnected; reconnecting");
+                    tokio::select! {
+                        _ = stop.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(d) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn run_once(&self, stop: &CancellationToken, backoff: &mut Backoff) -> RunEnd {
+        let conn = match connect(&self.config.connection_url).await {
+            Ok(c) => c,
+            Err(e) => return RunEnd::Broken(e.to_string()),
+        };
+        let channel = match conn.create_channel().await {
+            Ok(c) => c,
+            Err(e) => return RunEnd::Broken(e.to_string()),
+        };
+        if let Err(e) = self.declare(&channel).await {
+            return if e.to_string().contains("does not exist") { RunEnd::Fatal(e) } else { RunEnd::Broken(e.to_string()) };
+        }
+        let prefetch = self.config.prefetch_count.max(1);
+        if let Err(e) = channel.basic_qos(prefetch, BasicQosOptions::default()).await {
+            return RunEnd::Broken(e.to_string());
+        }
+        let tag = format!("queuebox-{}-{}", self.name, uuid::Uuid::new_v4().simple());
+        let mut consumer = match channel
+            .basic_consume(self.config.queue_name.as_str().into(), tag.as_str().into(), BasicConsumeOptions::default(), FieldTable::default())
+            .await
+        {
+            Ok(c) => c,
+            Err(e) => return RunEnd::Broken(e.to_string()),
+        };
+        self.health.set_up(&self.component());
+        backoff.reset();
+        tracing::info!(source = %self.name, queue = %self.config.queue_name, "rabbitmq source consuming");
+
+        // Up to `prefetch` deliveries are stored concurrently; each one is acknowledged by
+        // its own future right after its row committed (acks are per delivery tag, so their
+        // order does not matter).
+        let mut in_flight = FuturesUnordered::new();
+        let mut store_backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        let end = loop {
+            tokio::select! {
+                _ = stop.cancelled() => break RunEnd::Stopped,
+                Some(done) = in_flight.next(), if !in_flight.is_empty() => {
+                    match done {
+                        Ok(true) => store_backoff.reset(),
+                        Ok(false) => {
+                            // A failed store was nacked; slow the redelivery loop down while
+                            // the database is away.
+                            tokio::time::sleep(store_backoff.next_delay()).await;
+                        }
+                        Err(RunEnd::Crashed) => break RunEnd::Crashed,
+                        Err(other) => break other,
+                    }
+                }
+                next = consumer.next(), if in_flight.len() < prefetch as usize => {
+                    let delivery = match next {
+                        Some(Ok(d)) => d,
+                        Some(Err(e)) => break RunEnd::Broken(e.to_string()),
+                        None => break RunEnd::Broken("the consumer was cancelled by the broker".into()),
+                    };
+                    let ingest = self.ingest.clone();
+                    let name = self.name.clone();
+                    in_flight.push(async move {
+                        let headers = amqp_headers(delivery.properties.headers().as_ref());
+                        let message_id = delivery.properties.message_id().as_ref().map(|m| m.as_str().to_string());
+                        let received = Received { body: &delivery.data, headers, message_id, record_key: None };
+                        match ingest.store(&received).await {
+                            Ok(_) => delivery.acker.ack(BasicAckOptions::default()).await.map(|_| true).map_err(|e| RunEnd::Broken(e.to_string())),
+                            Err(IngestError::CrashAfterStore) => Err(RunEnd::Crashed),
+                            Err(IngestError::Store(e)) => {
+                                tracing::warn!(source = %name, error = %e, "inbox store failed; requeueing the delivery");
+                                delivery
+                                    .acker
+                                    .nack(BasicNackOptions { requeue: true, multiple: false })
+                                    .await
+                                    .map(|_| false)
+                                    .map_err(|e| RunEnd::Broken(e.to_string()))
+                            }
+                        }
+                    });
+                }
+            }
+        };
+        match end {
+            RunEnd::Crashed => {
+                // As if the process died: no further acks, the connection just goes away.
+                drop(in_flight);
+                drop(consumer);
+                drop(channel);
+                drop(conn);
+                RunEnd::Crashed
+            }
+            RunEnd::Stopped => {
+                // Stop: cancel the consumer, drain what is in flight, close.
+                let _ = channel.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()).await;
+                while let Some(r) = in_flight.next().await {
+                    if matches!(r, Err(RunEnd::Crashed)) {
+                        break;
+                    }
+                }
+                let _ = conn.close(200, "queuebox stopping".into()).await;
+                RunEnd::Stopped
+            }
+            other => other,
+        }
+    }
+}
+
+async fn connect(url: &str) -> anyhow::Result<Connection> {
+    let props = ConnectionProperties::default().with_connection_name("queuebox".into());
+    tokio::time::timeout(Duration::from_secs(10), Connection::connect(url, props))
+        .await
+        .map_err(|_| anyhow::anyhow!("RabbitMQ at {}: no connection within 10 s", redact_error(url, &[])))?
+        .map_err(|e| anyhow::anyhow!("RabbitMQ at {}: {}", redact_error(url, &[]), redact_error(&e.to_string(), &[])))
+}
+
+/// AMQP headers as strings (reference 6.4): typed values as their text, nested tables and
+/// arrays as JSON text, byte arrays as UTF-8 or `base64:`.
+pub fn amqp_headers(table: Option<&FieldTable>) -> Vec<(String, String)> {
+    let Some(table) = table else { return Vec::new() };
+    table.inner().iter().map(|(k, v)| (k.as_str().to_string(), amqp_text(v))).collect()
+}
+
+fn amqp_text(v: &AMQPValue) -> String {
+    use base64::Engine;
+    match v {
+        AMQPValue::Boolean(b) => b.to_string(),
+        AMQPValue::ShortShortInt(i) => i.to_string(),
+        AMQPValue::ShortShortUInt(i) => i.to_string(),
+        AMQPValue::ShortInt(i) => i.to_string(),
+        AMQPValue::ShortUInt(i) => i.to_string(),
+        AMQPValue::LongInt(i) => i.to_string(),
+        AMQPValue::LongUInt(i) => i.to_string(),
+        AMQPValue::LongLongInt(i) => i.to_string(),
+        AMQPValue::Float(f) => f.to_string(),
+        AMQPValue::Double(f) => f.to_string(),
+        AMQPValue::ShortString(s) => s.as_str().to_string(),
+        AMQPValue::LongString(s) => match std::str::from_utf8(s.as_bytes()) {
+            Ok(t) => t.to_string(),
+            Err(_) => format!("base64:{}", base64::engine::general_purpose::STANDARD.encode(s.as_bytes())),
+        },
+        AMQPValue::ByteArray(b) => match std::str::from_utf8(b.as_slice()) {
+            Ok(t) => t.to_string(),
+            Err(_) => format!("base64:{}", base64::engine::general_purpose::STANDARD.encode(b.as_slice())),
+        },
+        AMQPValue::Timestamp(t) => t.to_string(),
+        AMQPValue::Void => String::new(),
+        AMQPValue::FieldTable(t) => {
+            let m: serde_json::Map<String, serde_json::Value> =
+                t.inner().iter().map(|(k, v)| (k.as_str().to_string(), amqp_json(v))).collect();
+            serde_json::Value::Object(m).to_string()
+        }
+        other => amqp_json(other).to_string(),
+    }
+}
+
+fn amqp_json(v: &AMQPValue) -> serde_json::Value {
+    use serde_json::Value;
+    match v {
+        AMQPValue::Boolean(b) => Value::Bool(*b),
+        AMQPValue::ShortShortInt(i) => (*i).into(),
+        AMQPValue::ShortShortUInt(i) => (*i).into(),
+        AMQPValue::ShortInt(i) => (*i).into(),
+        AMQPValue::ShortUInt(i) => (*i).into(),
+        AMQPValue::LongInt(i) => (*i).into(),
+        AMQPValue::LongUInt(i) => (*i).into(),
+        AMQPValue::LongLongInt(i) => (*i).into(),
+        AMQPValue::Float(f) => serde_json::Number::from_f64(f64::from(*f)).map(Value::Number).unwrap_or(Value::Null),
+        AMQPValue::Double(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
+        AMQPValue::FieldTable(t) => Value::Object(t.inner().iter().map(|(k, v)| (k.as_str().to_string(), amqp_json(v))).collect()),
+        AMQPValue::FieldArray(a) => Value::Array(a.as_slice().iter().map(amqp_json).collect()),
+        AMQPValue::Void => Value::Null,
+        other => Value::String(amqp_text(other)),
+    }
+}
+
+/// A RabbitMQ destination: one durable exchange, one confirm-mode channel used by one
+/// publish at a time.
+pub struct RabbitMqPublisher {
+    name: String,
+    config: RabbitMqDestinationConfig,
+    exchange: Template,
+    routing_key: Template,
+    channel: Mutex<Option<(Connection, Channel)>>,
+    health: Health,
+}
+
+impl RabbitMqPublisher {
+    pub fn new(name: &str, config: RabbitMqDestinationConfig, health: Health) -> anyhow::Result<Self> {
+        let exchange = Template::parse(&config.exchange, "exchange", name)?;
+        let routing_key = Template::parse(&config.routing_key_template, "routingKeyTemplate", name)?;
+        if let Some(c) = &config.exchange_from {
+            template::check_from_column(c, "exchangeFrom", name)?;
+        }
+        health.register(&format!("rabbitmq.{name}"));
+        Ok(RabbitMqPublisher { name: name.to_string(), config, exchange, routing_key, channel: Mutex::new(None), health })
+    }
+
+    pub fn component(&self) -> String {
+        format!("rabbitmq.{}", self.name)
+    }
+
+    async fn open(&self) -> anyhow::Result<(Connection, Channel)> {
+        let conn = connect(&self.config.url).await?;
+        let channel = conn.create_channel().await?;
+        channel.confirm_select(ConfirmSelectOptions::default()).await?;
+        Ok((conn, channel))
+    }
+
+    /// Publishes `msg` and returns only after the broker confirmed it. An unroutable
+    /// message, a nack or no confirm within the timeout is an error (the row retries).
+    pub async fn publish(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+        let exchange = template::address(self.config.exchange_from.as_deref(), &self.exchange, msg);
+        if exchange.trim().is_empty() {
+            anyhow::bail!("Destination '{}' rendered an empty exchange from template '{}'. QueueBox does not publish the message.", self.name, self.exchange.source());
+        }
+        let routing_key = msg.routing_key.clone().unwrap_or_else(|| self.routing_key.render(msg));
+        let mut guard = self.channel.lock().await;
+        if guard.as_ref().map_or(true, |(c, ch)| !c.status().connected() || !ch.status().connected()) {
+            match self.open().await {
+                Ok(pair) => *guard = Some(pair),
+                Err(e) => {
+                    self.health.set_down(&self.component(), &e.to_string());
+                    return Err(e);
+                }
+            }
+        }
+        let (_, channel) = guard.as_ref().unwrap();
+        let result = self.publish_on(channel, &exchange, &routing_key, msg).await;
+        match &result {
+            Ok(()) => self.health.set_up(&self.component()),
+            Err(e) => {
+                // Whatever went wrong, the next publish starts on a fresh channel.
+                if !channel.status().connected() {
+                    *guard = None;
+                }
+                if e.to_string().contains("connection") || guard.is_none() {
+                    self.health.set_down(&self.component(), &e.to_string());
+                }
+            }
+        }
+        result
+    }
+
+    async fn publish_on(&self, channel: &Channel, exchange: &str, routing_key: &str, msg: &OutboundMessage) -> anyhow::Result<()> {
+        let kind = match self.config.exchange_type {
+            ExchangeType::Topic => ExchangeKind::Topic,
+            ExchangeType::Direct => ExchangeKind::Direct,
+            ExchangeType::Fanout => ExchangeKind::Fanout,
+        };
+        // Declaring is idempotent and cheap; an exchange that exists with another type fails
+        // the row with the broker's reason (and closes the channel, reopened next time).
+        channel
+            .exchange_declare(exchange.into(), kind, ExchangeDeclareOptions { durable: true, ..Default::default() }, FieldTable::default())
+            .await?;
+        let mut headers = FieldTable::default();
+        for (k, v) in &self.config.headers {
+            headers.insert(k.as_str().into(), AMQPValue::LongString(v.as_str().into()));
+        }
+        for (k, v) in msg.header_pairs() {
+            headers.insert(k.into(), AMQPValue::LongString(v.as_str().into()));
+        }
+        headers.insert("x-topic".into(), AMQPValue::LongString(msg.topic.as_str().into()));
+        headers.insert("x-attempt".into(), AMQPValue::LongInt(msg.attempt));
+        let mode = match self.config.delivery_mode {
+            DeliveryMode::Persistent => 2,
+            DeliveryMode::Transient => 1,
+        };
+        let props = BasicProperties::default()
+            .with_message_id(msg.id.to_string().into())
+            .with_content_type("application/json".into())
+            .with_delivery_mode(mode)
+            .with_headers(headers);
+        let body = serde_json::to_vec(&msg.payload)?;
+        let confirm = channel
+            .basic_publish(exchange.into(), routing_key.into(), BasicPublishOptions { mandatory: true, ..Default::default() }, &body, props)
+            .await?;
+        let wait = Duration::from_millis(self.config.timeout_ms.clamp(1000, 5000));
+        match tokio::time::timeout(wait, confirm).await {
+            Err(_) => anyhow::bail!("Publish not confirmed: message {} on exchange {} within {} ms", msg.id, exchange, wait.as_millis()),
+            Ok(Err(e)) => Err(e.into()),
+            Ok(Ok(Confirmation::Ack(None))) => Ok(()),
+            Ok(Ok(Confirmation::Ack(Some(_)))) | Ok(Ok(Confirmation::Nack(Some(_)))) => {
+                anyhow::bail!("Message {} is unroutable on exchange {} with routing key {}", msg.id, exchange, routing_key)
+            }
+            Ok(Ok(Confirmation::Nack(None))) => anyhow::bail!("Publish not confirmed: the broker nacked message {}", msg.id),
+            Ok(Ok(Confirmation::NotRequested)) => anyhow::bail!("Publish not confirmed: confirms are off on the channel"),
+        }
+    }
+}
