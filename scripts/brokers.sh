@@ -11,6 +11,8 @@
 #   bash scripts/brokers.sh restart rabbitmq|nats|kafka       (stop, then start; data kept)
 #   bash scripts/brokers.sh env                                (prints the export lines)
 #   bash scripts/brokers.sh install                            (install only)
+#   bash scripts/brokers.sh deps                               (build dependencies of the relay:
+#                                                               librdkafka-dev + pkg-config, for rdkafka)
 # Ports are non-default so that a broker started by a package's init script cannot collide.
 set -euo pipefail
 
@@ -237,8 +239,10 @@ for b in "${which[@]}"; do case "$b" in rabbitmq|nats|kafka) ;; *) echo "unknown
 fn() { case "$1" in rabbitmq) echo rabbit ;; *) echo "$1" ;; esac; }
 
 case "$mode" in
+  deps)
+    apt_install librdkafka-dev pkg-config ;;
   install)
-    apt_install rabbitmq-server nats-server
+    apt_install rabbitmq-server nats-server librdkafka-dev pkg-config
     kafka_install ;;
   start)
     t0=$(date +%s)

@@ -8,6 +8,8 @@ export CARGO_TERM_COLOR=never
 # shellcheck source=scripts/postgres.sh
 source scripts/postgres.sh start
 export QUEUEBOX_TEST_DATABASE_URL
+# The relay links librdkafka (Kafka source/destination): every part that builds it needs it.
+bash scripts/brokers.sh deps
 pass=0; fail=0; failed=()
 only="${QB_TEST_ONLY:-}"
 for part in scripts/test.d/*.sh; do

@@ -1,0 +1,126 @@
+//! Shared by the broker tests: the skip rule, broker URLs, a fresh migrated database per
+//! test, and polling helpers. Real brokers come from `scripts/brokers.sh`, real PostgreSQL
+//! from `scripts/postgres.sh`; `scripts/test.d/20-brokers.sh` sets everything up.
+#![allow(dead_code)]
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use queuebox_core::migrate;
+use queuebox_core::store::postgres::PgStore;
+use sqlx::PgPool;
+
+/// True when the broker tests should run. Without QUEUEBOX_TEST_BROKERS they skip, saying so.
+pub fn brokers_enabled(test: &str) -> bool {
+    if std::env::var_os("QUEUEBOX_TEST_BROKERS").is_some() {
+        return true;
+    }
+    eprintln!("SKIPPED {test}: QUEUEBOX_TEST_BROKERS is unset; scripts/test.d/20-brokers.sh starts the brokers and sets it");
+    false
+}
+
+pub fn amqp_url() -> String {
+    std::env::var("QUEUEBOX_TEST_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:55672/%2f".into())
+}
+pub fn nats_url() -> String {
+    std::env::var("QUEUEBOX_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:54222".into())
+}
+pub fn kafka_brokers() -> String {
+    std::env::var("QUEUEBOX_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:59092".into())
+}
+
+/// A name unique to this test run.
+pub fn unique(prefix: &str) -> String {
+    format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+}
+
+/// A new, migrated database on the test server: (store, pool, url).
+pub async fn fresh_db(prefix: &str) -> (Arc<PgStore>, PgPool, String) {
+    let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
+        .expect("QUEUEBOX_TEST_DATABASE_URL is not set: run `source scripts/postgres.sh` or `bash scripts/test.sh`");
+    let name = unique(&format!("qb_{prefix}"));
+    let pool = PgPool::connect(&admin).await.expect("connect to the test server");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create database");
+    pool.close().await;
+    let (base, _) = admin.rsplit_once('/').expect("URL has a database");
+    let url = format!("{base}/{name}");
+    let store = PgStore::connect(&url, 10).await.expect("connect");
+    migrate::postgres::run(&store).await.expect("migrate");
+    let pool = PgPool::connect(&url).await.expect("connect pool");
+    (Arc::new(store), pool, url)
+}
+
+/// Polls `f` every 50 ms until it returns true; panics with `what` after `timeout`.
+pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let start = Instant::now();
+    loop {
+        if f().await {
+            return;
+        }
+        if start.elapsed() > timeout {
+            panic!("timed out after {timeout:?} waiting for {what}");
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+pub async fn inbox_count(pool: &PgPool, source: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = $1").bind(source).fetch_one(pool).await.unwrap()
+}
+
+pub async fn key_count(pool: &PgPool, source: &str, key: &str) -> i64 {
+    sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = $1 AND idempotency_key = $2")
+        .bind(source)
+        .bind(key)
+        .fetch_one(pool)
+        .await
+        .unwrap()
+}
+
+/// One inbox row as JSON (state, consumption, event_type, aggregate_id, headers, payload,
+/// correlation_id, last_error).
+pub async fn inbox_row(pool: &PgPool, source: &str, key: &str) -> Option<serde_json::Value> {
+    sqlx::query_scalar(
+        "SELECT json_build_object('state', state, 'consumption', consumption, 'event_type', event_type,
+                'aggregate_id', aggregate_id, 'headers', headers, 'payload', payload,
+                'correlation_id', correlation_id, 'last_error', last_error)
+         FROM inbox WHERE source = $1 AND idempotency_key = $2",
+    )
+    .bind(source)
+    .bind(key)
+    .fetch_optional(pool)
+    .await
+    .unwrap()
+}
+
+/// Makes every inbox insert whose idempotency key is `key` fail inside PostgreSQL, as a
+/// database that refuses the write would (a real store failure, not a mock).
+pub async fn fail_inserts_of(pool: &PgPool, key: &str) {
+    sqlx::query(&format!(
+        "CREATE OR REPLACE FUNCTION qb_test_fail_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN IF NEW.idempotency_key = '{key}' THEN RAISE EXCEPTION 'test: the store refuses %', NEW.idempotency_key; END IF; RETURN NEW; END $$"
+    ))
+    .execute(pool)
+    .await
+    .unwrap();
+    sqlx::query("CREATE TRIGGER qb_test_fail BEFORE INSERT ON inbox FOR EACH ROW EXECUTE FUNCTION qb_test_fail_insert()")
+        .execute(pool)
+        .await
+        .unwrap();
+}
+
+pub async fn heal_inserts(pool: &PgPool) {
+    sqlx::query("DROP TRIGGER IF EXISTS qb_test_fail ON inbox").execute(pool).await.unwrap();
+}
+
+/// Runs `bash scripts/brokers.sh <args>` from the repository root.
+pub fn brokers_sh(args: &[&str]) {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let status = std::process::Command::new("bash").arg(root.join("scripts/brokers.sh")).args(args).status().expect("run brokers.sh");
+    assert!(status.success(), "scripts/brokers.sh {args:?} failed");
+}

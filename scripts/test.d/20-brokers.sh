@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Brokers: starts real RabbitMQ, NATS JetStream and Kafka (KRaft) on loopback
+# (scripts/brokers.sh installs what is missing), runs the relay's broker tests against them
+# and the test PostgreSQL, and stops the brokers whatever happens.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+bash scripts/brokers.sh deps
+trap 'bash scripts/brokers.sh stop' EXIT
+bash scripts/brokers.sh start
+eval "$(bash scripts/brokers.sh env)"
+export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
+export QUEUEBOX_TEST_BROKERS=1
+cargo test -p queuebox --quiet --test 'brokers_*' -- --test-threads=4
