@@ -9,9 +9,10 @@ use futures::StreamExt;
 use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
-use queuebox::brokers::config::{BrokerSourceCommon, RabbitMqDestinationConfig, RabbitMqSourceConfig};
-use queuebox::brokers::rabbitmq::{RabbitMqPublisher, RabbitMqSource};
-use queuebox::brokers::{Health, OutboundMessage};
+use queuebox_brokers::config::{BrokerSourceCommon, RabbitMqDestinationConfig, RabbitMqSourceConfig};
+use queuebox_brokers::rabbitmq::{RabbitMqPublisher, RabbitMqSource};
+use queuebox_brokers::ingest::{Ingest, SourceRule};
+use queuebox_brokers::{Health, OutboundMessage};
 use queuebox_core::Consumption;
 use serde_json::json;
 use support_brokers::*;
@@ -51,6 +52,11 @@ fn source_config(queue: &str, prefetch: u16) -> RabbitMqSourceConfig {
     }
 }
 
+fn rmq_source(name: &str, cfg: RabbitMqSourceConfig, store: Arc<dyn queuebox_core::Store>) -> (RabbitMqSource, Ingest) {
+    let ingest = Ingest::new(SourceRule::new(name, &cfg.common).unwrap(), store);
+    (RabbitMqSource::new(name, cfg, Arc::new(ingest.clone()), Health::new()), ingest)
+}
+
 struct Running {
     stop: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
@@ -83,7 +89,7 @@ async fn rabbitmq_message_becomes_one_inbox_row_and_a_redelivered_copy_deduplica
     declare_queue(&ch, &q).await;
     let mut cfg = source_config(&q, 1);
     cfg.common.consumption = Consumption::Pull;
-    let source = RabbitMqSource::new("orders", cfg, store, Health::new()).unwrap();
+    let source = rmq_source("orders", cfg, store).0;
     let (run, source) = spawn(source);
 
     let body = br#"{"id":"o-1","type":"order.created","n":1}"#;
@@ -120,7 +126,7 @@ async fn rabbitmq_key_falls_back_to_message_id_then_digest() {
     let q = unique("qb_keys");
     let (_c, ch) = channel().await;
     declare_queue(&ch, &q).await;
-    let (run, _) = spawn(RabbitMqSource::new("keys", source_config(&q, 10), store, Health::new()).unwrap());
+    let (run, _) = spawn(rmq_source("keys", source_config(&q, 10), store).0);
     publish(&ch, &q, br#"{"id":"from-path"}"#, Some("mid-0"), &[("x-idempotency-key", "from-header")]).await;
     publish(&ch, &q, br#"{"no":"id"}"#, Some("mid-1"), &[]).await;
     publish(&ch, &q, br#"{"no":"id-or-message-id"}"#, None, &[]).await;
@@ -141,8 +147,8 @@ async fn rabbitmq_relay_killed_between_store_and_ack_gets_the_message_again_and_
     let q = unique("qb_crash");
     let (_c, ch) = channel().await;
     declare_queue(&ch, &q).await;
-    let source = RabbitMqSource::new("crashy", source_config(&q, 1), store.clone(), Health::new()).unwrap();
-    source.ingest().crash_after_stores(1);
+    let (source, ingest) = rmq_source("crashy", source_config(&q, 1), store.clone());
+    ingest.crash_after_stores(1);
     let (run, _) = spawn(source);
     publish(&ch, &q, br#"{"id":"c-1"}"#, None, &[]).await;
     let ended = tokio::time::timeout(WAIT, run.task).await.expect("the source stopped at the failpoint").unwrap();
@@ -153,7 +159,7 @@ async fn rabbitmq_relay_killed_between_store_and_ack_gets_the_message_again_and_
     let left = ch.queue_declare(q.as_str().into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()).await.unwrap();
     assert_eq!(left.message_count(), 1, "the broker holds the message again");
 
-    let (run, _) = spawn(RabbitMqSource::new("crashy", source_config(&q, 1), store, Health::new()).unwrap());
+    let (run, _) = spawn(rmq_source("crashy", source_config(&q, 1), store).0);
     publish(&ch, &q, br#"{"id":"c-2"}"#, None, &[]).await;
     wait_until(WAIT, "the row after the redelivery", || async { key_count(&pool, "crashy", "c-2").await == 1 }).await;
     assert_eq!(key_count(&pool, "crashy", "c-1").await, 1, "the redelivered copy deduplicated");
@@ -172,7 +178,7 @@ async fn rabbitmq_failed_store_is_not_acknowledged_and_the_message_comes_back() 
     let q = unique("qb_fail");
     let (_c, ch) = channel().await;
     declare_queue(&ch, &q).await;
-    let (run, _) = spawn(RabbitMqSource::new("failing", source_config(&q, 1), store, Health::new()).unwrap());
+    let (run, _) = spawn(rmq_source("failing", source_config(&q, 1), store).0);
     publish(&ch, &q, br#"{"id":"f-1"}"#, None, &[]).await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(inbox_count(&pool, "failing").await, 0);
@@ -183,7 +189,7 @@ async fn rabbitmq_failed_store_is_not_acknowledged_and_the_message_comes_back() 
     // The database accepts again: the requeued message is stored.
     heal_inserts(&pool).await;
     let (store2, _, _) = (Arc::new(queuebox_core::store::postgres::PgStore::from_pool(pool.clone())), (), ());
-    let (run, _) = spawn(RabbitMqSource::new("failing", source_config(&q, 1), store2, Health::new()).unwrap());
+    let (run, _) = spawn(rmq_source("failing", source_config(&q, 1), store2).0);
     wait_until(WAIT, "the row once the store works", || async { key_count(&pool, "failing", "f-1").await == 1 }).await;
     run.stop().await.unwrap();
 }
@@ -197,7 +203,7 @@ async fn rabbitmq_non_json_body_becomes_a_dead_row_and_the_queue_moves_on() {
     let q = unique("qb_dead");
     let (_c, ch) = channel().await;
     declare_queue(&ch, &q).await;
-    let (run, _) = spawn(RabbitMqSource::new("raw", source_config(&q, 1), store, Health::new()).unwrap());
+    let (run, _) = spawn(rmq_source("raw", source_config(&q, 1), store).0);
     publish(&ch, &q, b"<xml>not json</xml>", None, &[]).await;
     publish(&ch, &q, br#"{"id":"after"}"#, None, &[]).await;
     wait_until(WAIT, "the row behind the bad one", || async { key_count(&pool, "raw", "after").await == 1 }).await;
@@ -218,7 +224,7 @@ async fn rabbitmq_missing_queue_fails_loudly_naming_queue_and_source() {
     }
     let (store, _, _) = fresh_db("rmq_missing").await;
     let q = unique("qb_absent");
-    let source = RabbitMqSource::new("ghost", source_config(&q, 1), store, Health::new()).unwrap();
+    let (source, _) = rmq_source("ghost", source_config(&q, 1), store);
     let e = source.check().await.unwrap_err().to_string();
     assert!(e.contains(&q) && e.contains("ghost") && e.contains("does not exist") && e.contains("declareQueue"), "{e}");
     let e = tokio::time::timeout(WAIT, source.run(CancellationToken::new())).await.unwrap().unwrap_err().to_string();
@@ -284,7 +290,7 @@ async fn rabbitmq_destination_delivers_persistent_confirmed_messages_with_header
     assert_eq!(d.properties.message_id().as_ref().unwrap().as_str(), msg.id.to_string());
     assert_eq!(*d.properties.delivery_mode(), Some(2));
     assert_eq!(d.properties.content_type().as_ref().unwrap().as_str(), "application/json");
-    let h = queuebox::brokers::rabbitmq::amqp_headers(d.properties.headers().as_ref());
+    let h = queuebox_brokers::rabbitmq::amqp_headers(d.properties.headers().as_ref());
     let get = |n: &str| h.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
     assert_eq!(get("x-topic").as_deref(), Some("orders.created"));
     assert_eq!(get("x-attempt").as_deref(), Some("2"));

@@ -5,7 +5,7 @@
 
 use serde_json::Value;
 
-use super::outbound::OutboundMessage;
+use crate::outbound::OutboundMessage;
 
 #[derive(Debug, Clone, PartialEq)]
 enum Part {

@@ -15,16 +15,15 @@ use lapin::Confirmation;
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use queuebox_core::headers::redact_error;
-use queuebox_core::Store;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use super::config::{DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig};
-use super::health::Health;
-use super::ingest::{Ingest, IngestError, Received, SourceRule};
-use super::outbound::OutboundMessage;
-use super::reconnect::Backoff;
-use super::template::{self, Template};
+use crate::config::{DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig};
+use crate::health::Health;
+use crate::ingest::{IngestError, Received, Sink};
+use crate::outbound::OutboundMessage;
+use crate::reconnect::Backoff;
+use crate::template::{self, Template};
 
 /// How a source run ended.
 #[derive(Debug)]
@@ -42,16 +41,14 @@ enum RunEnd {
 pub struct RabbitMqSource {
     name: String,
     config: RabbitMqSourceConfig,
-    ingest: Ingest,
+    sink: Arc<dyn Sink>,
     health: Health,
 }
 
 impl RabbitMqSource {
-    pub fn new(name: &str, config: RabbitMqSourceConfig, store: Arc<dyn Store>, health: Health) -> anyhow::Result<Self> {
-        let rule = SourceRule::new(name, &config.common)?;
-        let ingest = Ingest::new(rule, store);
+    pub fn new(name: &str, config: RabbitMqSourceConfig, sink: Arc<dyn Sink>, health: Health) -> Self {
         health.register(&Self::component_of(name));
-        Ok(RabbitMqSource { name: name.to_string(), config, ingest, health })
+        RabbitMqSource { name: name.to_string(), config, sink, health }
     }
 
     fn component_of(name: &str) -> String {
@@ -60,11 +57,6 @@ impl RabbitMqSource {
 
     pub fn component(&self) -> String {
         Self::component_of(&self.name)
-    }
-
-    /// The ingest of this source (tests use its failpoint).
-    pub fn ingest(&self) -> &Ingest {
-        &self.ingest
     }
 
     /// Connects once and checks the queue, so that a missing queue fails startup loudly.
@@ -175,13 +167,13 @@ impl RabbitMqSource {
                         Some(Err(e)) => break RunEnd::Broken(e.to_string()),
                         None => break RunEnd::Broken("the consumer was cancelled by the broker".into()),
                     };
-                    let ingest = self.ingest.clone();
+                    let sink = self.sink.clone();
                     let name = self.name.clone();
                     in_flight.push(async move {
                         let headers = amqp_headers(delivery.properties.headers().as_ref());
                         let message_id = delivery.properties.message_id().as_ref().map(|m| m.as_str().to_string());
                         let received = Received { body: &delivery.data, headers, message_id, record_key: None };
-                        match ingest.store(&received).await {
+                        match sink.store(&received).await {
                             Ok(_) => delivery.acker.ack(BasicAckOptions::default()).await.map(|_| true).map_err(|e| RunEnd::Broken(e.to_string())),
                             Err(IngestError::CrashAfterStore) => Err(RunEnd::Crashed),
                             Err(IngestError::Store(e)) => {

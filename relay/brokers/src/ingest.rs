@@ -13,7 +13,7 @@ use queuebox_core::keys::{self, JsonPath, KeyInput, KeySource};
 use queuebox_core::{Consumption, InsertOutcome, NewInboxMessage, Store};
 use serde_json::{json, Value};
 
-use super::config::BrokerSourceCommon;
+use crate::config::BrokerSourceCommon;
 
 /// What one source does with a message: parsed once at startup.
 #[derive(Debug, Clone)]
@@ -134,6 +134,21 @@ impl std::fmt::Display for IngestError {
 }
 
 impl std::error::Error for IngestError {}
+
+/// Where a broker source hands each message. `Ok` means the row committed (new, duplicate
+/// or dead): acknowledge. The relay's sink goes through its shared inbox entry; [`Ingest`]
+/// stores directly (tests, benchmarks).
+#[async_trait::async_trait]
+pub trait Sink: Send + Sync {
+    async fn store(&self, msg: &Received<'_>) -> Result<(), IngestError>;
+}
+
+#[async_trait::async_trait]
+impl Sink for Ingest {
+    async fn store(&self, msg: &Received<'_>) -> Result<(), IngestError> {
+        Ingest::store(self, msg).await.map(|_| ())
+    }
+}
 
 /// Stores the rows of one source.
 #[derive(Clone)]
