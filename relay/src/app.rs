@@ -62,6 +62,12 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     store.check_schema().await.map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
+    for (name, d) in &cfg.destinations {
+        let queuebox_core::config::DestinationKind::Http(h) = &d.kind;
+        if h.timeout_ms >= cfg.outbox.claim_timeout_ms {
+            tracing::warn!(destination = %name, "timeoutMs is not below outbox.claimTimeoutMs: a slow publish can outlive its claim and be delivered twice");
+        }
+    }
     let metrics = Arc::new(Metrics::new());
     let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
     let st = AppState {

@@ -46,7 +46,7 @@ pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
     for (name, d) in &c.destinations {
         let path = format!("destinations.{name}");
         match &d.kind {
-            DestinationKind::Http(h) => http_destination(h, &path, c.outbox.claim_timeout_ms, errs),
+            DestinationKind::Http(h) => http_destination(h, &path, errs),
         }
     }
     let mut paths: BTreeMap<&str, &str> = BTreeMap::new();
@@ -89,7 +89,7 @@ fn database(d: &DatabaseConfig, errs: &mut ConfigErrors) {
     positive(errs, "database.poolSize", d.pool_size as u64);
 }
 
-fn http_destination(h: &HttpDestination, path: &str, claim_timeout_ms: u64, errs: &mut ConfigErrors) {
+fn http_destination(h: &HttpDestination, path: &str, errs: &mut ConfigErrors) {
     match url::Url::parse(&h.base_url) {
         Ok(u) => {
             if !matches!(u.scheme(), "http" | "https") {
@@ -111,9 +111,6 @@ fn http_destination(h: &HttpDestination, path: &str, claim_timeout_ms: u64, errs
         errs.push(format!("{path}.path"), "must not contain `.` or `..` segments");
     }
     positive(errs, &format!("{path}.timeoutMs"), h.timeout_ms);
-    if h.timeout_ms >= claim_timeout_ms {
-        errs.push(format!("{path}.timeoutMs"), format!("must be below outbox.claimTimeoutMs ({claim_timeout_ms}), or a slow publish outlives its claim"));
-    }
     for k in h.headers.keys() {
         if k.trim().is_empty() {
             errs.push(format!("{path}.headers"), "a header name is empty");

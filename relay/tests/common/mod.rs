@@ -1,0 +1,257 @@
+//! Test harness: a fresh database per test, a real HTTP receiver, and the real `queuebox`
+//! binary as a child process.
+#![allow(dead_code)]
+
+use std::collections::HashMap;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, Uri};
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use queuebox_core::store::postgres::PgStore;
+use tokio::process::{Child, Command};
+
+pub fn server_url() -> String {
+    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
+    url.rsplit_once('/').map(|(a, _)| a.to_string()).unwrap_or(url)
+}
+
+/// A fresh, migrated database of its own.
+pub async fn fresh_db(suite: &str) -> (String, PgStore) {
+    let name = format!("qb_relay_{suite}_{}", uuid::Uuid::new_v4().simple().to_string().get(..10).unwrap().to_string());
+    let admin = PgStore::connect(&format!("{}/postgres", server_url()), 2).await.expect("connect to the test server");
+    sqlx::query(&format!("CREATE DATABASE {name}")).execute(admin.pool()).await.unwrap();
+    admin.pool().close().await;
+    let url = format!("{}/{name}", server_url());
+    let store = PgStore::connect(&url, 4).await.unwrap();
+    queuebox_core::migrate::postgres::run(&store).await.unwrap();
+    (url, store)
+}
+
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+}
+
+/// One request the receiver got.
+#[derive(Debug, Clone)]
+pub struct Delivery {
+    pub path: String,
+    pub headers: HashMap<String, String>,
+    pub body: serde_json::Value,
+}
+
+impl Delivery {
+    pub fn h(&self, name: &str) -> Option<&str> {
+        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+    }
+}
+
+/// How the receiver answers a request to a path: a script of statuses (the last repeats),
+/// and an optional delay for the first request of each `X-Message-Id`.
+#[derive(Default)]
+pub struct Behaviour {
+    pub statuses: HashMap<String, Vec<u16>>,
+    pub first_delay: Option<Duration>,
+    /// While true, requests to `/hang` never answer.
+    pub hang: bool,
+}
+
+#[derive(Clone, Default)]
+pub struct Receiver {
+    pub got: Arc<Mutex<Vec<Delivery>>>,
+    pub behaviour: Arc<Mutex<Behaviour>>,
+    pub port: u16,
+}
+
+impl Receiver {
+    pub async fn start() -> Receiver {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut r = Receiver::default();
+        r.port = listener.local_addr().unwrap().port();
+        let app = axum::Router::new().fallback(receive).with_state(r.clone());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        r
+    }
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+    pub fn deliveries(&self) -> Vec<Delivery> {
+        self.got.lock().unwrap().clone()
+    }
+    pub fn to(&self, path: &str) -> Vec<Delivery> {
+        self.deliveries().into_iter().filter(|d| d.path == path).collect()
+    }
+    pub fn script(&self, path: &str, statuses: &[u16]) {
+        self.behaviour.lock().unwrap().statuses.insert(path.to_string(), statuses.to_vec());
+    }
+}
+
+async fn receive(State(r): State<Receiver>, uri: Uri, headers: HeaderMap, body: Bytes) -> Response {
+    let path = uri.path().to_string();
+    let d = Delivery {
+        path: path.clone(),
+        headers: headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect(),
+        body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+    };
+    let first_of_id = {
+        let mut got = r.got.lock().unwrap();
+        let first = !got.iter().any(|g| g.h("x-message-id") == d.h("x-message-id"));
+        got.push(d.clone());
+        first
+    };
+    let (status, delay, hang) = {
+        let mut b = r.behaviour.lock().unwrap();
+        let hang = b.hang && path == "/hang";
+        let delay = if first_of_id { b.first_delay } else { None };
+        let status = match b.statuses.get_mut(&path) {
+            Some(s) if s.len() > 1 => s.remove(0),
+            Some(s) if s.len() == 1 => s[0],
+            _ => 200,
+        };
+        (status, delay, hang)
+    };
+    if hang {
+        futures::future::pending::<()>().await;
+    }
+    if let Some(d) = delay {
+        tokio::time::sleep(d).await;
+    }
+    let mut resp = (StatusCode::from_u16(status).unwrap(), "receiver says hi").into_response();
+    if (300..400).contains(&status) {
+        resp.headers_mut().insert("location", "/redirected".parse().unwrap());
+    }
+    resp
+}
+
+/// A running `queuebox` child process.
+pub struct Relay {
+    pub child: Child,
+    pub port: u16,
+    pub config: tempfile::NamedTempFile,
+}
+
+pub fn relay_command(config_path: &std::path::Path, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_queuebox"));
+    cmd.arg("--config").arg(config_path).args(args);
+    for (k, _) in std::env::vars() {
+        if k.starts_with("QUEUEBOX_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("RUST_LOG", std::env::var("QB_RELAY_LOG").unwrap_or_else(|_| "warn".into()));
+    cmd.kill_on_drop(true).stdin(Stdio::null());
+    cmd
+}
+
+pub fn write_config(yaml: &str) -> tempfile::NamedTempFile {
+    let f = tempfile::NamedTempFile::new().unwrap();
+    std::fs::write(f.path(), yaml).unwrap();
+    f
+}
+
+impl Relay {
+    /// Starts the relay with `yaml` (`{port}` is replaced by a free port) and waits for it
+    /// to listen.
+    pub async fn start(yaml: &str) -> Relay {
+        let port = free_port();
+        let config = write_config(&yaml.replace("{port}", &port.to_string()));
+        let child = relay_command(config.path(), &["run"]).spawn().unwrap();
+        let r = Relay { child, port, config };
+        r.wait_listening().await;
+        r
+    }
+    pub async fn wait_listening(&self) {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while Instant::now() < deadline {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("the relay did not listen on {}", self.port);
+    }
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+    pub async fn post(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) {
+        let mut req = reqwest::Client::new().post(self.url(path)).body(body.to_string()).header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, *v);
+        }
+        let resp = req.send().await.unwrap();
+        let status = resp.status().as_u16();
+        (status, resp.text().await.unwrap())
+    }
+    pub async fn get(&self, path: &str) -> (u16, String) {
+        match reqwest::get(self.url(path)).await {
+            Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+            Err(_) => (0, String::new()),
+        }
+    }
+    /// The value of a metric series (the full name with labels, e.g. `queuebox_claims_lost_total{component="outbox"}`).
+    pub async fn metric(&self, series: &str) -> f64 {
+        let (_, text) = self.get("/metrics").await;
+        text.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+    }
+    pub fn kill(&mut self) {
+        let pid = self.child.id().unwrap() as i32;
+        unsafe_kill(pid, 9);
+    }
+    pub fn term(&mut self) {
+        let pid = self.child.id().unwrap() as i32;
+        unsafe_kill(pid, 15);
+    }
+}
+
+fn unsafe_kill(pid: i32, sig: i32) {
+    let _ = std::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+}
+
+pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(what: &str, secs: u64, mut f: F) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while Instant::now() < deadline {
+        if f().await {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting for: {what}");
+}
+
+pub async fn scalar_i64(store: &PgStore, sql: &str) -> i64 {
+    sqlx::query_scalar::<_, i64>(sql).fetch_one(store.pool()).await.unwrap()
+}
+
+/// The common fast settings of a test relay.
+pub fn base_config(db_url: &str, receiver: &str) -> String {
+    format!(
+        "server:
+  httpPort: {{port}}
+  bindAddress: 127.0.0.1
+  drainTimeoutMs: 2000
+database:
+  url: {db_url}
+  startupTimeoutMs: 60000
+outbox:
+  pollIntervalMs: 20
+  retryBaseDelayMs: 50
+  claimTimeoutMs: 5000
+  maxAttempts: 2
+  shutdownTimeoutMs: 3000
+inbox:
+  maxBodyBytes: 1000
+  relay:
+    pollIntervalMs: 20
+    claimTimeoutMs: 5000
+destinations:
+  rx:
+    type: http
+    baseUrl: {receiver}
+    path: /hooks
+    timeoutMs: 3000
+"
+    )
+}
