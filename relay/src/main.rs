@@ -8,6 +8,7 @@ mod app;
 mod destinations;
 mod inbox_relay;
 mod metrics;
+mod migrate_sqlserver;
 mod outbox;
 mod retention;
 mod sources;
@@ -63,6 +64,9 @@ async fn main() -> std::process::ExitCode {
                 Some(u) => u,
                 None => load(cli.config.as_deref())?.database_url(),
             };
+            if migrate_sqlserver::is_sqlserver_url(&url) {
+                return migrate_sqlserver::run(&url).await;
+            }
             let store = PgStore::connect(&url, 2).await?;
             let report = migrate::postgres::run(&store).await?;
             for m in &report.applied {
