@@ -100,6 +100,15 @@ impl Database {
         Ok(rows_json(rows))
     }
 
+    /// Runs SQL text outside any transaction with the simple query protocol (several
+    /// statements allowed, no parameters): `CREATE DATABASE`, `VACUUM`, set-up scripts.
+    #[napi]
+    pub async fn execute_script(&self, sql: String) -> Result<i64> {
+        let pool = self.store.pool().clone();
+        let r = sqlx::raw_sql(&sql).execute(&pool).await;
+        r.map(|d| d.rows_affected() as i64).map_err(|e| err(qb::Error::Database { operation: "script", message: e.to_string(), code: None }))
+    }
+
     /// Stores one pull row (`{source, idempotencyKey, payload, aggregateId?, eventType?,
     /// headers?, correlationId?}`); resolves to `{"id", "duplicate"}` as JSON text.
     #[napi]

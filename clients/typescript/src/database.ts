@@ -1,0 +1,63 @@
+import native, { type NativeDatabase } from "./native.js";
+import { call, callSync } from "./errors.js";
+import type { QueryResult } from "./types.js";
+
+/** A pull row to store (see `Database.enqueue`). */
+export interface NewMessage {
+  source: string;
+  idempotencyKey: string;
+  payload: unknown;
+  aggregateId?: string | null;
+  eventType?: string | null;
+  headers?: Record<string, string>;
+  correlationId?: string | null;
+}
+
+/**
+ * A small connection pool run by the core: enqueue pull rows (deduplicated on
+ * `(source, idempotencyKey)`) and run statements outside a handler.
+ */
+export class Database {
+  private constructor(private readonly db: NativeDatabase) {}
+
+  static async connect(databaseUrl: string, options: { maxConnections?: number } = {}): Promise<Database> {
+    return new Database(await call(native.connectDatabase(databaseUrl, options.maxConnections ?? null)));
+  }
+
+  /** Stores a pull row; `duplicate` is true when the key was already there. */
+  async enqueue(message: NewMessage): Promise<{ id: string; duplicate: boolean }> {
+    return JSON.parse(await call(this.db.enqueue(JSON.stringify(message))));
+  }
+
+  /** One statement in its own transaction; resolves to the affected row count. */
+  execute(sql: string, params: unknown[] = []): Promise<number> {
+    return call(this.db.execute(sql, JSON.stringify(params)));
+  }
+
+  async query<Row = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<QueryResult<Row>> {
+    const rows = JSON.parse(await call(this.db.query(sql, JSON.stringify(params)))) as Row[];
+    return { rows, rowCount: rows.length };
+  }
+
+  /** SQL text outside a transaction (several statements, no parameters), e.g. CREATE DATABASE. */
+  executeScript(sql: string): Promise<number> {
+    return call(this.db.executeScript(sql));
+  }
+
+  close(): Promise<void> {
+    return this.db.close();
+  }
+}
+
+/** Applies the QueueBox migrations to the database; resolves to the names applied now. */
+export function migrate(databaseUrl: string): Promise<string[]> {
+  return call(native.migrate(databaseUrl));
+}
+
+/**
+ * Runs one conformance vector case (`proto-docs/vectors/*.json`) through the core's real
+ * functions and returns its output.
+ */
+export function evaluate(kind: string, input: unknown): unknown {
+  return JSON.parse(callSync(() => native.evaluate(kind, JSON.stringify(input))));
+}

@@ -1,0 +1,15 @@
+export { Worker } from "./worker.js";
+export { Database, migrate, evaluate, type NewMessage } from "./database.js";
+export { QueueBoxError, ClaimLost, Retry, Dead, type ErrorKind } from "./errors.js";
+export type {
+  Handler,
+  InboxMessage,
+  Logger,
+  QueryResult,
+  ResolvedOptions,
+  RetryOptions,
+  RunOptions,
+  Transaction,
+  WorkerOptions,
+  WorkerStats,
+} from "./types.js";

@@ -1,0 +1,109 @@
+/** A claimed inbox message as a handler sees it (never the claim token). */
+export interface InboxMessage {
+  id: string;
+  source: string;
+  idempotencyKey: string;
+  aggregateId: string | null;
+  eventType: string | null;
+  /** The stored JSON payload, parsed. */
+  payload: unknown;
+  headers: Record<string, string>;
+  /** Failed attempts so far (0 on the first delivery). */
+  attempt: number;
+  correlationId: string | null;
+  createdAt: Date;
+}
+
+/** The result of a query: rows as objects keyed by column name. */
+export interface QueryResult<Row = Record<string, unknown>> {
+  rows: Row[];
+  rowCount: number;
+}
+
+/**
+ * The handler's transaction, opened on first use. Writes made through it commit together
+ * with the message's completion, or roll back when the handler throws. Placeholders are
+ * positional (`$1`, `$2`, ...); parameters are JSON values (strings are text, integers are
+ * int8, objects and arrays are jsonb).
+ */
+export interface Transaction {
+  execute(sql: string, params?: unknown[]): Promise<number>;
+  query<Row = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<Row>>;
+}
+
+/**
+ * A message handler. Return normally to complete the message (in the same transaction as
+ * the writes made through `tx`); throw `Retry` or `Dead` to choose the outcome; any other
+ * error is retried by the retry policy and dead-lettered at `retry.maxAttempts`. `signal`
+ * aborts when the lease is lost or shutdown's grace runs out: stop then, nothing will be
+ * completed.
+ */
+export type Handler = (message: InboxMessage, tx: Transaction, signal: AbortSignal) => unknown | Promise<unknown>;
+
+/** Retry schedule: `min(baseDelayMs * 2^attempt, maxDelayMs)` ± `jitter`, dead at `maxAttempts`. */
+export interface RetryOptions {
+  /** Retries before dead-lettering (default 5; a row gets maxAttempts + 1 deliveries). */
+  maxAttempts?: number;
+  /** First retry delay (default 1000). */
+  baseDelayMs?: number;
+  /** Largest retry delay (default 300000). */
+  maxDelayMs?: number;
+  /** Fraction of the delay added or removed at random, 0..1 (default 0.2). */
+  jitter?: number;
+}
+
+/** Warnings the worker reports (a finish that failed, a handler that outlived its lease). */
+export interface Logger {
+  warn(message: string, fields?: Record<string, unknown>): void;
+}
+
+export interface WorkerOptions {
+  /** PostgreSQL URL of the database holding the inbox (required). */
+  databaseUrl: string;
+  /** The source whose pull rows this worker claims (required). */
+  source: string;
+  /** Rows claimed at once (default 10). */
+  batchSize?: number;
+  /** Handlers running at once (default 1; at most batchSize). */
+  concurrency?: number;
+  /** Alias of `concurrency` (the name the reference client uses). */
+  maxConcurrency?: number;
+  /** Lease length in ms (default 30000); renewed every third of it. */
+  leaseMs?: number;
+  /** Wait between claims when idle, in ms (default 1000); LISTEN/NOTIFY wakes sooner. */
+  pollIntervalMs?: number;
+  /** How long shutdown waits for running handlers, in ms (default 30000). */
+  shutdownGraceMs?: number;
+  /** Wake on LISTEN/NOTIFY (default true). */
+  listen?: boolean;
+  retry?: RetryOptions;
+  /** Where warnings go (default: console.warn). */
+  logger?: Logger;
+}
+
+/** The options in force, defaults filled in by the core. */
+export interface ResolvedOptions {
+  source: string;
+  batchSize: number;
+  concurrency: number;
+  leaseMs: number;
+  pollIntervalMs: number;
+  shutdownGraceMs: number;
+  listen: boolean;
+  retry: Required<RetryOptions>;
+}
+
+export interface WorkerStats {
+  claimed: number;
+  completed: number;
+  retried: number;
+  dead: number;
+  released: number;
+  claimsLost: number;
+  claimErrors: number;
+}
+
+export interface RunOptions {
+  /** Aborting it shuts the worker down gracefully; `run` resolves when it is done. */
+  signal?: AbortSignal;
+}

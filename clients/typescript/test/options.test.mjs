@@ -1,0 +1,52 @@
+import { test } from "node:test";
+import assert from "node:assert/strict";
+import { QueueBoxError, Worker } from "../dist/esm/index.js";
+
+const url = "postgres://nobody@127.0.0.1:1/none";
+
+test("missing options take the reference defaults from the core", () => {
+  const w = new Worker({ databaseUrl: url, source: "orders" });
+  assert.deepEqual(w.options, {
+    source: "orders",
+    batchSize: 10,
+    concurrency: 1,
+    leaseMs: 30000,
+    pollIntervalMs: 1000,
+    shutdownGraceMs: 30000,
+    listen: true,
+    retry: { maxAttempts: 5, baseDelayMs: 1000, maxDelayMs: 300000, jitter: 0.2 },
+  });
+});
+
+test("given options are kept and maxConcurrency is an alias of concurrency", () => {
+  const w = new Worker({ databaseUrl: url, source: "s", batchSize: 100, maxConcurrency: 4, leaseMs: 900, retry: { maxAttempts: 2 } });
+  assert.equal(w.options.batchSize, 100);
+  assert.equal(w.options.concurrency, 4);
+  assert.equal(w.options.leaseMs, 900);
+  assert.deepEqual(w.options.retry, { maxAttempts: 2, baseDelayMs: 1000, maxDelayMs: 300000, jitter: 0.2 });
+});
+
+test("invalid options fail with a config error naming the option", () => {
+  const bad = [
+    [{ source: "" }, "source"],
+    [{ source: "s", batchSize: 0 }, "batchSize"],
+    [{ source: "s", concurrency: 0 }, "concurrency"],
+    [{ source: "s", leaseMs: 10 }, "leaseMs"],
+    [{ source: "s", pollIntervalMs: 0 }, "pollIntervalMs"],
+    [{ source: "s", retry: { jitter: 2 } }, "retry.jitter"],
+    [{ source: "s", batchsize: 5 }, "batchsize"],
+  ];
+  for (const [opts, path] of bad) {
+    assert.throws(
+      () => new Worker({ databaseUrl: url, ...opts }),
+      (e) => e instanceof QueueBoxError && e.kind === "config" && e.message.includes(`\`${path}\``),
+      JSON.stringify(opts),
+    );
+  }
+  assert.throws(() => new Worker({ source: "s" }), (e) => e instanceof QueueBoxError && e.kind === "config");
+});
+
+test("an unreachable database rejects run with a connect error that hides the password", async () => {
+  const w = new Worker({ databaseUrl: "postgres://app:s3cret-pw@127.0.0.1:1/none", source: "s" });
+  await assert.rejects(w.run(() => {}), (e) => e instanceof QueueBoxError && e.kind === "connect" && !e.message.includes("s3cret-pw"));
+});

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Node.js / TypeScript client: installs Node (Debian) if missing, the npm dev dependencies
+# (npm ci: @napi-rs/cli, typescript), builds the native addon from bindings/node with
+# `napi build`, builds the ESM and CommonJS outputs, and runs `node --test` against the real
+# PostgreSQL (each test file creates and migrates its own database).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+if ! command -v node >/dev/null 2>&1 || [ "$(node -p 'process.versions.node.split(".")[0]')" -lt 20 ] || ! command -v npm >/dev/null 2>&1; then
+  echo "40-node: installing Node.js from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null
+fi
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+cd clients/typescript
+if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  npm ci --no-audit --no-fund --loglevel=error
+fi
+npm run --silent build
+npm test
