@@ -352,6 +352,24 @@ async fn complete_inside_a_transaction_commits_or_rolls_back_with_the_business_w
     assert!(store.complete_pull(&c2).await.unwrap(), "the claim is still live after the rollbacks");
 }
 
+async fn a_failed_statement_ends_the_transaction_without_completing(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("txfail");
+    let id = insert(&store, pull(&src, "k", None)).await;
+    let claim = store.claim_pull(&src, 1, LEASE).await.unwrap()[0].claim;
+    let key = format!("order-{}", Uuid::new_v4());
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(h.dialect().business_insert, &[SqlValue::Text(key.clone())]).await.unwrap();
+    // The same primary key again: the statement fails, and with it the transaction.
+    assert!(tx.execute(h.dialect().business_insert, &[SqlValue::Text(key.clone())]).await.is_err());
+    // A completion after the failure must not commit on its own.
+    assert!(tx.complete_pull(&claim).await.is_err(), "completing in a failed transaction is an error");
+    tx.rollback().await.unwrap();
+    let r = row(&store, h, id).await;
+    assert_eq!((r.state.as_str(), r.claim_token), ("processing", Some(claim.token)));
+    assert_eq!(business_count(&store, h, &key).await, 0);
+    assert!(store.complete_pull(&claim).await.unwrap());
+}
+
 async fn renew_extends_only_live_claims(store: Arc<dyn Store>, h: &dyn Harness) {
     let src = source("renew");
     let lapsing = insert(&store, pull(&src, "lapsing", None)).await;
@@ -426,6 +444,7 @@ contract!(
     release_returns_to_pending_without_spending_an_attempt,
     complete_inside_a_transaction_commits_or_rolls_back_with_the_business_write,
     renew_extends_only_live_claims,
+    a_failed_statement_ends_the_transaction_without_completing,
     handler_queries_return_rows_as_json,
 );
 

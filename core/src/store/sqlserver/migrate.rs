@@ -57,7 +57,9 @@ async fn apply(client: &mut Client) -> Result<MigrationReport> {
         .collect();
     let (mut report, pending) = plan(SQLSERVER, &applied)?;
     for m in pending {
-        exec(client, sql::MIGRATE_BEGIN, &[]).await?;
+        // Transaction control goes as a plain batch: inside sp_executesql (every call with
+        // parameters) an unbalanced BEGIN TRANSACTION fails with Msg 266.
+        client.simple_query(sql::MIGRATE_BEGIN).await.map_err(|e| db_err("migrate", e))?.into_results().await.map_err(|e| db_err("migrate", e))?;
         let outcome = async {
             if has_statements(m.sql) {
                 client.simple_query(m.sql).await?.into_results().await?;

@@ -163,7 +163,9 @@ pub const RELEASE: &str = concat!(
     fence!()
 );
 
-/// A handler's transaction.
+/// A handler's transaction. Transaction control is always sent as a plain batch
+/// (`simple_query`), never through `sp_executesql`, where a BEGIN without its COMMIT in the
+/// same call fails with Msg 266.
 pub const BEGIN: &str = "BEGIN TRANSACTION;";
 pub const COMMIT: &str = "COMMIT TRANSACTION;";
 /// After an error XACT_ABORT has already rolled back; rolling back twice is not an error.
