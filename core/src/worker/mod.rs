@@ -3,6 +3,7 @@
 //! poll/complete interface the C ABI and every language wrapper build on; [`Worker::run`]
 //! is the Rust convenience that runs a handler over them.
 
+mod completer;
 mod options;
 mod renew;
 mod run;
@@ -86,6 +87,7 @@ pub(crate) struct Inner {
     /// Cancel running handlers (shutdown grace ran out, or the worker was dropped).
     hard_stop: CancellationToken,
     stats: WorkerStats,
+    completer: completer::Completer,
 }
 
 impl Worker {
@@ -94,6 +96,7 @@ impl Worker {
         opts.validate()?;
         let inner = Arc::new(Inner {
             permits: Arc::new(Semaphore::new(opts.effective_concurrency() as usize)),
+            completer: completer::Completer::spawn(store.clone()),
             store,
             opts,
             state: Mutex::new(State::default()),
@@ -115,6 +118,13 @@ impl Worker {
     #[cfg(feature = "postgres")]
     pub async fn connect(database_url: &str, opts: WorkerOptions) -> Result<Worker> {
         opts.validate()?;
+        #[cfg(feature = "sqlserver")]
+        if crate::store::sqlserver::is_sqlserver_url(database_url) {
+            // sqlserver://, mssql://, jdbc:sqlserver:// or ADO.NET: the SQL Server store (polls).
+            let store = crate::store::sqlserver::SqlServerStore::connect(database_url, opts.effective_concurrency() + 3).await?;
+            store.check_schema().await?;
+            return Worker::new(Arc::new(store), opts).await;
+        }
         // Handlers' transactions, the claim, the renewer and the listener each need one.
         let store = crate::store::postgres::PgStore::connect(database_url, opts.effective_concurrency() + 3).await?;
         store.check_schema().await?;
