@@ -561,3 +561,24 @@ mod mssql {
         }
     }
 }
+
+/// `Worker::connect` (what the bindings call) picks the SQL Server store for a SQL Server
+/// connection string: against a closed port the error is tiberius' refused connection, with
+/// the password masked, not a PostgreSQL URL parse error.
+#[cfg(feature = "sqlserver")]
+#[tokio::test]
+async fn worker_connect_dispatches_sqlserver_urls_to_the_sqlserver_store() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    for url in [
+        format!("sqlserver://sa:hunter22@127.0.0.1:{port}/app?trust_server_certificate=true"),
+        format!("Server=tcp:127.0.0.1,{port};Database=app;User Id=sa;Password=hunter22;TrustServerCertificate=true"),
+    ] {
+        let err = queuebox_core::Worker::connect(&url, queuebox_core::WorkerOptions::new("orders")).await.err().expect("nothing listens there");
+        let text = err.to_string();
+        assert!(matches!(err, queuebox_core::Error::Connect { .. }), "{text}");
+        assert!(text.contains("refused") && !text.contains("PostgreSQL") && !text.contains("hunter22"), "{text}");
+    }
+}
