@@ -455,3 +455,31 @@ async fn transition_vectors_hold_on_postgres() {
     assert!(n >= 30);
     let _: HashMap<(), ()> = HashMap::new();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn batched_plain_completions_complete_each_row_once() {
+    let (store, url) = fresh_store("completer").await;
+    let pool = store.pool().clone();
+    insert_pull_rows(&pool, "s", 3000, |_| None).await;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let w = Worker::connect(&url, WorkerOptions { batch_size: 100, concurrency: 16, ..fast_opts("s") }).await.unwrap();
+        let stop = stop.clone();
+        runs.push(tokio::spawn(async move {
+            w.run(|_task| async { Ok(Outcome::Complete) }, async move { stop.notified().await }).await.unwrap();
+            w.stats()
+        }));
+    }
+    wait_until(Duration::from_secs(60), || async { count_state(&pool, "processed").await == 3000 }).await;
+    stop.notify_waiters();
+    let mut completed = 0;
+    for r in runs {
+        let s = r.await.unwrap();
+        assert_eq!(s.claims_lost, 0);
+        completed += s.completed;
+    }
+    assert_eq!(completed, 3000);
+    let stray: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE claim_token IS NOT NULL OR processed_at IS NULL").fetch_one(&pool).await.unwrap();
+    assert_eq!(stray, 0, "every completed row has its token cleared and processed_at set");
+}

@@ -72,6 +72,18 @@ pub trait Store: Send + Sync + 'static {
     /// Marks the row processed in autocommit (the plain handler mode).
     async fn complete_pull(&self, claim: &ClaimRef) -> Result<bool>;
 
+    /// Completes many claims in one statement where the backend can; returns the ids it
+    /// completed (a missing id lost its claim). The default runs them one by one.
+    async fn complete_pull_many(&self, claims: &[ClaimRef]) -> Result<Vec<uuid::Uuid>> {
+        let mut done = Vec::with_capacity(claims.len());
+        for c in claims {
+            if self.complete_pull(c).await? {
+                done.push(c.id);
+            }
+        }
+        Ok(done)
+    }
+
     /// Back to pending after `delay`, `attempt + 1`, `last_error = error`.
     async fn retry_pull(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool>;
 

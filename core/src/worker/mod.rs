@@ -3,6 +3,7 @@
 //! poll/complete interface the C ABI and every language wrapper build on; [`Worker::run`]
 //! is the Rust convenience that runs a handler over them.
 
+mod completer;
 mod options;
 mod renew;
 mod run;
@@ -86,6 +87,7 @@ pub(crate) struct Inner {
     /// Cancel running handlers (shutdown grace ran out, or the worker was dropped).
     hard_stop: CancellationToken,
     stats: WorkerStats,
+    completer: completer::Completer,
 }
 
 impl Worker {
@@ -94,6 +96,7 @@ impl Worker {
         opts.validate()?;
         let inner = Arc::new(Inner {
             permits: Arc::new(Semaphore::new(opts.effective_concurrency() as usize)),
+            completer: completer::Completer::spawn(store.clone()),
             store,
             opts,
             state: Mutex::new(State::default()),

@@ -151,7 +151,7 @@ impl Task {
                     Err(e)
                 }
             },
-            None => w.store.complete_pull(&claim).await,
+            None => w.completer.complete(claim).await,
         };
         self.settle(r, "complete", |s| &s.completed)
     }

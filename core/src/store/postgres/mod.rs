@@ -101,6 +101,10 @@ impl Store for PgStore {
         pull::complete(&self.pool, claim).await
     }
 
+    async fn complete_pull_many(&self, claims: &[ClaimRef]) -> Result<Vec<uuid::Uuid>> {
+        pull::complete_many(&self.pool, claims).await
+    }
+
     async fn retry_pull(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
         pull::retry(&self.pool, claim, delay, error).await
     }

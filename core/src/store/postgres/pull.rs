@@ -173,6 +173,18 @@ pub(super) async fn complete(pool: &PgPool, c: &ClaimRef) -> Result<bool> {
     Ok(r.rows_affected() == 1)
 }
 
+const COMPLETE_MANY: &str = "
+UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
+ WHERE (id, claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
+   AND consumption = 'pull' AND state = 'processing' AND lease_expires_at > clock_timestamp()
+RETURNING id";
+
+pub(super) async fn complete_many(pool: &PgPool, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+    let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
+    let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
+    sqlx::query_scalar(COMPLETE_MANY).bind(ids).bind(tokens).fetch_all(pool).await.map_err(|e| db_err("pull complete", e))
+}
+
 pub(super) async fn retry(pool: &PgPool, c: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
     let sql = format!(
         "UPDATE inbox SET state = 'pending', attempt = attempt + 1, last_error = $3, claim_token = NULL, lease_expires_at = NULL,

@@ -1,0 +1,67 @@
+//! Batches plain completions (handlers that opened no transaction): while one completion
+//! statement runs, the ones that arrive queue up and go together in the next statement.
+//! There is no timer, so an idle worker completes at once and a busy one in bulk (River's
+//! completer, without its delay).
+
+use std::sync::Arc;
+
+use tokio::sync::{mpsc, oneshot};
+
+use crate::error::{Error, Result};
+use crate::message::ClaimRef;
+use crate::store::Store;
+
+/// The most claims one completion statement carries.
+const MAX_BATCH: usize = 500;
+
+type Request = (ClaimRef, oneshot::Sender<Result<bool>>);
+
+#[derive(Clone)]
+pub(super) struct Completer {
+    tx: mpsc::UnboundedSender<Request>,
+}
+
+impl Completer {
+    /// Starts the completer task; it ends when every sender is gone.
+    pub(super) fn spawn(store: Arc<dyn Store>) -> Completer {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Request>();
+        tokio::spawn(async move {
+            let mut batch: Vec<Request> = Vec::new();
+            while let Some(first) = rx.recv().await {
+                batch.push(first);
+                while batch.len() < MAX_BATCH {
+                    match rx.try_recv() {
+                        Ok(r) => batch.push(r),
+                        Err(_) => break,
+                    }
+                }
+                let claims: Vec<ClaimRef> = batch.iter().map(|(c, _)| *c).collect();
+                match store.complete_pull_many(&claims).await {
+                    Ok(done) => {
+                        for (claim, reply) in batch.drain(..) {
+                            let _ = reply.send(Ok(done.contains(&claim.id)));
+                        }
+                    }
+                    Err(e) => {
+                        let text = e.to_string();
+                        let code = match &e {
+                            Error::Database { code, .. } => code.clone(),
+                            _ => None,
+                        };
+                        for (_, reply) in batch.drain(..) {
+                            let _ = reply.send(Err(Error::Database { operation: "pull complete", message: text.clone(), code: code.clone() }));
+                        }
+                    }
+                }
+            }
+        });
+        Completer { tx }
+    }
+
+    /// Completes one claim; `Ok(false)` when the fence matched nothing.
+    pub(super) async fn complete(&self, claim: ClaimRef) -> Result<bool> {
+        let (reply, answer) = oneshot::channel();
+        self.tx.send((claim, reply)).map_err(|_| Error::Cancelled)?;
+        answer.await.map_err(|_| Error::Cancelled)?
+    }
+}
