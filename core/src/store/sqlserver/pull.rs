@@ -53,7 +53,7 @@ pub(super) async fn insert_inbox(pool: &Arc<Pool>, m: &NewInboxMessage) -> Resul
         Ok(rows) => {
             let row = rows.first().ok_or_else(|| missing("inbox insert", "id"))?;
             let id: Uuid = row.try_get("id").map_err(|e| db_err("inbox insert", e))?.ok_or_else(|| missing("inbox insert", "id"))?;
-            let inserted: bool = row.try_get("inserted").map_err(|e| db_err("inbox insert", e))?.unwrap_or(false);
+            let inserted: bool = row.try_get("is_new").map_err(|e| db_err("inbox insert", e))?.unwrap_or(false);
             Ok(if inserted { InsertOutcome::Inserted(id) } else { InsertOutcome::Duplicate(id) })
         }
         // A unique violation (Msg 2627 constraint, 2601 index) despite the range lock: the row

@@ -50,9 +50,9 @@ SELECT @P1, @P2, @P3, @P4, @P5, @P6, @P7, @P8,
     now_plus_ms!("@P10"),
     "
  WHERE NOT EXISTS (SELECT 1 FROM inbox WITH (UPDLOCK, HOLDLOCK) WHERE source = @P1 AND idempotency_key = @P2);
-SELECT id, CAST(1 AS BIT) AS inserted FROM @qbIds
+SELECT id, CAST(1 AS BIT) AS is_new FROM @qbIds
 UNION ALL
-SELECT id, CAST(0 AS BIT) AS inserted FROM inbox
+SELECT id, CAST(0 AS BIT) AS is_new FROM inbox
  WHERE source = @P1 AND idempotency_key = @P2 AND NOT EXISTS (SELECT 1 FROM @qbIds);"
 );
 
@@ -66,7 +66,9 @@ pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = @P1 AND idempot
 ///    back and throws 51000, which the store reports as a transient error (the worker backs
 ///    off and retries the whole call, never failing a message);
 /// 3. candidates: due pending rows and expired processing rows, each scan bounded by
-///    `@qbCandLimit` and skipping rows other transactions hold (`READPAST`);
+///    `@qbCandLimit` and skipping rows other transactions hold (`READPAST`; with
+///    `READCOMMITTEDLOCK`, because READPAST alone is refused when the database has
+///    READ_COMMITTED_SNAPSHOT ON, the Azure SQL default);
 /// 4. the aggregate head rule of the PostgreSQL claim (`postgres/pull.rs`), as the same two
 ///    index-bounded `NOT EXISTS`: a row is claimable only if no earlier live (pending or
 ///    processing) row of its source and aggregate exists (`idx_inbox_pull_aggregate`) and no
@@ -93,12 +95,12 @@ BEGIN
 END;
 WITH cand AS (
     SELECT p.id, p.aggregate_id, p.sequence, p.scheduled_at FROM (
-        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READPAST)
+        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READCOMMITTEDLOCK, READPAST)
          WHERE consumption = 'pull' AND source = @qbSource AND state = 'pending' AND scheduled_at <= SYSUTCDATETIME()
          ORDER BY scheduled_at, sequence) AS p
     UNION ALL
     SELECT e.id, e.aggregate_id, e.sequence, e.scheduled_at FROM (
-        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READPAST)
+        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READCOMMITTEDLOCK, READPAST)
          WHERE consumption = 'pull' AND source = @qbSource AND state = 'processing' AND lease_expires_at <= SYSUTCDATETIME()
          ORDER BY lease_expires_at) AS e
 ), pick AS (
