@@ -238,6 +238,15 @@ fn claim_protocol_is_intact() {
     ] {
         assert!(c.contains(required), "the claim lacks `{required}`");
     }
+    // READPAST alone fails on a READ_COMMITTED_SNAPSHOT database: every use carries a
+    // locking hint beside it.
+    for (name, text) in all_tsql() {
+        for (i, _) in text.match_indices("READPAST") {
+            let open = text[..i].rfind("WITH (").expect("READPAST inside WITH (...)");
+            let hints = &text[open..i + text[i..].find(')').unwrap()];
+            assert!(hints.contains("UPDLOCK") || hints.contains("READCOMMITTEDLOCK"), "{name}: `{hints})` needs a locking hint");
+        }
+    }
     // The lock comes before any read of inbox, the commit after the update.
     let lock = c.find("sp_getapplock").unwrap();
     assert!(c.find("FROM inbox").unwrap() > lock);
