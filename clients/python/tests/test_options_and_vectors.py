@@ -1,0 +1,90 @@
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from queuebox_inbox import QueueBoxError, RetryPolicy, Worker, evaluate
+
+URL = "postgres://nobody@127.0.0.1:1/none"
+VECTORS = Path(__file__).resolve().parents[3] / "proto-docs" / "vectors"
+DB_ONLY = {"transitions"}  # state transitions need a database; the Rust store tests run them
+
+
+def test_missing_options_take_the_reference_defaults_from_the_core():
+    o = Worker(URL, "orders").options
+    assert (o.source, o.batch_size, o.concurrency, o.lease_ms, o.poll_interval_ms, o.shutdown_grace_ms, o.listen) == (
+        "orders", 10, 1, 30000, 1000, 30000, True)
+    assert o.retry == RetryPolicy(max_attempts=5, base_delay_ms=1000, max_delay_ms=300000, jitter=0.2)
+
+
+def test_given_options_are_kept():
+    o = Worker(URL, "s", batch_size=100, concurrency=4, lease_ms=900, retry=RetryPolicy(max_attempts=2)).options
+    assert (o.batch_size, o.concurrency, o.lease_ms) == (100, 4, 900)
+    assert o.retry == RetryPolicy(2, 1000, 300000, 0.2)
+    assert Worker(URL, "s", retry={"max_attempts": 0, "jitter": 0}).options.retry == RetryPolicy(0, 1000, 300000, 0.0)
+
+
+@pytest.mark.parametrize(
+    "kwargs,name",
+    [
+        ({"source": ""}, "source"),
+        ({"source": "s", "batch_size": 0}, "batch_size"),
+        ({"source": "s", "concurrency": 0}, "concurrency"),
+        ({"source": "s", "lease_ms": 10}, "lease_ms"),
+        ({"source": "s", "poll_interval_ms": 0}, "poll_interval_ms"),
+        ({"source": "s", "retry": {"jitter": 2}}, "retry.jitter"),
+    ],
+)
+def test_invalid_options_raise_a_config_error_naming_the_option(kwargs, name):
+    with pytest.raises(QueueBoxError) as e:
+        Worker(URL, **kwargs)
+    assert e.value.kind == "config"
+    assert f"`{name}`" in str(e.value)
+
+
+def test_an_unreachable_database_raises_a_connect_error_without_the_password():
+    async def go():
+        async with Worker("postgres://app:s3cret-pw@127.0.0.1:1/none", "s"):
+            pass
+
+    with pytest.raises(QueueBoxError) as e:
+        asyncio.run(go())
+    assert e.value.kind == "connect"
+    assert "s3cret-pw" not in str(e.value)
+
+
+def vector_files():
+    files = sorted(VECTORS.glob("*.json"))
+    assert files, f"no vectors in {VECTORS}"
+    return files
+
+
+def test_the_vector_directory_has_the_pure_kinds():
+    kinds = {json.loads(f.read_text())["kind"] for f in vector_files()}
+    assert {"backoff", "idempotency_key", "redact"} <= kinds
+
+
+def pure_vector_files():
+    return [f for f in vector_files() if json.loads(f.read_text())["kind"] not in DB_ONLY]
+
+
+@pytest.mark.parametrize("path", pure_vector_files(), ids=lambda p: p.name)
+def test_every_vector_case_matches_through_the_native_binding(path):
+    doc = json.loads(path.read_text())
+    assert doc["cases"]
+    failures = []
+    for case in doc["cases"]:
+        try:
+            got = evaluate(doc["kind"], case["input"])
+        except QueueBoxError as e:
+            got = {"raised": repr(e)}
+        if json.dumps(got, sort_keys=True) != json.dumps(case["expected"], sort_keys=True):
+            failures.append(f"{case['name']}: expected {case['expected']}, got {got}")
+    assert failures == []
+
+
+def test_an_unknown_vector_kind_is_an_invalid_input_error():
+    with pytest.raises(QueueBoxError) as e:
+        evaluate("no_such_kind", {})
+    assert e.value.kind == "invalid_input"

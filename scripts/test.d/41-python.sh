@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Python client: a venv under .venv/python-client (ignored) with maturin and pytest, builds
+# the pyo3 extension from bindings/python into clients/python with `maturin develop`, and
+# runs pytest against the real PostgreSQL (the suite creates and migrates its own database).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+venv="$root/.venv/python-client"
+if [ ! -x "$venv/bin/python" ]; then
+  mkdir -p "$root/.venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    echo "41-python: installing python3-venv from Debian's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq python3-venv python3-pip >/dev/null
+    rm -rf "$venv"; python3 -m venv "$venv"
+  fi
+fi
+if ! "$venv/bin/python" -c "import pytest" 2>/dev/null || [ ! -x "$venv/bin/maturin" ]; then
+  "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2" pytest
+fi
+(cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --quiet)
+"$venv/bin/python" -c "import queuebox_inbox._native" # fail here, clearly, if the build did not install
+cd clients/python
+"$venv/bin/python" -m pytest -q
