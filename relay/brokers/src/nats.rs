@@ -1,0 +1,288 @@
+//! NATS (async-nats). The source reads JetStream only, through a durable pull consumer on an
+//! existing stream: each message is acknowledged after its inbox row commits, and a failed
+//! store is negatively acknowledged so JetStream redelivers it at once. Core NATS cannot
+//! acknowledge, so it is refused as a source. The destination publishes to JetStream and
+//! waits for the stream's ack (`jetStream: false` publishes on core NATS and only flushes).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_nats::jetstream::{self, consumer::pull, AckKind};
+use async_nats::{HeaderMap, ServerAddr};
+use futures::StreamExt;
+use queuebox_core::headers::redact_error;
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{NatsDestinationConfig, NatsSourceConfig};
+use crate::health::Health;
+use crate::ingest::{IngestError, Received, Sink};
+use crate::outbound::OutboundMessage;
+use crate::reconnect::Backoff;
+use crate::template::{self, Template};
+
+/// Connects to `servers` (comma separated) with the optional credentials.
+pub async fn connect(
+    servers: &str,
+    username: Option<&str>,
+    password: Option<&str>,
+    token: Option<&str>,
+    name: &str,
+) -> anyhow::Result<async_nats::Client> {
+    let addrs: Vec<ServerAddr> = servers
+        .split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|s| s.parse::<ServerAddr>().map_err(|e| anyhow::anyhow!("NATS server `{}`: {e}", redact_error(s, &[]))))
+        .collect::<anyhow::Result<_>>()?;
+    let mut opts = async_nats::ConnectOptions::new()
+        .name(format!("queuebox-{name}"))
+        .connection_timeout(Duration::from_secs(5))
+        // async-nats reconnects by itself (with its own backoff); keep it trying for ever.
+        .retry_on_initial_connect();
+    if let Some(t) = token {
+        opts = opts.token(t.to_string());
+    } else if let (Some(u), Some(p)) = (username, password) {
+        opts = opts.user_and_password(u.to_string(), p.to_string());
+    }
+    // retry_on_initial_connect returns at once; the first operation waits for the link.
+    opts.connect(addrs).await.map_err(|e| anyhow::anyhow!("NATS at {}: {e}", redact_error(servers, &[])))
+}
+
+fn header_pairs(h: Option<&HeaderMap>) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    if let Some(h) = h {
+        for (name, values) in h.iter() {
+            for v in values {
+                out.push((name.to_string(), v.as_str().to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// Refuses what a NATS source cannot be: core NATS (no acknowledgement).
+pub fn validate_source(name: &str, config: &NatsSourceConfig) -> anyhow::Result<()> {
+    if !config.jet_stream {
+        anyhow::bail!(
+            "sources.{name}.jetStream: a NATS source reads JetStream only. Core NATS cannot acknowledge a message, so an inbox on it would lose every message that arrives while QueueBox restarts; publish to a JetStream stream and name it in sources.{name}.stream"
+        );
+    }
+    if config.stream.trim().is_empty() || config.durable.trim().is_empty() {
+        anyhow::bail!("sources.{name}: stream and durable are required for a NATS source");
+    }
+    Ok(())
+}
+
+enum RunEnd {
+    Stopped,
+    Broken(String),
+    Fatal(anyhow::Error),
+    Crashed,
+}
+
+/// A NATS JetStream source: one durable pull consumer.
+pub struct NatsSource {
+    name: String,
+    config: NatsSourceConfig,
+    sink: Arc<dyn Sink>,
+    health: Health,
+}
+
+impl NatsSource {
+    pub fn new(name: &str, config: NatsSourceConfig, sink: Arc<dyn Sink>, health: Health) -> anyhow::Result<Self> {
+        validate_source(name, &config)?;
+        health.register(&format!("nats.{name}"));
+        Ok(NatsSource { name: name.to_string(), config, sink, health })
+    }
+
+    pub fn component(&self) -> String {
+        format!("nats.{}", self.name)
+    }
+
+    pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+        let mut backoff = Backoff::default();
+        loop {
+            match self.run_once(&stop, &mut backoff).await {
+                RunEnd::Stopped => return Ok(()),
+                RunEnd::Crashed => return Err(IngestError::CrashAfterStore.into()),
+                RunEnd::Fatal(e) => {
+                    self.health.set_down(&self.component(), &e.to_string());
+                    return Err(e);
+                }
+                RunEnd::Broken(why) => {
+                    self.health.set_down(&self.component(), &why);
+                    let d = backoff.next_delay();
+                    tracing::warn!(source = %self.name, error = %why, delay_ms = d.as_millis() as u64, "nats source disconnected; reconnecting");
+                    tokio::select! {
+                        _ = stop.cancelled() => return Ok(()),
+                        _ = tokio::time::sleep(d) => {}
+                    }
+                }
+            }
+        }
+    }
+
+    async fn run_once(&self, stop: &CancellationToken, backoff: &mut Backoff) -> RunEnd {
+        let c = &self.config;
+        let client = match connect(&c.servers, c.username.as_deref(), c.password.as_deref(), c.token.as_deref(), &self.name).await {
+            Ok(cl) => cl,
+            Err(e) => return RunEnd::Broken(e.to_string()),
+        };
+        let js = jetstream::new(client.clone());
+        let stream = match tokio::time::timeout(Duration::from_secs(10), js.get_stream(&c.stream)).await {
+            Err(_) => return RunEnd::Broken("JetStream did not answer within 10 s".into()),
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                let text = e.to_string();
+                if text.contains("not found") || text.contains("10059") {
+                    return RunEnd::Fatal(anyhow::anyhow!(
+                        "source '{}': JetStream stream '{}' does not exist. QueueBox never creates streams; create it (e.g. `nats stream add {}`)",
+                        self.name,
+                        c.stream,
+                        c.stream
+                    ));
+                }
+                return RunEnd::Broken(text);
+            }
+        };
+        let cfg = pull::Config {
+            durable_name: Some(c.durable.clone()),
+            filter_subject: c.filter_subject.clone().unwrap_or_default(),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ack_wait: Duration::from_millis(c.ack_wait_ms.max(1000)),
+            ..Default::default()
+        };
+        let consumer = match stream.get_or_create_consumer(&c.durable, cfg).await {
+            Ok(cons) => cons,
+            Err(e) => return RunEnd::Broken(format!("durable consumer '{}': {e}", c.durable)),
+        };
+        let mut messages = match consumer.stream().max_messages_per_batch(c.batch_size.max(1)).heartbeat(Duration::from_secs(5)).messages().await {
+            Ok(m) => m,
+            Err(e) => return RunEnd::Broken(e.to_string()),
+        };
+        self.health.set_up(&self.component());
+        backoff.reset();
+        tracing::info!(source = %self.name, stream = %c.stream, durable = %c.durable, "nats source consuming");
+        let mut store_backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
+        loop {
+            let next = tokio::select! {
+                _ = stop.cancelled() => return RunEnd::Stopped,
+                n = messages.next() => n,
+            };
+            let msg = match next {
+                Some(Ok(m)) => m,
+                Some(Err(e)) => return RunEnd::Broken(e.to_string()),
+                None => return RunEnd::Broken("the consumer stream ended".into()),
+            };
+            let received = Received { body: &msg.payload, headers: header_pairs(msg.headers.as_ref()), message_id: None, record_key: None };
+            match self.sink.store(&received).await {
+                Ok(()) => {
+                    store_backoff.reset();
+                    if let Err(e) = msg.double_ack().await {
+                        // The row is stored; JetStream redelivers after ackWait and the
+                        // repeat deduplicates.
+                        return RunEnd::Broken(format!("ack failed: {e}"));
+                    }
+                }
+                Err(IngestError::CrashAfterStore) => return RunEnd::Crashed,
+                Err(IngestError::Store(e)) => {
+                    tracing::warn!(source = %self.name, error = %e, "inbox store failed; nak, JetStream redelivers");
+                    let _ = msg.ack_with(AckKind::Nak(None)).await;
+                    tokio::time::sleep(store_backoff.next_delay()).await;
+                }
+            }
+        }
+    }
+}
+
+/// A NATS destination: JetStream publish acknowledged by the stream (default), or core NATS.
+pub struct NatsPublisher {
+    name: String,
+    config: NatsDestinationConfig,
+    subject: Template,
+    client: OnceCell<async_nats::Client>,
+    health: Health,
+}
+
+impl NatsPublisher {
+    pub fn new(name: &str, config: NatsDestinationConfig, health: Health) -> anyhow::Result<Self> {
+        let subject = Template::parse(&config.subject, "subject", name)?;
+        if let Some(c) = &config.subject_from {
+            template::check_from_column(c, "subjectFrom", name)?;
+        }
+        health.register(&format!("nats.{name}"));
+        Ok(NatsPublisher { name: name.to_string(), config, subject, client: OnceCell::new(), health })
+    }
+
+    pub fn component(&self) -> String {
+        format!("nats.{}", self.name)
+    }
+
+    async fn client(&self) -> anyhow::Result<&async_nats::Client> {
+        let c = &self.config;
+        self.client
+            .get_or_try_init(|| connect(&c.servers, c.username.as_deref(), c.password.as_deref(), c.token.as_deref(), &self.name))
+            .await
+    }
+
+    /// True while the client holds a connection.
+    pub fn connected(&self) -> bool {
+        self.client.get().is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
+    }
+
+    pub async fn publish(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+        let result = self.publish_inner(msg).await;
+        match &result {
+            Ok(()) => self.health.set_up(&self.component()),
+            Err(e) if !self.connected() => self.health.set_down(&self.component(), &e.to_string()),
+            Err(_) => {}
+        }
+        result
+    }
+
+    async fn publish_inner(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+        let subject = template::address(self.config.subject_from.as_deref(), &self.subject, msg);
+        if subject.trim().is_empty() {
+            anyhow::bail!("Destination '{}' rendered an empty subject from template '{}'. QueueBox does not publish the message.", self.name, self.subject.source());
+        }
+        let mut headers = HeaderMap::new();
+        for (k, v) in &self.config.headers {
+            headers.insert(k.as_str(), v.as_str());
+        }
+        for (k, v) in msg.header_pairs() {
+            headers.insert(k, v.as_str());
+        }
+        headers.insert("x-message-id", msg.id.to_string().as_str());
+        headers.insert("x-topic", msg.topic.as_str());
+        headers.insert("x-attempt", msg.attempt.to_string().as_str());
+        if let Some(k) = &msg.key {
+            headers.insert("x-message-key", k.as_str());
+        }
+        let body = bytes::Bytes::from(serde_json::to_vec(&msg.payload)?);
+        let client = self.client().await?.clone();
+        let budget = Duration::from_millis(self.config.timeout_ms.max(1000));
+        if self.config.jet_stream {
+            let js = jetstream::new(client);
+            let fut = async {
+                let ack = js.publish_with_headers(subject.clone(), headers, body).await?;
+                ack.await.map_err(anyhow::Error::from)
+            };
+            match tokio::time::timeout(budget, fut).await {
+                Err(_) => anyhow::bail!("JetStream did not acknowledge message {} on subject {} within {} ms", msg.id, subject, budget.as_millis()),
+                Ok(Err(e)) => anyhow::bail!("JetStream refused message {} on subject {}: {e}", msg.id, subject),
+                Ok(Ok(_ack)) => Ok(()),
+            }
+        } else {
+            // Core NATS: no delivery guarantee; the flush only says the server got the bytes.
+            let fut = async {
+                client.publish_with_headers(subject.clone(), headers, body).await?;
+                client.flush().await?;
+                anyhow::Ok(())
+            };
+            tokio::time::timeout(budget, fut)
+                .await
+                .map_err(|_| anyhow::anyhow!("NATS flush of message {} did not finish within {} ms", msg.id, budget.as_millis()))?
+        }
+    }
+}
