@@ -1,0 +1,310 @@
+//! Kafka (rdkafka over Debian's librdkafka). The source is one consumer group per source:
+//! records of a partition are stored in offset order, and the group commits only the
+//! unbroken run of records the inbox accepted ([`OffsetTracker`]); the first failed record's
+//! partition is sought back to it so the next poll rereads it. The destination is one
+//! idempotent producer (`acks=all`) per destination; a publish succeeds only after the ack.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use rdkafka::client::ClientContext;
+use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
+use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
+use rdkafka::error::KafkaError;
+use rdkafka::message::{Header, Headers, Message, OwnedHeaders};
+use rdkafka::producer::{FutureProducer, FutureRecord};
+use rdkafka::types::RDKafkaErrorCode;
+use rdkafka::{Offset, TopicPartitionList};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{KafkaDestinationConfig, KafkaSecurity, KafkaSourceConfig, OffsetReset};
+use crate::health::Health;
+use crate::ingest::{IngestError, Received, Sink};
+use crate::offsets::{Admit, OffsetTracker, Tp};
+use crate::outbound::OutboundMessage;
+use crate::template::{self, Template};
+
+/// Reports broker trouble from librdkafka's error callback into [`Health`]. librdkafka
+/// reconnects by itself (reconnect.backoff.ms .. reconnect.backoff.max.ms).
+pub struct HealthContext {
+    health: Health,
+    component: String,
+}
+
+impl ClientContext for HealthContext {
+    fn error(&self, error: KafkaError, reason: &str) {
+        let down = matches!(
+            error.rdkafka_error_code(),
+            Some(RDKafkaErrorCode::AllBrokersDown) | Some(RDKafkaErrorCode::BrokerTransportFailure)
+        ) || matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown));
+        if down {
+            self.health.set_down(&self.component, &format!("{error}: {reason}"));
+        }
+        tracing::warn!(component = %self.component, error = %error, reason, "kafka client error");
+    }
+
+    fn log(&self, level: RDKafkaLogLevel, fac: &str, log_message: &str) {
+        if (level as i32) <= (RDKafkaLogLevel::Warning as i32) {
+            tracing::debug!(component = %self.component, fac, "{log_message}");
+        }
+    }
+}
+
+impl ConsumerContext for HealthContext {}
+
+fn apply_security(cfg: &mut ClientConfig, sec: &KafkaSecurity) {
+    if let Some(p) = &sec.security_protocol {
+        cfg.set("security.protocol", p);
+    }
+    if let Some(m) = &sec.sasl_mechanism {
+        cfg.set("sasl.mechanism", m);
+    }
+    if let Some(u) = &sec.sasl_username {
+        cfg.set("sasl.username", u);
+    }
+    if let Some(p) = &sec.sasl_password {
+        cfg.set("sasl.password", p);
+    }
+}
+
+/// Kafka header values as text: UTF-8, else `base64:<value>` (reference 6.4).
+pub fn header_text(value: &[u8]) -> String {
+    use base64::Engine;
+    match std::str::from_utf8(value) {
+        Ok(s) => s.to_string(),
+        Err(_) => format!("base64:{}", base64::engine::general_purpose::STANDARD.encode(value)),
+    }
+}
+
+/// One record, owned, so the consumer can keep reading while it is stored.
+#[derive(Debug, Clone)]
+struct Record {
+    tp: Tp,
+    offset: i64,
+    body: Vec<u8>,
+    key: Option<String>,
+    headers: Vec<(String, String)>,
+}
+
+/// A Kafka source: one consumer group reading `topics`.
+pub struct KafkaSource {
+    name: String,
+    config: KafkaSourceConfig,
+    sink: Arc<dyn Sink>,
+    health: Health,
+}
+
+impl KafkaSource {
+    pub fn new(name: &str, config: KafkaSourceConfig, sink: Arc<dyn Sink>, health: Health) -> anyhow::Result<Self> {
+        if config.topics.is_empty() {
+            anyhow::bail!("sources.{name}.topics: at least one topic is required");
+        }
+        health.register(&format!("kafka.{name}"));
+        Ok(KafkaSource { name: name.to_string(), config, sink, health })
+    }
+
+    pub fn component(&self) -> String {
+        format!("kafka.{}", self.name)
+    }
+
+    fn consumer(&self) -> anyhow::Result<StreamConsumer<HealthContext>> {
+        let c = &self.config;
+        let mut cfg = ClientConfig::new();
+        cfg.set("bootstrap.servers", &c.bootstrap_servers)
+            .set("group.id", &c.group_id)
+            .set("client.id", format!("queuebox-{}", self.name))
+            .set("enable.auto.commit", "false")
+            .set("enable.auto.offset.store", "false")
+            .set("auto.offset.reset", match c.auto_offset_reset {
+                OffsetReset::Earliest => "earliest",
+                OffsetReset::Latest => "latest",
+            })
+            .set("session.timeout.ms", "10000")
+            .set("reconnect.backoff.ms", "200")
+            .set("reconnect.backoff.max.ms", "10000")
+            .set("topic.metadata.refresh.interval.ms", "5000");
+        apply_security(&mut cfg, &c.security);
+        let ctx = HealthContext { health: self.health.clone(), component: self.component() };
+        Ok(cfg.create_with_context(ctx)?)
+    }
+
+    /// Consumes until `stop`. Broker outages are ridden out by librdkafka's own reconnect;
+    /// stopping commits nothing further.
+    pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+        let consumer = self.consumer()?;
+        let topics: Vec<&str> = self.config.topics.iter().map(String::as_str).collect();
+        consumer.subscribe(&topics)?;
+        tracing::info!(source = %self.name, topics = ?self.config.topics, group = %self.config.group_id, "kafka source consuming");
+        let mut tracker = OffsetTracker::new();
+        let max = self.config.max_poll_records.max(1);
+        loop {
+            // A batch: wait for the first record, then take what is already there.
+            let first = tokio::select! {
+                _ = stop.cancelled() => return Ok(()),
+                r = consumer.recv() => r,
+            };
+            let mut batch = Vec::new();
+            match first {
+                Ok(m) => batch.push(own(&m)),
+                Err(e) => {
+                    tracing::warn!(source = %self.name, error = %e, "kafka poll failed");
+                    self.health.set_down(&self.component(), &e.to_string());
+                    tokio::time::sleep(Duration::from_millis(200)).await;
+                    continue;
+                }
+            }
+            while batch.len() < max {
+                match tokio::time::timeout(Duration::from_millis(2), consumer.recv()).await {
+                    Ok(Ok(m)) => batch.push(own(&m)),
+                    _ => break,
+                }
+            }
+            self.health.set_up(&self.component());
+            let batch: Vec<Record> = batch.into_iter().filter(|r| tracker.admit(&r.tp, r.offset) == Admit::Process).collect();
+            // Partitions in parallel, each in offset order (inbox rows keep the partition's order).
+            let mut by_partition: BTreeMap<Tp, Vec<Record>> = BTreeMap::new();
+            for r in batch {
+                by_partition.entry(r.tp.clone()).or_default().push(r);
+            }
+            let results = futures::future::join_all(by_partition.into_values().map(|records| self.store_partition(records))).await;
+            let mut crashed = false;
+            for outcomes in results {
+                for (tp, offset, outcome) in outcomes {
+                    match outcome {
+                        Ok(()) => tracker.accept(&tp, offset),
+                        Err(IngestError::CrashAfterStore) => crashed = true,
+                        Err(IngestError::Store(e)) => {
+                            if let Some(at) = tracker.fail(&tp, offset) {
+                                tracing::warn!(source = %self.name, topic = %tp.0, partition = tp.1, offset = at, error = %e, "inbox store failed; seeking back");
+                                if let Err(se) = consumer.seek(&tp.0, tp.1, Offset::Offset(at), Duration::from_secs(5)) {
+                                    tracing::warn!(source = %self.name, error = %se, "seek failed");
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            if crashed {
+                // As if killed after the store: nothing of this batch is committed.
+                return Err(IngestError::CrashAfterStore.into());
+            }
+            let commit = tracker.take_committable();
+            if !commit.is_empty() {
+                let mut tpl = TopicPartitionList::new();
+                for ((topic, partition), offset) in &commit {
+                    tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
+                }
+                // A failed commit only replays records, which deduplicate.
+                if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
+                    tracing::warn!(source = %self.name, error = %e, "offset commit failed");
+                }
+            }
+        }
+    }
+
+    /// Stores one partition's records in order, stopping at the first failure (the rest is
+    /// reread after the seek).
+    async fn store_partition(&self, records: Vec<Record>) -> Vec<(Tp, i64, Result<(), IngestError>)> {
+        let mut out = Vec::with_capacity(records.len());
+        for r in records {
+            let received = Received { body: &r.body, headers: r.headers.clone(), message_id: r.key.clone(), record_key: r.key.clone() };
+            let outcome = self.sink.store(&received).await;
+            let stop = outcome.is_err();
+            out.push((r.tp, r.offset, outcome));
+            if stop {
+                break;
+            }
+        }
+        out
+    }
+}
+
+fn own<M: Message>(m: &M) -> Record {
+    let headers = m
+        .headers()
+        .map(|h| h.iter().map(|Header { key, value }| (key.to_string(), value.map(header_text).unwrap_or_default())).collect())
+        .unwrap_or_default();
+    Record {
+        tp: (m.topic().to_string(), m.partition()),
+        offset: m.offset(),
+        body: m.payload().unwrap_or_default().to_vec(),
+        key: m.key().map(|k| header_text(k)).filter(|k| !k.trim().is_empty()),
+        headers,
+    }
+}
+
+/// A Kafka destination: one idempotent producer, `acks=all`.
+pub struct KafkaPublisher {
+    name: String,
+    config: KafkaDestinationConfig,
+    topic: Template,
+    key: Template,
+    producer: FutureProducer<HealthContext>,
+    health: Health,
+}
+
+impl KafkaPublisher {
+    pub fn new(name: &str, config: KafkaDestinationConfig, health: Health) -> anyhow::Result<Self> {
+        let topic = Template::parse(&config.topic, "topic", name)?;
+        let key = Template::parse(&config.key_template, "keyTemplate", name)?;
+        if let Some(c) = &config.topic_from {
+            template::check_from_column(c, "topicFrom", name)?;
+        }
+        if config.timeout_ms < 2000 {
+            anyhow::bail!("destinations.{name}.timeoutMs: at least 2000 (the whole publish budget)");
+        }
+        let mut cfg = ClientConfig::new();
+        cfg.set("bootstrap.servers", &config.bootstrap_servers)
+            .set("client.id", format!("queuebox-{name}"))
+            .set("acks", "all")
+            .set("enable.idempotence", "true")
+            .set("linger.ms", "0")
+            .set("message.timeout.ms", config.timeout_ms.to_string())
+            .set("request.timeout.ms", config.timeout_ms.saturating_sub(1000).max(1000).to_string())
+            .set("reconnect.backoff.ms", "200")
+            .set("reconnect.backoff.max.ms", "10000");
+        apply_security(&mut cfg, &config.security);
+        let component = format!("kafka.{name}");
+        health.register(&component);
+        let producer = cfg.create_with_context(HealthContext { health: health.clone(), component })?;
+        Ok(KafkaPublisher { name: name.to_string(), config, topic, key, producer, health })
+    }
+
+    pub fn component(&self) -> String {
+        format!("kafka.{}", self.name)
+    }
+
+    pub async fn publish(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+        let topic = template::address(self.config.topic_from.as_deref(), &self.topic, msg);
+        if topic.trim().is_empty() {
+            anyhow::bail!("Destination '{}' rendered an empty topic from template '{}'. QueueBox does not publish the message.", self.name, self.topic.source());
+        }
+        let key = msg.routing_key.clone().unwrap_or_else(|| self.key.render(msg));
+        let mut headers = OwnedHeaders::new();
+        let mut add = |k: &str, v: &str| {
+            headers = std::mem::replace(&mut headers, OwnedHeaders::new()).insert(Header { key: k, value: Some(v.as_bytes()) });
+        };
+        for (k, v) in &self.config.headers {
+            add(k, v);
+        }
+        for (k, v) in msg.header_pairs() {
+            add(k, &v);
+        }
+        add("x-message-id", &msg.id.to_string());
+        add("x-topic", &msg.topic);
+        add("x-attempt", &msg.attempt.to_string());
+        let body = serde_json::to_vec(&msg.payload)?;
+        let mut record = FutureRecord::to(&topic).payload(&body).headers(headers);
+        if !key.trim().is_empty() {
+            record = record.key(&key);
+        }
+        match self.producer.send(record, Duration::from_millis(self.config.timeout_ms)).await {
+            Ok(_) => {
+                self.health.set_up(&self.component());
+                Ok(())
+            }
+            Err((e, _)) => anyhow::bail!("Kafka did not acknowledge message {} on topic {}: {e}", msg.id, topic),
+        }
+    }
+}

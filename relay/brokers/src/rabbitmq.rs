@@ -141,9 +141,7 @@ impl RabbitMqSource {
         backoff.reset();
         tracing::info!(source = %self.name, queue = %self.config.queue_name, "rabbitmq source consuming");
 
-        // Up to `prefetch` deliveries are stored concurrently; each one is acknowledged by
-        // its own future right after its row committed (acks are per delivery tag, so their
-        // order does not matter).
+        // Each delivery is acknowledged by its own future right after its row committed.
         let mut in_flight = FuturesUnordered::new();
         let mut store_backoff = Backoff::new(Duration::from_millis(100), Duration::from_secs(5));
         let end = loop {
@@ -161,7 +159,9 @@ impl RabbitMqSource {
                         Err(other) => break other,
                     }
                 }
-                next = consumer.next(), if in_flight.len() < prefetch as usize => {
+                // One delivery stored at a time: inbox rows keep the queue's order (the inbox
+                // relay forwards in creation order). `prefetchCount` is the broker's window.
+                next = consumer.next(), if in_flight.is_empty() => {
                     let delivery = match next {
                         Some(Ok(d)) => d,
                         Some(Err(e)) => break RunEnd::Broken(e.to_string()),
