@@ -71,6 +71,10 @@ async fn worker_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u32
     .await
     .unwrap();
     let secs = start.elapsed().as_secs_f64();
+    let st = w.stats();
+    if std::env::var("QB_BENCH_ONLY").is_ok() {
+        println!("claims {} rows {} rows/claim {:.1}", st.claims, st.claimed, st.claimed as f64 / st.claims.max(1) as f64);
+    }
     let processed: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processed'").fetch_one(pool).await.unwrap();
     assert_eq!(processed as usize, rows, "every row processed");
     rows as f64 / secs
@@ -162,13 +166,20 @@ async fn main() {
     let (url, pool) = fresh(&admin, "qb_bench_pull").await;
     let mut results = Vec::new();
     println!("{:>5} {:>5} {:>12} {:>12} {:>7}", "batch", "conc", "worker r/s", "baseline r/s", "ratio");
+    let only = std::env::var("QB_BENCH_ONLY").ok(); // e.g. "100x4"
     for batch in [1u32, 10, 100] {
         for conc in [1u32, 4, 16] {
+            if only.as_deref().is_some_and(|o| o != format!("{batch}x{conc}")) {
+                continue;
+            }
             let base = baseline_run(&url, &pool, rows, batch, conc).await;
             let qb = worker_run(&url, &pool, rows, batch, conc).await;
             println!("{batch:>5} {conc:>5} {qb:>12.0} {base:>12.0} {:>7.2}", qb / base);
             results.push(json!({"batch": batch, "concurrency": conc, "rows": rows, "worker_rows_per_s": qb.round(), "baseline_rows_per_s": base.round(), "ratio": (qb / base * 100.0).round() / 100.0}));
         }
+    }
+    if only.is_some() {
+        return;
     }
     let (l50, l99) = latency(&url, &pool, true, 200).await;
     let (p50, p99) = latency(&url, &pool, false, 200).await;

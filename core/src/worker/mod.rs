@@ -30,6 +30,8 @@ use crate::store::Store;
 #[derive(Debug, Default)]
 pub struct WorkerStats {
     pub claimed: AtomicU64,
+    /// Claim statements that returned at least one row.
+    pub claims: AtomicU64,
     pub completed: AtomicU64,
     pub retried: AtomicU64,
     pub dead: AtomicU64,
@@ -42,6 +44,7 @@ pub struct WorkerStats {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct StatsSnapshot {
     pub claimed: u64,
+    pub claims: u64,
     pub completed: u64,
     pub retried: u64,
     pub dead: u64,
@@ -144,6 +147,7 @@ impl Worker {
         let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
         StatsSnapshot {
             claimed: l(&s.claimed),
+            claims: l(&s.claims),
             completed: l(&s.completed),
             retried: l(&s.retried),
             dead: l(&s.dead),
@@ -269,6 +273,7 @@ impl Inner {
         let n = rows.len();
         if n > 0 {
             self.stats.claimed.fetch_add(n as u64, Ordering::Relaxed);
+            self.stats.claims.fetch_add(1, Ordering::Relaxed);
             let mut st = self.state.lock().unwrap();
             for row in rows {
                 st.live.insert(
