@@ -82,7 +82,7 @@ pub(super) async fn claim(pool: &Arc<Pool>, source: &str, batch: u32, lease: Dur
         keyed.push(decode_claimed(row)?);
     }
     // OUTPUT has no order; hand rows out in claim order.
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.sort_by_key(|a| a.0);
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
 
