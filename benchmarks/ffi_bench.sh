@@ -13,6 +13,7 @@ source bindings/c/tests/ffi-env.sh
 [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
 ffi_need_apt mcs mono-devel
 
+ffi_build_native
 cargo build --quiet --release -p queuebox-c --example bench_core
 rust_bin="$QB_NATIVE_DIR/examples/bench_core"
 out="$QB_CARGO_TARGET/ffi-bench"; mkdir -p "$out"
@@ -30,7 +31,8 @@ run_one() {  # run_one <impl> <source>: prints rows/s
   psql "$url" -X -q -c "VACUUM ANALYZE inbox" 2>/dev/null
   local line
   case "$1" in
-    rust) line=$("$rust_bin" "$url" "$2" "$ROWS" "$BATCH" "$CONC") ;;
+    rust) line=$("$rust_bin" "$url" "$2" "$ROWS" "$BATCH" "$CONC" run) ;;
+    rustnext) line=$("$rust_bin" "$url" "$2" "$ROWS" "$BATCH" "$CONC" next) ;;
     go) line=$("$out/ffi_go" "$url" "$2" "$ROWS" "$BATCH" "$CONC") ;;
     csharp) line=$(LD_LIBRARY_PATH="$QB_NATIVE_DIR" mono "$out/Bench.exe" "$url" "$2" "$ROWS" "$BATCH" "$CONC") ;;
   esac
@@ -39,8 +41,8 @@ run_one() {  # run_one <impl> <source>: prints rows/s
   echo "${line#rows_per_sec=}" | cut -d' ' -f1
 }
 
-declare -A samples=([rust]="" [go]="" [csharp]="")
-orders=("rust go csharp" "csharp go rust" "go rust csharp")
+declare -A samples=([rust]="" [rustnext]="" [go]="" [csharp]="")
+orders=("rust rustnext go csharp" "csharp go rustnext rust" "go rust csharp rustnext")
 for r in $(seq 1 "$ROUNDS"); do
   for impl in ${orders[$(( (r - 1) % 3 ))]}; do
     v=$(run_one "$impl" "${impl}_$r")
@@ -49,10 +51,10 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$ROWS" "$BATCH" "$CONC" "$ROUNDS" "${samples[rust]}" "${samples[go]}" "${samples[csharp]}" <<'PY'
+python3 - "$ROWS" "$BATCH" "$CONC" "$ROUNDS" "${samples[rust]}" "${samples[rustnext]}" "${samples[go]}" "${samples[csharp]}" <<'PY'
 import json, statistics, sys, datetime, platform, os
 rows, batch, conc, rounds = map(int, sys.argv[1:5])
-s = {k: [float(x) for x in v.split()] for k, v in zip(["rust", "go", "csharp"], sys.argv[5:8])}
+s = {k: [float(x) for x in v.split()] for k, v in zip(["rust", "rustnext", "go", "csharp"], sys.argv[5:9])}
 med = {k: statistics.median(v) for k, v in s.items()}
 res = {
     "benchmark": "ffi_overhead_noop_handler",
@@ -60,7 +62,8 @@ res = {
     "rows_per_run": rows, "batch_size": batch, "concurrency": conc, "rounds": rounds,
     "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, shared with other jobs",
     "rows_per_sec": {k: {"samples": v, "median": round(med[k], 1)} for k, v in s.items()},
-    "ratio_vs_rust": {"go": round(med["go"] / med["rust"], 3), "csharp": round(med["csharp"] / med["rust"], 3)},
+    "ratio_vs_rust_worker_run": {"go": round(med["go"] / med["rust"], 3), "csharp": round(med["csharp"] / med["rust"], 3)},
+    "ratio_vs_rust_next_loop": {"go": round(med["go"] / med["rustnext"], 3), "csharp": round(med["csharp"] / med["rustnext"], 3)},
 }
 open("benchmarks/results/ffi.json", "w").write(json.dumps(res, indent=2) + "\n")
 md = f"""# FFI overhead: Go and C# wrappers vs the Rust core worker
@@ -72,11 +75,19 @@ under its own source and processes them with a no-op handler (batch {batch}, con
 {conc}); rows/s is measured from worker start until every row is `processed` (checked in the
 database afterwards). {rounds} rounds in rotating order; medians.
 
-| worker | rows/s (median) | samples | ratio vs Rust |
-|---|---|---|---|
-| Rust core `Worker::run` | {med['rust']:.0f} | {', '.join(f'{x:.0f}' for x in s['rust'])} | 1.000 |
-| Go `Worker.Run` (cgo, blocking calls) | {med['go']:.0f} | {', '.join(f'{x:.0f}' for x in s['go'])} | {res['ratio_vs_rust']['go']:.3f} |
-| C# `InboxWorker.RunAsync` (mono, callbacks) | {med['csharp']:.0f} | {', '.join(f'{x:.0f}' for x in s['csharp'])} | {res['ratio_vs_rust']['csharp']:.3f} |
+| worker | rows/s (median) | samples | ratio vs Rust `next` loop | ratio vs Rust `Worker::run` |
+|---|---|---|---|---|
+| Rust core, `next()` loop (what the wrappers do, without the boundary) | {med['rustnext']:.0f} | {', '.join(f'{x:.0f}' for x in s['rustnext'])} | 1.000 | {med['rustnext']/med['rust']:.3f} |
+| Rust core `Worker::run` | {med['rust']:.0f} | {', '.join(f'{x:.0f}' for x in s['rust'])} | {med['rust']/med['rustnext']:.3f} | 1.000 |
+| Go `Worker.Run` (cgo, blocking calls) | {med['go']:.0f} | {', '.join(f'{x:.0f}' for x in s['go'])} | {res['ratio_vs_rust_next_loop']['go']:.3f} | {res['ratio_vs_rust_worker_run']['go']:.3f} |
+| C# `InboxWorker.RunAsync` (mono, callbacks) | {med['csharp']:.0f} | {', '.join(f'{x:.0f}' for x in s['csharp'])} | {res['ratio_vs_rust_next_loop']['csharp']:.3f} | {res['ratio_vs_rust_worker_run']['csharp']:.3f} |
+
+Two Rust baselines: `Worker::run` (its `select!` re-creates the pending `next()` whenever a
+handler finishes) and a plain `next()` loop, the pattern the wrappers run over the C ABI.
+The FFI overhead proper is the ratio against the `next` loop. On this shared 2-core
+machine the run-to-run spread (±30 %) is larger than any difference between the four, so
+the boundary's cost is below what this machine can resolve; rerun on a quiet machine with
+more ROUNDS for a finer figure.
 
 The wrappers call the same core per row (claim, complete in autocommit since the handler
 opens no transaction), so the difference is the boundary: JSON of the message, the
@@ -85,5 +96,5 @@ shared with other engineers' builds and tests, so single samples are noisy; comp
 ratios, not the absolute numbers.
 """
 open("benchmarks/ffi.md", "w").write(md)
-print(json.dumps(res["ratio_vs_rust"]))
+print(json.dumps({k: v for k, v in res.items() if k.startswith("ratio")}))
 PY

@@ -1,6 +1,9 @@
 //! The Rust baseline of benchmarks/ffi_bench.sh: the core `Worker::run` with a no-op handler
 //! over `rows` pull rows of `source`, timed from start until every row is processed.
-//! Usage: bench_core <database url> <source> <rows> <batch> <concurrency>
+//! Usage: bench_core <database url> <source> <rows> <batch> <concurrency> [run|next]
+//! `run` (default) is `Worker::run`; `next` is the loop the wrappers run over the C ABI
+//! (`next()` in one loop, each task handled and completed on its own), in pure Rust, so
+//! that the difference to a wrapper is the boundary alone.
 //! Prints one line: `rows_per_sec=<n> seconds=<s>`.
 
 use std::time::{Duration, Instant};
@@ -23,7 +26,25 @@ async fn main() -> anyhow::Result<()> {
             tokio::time::sleep(Duration::from_millis(5)).await;
         }
     };
-    worker.run(|_task| async { Ok(Outcome::Complete) }, stop).await?;
+    if a.get(6).map(String::as_str) == Some("next") {
+        let mut done = Box::pin(stop);
+        loop {
+            tokio::select! {
+                _ = &mut done => break,
+                t = worker.next() => match t? {
+                    Some(task) => {
+                        tokio::spawn(async move {
+                            let _ = task.complete().await;
+                        });
+                    }
+                    None => break,
+                },
+            }
+        }
+        worker.shutdown().await;
+    } else {
+        worker.run(|_task| async { Ok(Outcome::Complete) }, stop).await?;
+    }
     let secs = started.elapsed().as_secs_f64();
     println!("rows_per_sec={:.1} seconds={:.3}", rows as f64 / secs, secs);
     Ok(())
