@@ -95,7 +95,8 @@ async fn insert(store: &Arc<dyn Store>, m: NewInboxMessage) -> Uuid {
 }
 
 const LEASE: Duration = Duration::from_secs(30);
-const SHORT_LEASE: Duration = Duration::from_millis(300);
+/// Long enough that a loaded CI machine renews or completes within it; tests sleep past it.
+const SHORT_LEASE: Duration = Duration::from_millis(1500);
 
 fn stranger(c: &ClaimRef) -> ClaimRef {
     ClaimRef { id: c.id, token: Uuid::new_v4() }
@@ -232,7 +233,7 @@ async fn an_expired_lease_is_claimed_again_and_fences_the_old_token(store: Arc<d
     let old = store.claim_pull(&src, 5, SHORT_LEASE).await.unwrap();
     assert_eq!(old.len(), 1);
     let old = old[0].claim;
-    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(400)).await;
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
     // The expired row is the head of its aggregate again; its successor still waits.
     let again = store.claim_pull(&src, 5, LEASE).await.unwrap();
     assert_eq!(again.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![id]);
@@ -252,7 +253,7 @@ async fn an_expired_claim_cannot_complete_even_before_it_is_reclaimed(store: Arc
     let src = source("lapsed");
     let id = insert(&store, pull(&src, "k", None)).await;
     let claim = store.claim_pull(&src, 1, SHORT_LEASE).await.unwrap()[0].claim;
-    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(400)).await;
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
     assert!(!store.complete_pull(&claim).await.unwrap(), "the fence compares the lease with the database clock");
     assert_eq!(row(&store, h, id).await.state, "processing");
 }
@@ -382,7 +383,7 @@ async fn renew_extends_only_live_claims(store: Arc<dyn Store>, h: &dyn Harness) 
     let renewed = store.renew_pull(&[c_kept, c_done], LEASE).await.unwrap();
     assert_eq!(renewed.into_iter().collect::<HashSet<_>>(), HashSet::from([kept, done]));
     assert!(store.complete_pull(&c_done).await.unwrap());
-    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(400)).await;
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
     // Now: `lapsing` expired, `done` is processed, `kept` is live, plus a stranger's token.
     let renewed = store.renew_pull(&[c_lapsing, c_kept, c_done, stranger(&c_kept)], LEASE).await.unwrap();
     assert_eq!(renewed, vec![kept]);
