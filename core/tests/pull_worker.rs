@@ -35,6 +35,25 @@ where
     }
 }
 
+/// Waits until `rows` rows are processed, stops the workers, checks that none lost a claim
+/// and returns how many completions they reported in all.
+async fn finish_all(
+    pool: &PgPool,
+    rows: usize,
+    stop: Arc<tokio::sync::Notify>,
+    runs: Vec<tokio::task::JoinHandle<queuebox_core::worker::StatsSnapshot>>,
+) -> u64 {
+    wait_until(Duration::from_secs(120), || async { count_state(pool, "processed").await == rows as i64 }).await;
+    stop.notify_waiters();
+    let mut completed = 0;
+    for r in runs {
+        let s = r.await.unwrap();
+        assert_eq!(s.claims_lost, 0);
+        completed += s.completed;
+    }
+    completed
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_workers_process_every_row_once_in_aggregate_order() {
     let (store, url) = fresh_store("once").await;
@@ -79,14 +98,7 @@ async fn concurrent_workers_process_every_row_once_in_aggregate_order() {
             w.stats()
         }));
     }
-    wait_until(Duration::from_secs(120), || async { count_state(&pool, "processed").await == ROWS as i64 }).await;
-    stop.notify_waiters();
-    let mut completed = 0;
-    for r in runs {
-        let s = r.await.unwrap();
-        assert_eq!(s.claims_lost, 0);
-        completed += s.completed;
-    }
+    let completed = finish_all(&pool, ROWS, stop, runs).await;
     assert_eq!(completed, ROWS as u64, "each row completed exactly once across workers");
     let (total, distinct): (i64, i64) = sqlx::query_as("SELECT count(*), count(DISTINCT inbox_id) FROM seen").fetch_one(&pool).await.unwrap();
     assert_eq!((total, distinct), (ROWS as i64, ROWS as i64), "no row handled twice, none skipped");
@@ -471,15 +483,18 @@ async fn batched_plain_completions_complete_each_row_once() {
             w.stats()
         }));
     }
-    wait_until(Duration::from_secs(60), || async { count_state(&pool, "processed").await == 3000 }).await;
-    stop.notify_waiters();
-    let mut completed = 0;
-    for r in runs {
-        let s = r.await.unwrap();
-        assert_eq!(s.claims_lost, 0);
-        completed += s.completed;
-    }
-    assert_eq!(completed, 3000);
+    assert_eq!(finish_all(&pool, 3000, stop, runs).await, 3000);
     let stray: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE claim_token IS NOT NULL OR processed_at IS NULL").fetch_one(&pool).await.unwrap();
     assert_eq!(stray, 0, "every completed row has its token cleared and processed_at set");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_missing_business_table_is_a_database_error_not_a_schema_error() {
+    let (store, url) = fresh_store("biztable").await;
+    insert_pull_rows(store.pool(), "s", 1, |_| None).await;
+    let w = Worker::connect(&url, fast_opts("s")).await.unwrap();
+    let t = w.next().await.unwrap().unwrap();
+    let err = t.execute("INSERT INTO no_such_table VALUES (1)", &[]).await.unwrap_err();
+    assert!(matches!(&err, Error::Database { code: Some(c), .. } if c == "42P01"), "{err:?}");
+    t.release().await.unwrap();
 }

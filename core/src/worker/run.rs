@@ -39,6 +39,9 @@ impl Worker {
         tokio::pin!(stop);
         let mut failure = None;
         loop {
+            // Reap finished handlers without racing `next()` against them, so one pending
+            // poll lives until it yields a task.
+            while running.try_join_next().is_some() {}
             tokio::select! {
                 _ = &mut stop => break,
                 next = self.next() => match next {
@@ -49,7 +52,6 @@ impl Worker {
                     Ok(None) => break,
                     Err(e) => { failure = Some(e); break; }
                 },
-                Some(_) = running.join_next(), if !running.is_empty() => {}
             }
         }
         let shutdown = self.shutdown();

@@ -150,9 +150,12 @@ impl Wakeup for PgWakeup {
 pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(d) = &e {
         if d.code().as_deref() == Some("42P01") {
-            let msg = d.message();
-            let table = msg.split('"').nth(1).unwrap_or("inbox").to_string();
-            return Error::SchemaMissing { table };
+            // Only QueueBox's own tables mean "not migrated"; a handler's missing table is
+            // an ordinary database error.
+            let table = d.message().split('"').nth(1).unwrap_or("").to_string();
+            if matches!(table.as_str(), "inbox" | "outbox" | "queuebox_schema_history") {
+                return Error::SchemaMissing { table };
+            }
         }
         return Error::Database { operation, message: d.message().to_string(), code: d.code().map(|c| c.to_string()) };
     }
