@@ -395,6 +395,29 @@ async fn renew_extends_only_live_claims(store: Arc<dyn Store>, h: &dyn Harness) 
     assert!(store.renew_pull(&[], LEASE).await.unwrap().is_empty());
 }
 
+async fn complete_many_completes_only_live_claims_in_one_call(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("many");
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(insert(&store, pull(&src, &format!("k{i}"), None)).await);
+    }
+    let lapsing = insert(&store, pull(&format!("{src}-lapsing"), "k", None)).await;
+    let claims: Vec<ClaimRef> = store.claim_pull(&src, 10, LEASE).await.unwrap().into_iter().map(|c| c.claim).collect();
+    let lapsed = store.claim_pull(&format!("{src}-lapsing"), 1, SHORT_LEASE).await.unwrap()[0].claim;
+    assert_eq!(claims.len(), 4);
+    assert!(store.release_pull(&claims[3]).await.unwrap());
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
+    // Live: 0 and 1. Fenced out: a stranger's token for 2, the released 3, the lapsed lease.
+    let done = store.complete_pull_many(&[claims[0], claims[1], stranger(&claims[2]), claims[3], lapsed]).await.unwrap();
+    assert_eq!(done.into_iter().collect::<HashSet<_>>(), HashSet::from([ids[0], ids[1]]));
+    for (i, want) in [(0, "processed"), (1, "processed"), (2, "processing"), (3, "pending")] {
+        assert_eq!(row(&store, h, ids[i]).await.state, want, "row {i}");
+    }
+    assert_eq!(row(&store, h, lapsing).await.state, "processing");
+    assert!(store.complete_pull_many(&[]).await.unwrap().is_empty());
+    assert_eq!(store.complete_pull_many(&[claims[2]]).await.unwrap(), vec![ids[2]]);
+}
+
 async fn handler_queries_return_rows_as_json(store: Arc<dyn Store>, h: &dyn Harness) {
     let src = source("json");
     let id = insert(&store, pull(&src, "k", None)).await;
@@ -445,6 +468,7 @@ contract!(
     release_returns_to_pending_without_spending_an_attempt,
     complete_inside_a_transaction_commits_or_rolls_back_with_the_business_write,
     renew_extends_only_live_claims,
+    complete_many_completes_only_live_claims_in_one_call,
     a_failed_statement_ends_the_transaction_without_completing,
     handler_queries_return_rows_as_json,
 );

@@ -113,6 +113,10 @@ impl Store for SqlServerStore {
         pull::fenced(&self.pool, "pull complete", sql::COMPLETE, claim, pull::Extra::None).await
     }
 
+    async fn complete_pull_many(&self, claims: &[ClaimRef]) -> Result<Vec<uuid::Uuid>> {
+        pull::complete_many(&self.pool, claims).await
+    }
+
     async fn retry_pull(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
         pull::fenced(&self.pool, "pull retry", sql::RETRY, claim, pull::Extra::ErrorAndDelay(error, delay)).await
     }

@@ -126,7 +126,17 @@ pub(super) async fn renew(pool: &Arc<Pool>, claims: &[ClaimRef], lease: Duration
     Ok(rows.iter().filter_map(|r| r.get::<Uuid, _>("id")).collect())
 }
 
-/// The `OPENJSON` input of [`sql::RENEW`]: `[{"id": "…", "token": "…"}, …]`.
+pub(super) async fn complete_many(pool: &Arc<Pool>, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+    if claims.is_empty() {
+        return Ok(Vec::new());
+    }
+    let pairs = renew_json(claims);
+    let params: [&dyn ToSql; 1] = [&pairs.as_str()];
+    let rows = rows(pool, "pull complete", sql::COMPLETE_MANY, &params).await?;
+    Ok(rows.iter().filter_map(|r| r.get::<Uuid, _>("id")).collect())
+}
+
+/// The `OPENJSON` input of [`sql::RENEW`] and [`sql::COMPLETE_MANY`]: `[{"id": "…", "token": "…"}, …]`.
 pub(super) fn renew_json(claims: &[ClaimRef]) -> String {
     Value::Array(claims.iter().map(|c| serde_json::json!({"id": c.id.to_string(), "token": c.token.to_string()})).collect()).to_string()
 }

@@ -24,6 +24,22 @@ macro_rules! fence {
     };
 }
 
+/// The fence of many claims at once: `@P1` is a JSON array of `{"id": …, "token": …}`.
+macro_rules! fenced_many {
+    ($($set:tt)+) => {
+        concat!(
+            "UPDATE i SET ",
+            $($set)+,
+            "
+OUTPUT inserted.id
+  FROM inbox AS i WITH (ROWLOCK)
+  JOIN OPENJSON(@P1) WITH (id UNIQUEIDENTIFIER '$.id', token UNIQUEIDENTIFIER '$.token') AS c
+    ON c.id = i.id AND c.token = i.claim_token
+ WHERE i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > SYSUTCDATETIME();"
+        )
+    };
+}
+
 /// Sent once on every new connection. The ODBC login flag tiberius sets already turns the
 /// ANSI options on; they are repeated here because a write to a table with a filtered index
 /// fails (Msg 1934) without them, and the claim requires READ COMMITTED (§3.3). XACT_ABORT
@@ -130,16 +146,12 @@ COMMIT TRANSACTION;"
 
 /// Renews many claims at once: `@P1` is a JSON array of `{"id": …, "token": …}`, `@P2` the
 /// lease in milliseconds. Returns the ids it renewed (live claims only).
-pub const RENEW: &str = concat!(
-    "UPDATE i SET lease_expires_at = ",
-    now_plus_ms!("@P2"),
-    "
-OUTPUT inserted.id
-  FROM inbox AS i WITH (ROWLOCK)
-  JOIN OPENJSON(@P1) WITH (id UNIQUEIDENTIFIER '$.id', token UNIQUEIDENTIFIER '$.token') AS c
-    ON c.id = i.id AND c.token = i.claim_token
- WHERE i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > SYSUTCDATETIME();"
-);
+pub const RENEW: &str = fenced_many!("lease_expires_at = ", now_plus_ms!("@P2"));
+
+/// Completes many claims in one statement (the worker batches plain completions); returns
+/// the ids it completed, the same fence as [`COMPLETE`] per row.
+pub const COMPLETE_MANY: &str =
+    fenced_many!("state = 'processed', processed_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL");
 
 /// Fenced completion (autocommit or inside a handler's transaction).
 pub const COMPLETE: &str = concat!(
@@ -206,6 +218,7 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("LOOKUP_ID", LOOKUP_ID),
         ("CLAIM", CLAIM),
         ("RENEW", RENEW),
+        ("COMPLETE_MANY", COMPLETE_MANY),
         ("COMPLETE", COMPLETE),
         ("RETRY", RETRY),
         ("DEAD", DEAD),
