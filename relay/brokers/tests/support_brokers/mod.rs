@@ -120,7 +120,7 @@ pub async fn heal_inserts(pool: &PgPool) {
 
 /// Runs `bash scripts/brokers.sh <args>` from the repository root.
 pub fn brokers_sh(args: &[&str]) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap(); // relay/brokers -> repository root
     let status = std::process::Command::new("bash").arg(root.join("scripts/brokers.sh")).args(args).status().expect("run brokers.sh");
     assert!(status.success(), "scripts/brokers.sh {args:?} failed");
 }
