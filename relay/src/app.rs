@@ -63,8 +63,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     }
     store.check_schema().await.map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
     for (name, d) in &cfg.destinations {
-        let queuebox_core::config::DestinationKind::Http(h) = &d.kind;
-        if h.timeout_ms >= cfg.outbox.claim_timeout_ms {
+        let timeout_ms = match &d.kind {
+            queuebox_core::config::DestinationKind::Http(h) => h.timeout_ms,
+            queuebox_core::config::DestinationKind::RabbitMq(r) => r.timeout_ms,
+            queuebox_core::config::DestinationKind::Kafka(k) => k.timeout_ms,
+            queuebox_core::config::DestinationKind::Nats(n) => n.timeout_ms,
+        };
+        if timeout_ms >= cfg.outbox.claim_timeout_ms {
             tracing::warn!(destination = %name, "timeoutMs is not below outbox.claimTimeoutMs: a slow publish can outlive its claim and be delivered twice");
         }
     }
@@ -196,13 +201,18 @@ async fn ready(State(st): State<AppState>) -> Response {
         publishers_up &= p.ready().await;
     }
     let up = |b: bool| json!({"status": if b { "up" } else { "down" }});
-    let all = db && schema && publishers_up;
+    // Broker sources and destinations (rabbitmq.<name>, kafka.<name>, nats.<name>).
+    let broker_health = queuebox_brokers::Health::global();
+    let brokers_up = broker_health.ready();
+    let brokers_down: serde_json::Map<String, serde_json::Value> = broker_health.down().into_iter().map(|(c, why)| (c, json!(why))).collect();
+    let all = db && schema && publishers_up && brokers_up;
     let body = json!({
         "status": if all { "healthy" } else { "unhealthy" },
         "components": {
             "database": up(db),
             "migrations": up(schema),
             "destinations": up(publishers_up),
+            "brokers": json!({"status": if brokers_up { "up" } else { "down" }, "down": brokers_down}),
             "outbox-poller": up(true),
             "inbox-relay": up(true),
             "retention-service": up(true),

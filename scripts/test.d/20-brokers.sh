@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Brokers: starts real RabbitMQ, NATS JetStream and Kafka (KRaft) on loopback
-# (scripts/brokers.sh installs what is missing), runs the relay's broker tests against them
-# and the test PostgreSQL, and stops the brokers whatever happens.
+# (scripts/brokers.sh installs what is missing), runs the broker tests against them and the
+# test PostgreSQL — the queuebox-brokers clients (relay/brokers/tests/brokers_*.rs) and the
+# real relay binary with broker sources and destinations (relay/tests/brokers_relay.rs) —
+# and stops the brokers whatever happens.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 bash scripts/brokers.sh deps
@@ -10,4 +12,6 @@ bash scripts/brokers.sh start
 eval "$(bash scripts/brokers.sh env)"
 export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
 export QUEUEBOX_TEST_BROKERS=1
+cargo build -p queuebox --bins --quiet
 cargo test -p queuebox-brokers --quiet --test 'brokers_*' -- --test-threads=4
+cargo test -p queuebox --quiet --test brokers_relay -- --test-threads=2

@@ -14,6 +14,7 @@
 //! `outbox.pollIntervalMs`, `QUEUEBOX_DESTINATIONS_MY__API_BASEURL` →
 //! `destinations.my_api.baseUrl`, `QUEUEBOX_ROUTES_0_TOPICPATTERN` → `routes[0].topicPattern`.
 
+pub mod brokers;
 mod env;
 mod model;
 mod parse;
@@ -130,6 +131,8 @@ impl Config {
                 out.push(p.to_string());
             }
         }
+        // Broker credentials, collected apart from `out` (the closure below borrows it).
+        let mut extra: Vec<String> = Vec::new();
         let mut auth = |a: &Option<AuthConfig>| match a {
             Some(AuthConfig::Bearer(b)) => out.push(b.token.expose().to_string()),
             Some(AuthConfig::ApiKey(k)) => out.push(k.key.expose().to_string()),
@@ -140,13 +143,20 @@ impl Config {
         for s in self.sources.values() {
             match &s.kind {
                 SourceKind::Http(h) => auth(&h.auth),
+                SourceKind::Nats(n) => extra.extend([&n.password, &n.token].into_iter().flatten().map(|s| s.expose().to_string())),
+                SourceKind::Kafka(k) => extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string())),
+                SourceKind::RabbitMq(_) => {}
             }
         }
         for d in self.destinations.values() {
             match &d.kind {
                 DestinationKind::Http(h) => auth(&h.auth),
+                DestinationKind::Nats(n) => extra.extend([&n.password, &n.token].into_iter().flatten().map(|s| s.expose().to_string())),
+                DestinationKind::Kafka(k) => extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string())),
+                DestinationKind::RabbitMq(_) => {}
             }
         }
+        out.extend(extra);
         out.retain(|s| s.len() >= 4);
         out
     }

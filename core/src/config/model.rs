@@ -231,6 +231,12 @@ pub struct DestinationConfig {
 pub enum DestinationKind {
     #[serde(rename = "http")]
     Http(HttpDestination),
+    #[serde(rename = "rabbitmq")]
+    RabbitMq(super::brokers::RabbitMqDestinationConfig),
+    #[serde(rename = "kafka")]
+    Kafka(super::brokers::KafkaDestinationConfig),
+    #[serde(rename = "nats")]
+    Nats(super::brokers::NatsDestinationConfig),
 }
 
 impl DestinationKind {
@@ -238,6 +244,9 @@ impl DestinationKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             DestinationKind::Http(_) => "http",
+            DestinationKind::RabbitMq(_) => "rabbitmq",
+            DestinationKind::Kafka(_) => "kafka",
+            DestinationKind::Nats(_) => "nats",
         }
     }
 }
@@ -281,6 +290,7 @@ impl SourceConfig {
             Some(t) => t,
             None => match self.kind {
                 SourceKind::Http(_) => "{{ eventType }}",
+                SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => "{{ source }}",
             },
         }
     }
@@ -292,12 +302,21 @@ impl SourceConfig {
 pub enum SourceKind {
     #[serde(rename = "http")]
     Http(HttpSource),
+    #[serde(rename = "rabbitmq")]
+    RabbitMq(super::brokers::RabbitMqSourceConfig),
+    #[serde(rename = "kafka")]
+    Kafka(super::brokers::KafkaSourceConfig),
+    #[serde(rename = "nats")]
+    Nats(super::brokers::NatsSourceConfig),
 }
 
 impl SourceKind {
     pub fn type_name(&self) -> &'static str {
         match self {
             SourceKind::Http(_) => "http",
+            SourceKind::RabbitMq(_) => "rabbitmq",
+            SourceKind::Kafka(_) => "kafka",
+            SourceKind::Nats(_) => "nats",
         }
     }
 }
@@ -449,6 +468,13 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<BearerAuth>(),
         fields_of::<ApiKeyAuth>(),
         fields_of::<HmacAuth>(),
+        fields_of::<super::brokers::RabbitMqSourceConfig>(),
+        fields_of::<super::brokers::KafkaSourceConfig>(),
+        fields_of::<super::brokers::NatsSourceConfig>(),
+        fields_of::<super::brokers::AttributeHeaders>(),
+        fields_of::<super::brokers::RabbitMqDestinationConfig>(),
+        fields_of::<super::brokers::KafkaDestinationConfig>(),
+        fields_of::<super::brokers::NatsDestinationConfig>(),
         &["auth"],
     ]
 }

@@ -79,7 +79,7 @@ fn unknown_kind(path: &str, kind: &str, known: &[&str], errs: &mut ConfigErrors)
 }
 
 /// Destination kinds; a broker kind adds its name here and an arm below.
-pub const DESTINATION_TYPES: &[&str] = &["http"];
+pub const DESTINATION_TYPES: &[&str] = &["http", "rabbitmq", "kafka", "nats"];
 
 fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<DestinationConfig> {
     let path = format!("destinations.{name}");
@@ -98,6 +98,9 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
             };
             DestinationKind::Http(h)
         }
+        Some("rabbitmq") => DestinationKind::RabbitMq(typed(&rest, &path, errs)?),
+        Some("kafka") => DestinationKind::Kafka(typed(&rest, &path, errs)?),
+        Some("nats") => DestinationKind::Nats(typed(&rest, &path, errs)?),
         Some(other) => {
             unknown_kind(&path, other, DESTINATION_TYPES, errs);
             return None;
@@ -107,7 +110,7 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
 }
 
 /// Source kinds; a broker kind adds its name here and an arm below.
-pub const SOURCE_TYPES: &[&str] = &["http"];
+pub const SOURCE_TYPES: &[&str] = &["http", "rabbitmq", "kafka", "nats"];
 
 fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig> {
     let path = format!("sources.{name}");
@@ -138,6 +141,9 @@ fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig
             };
             SourceKind::Http(h)
         }
+        "rabbitmq" => SourceKind::RabbitMq(typed(&kind_v, &path, errs)?),
+        "kafka" => SourceKind::Kafka(typed(&kind_v, &path, errs)?),
+        "nats" => SourceKind::Nats(typed(&kind_v, &path, errs)?),
         other => {
             unknown_kind(&path, other, SOURCE_TYPES, errs);
             return None;

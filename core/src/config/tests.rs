@@ -68,7 +68,7 @@ fn variables_are_substituted_and_env_overrides_win() {
         ("QUEUEBOX_CONFIG_FILE", "/nope"),
     ]);
     let c = from_yaml_with_env(&y, &vars).unwrap();
-    let DestinationKind::Http(h) = &c.destinations["hooks"].kind;
+    let DestinationKind::Http(h) = &c.destinations["hooks"].kind else { panic!("hooks is an http destination") };
     assert_eq!(h.base_url, "http://127.0.0.1:9100");
     assert_eq!(c.outbox.poll_interval_ms, 7);
     assert_eq!(c.routes[1].destination, "my_api");

@@ -47,6 +47,8 @@ pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
         let path = format!("destinations.{name}");
         match &d.kind {
             DestinationKind::Http(h) => http_destination(h, &path, errs),
+            DestinationKind::Kafka(k) if k.timeout_ms < 2000 => errs.push(format!("{path}.timeoutMs"), "must be at least 2000 (the whole publish budget)"),
+            DestinationKind::RabbitMq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {}
         }
     }
     let mut paths: BTreeMap<&str, &str> = BTreeMap::new();
@@ -60,6 +62,12 @@ pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
                     errs.push(format!("{path}.path"), format!("`{}` is also the path of source `{other}`", h.path));
                 }
             }
+            SourceKind::Nats(n) if !n.jet_stream => errs.push(
+                format!("{path}.jetStream"),
+                "a NATS source reads JetStream only: core NATS cannot acknowledge, so an inbox on it would lose every message that arrives while QueueBox restarts",
+            ),
+            SourceKind::Kafka(k) if k.topics.is_empty() => errs.push(format!("{path}.topics"), "at least one topic is required"),
+            SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {}
         }
     }
     retention(&c.retention.outbox, "retention.outbox", true, errs);
@@ -154,7 +162,13 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
                     errs.push(format!("{path}.topic"), format!("unknown placeholder `{{{{ {n} }}}}` (known: {{{{ source }}}}, {{{{ eventType }}}})"));
                 }
             }
-            let has_event_type = c.event_type_path.is_some() || matches!(&s.kind, SourceKind::Http(h) if h.event_type_header.is_some());
+            let has_event_type = c.event_type_path.is_some()
+                || match &s.kind {
+                    SourceKind::Http(h) => h.event_type_header.is_some(),
+                    SourceKind::RabbitMq(r) => r.event_type_from_header,
+                    SourceKind::Kafka(k) => k.event_type_from_header,
+                    SourceKind::Nats(n) => n.event_type_from_header,
+                };
             if c.consumption == Consumption::Push && names.iter().any(|n| n == "eventType") && !has_event_type {
                 errs.push(
                     format!("{path}.topic"),

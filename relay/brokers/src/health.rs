@@ -25,6 +25,12 @@ impl Health {
         Self::default()
     }
 
+    /// The process-wide registry the relay's readiness reads.
+    pub fn global() -> Health {
+        static GLOBAL: std::sync::OnceLock<Health> = std::sync::OnceLock::new();
+        GLOBAL.get_or_init(Health::new).clone()
+    }
+
     /// Registers `component` as down ("connecting") if it is not known yet.
     pub fn register(&self, component: &str) {
         self.inner

@@ -20,9 +20,11 @@ use crate::config::BrokerSourceCommon;
 pub struct SourceRule {
     pub source: String,
     pub consumption: Consumption,
+    /// Kafka: the record key is the last aggregate-id fallback.
+    pub record_key_is_aggregate: bool,
     key_sources: Vec<KeySource>,
-    event_type_path: Option<JsonPath>,
-    aggregate_id_path: Option<JsonPath>,
+    event_type_paths: Vec<JsonPath>,
+    aggregate_id_paths: Vec<JsonPath>,
     event_type_header: String,
     aggregate_id_header: String,
 }
@@ -42,27 +44,29 @@ pub struct Received<'a> {
 impl SourceRule {
     /// Builds the rule of source `name`, failing (naming the key) on a JSONPath it cannot parse.
     pub fn new(name: &str, common: &BrokerSourceCommon) -> anyhow::Result<Self> {
-        let parse = |key: &str, p: &Option<String>| -> anyhow::Result<Option<JsonPath>> {
-            p.as_deref()
-                .map(|p| JsonPath::parse(p).map_err(|e| anyhow::anyhow!("sources.{name}.{key}: {e}")))
-                .transpose()
+        let parse = |key: &str, paths: &[String]| -> anyhow::Result<Vec<JsonPath>> {
+            paths.iter().map(|p| JsonPath::parse(p).map_err(|e| anyhow::anyhow!("sources.{name}.{key}: {e}"))).collect()
         };
-        let key_path = parse("idempotencyKeyPath", &common.idempotency_key_path)?;
+        parse("idempotencyKeyPath", &common.key_paths)?;
         let mut key_sources = vec![KeySource::Header { name: common.attribute_headers.idempotency_key.clone() }];
-        if key_path.is_some() {
-            key_sources.push(KeySource::Path { path: common.idempotency_key_path.clone().unwrap() });
-        }
+        key_sources.extend(common.key_paths.iter().map(|p| KeySource::Path { path: p.clone() }));
         key_sources.push(KeySource::MessageId);
         key_sources.push(KeySource::Digest);
         Ok(SourceRule {
             source: name.to_string(),
             consumption: common.consumption,
+            record_key_is_aggregate: false,
             key_sources,
-            event_type_path: parse("eventTypePath", &common.event_type_path)?,
-            aggregate_id_path: parse("aggregateIdPath", &common.aggregate_id_path)?,
+            event_type_paths: parse("eventTypePath", &common.event_type_paths)?,
+            aggregate_id_paths: parse("aggregateIdPath", &common.aggregate_id_paths)?,
             event_type_header: common.attribute_headers.event_type.clone(),
             aggregate_id_header: common.attribute_headers.aggregate_id.clone(),
         })
+    }
+
+    /// The key chain of this source, in order.
+    pub fn key_sources(&self) -> &[KeySource] {
+        &self.key_sources
     }
 
     /// The inbox row for `msg`. Never fails: what cannot be stored as a pending row (a body
@@ -86,9 +90,9 @@ impl SourceRule {
                 keys::digest(msg.body)
             }
         };
-        let from_path = |p: &Option<JsonPath>| p.as_ref().and_then(|p| json.as_ref().and_then(|j| p.select(j))).and_then(keys::scalar_text);
-        let event_type = from_path(&self.event_type_path).or_else(|| keys::header(&msg.headers, &self.event_type_header));
-        let aggregate_id = from_path(&self.aggregate_id_path)
+        let from_paths = |ps: &[JsonPath]| ps.iter().find_map(|p| json.as_ref().and_then(|j| p.select(j)).and_then(keys::scalar_text));
+        let event_type = from_paths(&self.event_type_paths).or_else(|| keys::header(&msg.headers, &self.event_type_header));
+        let aggregate_id = from_paths(&self.aggregate_id_paths)
             .or_else(|| keys::header(&msg.headers, &self.aggregate_id_header))
             .or_else(|| msg.record_key.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string));
         let received_correlation = keys::header(&msg.headers, X_CORRELATION_ID);
@@ -156,13 +160,13 @@ pub struct Ingest {
     pub rule: Arc<SourceRule>,
     pub store: Arc<dyn Store>,
     /// Failpoint: after this many successful stores, report [`IngestError::CrashAfterStore`]
-    /// (0 = off). Set from `QUEUEBOX_FAILPOINT_CRASH_AFTER_STORES` or by tests.
+    /// (0 = off). Set from `QB_FAILPOINT_CRASH_AFTER_STORES` or by tests.
     crash_after: Arc<AtomicU64>,
 }
 
 impl Ingest {
     pub fn new(rule: SourceRule, store: Arc<dyn Store>) -> Self {
-        let crash = std::env::var("QUEUEBOX_FAILPOINT_CRASH_AFTER_STORES").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
+        let crash = std::env::var("QB_FAILPOINT_CRASH_AFTER_STORES").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
         Ingest { rule: Arc::new(rule), store, crash_after: Arc::new(AtomicU64::new(crash)) }
     }
 
@@ -187,7 +191,7 @@ mod tests {
     use super::*;
 
     fn rule() -> SourceRule {
-        SourceRule::new("orders", &BrokerSourceCommon { event_type_path: Some("$.type".into()), ..Default::default() }).unwrap()
+        SourceRule::new("orders", &BrokerSourceCommon { event_type_paths: vec!["$.type".into()], ..Default::default() }).unwrap()
     }
 
     #[test]

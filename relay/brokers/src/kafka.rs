@@ -18,7 +18,8 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{KafkaDestinationConfig, KafkaSecurity, KafkaSourceConfig, OffsetReset};
+use crate::config::{KafkaDestinationConfig, KafkaSourceConfig, OffsetReset};
+use queuebox_core::config::Secret;
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::offsets::{Admit, OffsetTracker, Tp};
@@ -53,18 +54,18 @@ impl ClientContext for HealthContext {
 
 impl ConsumerContext for HealthContext {}
 
-fn apply_security(cfg: &mut ClientConfig, sec: &KafkaSecurity) {
-    if let Some(p) = &sec.security_protocol {
+fn apply_security(cfg: &mut ClientConfig, protocol: &Option<String>, mechanism: &Option<String>, username: &Option<String>, password: &Option<Secret>) {
+    if let Some(p) = protocol {
         cfg.set("security.protocol", p);
     }
-    if let Some(m) = &sec.sasl_mechanism {
+    if let Some(m) = mechanism {
         cfg.set("sasl.mechanism", m);
     }
-    if let Some(u) = &sec.sasl_username {
+    if let Some(u) = username {
         cfg.set("sasl.username", u);
     }
-    if let Some(p) = &sec.sasl_password {
-        cfg.set("sasl.password", p);
+    if let Some(p) = password {
+        cfg.set("sasl.password", p.expose());
     }
 }
 
@@ -124,7 +125,7 @@ impl KafkaSource {
             .set("reconnect.backoff.ms", "200")
             .set("reconnect.backoff.max.ms", "10000")
             .set("topic.metadata.refresh.interval.ms", "5000");
-        apply_security(&mut cfg, &c.security);
+        apply_security(&mut cfg, &c.security_protocol, &c.sasl_mechanism, &c.sasl_username, &c.sasl_password);
         let ctx = HealthContext { health: self.health.clone(), component: self.component() };
         Ok(cfg.create_with_context(ctx)?)
     }
@@ -264,9 +265,8 @@ impl KafkaPublisher {
             .set("request.timeout.ms", config.timeout_ms.saturating_sub(1000).max(1000).to_string())
             .set("reconnect.backoff.ms", "200")
             .set("reconnect.backoff.max.ms", "10000");
-        apply_security(&mut cfg, &config.security);
+        apply_security(&mut cfg, &config.security_protocol, &config.sasl_mechanism, &config.sasl_username, &config.sasl_password);
         let component = format!("kafka.{name}");
-        health.register(&component);
         let producer = cfg.create_with_context(HealthContext { health: health.clone(), component })?;
         Ok(KafkaPublisher { name: name.to_string(), config, topic, key, producer, health })
     }

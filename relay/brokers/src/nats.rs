@@ -125,7 +125,7 @@ impl NatsSource {
 
     async fn run_once(&self, stop: &CancellationToken, backoff: &mut Backoff) -> RunEnd {
         let c = &self.config;
-        let client = match connect(&c.servers, c.username.as_deref(), c.password.as_deref(), c.token.as_deref(), &self.name).await {
+        let client = match connect(&c.servers, c.username.as_deref(), c.password.as_ref().map(|s| s.expose()), c.token.as_ref().map(|s| s.expose()), &self.name).await {
             Ok(cl) => cl,
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
@@ -211,7 +211,6 @@ impl NatsPublisher {
         if let Some(c) = &config.subject_from {
             template::check_from_column(c, "subjectFrom", name)?;
         }
-        health.register(&format!("nats.{name}"));
         Ok(NatsPublisher { name: name.to_string(), config, subject, client: OnceCell::new(), health })
     }
 
@@ -222,7 +221,7 @@ impl NatsPublisher {
     async fn client(&self) -> anyhow::Result<&async_nats::Client> {
         let c = &self.config;
         self.client
-            .get_or_try_init(|| connect(&c.servers, c.username.as_deref(), c.password.as_deref(), c.token.as_deref(), &self.name))
+            .get_or_try_init(|| connect(&c.servers, c.username.as_deref(), c.password.as_ref().map(|s| s.expose()), c.token.as_ref().map(|s| s.expose()), &self.name))
             .await
     }
 

@@ -301,7 +301,6 @@ impl RabbitMqPublisher {
         if let Some(c) = &config.exchange_from {
             template::check_from_column(c, "exchangeFrom", name)?;
         }
-        health.register(&format!("rabbitmq.{name}"));
         Ok(RabbitMqPublisher { name: name.to_string(), config, exchange, routing_key, channel: Mutex::new(None), health })
     }
 

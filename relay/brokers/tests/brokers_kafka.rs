@@ -36,19 +36,11 @@ async fn produce(p: &FutureProducer, topic: &str, key: Option<&str>, body: &[u8]
 }
 
 fn source_config(topic: &str, group: &str) -> KafkaSourceConfig {
-    KafkaSourceConfig {
-        bootstrap_servers: kafka_brokers(),
-        topics: vec![topic.into()],
-        group_id: group.into(),
-        auto_offset_reset: Default::default(),
-        max_poll_records: 100,
-        security: Default::default(),
-        common: BrokerSourceCommon::default(),
-    }
+    kafka_source_config(topic, group)
 }
 
 fn kafka_source(name: &str, cfg: KafkaSourceConfig, store: Arc<dyn queuebox_core::Store>) -> (KafkaSource, Ingest) {
-    let ingest = Ingest::new(SourceRule::new(name, &cfg.common).unwrap(), store);
+    let ingest = Ingest::new(SourceRule::new(name, &BrokerSourceCommon::default()).unwrap(), store);
     (KafkaSource::new(name, cfg, Arc::new(ingest.clone()), Health::new()).unwrap(), ingest)
 }
 
@@ -192,7 +184,10 @@ async fn kafka_destination_publishes_acked_records_with_key_and_headers_to_a_rea
         topic_from: None,
         key_template: "{{ key }}".into(),
         timeout_ms: 10_000,
-        security: Default::default(),
+        security_protocol: None,
+        sasl_mechanism: None,
+        sasl_username: None,
+        sasl_password: None,
         headers: [("x-static".to_string(), "s".to_string())].into_iter().collect(),
     };
     let publisher = KafkaPublisher::new("events", cfg, Health::new()).unwrap();

@@ -50,12 +50,13 @@ fn source_config(stream: &str) -> NatsSourceConfig {
         username: None,
         password: None,
         token: None,
-        common: BrokerSourceCommon { event_type_path: Some("$.type".into()), ..Default::default() },
+        event_type_from_header: false,
+        attribute_headers: Default::default(),
     }
 }
 
 fn nats_source(name: &str, cfg: NatsSourceConfig, store: Arc<dyn queuebox_core::Store>) -> (NatsSource, Ingest) {
-    let ingest = Ingest::new(SourceRule::new(name, &cfg.common).unwrap(), store);
+    let ingest = Ingest::new(SourceRule::new(name, &BrokerSourceCommon { event_type_paths: vec!["$.type".into()], ..Default::default() }).unwrap(), store);
     (NatsSource::new(name, cfg, Arc::new(ingest.clone()), Health::new()).unwrap(), ingest)
 }
 
@@ -182,7 +183,7 @@ async fn nats_core_source_is_refused_and_a_missing_stream_fails_loudly() {
     let (store, _, _) = fresh_db("nats_refuse").await;
     let mut cfg = source_config("NOPE");
     cfg.jet_stream = false;
-    let ingest = Ingest::new(SourceRule::new("core", &cfg.common).unwrap(), store.clone());
+    let ingest = Ingest::new(SourceRule::new("core", &BrokerSourceCommon::default()).unwrap(), store.clone());
     let e = NatsSource::new("core", cfg, Arc::new(ingest), Health::new()).err().unwrap().to_string();
     assert!(e.contains("sources.core.jetStream") && e.contains("JetStream only"), "{e}");
 

@@ -48,12 +48,21 @@ fn source_config(queue: &str, prefetch: u16) -> RabbitMqSourceConfig {
         connection_url: amqp_url(),
         prefetch_count: prefetch,
         declare_queue: false,
-        common: BrokerSourceCommon { event_type_path: Some("$.type".into()), ..Default::default() },
+        event_type_from_header: false,
+        attribute_headers: Default::default(),
     }
 }
 
+fn common() -> BrokerSourceCommon {
+    BrokerSourceCommon { event_type_paths: vec!["$.type".into()], ..Default::default() }
+}
+
 fn rmq_source(name: &str, cfg: RabbitMqSourceConfig, store: Arc<dyn queuebox_core::Store>) -> (RabbitMqSource, Ingest) {
-    let ingest = Ingest::new(SourceRule::new(name, &cfg.common).unwrap(), store);
+    rmq_source_with(name, cfg, store, common())
+}
+
+fn rmq_source_with(name: &str, cfg: RabbitMqSourceConfig, store: Arc<dyn queuebox_core::Store>, common: BrokerSourceCommon) -> (RabbitMqSource, Ingest) {
+    let ingest = Ingest::new(SourceRule::new(name, &common).unwrap(), store);
     (RabbitMqSource::new(name, cfg, Arc::new(ingest.clone()), Health::new()), ingest)
 }
 
@@ -87,9 +96,8 @@ async fn rabbitmq_message_becomes_one_inbox_row_and_a_redelivered_copy_deduplica
     let q = unique("qb_dedup");
     let (_c, ch) = channel().await;
     declare_queue(&ch, &q).await;
-    let mut cfg = source_config(&q, 1);
-    cfg.common.consumption = Consumption::Pull;
-    let source = rmq_source("orders", cfg, store).0;
+    let cfg = source_config(&q, 1);
+    let source = rmq_source_with("orders", cfg, store, BrokerSourceCommon { consumption: Consumption::Pull, ..common() }).0;
     let (run, source) = spawn(source);
 
     let body = br#"{"id":"o-1","type":"order.created","n":1}"#;

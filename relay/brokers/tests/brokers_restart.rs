@@ -8,7 +8,7 @@ mod support_brokers;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuebox_brokers::config::{BrokerSourceCommon, KafkaSourceConfig, NatsSourceConfig, RabbitMqDestinationConfig, RabbitMqSourceConfig};
+use queuebox_brokers::config::{BrokerSourceCommon, NatsSourceConfig, RabbitMqDestinationConfig, RabbitMqSourceConfig};
 use queuebox_brokers::ingest::{Ingest, SourceRule};
 use queuebox_brokers::{kafka, nats, rabbitmq, Health, OutboundMessage};
 use support_brokers::*;
@@ -68,9 +68,9 @@ async fn rabbitmq_restart_mid_run_reconnects_source_and_publisher_and_loses_noth
         }
     };
     publish_batch(0, 0).await.unwrap(); // declares the queue
-    let cfg = RabbitMqSourceConfig { queue_name: q.clone(), connection_url: amqp_url(), prefetch_count: 10, declare_queue: false, common: BrokerSourceCommon::default() };
+    let cfg = RabbitMqSourceConfig { queue_name: q.clone(), connection_url: amqp_url(), prefetch_count: 10, declare_queue: false, event_type_from_header: false, attribute_headers: Default::default() };
     let health = Health::new();
-    let ingest = Ingest::new(SourceRule::new("r", &cfg.common).unwrap(), store);
+    let ingest = Ingest::new(SourceRule::new("r", &BrokerSourceCommon::default()).unwrap(), store);
     let source = Arc::new(rabbitmq::RabbitMqSource::new("r", cfg, Arc::new(ingest), health.clone()));
     let stop = CancellationToken::new();
     let task = {
@@ -175,10 +175,11 @@ async fn nats_restart_mid_run_reconnects_and_loses_nothing() {
         username: None,
         password: None,
         token: None,
-        common: BrokerSourceCommon::default(),
+        event_type_from_header: false,
+        attribute_headers: Default::default(),
     };
     let health = Health::new();
-    let ingest = Ingest::new(SourceRule::new("n", &cfg.common).unwrap(), store);
+    let ingest = Ingest::new(SourceRule::new("n", &BrokerSourceCommon::default()).unwrap(), store);
     let source = Arc::new(nats::NatsSource::new("n", cfg, Arc::new(ingest), health.clone()).unwrap());
     let stop = CancellationToken::new();
     let task = {
@@ -216,17 +217,9 @@ async fn kafka_restart_mid_run_reconnects_and_loses_nothing() {
         }
     };
     publish_batch(0, 20).await.unwrap();
-    let cfg = KafkaSourceConfig {
-        bootstrap_servers: kafka_brokers(),
-        topics: vec![topic.clone()],
-        group_id: unique("g"),
-        auto_offset_reset: Default::default(),
-        max_poll_records: 100,
-        security: Default::default(),
-        common: BrokerSourceCommon::default(),
-    };
+    let cfg = kafka_source_config(&topic, &unique("g"));
     let health = Health::new();
-    let ingest = Ingest::new(SourceRule::new("k", &cfg.common).unwrap(), store);
+    let ingest = Ingest::new(SourceRule::new("k", &BrokerSourceCommon::default()).unwrap(), store);
     let source = Arc::new(kafka::KafkaSource::new("k", cfg, Arc::new(ingest), health.clone()).unwrap());
     let stop = CancellationToken::new();
     let task = {

@@ -5,6 +5,7 @@
 //! A new kind (RabbitMQ, Kafka, NATS) is a module with a type implementing [`Publisher`]
 //! and one arm in [`build`] for its `DestinationKind` variant.
 
+pub mod brokers;
 pub mod http;
 
 use std::collections::BTreeMap;
@@ -92,6 +93,7 @@ pub trait Publisher: Send + Sync {
 pub fn build(dest: &DestinationConfig, cfg: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<Arc<dyn Publisher>> {
     match &dest.kind {
         DestinationKind::Http(h) => Ok(Arc::new(http::HttpPublisher::new(h, &cfg.http, metrics.clone())?)),
+        DestinationKind::RabbitMq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => Ok(Arc::new(brokers::BrokerPublisher::new(dest)?)),
     }
 }
 

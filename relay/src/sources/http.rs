@@ -80,7 +80,9 @@ async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req
     };
     let hs: Vec<(String, String)> =
         parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string()))).collect();
-    let SourceKind::Http(h) = &source.kind;
+    let SourceKind::Http(h) = &source.kind else {
+        return error(StatusCode::NOT_FOUND, "Not an HTTP source");
+    };
     if let Some(auth) = &h.auth {
         if let Err(reason) = super::auth::check(auth, &hs, &body, chrono::Utc::now().timestamp_millis()) {
             return error(StatusCode::UNAUTHORIZED, reason);

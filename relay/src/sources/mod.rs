@@ -8,6 +8,7 @@
 //! A broker source kind implements [`BrokerSource`] and adds one arm to [`build_broker`].
 
 pub mod auth;
+pub mod brokers;
 pub mod http;
 
 use std::sync::Arc;
@@ -68,11 +69,18 @@ pub struct Inbox {
 impl Inbox {
     /// Extracts the attributes, stores the row and counts the outcome.
     pub async fn receive(&self, source: &SourceConfig, msg: Received) -> Result<Stored, Rejected> {
+        if !matches!(source.kind, SourceKind::Http(_)) {
+            // Broker kinds: the broker attribute rule (key chain header → path → message id →
+            // digest, event type, aggregate id) lives once, in queuebox-brokers.
+            let rule = brokers::rule(source).map_err(|e| Rejected::MissingKey(e.to_string()))?;
+            return self.receive_broker(&rule, &msg.body, msg.headers, msg.message_id).await;
+        }
         let correlation_id = headers::correlation_id(keys::header(&msg.headers, headers::X_CORRELATION_ID).as_deref());
         let json: Option<Value> = serde_json::from_slice(&msg.body).ok();
         let is_http = matches!(source.kind, SourceKind::Http(_));
         let auth_header = match &source.kind {
             SourceKind::Http(h) => h.auth.as_ref().map(|a| a.header_name().to_string()),
+            _ => None,
         };
         let stored = headers::stored_headers(msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())), auth_header.as_deref());
         let input = KeyInput { body: &msg.body, json: json.as_ref(), headers: &msg.headers, message_id: msg.message_id.as_deref() };
@@ -108,6 +116,7 @@ impl Inbox {
                 attr(h.event_type_header.as_ref(), source.common.event_type_path.as_ref(), None),
                 attr(h.aggregate_id_header.as_ref(), source.common.aggregate_id_path.as_ref(), None),
             ),
+            _ => (None, None), // broker kinds return early above
         };
         let new = NewInboxMessage {
             source: source.name.clone(),
@@ -121,7 +130,27 @@ impl Inbox {
             dead_reason: dead_reason.clone(),
             delay: source.common.initial_delay.as_deref().and_then(parse_duration),
         };
-        match self.store.insert_inbox(&new).await {
+        self.insert(&new, correlation_id).await
+    }
+
+    /// A broker message through the broker attribute rule of its source.
+    pub async fn receive_broker(
+        &self,
+        rule: &queuebox_brokers::ingest::SourceRule,
+        body: &[u8],
+        headers: Vec<(String, String)>,
+        message_id: Option<String>,
+    ) -> Result<Stored, Rejected> {
+        let record_key = if rule.record_key_is_aggregate { message_id.clone() } else { None };
+        let new = rule.build(&queuebox_brokers::ingest::Received { body, headers, message_id, record_key });
+        let correlation_id = new.correlation_id.clone().unwrap_or_default();
+        self.insert(&new, correlation_id).await
+    }
+
+    /// Stores a built row and counts the outcome.
+    pub async fn insert(&self, new: &NewInboxMessage, correlation_id: String) -> Result<Stored, Rejected> {
+        let dead_reason = &new.dead_reason;
+        match self.store.insert_inbox(new).await {
             Ok(queuebox_core::InsertOutcome::Inserted(id)) if dead_reason.is_some() => Ok(Stored::Dead { id }),
             Ok(queuebox_core::InsertOutcome::Inserted(id)) => {
                 self.metrics.inc("queuebox_inbox_messages_total", &[("status", "new")]);
@@ -162,6 +191,11 @@ pub fn key_sources(source: &SourceConfig) -> Vec<KeySource> {
                 rule.push(KeySource::Digest);
             }
         }
+        _ => {
+            if let Ok(r) = brokers::rule(source) {
+                rule = r.key_sources().to_vec();
+            }
+        }
     }
     rule
 }
@@ -199,5 +233,6 @@ pub trait BrokerSource: Send + Sync {
 pub fn build_broker(source: &SourceConfig) -> Option<anyhow::Result<Box<dyn BrokerSource>>> {
     match &source.kind {
         SourceKind::Http(_) => None,
+        SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => Some(brokers::build(source)),
     }
 }

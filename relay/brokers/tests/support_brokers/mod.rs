@@ -30,6 +30,23 @@ pub fn kafka_brokers() -> String {
     std::env::var("QUEUEBOX_TEST_KAFKA_BROKERS").unwrap_or_else(|_| "127.0.0.1:59092".into())
 }
 
+/// A Kafka source on `topic` for consumer group `group`, defaults otherwise.
+pub fn kafka_source_config(topic: &str, group: &str) -> queuebox_brokers::config::KafkaSourceConfig {
+    queuebox_brokers::config::KafkaSourceConfig {
+        bootstrap_servers: kafka_brokers(),
+        topics: vec![topic.into()],
+        group_id: group.into(),
+        auto_offset_reset: Default::default(),
+        max_poll_records: 100,
+        security_protocol: None,
+        sasl_mechanism: None,
+        sasl_username: None,
+        sasl_password: None,
+        event_type_from_header: false,
+        attribute_headers: Default::default(),
+    }
+}
+
 /// A name unique to this test run.
 pub fn unique(prefix: &str) -> String {
     format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12])

@@ -1,0 +1,285 @@
+//! The kind-specific keys of the broker sources and destinations (RabbitMQ, Kafka, NATS),
+//! reference §4.3. The keys every source shares (`consumption`, `topic`, the `*Path` keys)
+//! stay in [`super::SourceCommon`]. The clients live in the `queuebox-brokers` crate.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use super::secret::Secret;
+
+fn prefetch() -> u16 {
+    10
+}
+fn yes() -> bool {
+    true
+}
+fn thirty_seconds() -> u64 {
+    30_000
+}
+fn hundred() -> usize {
+    100
+}
+fn topic_placeholder() -> String {
+    "{{ topic }}".into()
+}
+fn key_placeholder() -> String {
+    "{{ key }}".into()
+}
+
+/// Header names a broker source reads the attributes from.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct AttributeHeaders {
+    pub idempotency_key: String,
+    pub aggregate_id: String,
+    pub event_type: String,
+}
+
+impl Default for AttributeHeaders {
+    fn default() -> Self {
+        AttributeHeaders { idempotency_key: "x-idempotency-key".into(), aggregate_id: "x-aggregate-id".into(), event_type: "x-event-type".into() }
+    }
+}
+
+/// `sources.<name>` with `type: rabbitmq`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RabbitMqSourceConfig {
+    pub queue_name: String,
+    pub connection_url: String,
+    #[serde(default = "prefetch")]
+    pub prefetch_count: u16,
+    #[serde(default)]
+    pub declare_queue: bool,
+    #[serde(default)]
+    pub event_type_from_header: bool,
+    #[serde(default)]
+    pub attribute_headers: AttributeHeaders,
+}
+
+/// `sources.<name>` with `type: nats` (JetStream only).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NatsSourceConfig {
+    pub servers: String,
+    pub stream: String,
+    pub durable: String,
+    #[serde(default)]
+    pub filter_subject: Option<String>,
+    #[serde(default = "thirty_seconds")]
+    pub ack_wait_ms: u64,
+    #[serde(default = "hundred")]
+    pub batch_size: usize,
+    /// `false` is refused: core NATS cannot acknowledge, so an inbox on it loses messages.
+    #[serde(default = "yes")]
+    pub jet_stream: bool,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<Secret>,
+    #[serde(default)]
+    pub token: Option<Secret>,
+    #[serde(default)]
+    pub event_type_from_header: bool,
+    #[serde(default)]
+    pub attribute_headers: AttributeHeaders,
+}
+
+/// `autoOffsetReset` of a Kafka source.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum OffsetReset {
+    #[default]
+    Earliest,
+    Latest,
+}
+
+/// `sources.<name>` with `type: kafka`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaSourceConfig {
+    pub bootstrap_servers: String,
+    pub topics: Vec<String>,
+    pub group_id: String,
+    #[serde(default)]
+    pub auto_offset_reset: OffsetReset,
+    #[serde(default = "hundred")]
+    pub max_poll_records: usize,
+    #[serde(default)]
+    pub security_protocol: Option<String>,
+    #[serde(default)]
+    pub sasl_mechanism: Option<String>,
+    #[serde(default)]
+    pub sasl_username: Option<String>,
+    #[serde(default)]
+    pub sasl_password: Option<Secret>,
+    #[serde(default)]
+    pub event_type_from_header: bool,
+    #[serde(default)]
+    pub attribute_headers: AttributeHeaders,
+}
+
+/// `exchangeType` of a RabbitMQ destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum ExchangeType {
+    #[default]
+    Topic,
+    Direct,
+    Fanout,
+}
+
+/// `deliveryMode` of a RabbitMQ destination.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum DeliveryMode {
+    #[default]
+    Persistent,
+    Transient,
+}
+
+/// `destinations.<name>` with `type: rabbitmq`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RabbitMqDestinationConfig {
+    pub url: String,
+    pub exchange: String,
+    #[serde(default)]
+    pub exchange_from: Option<String>,
+    #[serde(default)]
+    pub exchange_type: ExchangeType,
+    #[serde(default = "topic_placeholder")]
+    pub routing_key_template: String,
+    #[serde(default)]
+    pub delivery_mode: DeliveryMode,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default = "thirty_seconds")]
+    pub timeout_ms: u64,
+}
+
+/// `destinations.<name>` with `type: nats`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct NatsDestinationConfig {
+    pub servers: String,
+    pub subject: String,
+    #[serde(default)]
+    pub subject_from: Option<String>,
+    #[serde(default = "yes")]
+    pub jet_stream: bool,
+    #[serde(default = "thirty_seconds")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<Secret>,
+    #[serde(default)]
+    pub token: Option<Secret>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+/// `destinations.<name>` with `type: kafka`.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KafkaDestinationConfig {
+    pub bootstrap_servers: String,
+    pub topic: String,
+    #[serde(default)]
+    pub topic_from: Option<String>,
+    #[serde(default = "key_placeholder")]
+    pub key_template: String,
+    #[serde(default = "thirty_seconds")]
+    pub timeout_ms: u64,
+    #[serde(default)]
+    pub security_protocol: Option<String>,
+    #[serde(default)]
+    pub sasl_mechanism: Option<String>,
+    #[serde(default)]
+    pub sasl_username: Option<String>,
+    #[serde(default)]
+    pub sasl_password: Option<Secret>,
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::{from_yaml_with_env, DestinationKind, SourceKind};
+    use super::*;
+
+    const YAML: &str = "
+database:
+  url: postgres://app@127.0.0.1:5432/app
+destinations:
+  bus:
+    type: rabbitmq
+    url: amqp://guest:guest@127.0.0.1:5672/%2f
+    exchange: events
+    exchangeType: fanout
+  log:
+    type: kafka
+    bootstrapServers: 127.0.0.1:9092
+    topic: '{{ topic }}'
+    saslPassword: kafka-secret
+  js:
+    type: nats
+    servers: nats://127.0.0.1:4222
+    subject: 'out.{{ topic }}'
+    jetStream: false
+routes:
+  - topicPattern: '**'
+    destination: bus
+sources:
+  orders:
+    type: rabbitmq
+    queueName: orders
+    connectionUrl: amqp://127.0.0.1
+    consumption: pull
+    attributeHeaders:
+      idempotencyKey: x-key
+  clicks:
+    type: kafka
+    bootstrapServers: 127.0.0.1:9092
+    topics: [clicks]
+    groupId: qb
+    autoOffsetReset: latest
+  events:
+    type: nats
+    servers: nats://127.0.0.1:4222
+    stream: EVENTS
+    durable: qb
+";
+
+    #[test]
+    fn broker_kinds_parse_with_their_defaults() {
+        let c = from_yaml_with_env(YAML, &[]).unwrap();
+        let SourceKind::RabbitMq(r) = &c.sources["orders"].kind else { panic!("rabbitmq") };
+        assert_eq!((r.prefetch_count, r.declare_queue, r.attribute_headers.idempotency_key.as_str()), (10, false, "x-key"));
+        assert_eq!(r.attribute_headers.event_type, "x-event-type");
+        assert_eq!(c.sources["orders"].topic_template(), "{{ source }}");
+        let SourceKind::Kafka(k) = &c.sources["clicks"].kind else { panic!("kafka") };
+        assert_eq!((k.auto_offset_reset, k.max_poll_records), (OffsetReset::Latest, 100));
+        let SourceKind::Nats(n) = &c.sources["events"].kind else { panic!("nats") };
+        assert!(n.jet_stream && n.ack_wait_ms == 30_000);
+        let DestinationKind::RabbitMq(b) = &c.destinations["bus"].kind else { panic!("rabbitmq") };
+        assert_eq!((b.exchange_type, b.delivery_mode, b.routing_key_template.as_str()), (ExchangeType::Fanout, DeliveryMode::Persistent, "{{ topic }}"));
+        let DestinationKind::Nats(j) = &c.destinations["js"].kind else { panic!("nats") };
+        assert!(!j.jet_stream, "core NATS is allowed for destinations");
+        assert!(c.secrets().contains(&"kafka-secret".to_string()));
+    }
+
+    #[test]
+    fn core_nats_source_unknown_keys_and_a_short_kafka_budget_are_refused_by_name() {
+        let bad = YAML.replace("    durable: qb\n", "    durable: qb\n    jetStream: false\n").replace("    groupId: qb\n", "    groupId: qb\n    queueNmae: x\n").replace(
+            "    saslPassword: kafka-secret\n",
+            "    saslPassword: kafka-secret\n    timeoutMs: 500\n",
+        );
+        let e = from_yaml_with_env(&bad, &[]).unwrap_err().to_string();
+        assert!(e.contains("sources.events.jetStream") && e.contains("JetStream only"), "{e}");
+        assert!(e.contains("queueNmae"), "{e}");
+        assert!(e.contains("destinations.log.timeoutMs"), "{e}");
+    }
+}

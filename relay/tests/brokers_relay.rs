@@ -1,0 +1,149 @@
+//! The real `queuebox` binary with a RabbitMQ source and a RabbitMQ destination: a message
+//! from a queue goes through the inbox, the inbox relay, the outbox and out to an exchange,
+//! where a real consumer reads it with the relay headers; a relay process that dies between
+//! the store and the ack leaves one row and the broker redelivers. Skips without
+//! QUEUEBOX_TEST_BROKERS (scripts/test.d/20-brokers.sh sets it after starting the brokers).
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use futures::StreamExt;
+use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+
+fn enabled(test: &str) -> bool {
+    if std::env::var_os("QUEUEBOX_TEST_BROKERS").is_some() {
+        return true;
+    }
+    eprintln!("SKIPPED {test}: QUEUEBOX_TEST_BROKERS is unset; scripts/test.d/20-brokers.sh starts the brokers and sets it");
+    false
+}
+
+fn amqp_url() -> String {
+    std::env::var("QUEUEBOX_TEST_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:55672/%2f".into())
+}
+
+fn unique(p: &str) -> String {
+    format!("{p}_{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
+}
+
+async fn channel() -> (Connection, Channel) {
+    let c = Connection::connect(&amqp_url(), ConnectionProperties::default()).await.unwrap();
+    let ch = c.create_channel().await.unwrap();
+    (c, ch)
+}
+
+async fn queue_depth(ch: &Channel, q: &str) -> u32 {
+    ch.queue_declare(q.into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()).await.unwrap().message_count()
+}
+
+/// The shared fast test settings (their `rx` HTTP destination stays unused) plus a
+/// RabbitMQ source and a RabbitMQ destination routed from the source's topic.
+fn config(db_url: &str, queue: &str, exchange: &str) -> String {
+    base_config(db_url, "http://127.0.0.1:9")
+        + &format!(
+            "  bus:
+    type: rabbitmq
+    url: {amqp}
+    exchange: {exchange}
+sources:
+  orders:
+    type: rabbitmq
+    queueName: {queue}
+    connectionUrl: {amqp}
+    prefetchCount: 5
+routes:
+  - topicPattern: 'orders'
+    destination: bus
+",
+            amqp = amqp_url()
+        )
+}
+
+async fn publish(ch: &Channel, q: &str, body: &str, headers: &[(&str, &str)]) {
+    let mut t = FieldTable::default();
+    for (k, v) in headers {
+        t.insert((*k).into(), AMQPValue::LongString((*v).into()));
+    }
+    ch.basic_publish("".into(), q.into(), BasicPublishOptions::default(), body.as_bytes(), BasicProperties::default().with_headers(t).with_delivery_mode(2))
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_binary_moves_a_rabbitmq_message_through_inbox_and_outbox_to_an_exchange_with_relay_headers() {
+    if !enabled("relay_binary_moves_a_rabbitmq_message_through_inbox_and_outbox_to_an_exchange_with_relay_headers") {
+        return;
+    }
+    let (db_url, store) = fresh_db("brokers_e2e").await;
+    let (_c, ch) = channel().await;
+    let q = unique("qb_e2e_in");
+    let exchange = unique("qb_e2e_ex");
+    let out_q = unique("qb_e2e_out");
+    ch.queue_declare(q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
+    ch.exchange_declare(exchange.as_str().into(), ExchangeKind::Topic, ExchangeDeclareOptions { durable: true, ..Default::default() }, FieldTable::default())
+        .await
+        .unwrap();
+    ch.queue_declare(out_q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
+    ch.queue_bind(out_q.as_str().into(), exchange.as_str().into(), "#".into(), QueueBindOptions::default(), FieldTable::default()).await.unwrap();
+
+    let relay = Relay::start(&config(&db_url, &q, &exchange)).await;
+    publish(&ch, &q, r#"{"id":"ord-1","total":5}"#, &[("x-tenant", "acme"), ("X-Correlation-Id", "corr-e2e")]).await;
+
+    let mut consumer = ch.basic_consume(out_q.as_str().into(), "t".into(), BasicConsumeOptions::default(), FieldTable::default()).await.unwrap();
+    let d = tokio::time::timeout(Duration::from_secs(30), consumer.next()).await.expect("the message reached the exchange").unwrap().unwrap();
+    let h = queuebox_brokers::rabbitmq::amqp_headers(d.properties.headers().as_ref());
+    let get = |n: &str| h.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
+    assert_eq!(get("x-source").as_deref(), Some("orders"));
+    assert_eq!(get("x-idempotency-key").as_deref(), Some("ord-1"));
+    assert_eq!(get("X-Correlation-Id").as_deref(), Some("corr-e2e"));
+    assert_eq!(get("x-tenant").as_deref(), Some("acme"));
+    assert_eq!(get("x-topic").as_deref(), Some("orders"));
+    let inbox_id = get("x-inbox-id").expect("x-inbox-id");
+    let outbox_id: String = sqlx::query_scalar("SELECT id::text FROM outbox").fetch_one(store.pool()).await.unwrap();
+    assert_eq!(d.properties.message_id().as_ref().unwrap().as_str(), outbox_id);
+    assert_eq!(serde_json::from_slice::<serde_json::Value>(&d.data).unwrap()["total"], 5);
+    d.acker.ack(BasicAckOptions::default()).await.unwrap();
+    let stored: String = sqlx::query_scalar("SELECT id::text FROM inbox WHERE idempotency_key = 'ord-1'").fetch_one(store.pool()).await.unwrap();
+    assert_eq!(stored, inbox_id);
+    eventually("the outbox row marked sent after the confirm", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 1
+    })
+    .await;
+    let (status, body) = relay.get("/health/ready").await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("brokers"), "{body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_binary_killed_between_store_and_ack_leaves_one_row_and_the_broker_redelivers() {
+    if !enabled("relay_binary_killed_between_store_and_ack_leaves_one_row_and_the_broker_redelivers") {
+        return;
+    }
+    let (db_url, store) = fresh_db("brokers_kill").await;
+    let (_c, ch) = channel().await;
+    let q = unique("qb_kill_in");
+    let exchange = unique("qb_kill_ex");
+    ch.queue_declare(q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
+    let yaml = config(&db_url, &q, &exchange).replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'");
+    let port = free_port();
+    let cfg = write_config(&yaml.replace("{port}", &port.to_string()));
+    // (Not a QUEUEBOX_* variable: those are configuration overrides.)
+    // The failpoint aborts the process right after the first row commits, before the ack.
+    let mut child = relay_command(cfg.path(), &["run"]).env("QB_FAILPOINT_CRASH_AFTER_STORES", "1").spawn().unwrap();
+    publish(&ch, &q, r#"{"id":"k-1"}"#, &[]).await;
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait()).await.expect("the relay died at the failpoint").unwrap();
+    assert!(!status.success());
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-1'").await, 1);
+    eventually("the broker holds the unacknowledged message again", 10, || async { queue_depth(&ch, &q).await == 1 }).await;
+
+    let _relay = Relay::start(&config(&db_url, &q, &exchange).replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'")).await;
+    eventually("the redelivery acknowledged", 30, || async { queue_depth(&ch, &q).await == 0 }).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-1'").await, 1, "the redelivered copy deduplicated");
+}
