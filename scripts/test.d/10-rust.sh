@@ -4,4 +4,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 cargo build --workspace --bins --quiet
-cargo test --workspace --quiet -- --test-threads=4
+cargo test --workspace --quiet --no-fail-fast -- --test-threads=4
