@@ -57,42 +57,4 @@ for r in $(seq 1 "$ROUNDS"); do
   done
 done
 
-python3 - "$ROWS" "$BATCH" "$CONC" "$ROUNDS" "${samples[rust]}" "${samples[node]}" "${samples[python]}" <<'PY'
-import json, os, statistics, sys, datetime
-rows, batch, conc, rounds = map(int, sys.argv[1:5])
-s = {k: [float(x) for x in v.split()] for k, v in zip(["rust", "node", "python"], sys.argv[5:8])}
-med = {k: statistics.median(v) for k, v in s.items()}
-res = {
-    "benchmark": "nodepy_noop_handler",
-    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    "rows_per_run": rows, "batch_size": batch, "concurrency": conc, "rounds": rounds,
-    "machine": {"cpus": os.cpu_count(), "loadavg": open("/proc/loadavg").read().strip()},
-    "rows_per_s": {k: {"samples": v, "median": med[k]} for k, v in s.items()},
-    "ratio_vs_rust": {"node": round(med["node"] / med["rust"], 3), "python": round(med["python"] / med["rust"], 3)},
-}
-os.makedirs("benchmarks/results", exist_ok=True)
-with open("benchmarks/results/nodepy.json", "w") as f:
-    json.dump(res, f, indent=2, sort_keys=True)
-    f.write("\n")
-r = res["ratio_vs_rust"]
-md = f"""# Node and Python clients vs the Rust core worker
-
-No-op handler, {rows} pull rows per run, batch {batch}, concurrency {conc}, {rounds} rounds in
-rotating order on one database in one run (release builds; `bash benchmarks/nodepy_bench.sh`;
-raw numbers in `benchmarks/results/nodepy.json`). Machine: {os.cpu_count()} CPUs shared with
-PostgreSQL, load average at the end `{res['machine']['loadavg']}`.
-
-| worker | median rows/s | samples | ratio vs Rust |
-|---|---|---|---|
-| Rust core `Worker::run` (bench_core) | {med['rust']:.0f} | {', '.join(f'{x:.0f}' for x in s['rust'])} | 1.00 |
-| TypeScript `Worker.run` (napi addon) | {med['node']:.0f} | {', '.join(f'{x:.0f}' for x in s['node'])} | {r['node']:.2f} |
-| Python `Worker.run` (pyo3, asyncio) | {med['python']:.0f} | {', '.join(f'{x:.0f}' for x in s['python'])} | {r['python']:.2f} |
-
-Every run is checked: all {rows} rows of its source must end `processed`. The clients pay two
-crossings per row (`next()` hands a task to the language, `complete()` goes back), each a
-Promise / asyncio future settled from the tokio runtime; the Rust worker stays on the runtime.
-"""
-with open("benchmarks/nodepy.md", "w") as f:
-    f.write(md)
-print(json.dumps(res["ratio_vs_rust"]))
-PY
+python3 benchmarks/nodepy/report.py "$ROWS" "$BATCH" "$CONC" "$ROUNDS" "${samples[rust]}" "${samples[node]}" "${samples[python]}"
