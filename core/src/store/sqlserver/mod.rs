@@ -4,7 +4,7 @@
 //! T-SQL of [`sql`] (reference §3.3): the pull claim runs in its own transaction, serialised per
 //! source by `sp_getapplock`, with `UPDLOCK, READPAST, ROWLOCK`; every time is UTC from
 //! `SYSUTCDATETIME()`. There is no LISTEN/NOTIFY on SQL Server: [`Store::listen`] returns
-//! `None` and workers poll.
+//! `None` and workers poll. [`crate::store::relay::RelayStore`] is implemented in `relay.rs`.
 //!
 //! Connection strings ([`parse_connection_string`]):
 //! - `sqlserver://user:password@host:1433/database?encrypt=true&trust_server_certificate=true`
@@ -15,6 +15,7 @@
 pub mod migrate;
 mod pool;
 mod pull;
+mod relay;
 pub mod sql;
 mod tx;
 pub mod value;

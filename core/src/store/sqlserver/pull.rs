@@ -21,7 +21,7 @@ pub(super) fn millis(d: Duration) -> i64 {
 
 /// Runs a statement on a pooled connection and collects every row of every result set;
 /// the connection returns to the pool only if the whole batch finished without error.
-async fn rows(pool: &Arc<Pool>, operation: &'static str, text: &str, params: &[&dyn ToSql]) -> Result<Vec<Row>> {
+pub(super) async fn rows(pool: &Arc<Pool>, operation: &'static str, text: &str, params: &[&dyn ToSql]) -> Result<Vec<Row>> {
     let mut conn = pool.get().await?;
     let stream = conn.client().query(text, params).await.map_err(|e| db_err(operation, e))?;
     let sets = stream.into_results().await.map_err(|e| db_err(operation, e))?;
@@ -29,7 +29,7 @@ async fn rows(pool: &Arc<Pool>, operation: &'static str, text: &str, params: &[&
     Ok(sets.into_iter().flatten().collect())
 }
 
-fn missing(operation: &'static str, column: &str) -> Error {
+pub(super) fn missing(operation: &'static str, column: &str) -> Error {
     Error::Database { operation, message: format!("the result has no column `{column}`"), code: Some("client".into()) }
 }
 
@@ -79,40 +79,58 @@ pub(super) async fn claim(pool: &Arc<Pool>, source: &str, batch: u32, lease: Dur
     let rows = rows(pool, "pull claim", sql::CLAIM, &params).await?;
     let mut keyed = Vec::with_capacity(rows.len());
     for row in &rows {
-        keyed.push(decode_claimed(row)?);
+        keyed.push(decode_claimed("pull claim", row)?);
     }
     // OUTPUT has no order; hand rows out in claim order.
     keyed.sort_by_key(|a| a.0);
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
 
-/// One `OUTPUT inserted.*` row: the claim order key and the claimed row.
-pub(super) fn decode_claimed(row: &Row) -> Result<((NaiveDateTime, i64), ClaimedRow)> {
-    const OP: &str = "pull claim";
-    let err = |e| db_err(OP, e);
-    let id: Uuid = row.try_get("id").map_err(err)?.ok_or_else(|| missing(OP, "id"))?;
-    let token: Uuid = row.try_get("claim_token").map_err(err)?.ok_or_else(|| missing(OP, "claim_token"))?;
-    let text = |c: &str| -> Result<Option<String>> { Ok(row.try_get::<&str, _>(c).map_err(err)?.map(str::to_string)) };
-    let created: NaiveDateTime = row.try_get("created_at").map_err(err)?.ok_or_else(|| missing(OP, "created_at"))?;
-    let scheduled: NaiveDateTime = row.try_get("scheduled_at").map_err(err)?.ok_or_else(|| missing(OP, "scheduled_at"))?;
-    let sequence: i64 = row.try_get("sequence").map_err(err)?.ok_or_else(|| missing(OP, "sequence"))?;
-    let headers = match json_text(row.try_get::<&str, _>("headers").map_err(err)?) {
+/// One `OUTPUT inserted.*` row of `inbox`: the claim order key and the claimed row.
+pub(super) fn decode_claimed(op: &'static str, row: &Row) -> Result<((NaiveDateTime, i64), ClaimedRow)> {
+    let err = |e| db_err(op, e);
+    let id: Uuid = row.try_get("id").map_err(err)?.ok_or_else(|| missing(op, "id"))?;
+    let token: Uuid = row.try_get("claim_token").map_err(err)?.ok_or_else(|| missing(op, "claim_token"))?;
+    Ok((order_key(op, row)?, ClaimedRow { message: decode_inbox(op, row)?, claim: ClaimRef { id, token } }))
+}
+
+/// The claim order `(scheduled_at, sequence)` of a claimed inbox or outbox row.
+pub(super) fn order_key(op: &'static str, row: &Row) -> Result<(NaiveDateTime, i64)> {
+    let err = |e| db_err(op, e);
+    let scheduled: NaiveDateTime = row.try_get("scheduled_at").map_err(err)?.ok_or_else(|| missing(op, "scheduled_at"))?;
+    let sequence: i64 = row.try_get("sequence").map_err(err)?.ok_or_else(|| missing(op, "sequence"))?;
+    Ok((scheduled, sequence))
+}
+
+/// A text column (NULL allowed).
+pub(super) fn text(op: &'static str, row: &Row, column: &str) -> Result<Option<String>> {
+    Ok(row.try_get::<&str, _>(column).map_err(|e| db_err(op, e))?.map(str::to_string))
+}
+
+/// A JSON column that must hold an object (anything else reads as `{}`).
+pub(super) fn json_object(op: &'static str, row: &Row, column: &str) -> Result<Map<String, Value>> {
+    Ok(match json_text(row.try_get::<&str, _>(column).map_err(|e| db_err(op, e))?) {
         Value::Object(m) => m,
         _ => Map::new(),
-    };
-    let message = InboxMessage {
-        id,
-        source: text("source")?.ok_or_else(|| missing(OP, "source"))?,
-        idempotency_key: text("idempotency_key")?.ok_or_else(|| missing(OP, "idempotency_key"))?,
-        aggregate_id: text("aggregate_id")?,
-        event_type: text("event_type")?,
+    })
+}
+
+/// The message columns of an inbox row.
+pub(super) fn decode_inbox(op: &'static str, row: &Row) -> Result<InboxMessage> {
+    let err = |e| db_err(op, e);
+    let created: NaiveDateTime = row.try_get("created_at").map_err(err)?.ok_or_else(|| missing(op, "created_at"))?;
+    Ok(InboxMessage {
+        id: row.try_get("id").map_err(err)?.ok_or_else(|| missing(op, "id"))?,
+        source: text(op, row, "source")?.ok_or_else(|| missing(op, "source"))?,
+        idempotency_key: text(op, row, "idempotency_key")?.ok_or_else(|| missing(op, "idempotency_key"))?,
+        aggregate_id: text(op, row, "aggregate_id")?,
+        event_type: text(op, row, "event_type")?,
         payload: json_text(row.try_get::<&str, _>("payload").map_err(err)?),
-        headers,
+        headers: json_object(op, row, "headers")?,
         attempt: row.try_get("attempt").map_err(err)?.unwrap_or(0),
-        correlation_id: text("correlation_id")?,
+        correlation_id: text(op, row, "correlation_id")?,
         created_at: utc(created),
-    };
-    Ok(((scheduled, sequence), ClaimedRow { message, claim: ClaimRef { id, token } }))
+    })
 }
 
 pub(super) async fn renew(pool: &Arc<Pool>, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {

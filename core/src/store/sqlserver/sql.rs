@@ -9,18 +9,49 @@
 //! - millisecond offsets are added as seconds plus the remainder, because `DATEADD` takes an
 //!   `INT` and a plain millisecond count overflows after 24.8 days.
 
-/// `DATEADD` of `$ms` (a `BIGINT` expression in milliseconds) to the database clock.
+/// `DATEADD` of `$ms` (a `BIGINT` expression in milliseconds) to the database clock; with
+/// `"-"` first, `$ms` before it (the caller bounds `$ms` so its seconds fit the INT).
 macro_rules! now_plus_ms {
     ($ms:literal) => {
-        concat!("DATEADD(millisecond, ", $ms, " % 1000, DATEADD(second, ", $ms, " / 1000, SYSUTCDATETIME()))")
+        now_plus_ms!("", $ms)
+    };
+    ($sign:literal, $ms:literal) => {
+        concat!("DATEADD(millisecond, ", $sign, "(", $ms, " % 1000), DATEADD(second, ", $sign, "(", $ms, " / 1000), SYSUTCDATETIME()))")
     };
 }
 
-/// The fence shared by every write on a claimed pull row (the same predicate as PostgreSQL):
-/// `@P1` = id, `@P2` = claim token.
+/// The fence shared by every write on a claimed inbox row (the same predicate as PostgreSQL):
+/// `@P1` = id, `@P2` = claim token; `pull` rows unless another consumption is named.
 macro_rules! fence {
     () => {
-        "id = @P1 AND consumption = 'pull' AND state = 'processing' AND claim_token = @P2 AND lease_expires_at > SYSUTCDATETIME()"
+        fence!("pull")
+    };
+    ($consumption:literal) => {
+        concat!(
+            "id = @P1 AND consumption = '",
+            $consumption,
+            "' AND state = 'processing' AND claim_token = @P2 AND lease_expires_at > SYSUTCDATETIME()"
+        )
+    };
+}
+
+/// The update of an inbox claim after its `pick` CTE: each picked row locked with `UPDLOCK,
+/// READPAST, ROWLOCK`, a new token and lease (`@qbLeaseMs`), the rows returned by `OUTPUT`; the
+/// caller appends the re-checked row predicate.
+macro_rules! claim_inbox_update {
+    () => {
+        concat!(
+            "
+UPDATE i
+   SET state = 'processing', claim_token = NEWID(), claimed_at = SYSUTCDATETIME(),
+       lease_expires_at = ",
+            now_plus_ms!("@qbLeaseMs"),
+            "
+OUTPUT inserted.*
+  FROM inbox AS i WITH (UPDLOCK, READPAST, ROWLOCK)
+  JOIN pick AS k ON k.id = i.id
+ WHERE "
+        )
     };
 }
 
@@ -129,16 +160,9 @@ WITH cand AS (
                         WHERE b.consumption = 'pull' AND b.source = @qbSource AND b.aggregate_id = c.aggregate_id
                           AND b.state = 'processing' AND b.id <> c.id AND b.lease_expires_at > SYSUTCDATETIME()))
      ORDER BY c.scheduled_at, c.sequence
-)
-UPDATE i
-   SET state = 'processing', claim_token = NEWID(), claimed_at = SYSUTCDATETIME(),
-       lease_expires_at = ",
-    now_plus_ms!("@qbLeaseMs"),
-    "
-OUTPUT inserted.*
-  FROM inbox AS i WITH (UPDLOCK, READPAST, ROWLOCK)
-  JOIN pick AS k ON k.id = i.id
- WHERE i.consumption = 'pull' AND i.source = @qbSource
+)",
+    claim_inbox_update!(),
+    "i.consumption = 'pull' AND i.source = @qbSource
    AND ((i.state = 'pending' AND i.scheduled_at <= SYSUTCDATETIME())
      OR (i.state = 'processing' AND i.lease_expires_at <= SYSUTCDATETIME()));
 COMMIT TRANSACTION;"
@@ -210,6 +234,243 @@ pub const HISTORY_MAX: &str = "SELECT MAX(version) AS version FROM queuebox_sche
 /// The migration transaction; XACT_ABORT makes a failing DDL statement roll it all back.
 pub const MIGRATE_BEGIN: &str = "SET XACT_ABORT ON; BEGIN TRANSACTION;";
 
+// ---- The relay role (`store::relay::RelayStore`, reference §3.1 and §3.2) ----
+
+/// The fence of every write on a claimed outbox row (the PostgreSQL `OUTBOX_FENCE`).
+macro_rules! outbox_fence {
+    () => {
+        "id = @P1 AND state = 'processing' AND claim_token = @P2 AND lease_expires_at > SYSUTCDATETIME()"
+    };
+}
+
+/// The outbox insert of a forward and of [`INSERT_OUTBOX`]: the new id goes into `@qbIds`
+/// (`OUTPUT … INTO`, which a trigger on `outbox` cannot break). `$p` are the five parameter
+/// names: topic, key, payload JSON, headers JSON, max attempts.
+macro_rules! outbox_insert {
+    ($t:literal, $k:literal, $p:literal, $h:literal, $m:literal) => {
+        concat!(
+            "INSERT INTO outbox (topic, [key], payload, headers, max_attempts) OUTPUT inserted.id INTO @qbIds (id) VALUES (",
+            $t, ", ", $k, ", ", $p, ", ", $h, ", ", $m, ");"
+        )
+    };
+}
+
+/// The applock resources of the relay claims (reference §3.1, §3.2), named after the tables.
+pub const OUTBOX_CLAIM_LOCK: &str = "queuebox_outbox_claim_outbox";
+pub const INBOX_CLAIM_LOCK: &str = "queuebox_inbox_claim_inbox";
+
+/// Push rows whose lease ran out (or has none) go back to pending.
+pub const RECLAIM_PUSH: &str = "UPDATE inbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL
+ WHERE consumption = 'push' AND state = 'processing'
+   AND (lease_expires_at IS NULL OR lease_expires_at <= SYSUTCDATETIME())";
+
+/// The push claim (reference §3.2), one batch in its own transaction:
+/// 1. `sp_getapplock` on `queuebox_inbox_claim_inbox` (Exclusive, owner Transaction, 10 s,
+///    held until the commit); a negative result rolls back and throws 51000 (transient);
+/// 2. the busy aggregates (a push row in processing, any source) are read in a separate
+///    statement into `@qbBusy`, without READPAST, so a row another transaction holds is
+///    waited for rather than missed;
+/// 3. the claim takes due pending push rows in `(scheduled_at, sequence)` order, the head of
+///    each aggregate only: not busy, and no earlier pending push row of the aggregate (the
+///    PostgreSQL rule of `postgres/relay.rs`; the key subquery reads without READPAST). The
+///    scan skips rows others hold (`READCOMMITTEDLOCK, READPAST`); the update locks each row
+///    with `UPDLOCK, READPAST, ROWLOCK` and re-checks it.
+///
+/// `@P1` batch, `@P2` lease in milliseconds.
+pub const CLAIM_PUSH: &str = concat!(
+    "SET NOCOUNT ON;
+DECLARE @qbBatch INT = @P1;
+DECLARE @qbLeaseMs BIGINT = @P2;
+DECLARE @qbLock INT;
+DECLARE @qbBusy TABLE (aggregate_id NVARCHAR(255) NOT NULL PRIMARY KEY);
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+BEGIN TRANSACTION;
+EXEC @qbLock = sp_getapplock @Resource = N'queuebox_inbox_claim_inbox', @LockMode = 'Exclusive', @LockOwner = 'Transaction', @LockTimeout = 10000;
+IF @qbLock < 0
+BEGIN
+    ROLLBACK TRANSACTION;
+    THROW 51000, 'inbox relay claim: Could not take the claim lock ''queuebox_inbox_claim_inbox''. sp_getapplock returned a negative result', 1;
+END;
+INSERT INTO @qbBusy (aggregate_id)
+SELECT DISTINCT aggregate_id FROM inbox
+ WHERE consumption = 'push' AND state = 'processing' AND aggregate_id IS NOT NULL;
+WITH pick AS (
+    SELECT TOP (@qbBatch) c.id FROM inbox AS c WITH (READCOMMITTEDLOCK, READPAST)
+     WHERE c.consumption = 'push' AND c.state = 'pending' AND c.scheduled_at <= SYSUTCDATETIME()
+       AND (c.aggregate_id IS NULL OR (
+            NOT EXISTS (SELECT 1 FROM @qbBusy AS y WHERE y.aggregate_id = c.aggregate_id)
+        AND NOT EXISTS (SELECT 1 FROM inbox AS b
+                         WHERE b.consumption = 'push' AND b.aggregate_id = c.aggregate_id AND b.id <> c.id
+                           AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence)))
+     ORDER BY c.scheduled_at, c.sequence
+)",
+    claim_inbox_update!(),
+    "i.consumption = 'push' AND i.state = 'pending' AND i.scheduled_at <= SYSUTCDATETIME();
+COMMIT TRANSACTION;"
+);
+
+/// Forward a claimed push row (reference §3.2), one transaction: the fenced mark first (it
+/// locks the inbox row), then the outbox insert only if the mark matched. No id back means the
+/// claim was lost and nothing was inserted. `@P1` id, `@P2` token, `@P3`..`@P7` the outbox row.
+pub const FORWARD_PUSH: &str = concat!(
+    "SET NOCOUNT ON;
+DECLARE @qbIds TABLE (id UNIQUEIDENTIFIER NOT NULL);
+DECLARE @qbMarked INT;
+BEGIN TRANSACTION;
+UPDATE inbox SET state = 'processed', processed_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL WHERE ",
+    fence!("push"),
+    ";
+SET @qbMarked = @@ROWCOUNT;
+IF @qbMarked = 1
+BEGIN
+    ",
+    outbox_insert!("@P3", "@P4", "@P5", "@P6", "@P7"),
+    "
+END;
+COMMIT TRANSACTION;
+SELECT id FROM @qbIds;"
+);
+
+/// Fenced dead-letter of a push row: `@P3` error.
+pub const DEAD_PUSH: &str =
+    concat!("UPDATE inbox SET state = 'dead', last_error = @P3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!("push"));
+
+/// Processing outbox rows whose lease ran out go back to pending; no attempt is spent.
+pub const RECLAIM_OUTBOX: &str = "UPDATE outbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = SYSUTCDATETIME()
+ WHERE state = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= SYSUTCDATETIME())";
+
+/// The outbox claim (reference §3.1), one batch in its own transaction: `sp_getapplock` on
+/// `queuebox_outbox_claim_outbox` (Exclusive, owner Transaction, 10 s, held until the commit;
+/// 51000 on failure), then due pending rows in `(scheduled_at, sequence)` order under the key
+/// head rule: a row with a non-empty key only when no row of that key with a lower sequence is
+/// pending or processing, whatever its schedule or lease. The key subquery reads without
+/// READPAST, so it sees rows others hold; the scan and the update skip them.
+///
+/// `@P1` batch, `@P2` lease in milliseconds.
+pub const CLAIM_OUTBOX: &str = concat!(
+    "SET NOCOUNT ON;
+DECLARE @qbBatch INT = @P1;
+DECLARE @qbLeaseMs BIGINT = @P2;
+DECLARE @qbLock INT;
+SET TRANSACTION ISOLATION LEVEL READ COMMITTED;
+BEGIN TRANSACTION;
+EXEC @qbLock = sp_getapplock @Resource = N'queuebox_outbox_claim_outbox', @LockMode = 'Exclusive', @LockOwner = 'Transaction', @LockTimeout = 10000;
+IF @qbLock < 0
+BEGIN
+    ROLLBACK TRANSACTION;
+    THROW 51000, 'outbox claim: Could not take the claim lock ''queuebox_outbox_claim_outbox''. sp_getapplock returned a negative result', 1;
+END;
+WITH pick AS (
+    SELECT TOP (@qbBatch) c.id FROM outbox AS c WITH (READCOMMITTEDLOCK, READPAST)
+     WHERE c.state = 'pending' AND c.scheduled_at <= SYSUTCDATETIME()
+       AND (c.[key] IS NULL OR c.[key] = '' OR NOT EXISTS (
+            SELECT 1 FROM outbox AS b
+             WHERE b.[key] = c.[key] AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence))
+     ORDER BY c.scheduled_at, c.sequence
+)
+UPDATE o
+   SET state = 'processing', claim_token = NEWID(), claimed_at = SYSUTCDATETIME(), updated_at = SYSUTCDATETIME(),
+       lease_expires_at = ",
+    now_plus_ms!("@qbLeaseMs"),
+    "
+OUTPUT inserted.*
+  FROM outbox AS o WITH (UPDLOCK, READPAST, ROWLOCK)
+  JOIN pick AS k ON k.id = o.id
+ WHERE o.state = 'pending' AND o.scheduled_at <= SYSUTCDATETIME();
+COMMIT TRANSACTION;"
+);
+
+/// Fenced delivery success.
+pub const MARK_SENT: &str = concat!(
+    "UPDATE outbox SET state = 'sent', updated_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL WHERE ",
+    outbox_fence!()
+);
+
+/// Fenced retry: `@P3` error, `@P4` delay in milliseconds.
+pub const RETRY_OUTBOX: &str = concat!(
+    "UPDATE outbox SET state = 'pending', attempt = attempt + 1, last_error = @P3, claimed_at = NULL, claim_token = NULL,
+       lease_expires_at = NULL, updated_at = SYSUTCDATETIME(), scheduled_at = ",
+    now_plus_ms!("@P4"),
+    " WHERE ",
+    outbox_fence!()
+);
+
+/// Fenced dead-letter: `@P3` error.
+pub const DEAD_OUTBOX: &str = concat!(
+    "UPDATE outbox SET state = 'dead', last_error = @P3, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,
+       updated_at = SYSUTCDATETIME() WHERE ",
+    outbox_fence!()
+);
+
+/// The gauges, by the database clock: pending outbox rows and the ages (seconds) of the
+/// oldest pending outbox and inbox rows (0 when none).
+pub const BACKLOG: &str = "SELECT (SELECT COUNT_BIG(*) FROM outbox WHERE state = 'pending') AS pending,
+       CAST(COALESCE((SELECT DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()) FROM outbox WHERE state = 'pending'), 0) AS FLOAT) / 1000.0 AS outbox_age,
+       CAST(COALESCE((SELECT DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()) FROM inbox WHERE state = 'pending'), 0) AS FLOAT) / 1000.0 AS inbox_age";
+
+/// Retention by age: at most `@P2` terminal outbox rows last updated more than `@P1` ms ago.
+pub const DELETE_OLD_OUTBOX: &str = concat!(
+    "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
+    SELECT TOP (@P2) id FROM outbox WHERE state IN ('sent', 'dead') AND updated_at < ",
+    now_plus_ms!("-", "@P1"),
+    ")"
+);
+
+/// Retention by count: at most `@P2` terminal outbox rows beyond the newest `@P1` of each state.
+pub const DELETE_EXCESS_OUTBOX: &str = "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
+    SELECT TOP (@P2) r.id FROM (
+        SELECT id, ROW_NUMBER() OVER (PARTITION BY state ORDER BY updated_at DESC, id DESC) AS rn
+          FROM outbox WHERE state IN ('sent', 'dead')) AS r
+     WHERE r.rn > @P1)";
+
+/// Retention of the inbox: at most `@P2` terminal rows created more than `@P1` ms ago.
+pub const DELETE_OLD_INBOX: &str = concat!(
+    "DELETE FROM inbox WHERE state IN ('processed', 'dead') AND id IN (
+    SELECT TOP (@P2) id FROM inbox WHERE state IN ('processed', 'dead') AND created_at < ",
+    now_plus_ms!("-", "@P1"),
+    ")"
+);
+
+/// The newest `@P1` dead outbox rows.
+pub const LIST_DEAD_OUTBOX: &str = "SELECT TOP (@P1) id, topic AS name, [key] AS [key], attempt, last_error, updated_at
+  FROM outbox WHERE state = 'dead' ORDER BY updated_at DESC";
+
+/// The newest `@P1` dead inbox rows.
+pub const LIST_DEAD_INBOX: &str = "SELECT TOP (@P1) id, source AS name, idempotency_key AS [key], attempt, last_error,
+       COALESCE(processed_at, created_at) AS updated_at
+  FROM inbox WHERE state = 'dead' ORDER BY created_at DESC";
+
+/// One inbox row by id (`@P1`), any state.
+pub const INBOX_ROW: &str = "SELECT id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt, correlation_id, created_at
+  FROM inbox WHERE id = @P1";
+
+/// A new outbox row (`@P1` topic, `@P2` key, `@P3` payload JSON, `@P4` headers JSON, `@P5`
+/// max attempts); returns its id.
+pub const INSERT_OUTBOX: &str = concat!(
+    "SET NOCOUNT ON;
+DECLARE @qbIds TABLE (id UNIQUEIDENTIFIER NOT NULL);
+",
+    outbox_insert!("@P1", "@P2", "@P3", "@P4", "@P5"),
+    "
+SELECT id FROM @qbIds;"
+);
+
+/// Admin replay: matching `sent`/`dead` rows back to pending with `attempt = 0`.
+/// `@P1` dead only (BIT), `@P2` ids as a JSON array or NULL, `@P3` topic, `@P4` the
+/// `x-source` header, `@P5` created after, `@P6` created before (each NULL = any).
+pub const REPLAY_OUTBOX: &str = "UPDATE outbox SET state = 'pending', attempt = 0, last_error = NULL, scheduled_at = SYSUTCDATETIME(),
+       claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = SYSUTCDATETIME()
+ WHERE (state = 'dead' OR (state = 'sent' AND @P1 = 0))
+   AND (@P2 IS NULL OR id IN (SELECT j.id FROM OPENJSON(@P2) WITH (id UNIQUEIDENTIFIER '$') AS j))
+   AND (@P3 IS NULL OR topic = @P3)
+   AND (@P4 IS NULL OR JSON_VALUE(headers, '$.\"x-source\"') = @P4)
+   AND (@P5 IS NULL OR created_at > @P5)
+   AND (@P6 IS NULL OR created_at < @P6)";
+
+/// Deletes the outbox rows of `@P1` (a JSON array of ids) unless they are being delivered.
+pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE state <> 'processing'
+   AND id IN (SELECT j.id FROM OPENJSON(@P1) WITH (id UNIQUEIDENTIFIER '$') AS j)";
+
 /// Every statement above by name, for the syntax-check test.
 pub fn statements() -> Vec<(&'static str, String)> {
     [
@@ -234,6 +495,25 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("HISTORY_INSERT", HISTORY_INSERT),
         ("HISTORY_MAX", HISTORY_MAX),
         ("MIGRATE_BEGIN", MIGRATE_BEGIN),
+        ("RECLAIM_PUSH", RECLAIM_PUSH),
+        ("CLAIM_PUSH", CLAIM_PUSH),
+        ("FORWARD_PUSH", FORWARD_PUSH),
+        ("DEAD_PUSH", DEAD_PUSH),
+        ("RECLAIM_OUTBOX", RECLAIM_OUTBOX),
+        ("CLAIM_OUTBOX", CLAIM_OUTBOX),
+        ("MARK_SENT", MARK_SENT),
+        ("RETRY_OUTBOX", RETRY_OUTBOX),
+        ("DEAD_OUTBOX", DEAD_OUTBOX),
+        ("BACKLOG", BACKLOG),
+        ("DELETE_OLD_OUTBOX", DELETE_OLD_OUTBOX),
+        ("DELETE_EXCESS_OUTBOX", DELETE_EXCESS_OUTBOX),
+        ("DELETE_OLD_INBOX", DELETE_OLD_INBOX),
+        ("LIST_DEAD_OUTBOX", LIST_DEAD_OUTBOX),
+        ("LIST_DEAD_INBOX", LIST_DEAD_INBOX),
+        ("INBOX_ROW", INBOX_ROW),
+        ("INSERT_OUTBOX", INSERT_OUTBOX),
+        ("REPLAY_OUTBOX", REPLAY_OUTBOX),
+        ("DELETE_OUTBOX", DELETE_OUTBOX),
     ]
     .into_iter()
     .map(|(n, s)| (n, s.to_string()))
