@@ -55,6 +55,64 @@ async def _eq(coro, value):
     return (await coro) == value
 
 
+def test_two_workers_on_one_source_never_get_the_same_message(database_url):
+    async def go():
+        db = await Database.connect(database_url)
+        source = "two-workers"
+        ids = await enqueue(db, source, 80)
+        seen = {}
+
+        async def handler(m, tx):
+            seen[m.id] = seen.get(m.id, 0) + 1
+            await asyncio.sleep(0.001)
+
+        stop = asyncio.Event()
+        a = Worker(database_url, source, batch_size=7, concurrency=2, poll_interval_ms=20)
+        b = Worker(database_url, source, batch_size=7, concurrency=2, poll_interval_ms=20)
+        async with a, b:
+            ts = [asyncio.ensure_future(w.run(handler, stop=stop)) for w in (a, b)]
+            await wait_for(lambda: _eq(count_state(db, source, "processed"), 80), 20, "80 processed")
+            stop.set()
+            await asyncio.gather(*ts)
+            assert a.stats().completed > 0 and b.stats().completed > 0
+            assert a.stats().completed + b.stats().completed == 80
+        assert sorted(seen) == sorted(ids) and set(seen.values()) == {1}
+        await db.close()
+
+    run(go())
+
+
+def test_a_renewal_that_finds_the_lease_lost_cancels_the_handler_and_completes_nothing(database_url):
+    async def go():
+        db = await Database.connect(database_url)
+        source = "renew-lost"
+        [rid] = await enqueue(db, source, 1)
+        cancelled = []
+
+        async def handler(m, tx):
+            await db.execute("UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = $1::uuid", [m.id])
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.append(m.id)
+                raise
+            await tx.execute("INSERT INTO seen (inbox_id, note) VALUES ($1::uuid, 'late')", [m.id])
+
+        stop = asyncio.Event()
+        w = Worker(database_url, source, lease_ms=600, poll_interval_ms=20)
+        async with w:
+            t = asyncio.ensure_future(w.run(handler, stop=stop))
+            await wait_for(lambda: _true(bool(cancelled)), 10, "handler cancelled")
+            stop.set()
+            await t
+            assert (w.stats().claims_lost, w.stats().completed) == (1, 0)
+        assert (await states(db, source))[rid]["state"] == "processing"
+        assert await seen_count(db, rid) == 0
+        await db.close()
+
+    run(go())
+
+
 def test_the_handler_gets_every_field_of_the_message(database_url):
     async def go():
         db = await Database.connect(database_url)
@@ -261,7 +319,7 @@ def test_graceful_shutdown_releases_buffered_rows_and_abandons_a_handler_outlivi
                 raise
 
         stop = asyncio.Event()
-        w = Worker(database_url, source, batch_size=5, concurrency=1, shutdown_grace_ms=300, poll_interval_ms=20)
+        w = Worker(database_url, source, batch_size=5, concurrency=1, lease_ms=900, shutdown_grace_ms=300, poll_interval_ms=20)
         async with w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(lambda: _true(bool(started)), 10, "first delivery")
@@ -275,6 +333,20 @@ def test_graceful_shutdown_releases_buffered_rows_and_abandons_a_handler_outlivi
         assert len(others) == 4
         assert all((r["state"], r["attempt"], r["claim_token"]) == ("pending", 0, None) for r in others)
         assert await seen_count(db, started[0]) == 0
+
+        # The abandoned row is claimable by another worker once its lease has expired.
+        again = []
+
+        async def record(m, tx):
+            again.append(m)
+
+        stop2 = asyncio.Event()
+        t2 = asyncio.ensure_future(Worker(database_url, source, poll_interval_ms=20).run(record, stop=stop2))
+        await wait_for(lambda: _eq(count_state(db, source, "processed"), 5), 10, "all 5 processed by the next worker")
+        stop2.set()
+        await t2
+        redelivered = [m for m in again if m.id == started[0]]
+        assert len(redelivered) == 1 and redelivered[0].attempt == 0
         await db.close()
 
     run(go())

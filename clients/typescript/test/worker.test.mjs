@@ -59,6 +59,48 @@ test("every row is handled exactly once and ends processed", async () => {
   assert.equal(w.stats().completed, 60);
 });
 
+test("two workers on one source never get the same message", async () => {
+  const source = "two-workers";
+  const ids = await enqueue(env.db, source, 80);
+  const seen = new Map();
+  const handler = async (m) => {
+    seen.set(m.id, (seen.get(m.id) ?? 0) + 1);
+    await sleep(1);
+  };
+  const a = new Worker({ databaseUrl: env.url, source, batchSize: 7, concurrency: 2, pollIntervalMs: 20, logger: quiet });
+  const b = new Worker({ databaseUrl: env.url, source, batchSize: 7, concurrency: 2, pollIntervalMs: 20, logger: quiet });
+  const stopA = start(a, handler);
+  const stopB = start(b, handler);
+  await waitFor(async () => (await countState(env.db, source, "processed")) === 80, 20000, "80 processed");
+  await Promise.all([stopA(), stopB()]);
+  assert.equal(seen.size, 80);
+  for (const id of ids) assert.equal(seen.get(id), 1);
+  assert.ok(a.stats().completed > 0 && b.stats().completed > 0, "both workers took rows");
+  assert.equal(a.stats().completed + b.stats().completed, 80);
+});
+
+test("a renewal that finds the lease lost aborts the handler and completes nothing", async () => {
+  const source = "renew-lost";
+  const [id] = await enqueue(env.db, source, 1);
+  let aborted = false;
+  let late;
+  const w = new Worker({ databaseUrl: env.url, source, leaseMs: 600, pollIntervalMs: 20, logger: quiet });
+  const stop = start(w, async (m, tx, signal) => {
+    await env.db.execute("UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = $1::uuid", [m.id]);
+    await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+    aborted = true;
+    late = await tx.execute("INSERT INTO seen (inbox_id, note) VALUES ($1::uuid, 'late')", [m.id]).catch((e) => e);
+  });
+  await waitFor(() => aborted && late, 10000, "handler aborted");
+  await stop();
+  assert.ok(late instanceof QueueBoxError && ["cancelled", "already_finished"].includes(late.kind), String(late));
+  assert.equal(w.stats().claimsLost, 1);
+  assert.equal(w.stats().completed, 0);
+  assert.equal((await states(env.db, source)).get(id).state, "processing");
+  const { rows } = await env.db.query("SELECT count(*)::int8 AS n FROM seen WHERE inbox_id = $1::uuid", [id]);
+  assert.equal(Number(rows[0].n), 0);
+});
+
 test("the handler gets every field of the message", async () => {
   const source = "fields";
   const { id } = await env.db.enqueue({
@@ -222,7 +264,7 @@ test("graceful shutdown: buffered rows go back to pending, a handler outliving t
   await enqueue(env.db, source, 5);
   let started;
   let sawAbort = false;
-  const w = new Worker({ databaseUrl: env.url, source, batchSize: 5, concurrency: 1, shutdownGraceMs: 300, pollIntervalMs: 20, logger: quiet });
+  const w = new Worker({ databaseUrl: env.url, source, batchSize: 5, concurrency: 1, leaseMs: 900, shutdownGraceMs: 300, pollIntervalMs: 20, logger: quiet });
   const ac = new AbortController();
   const done = w.run(
     async (m, tx, signal) => {
@@ -253,6 +295,18 @@ test("graceful shutdown: buffered rows go back to pending, a handler outliving t
   assert.equal(w.stats().released, 4);
   const { rows } = await env.db.query("SELECT count(*)::int8 AS n FROM seen WHERE inbox_id = $1::uuid", [started]);
   assert.equal(Number(rows[0].n), 0, "the half-done write rolled back");
+
+  // The abandoned row is claimable by another worker once its lease has expired.
+  const again = [];
+  const next = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+  const stopNext = start(next, (m) => {
+    again.push(m);
+  });
+  await waitFor(async () => (await countState(env.db, source, "processed")) === 5, 10000, "all 5 processed by the next worker");
+  await stopNext();
+  const redelivered = again.find((m) => m.id === started);
+  assert.ok(redelivered, "the abandoned row was redelivered");
+  assert.equal(redelivered.attempt, 0, "abandoning spends no attempt");
 });
 
 test("graceful shutdown lets a handler that finishes within the grace complete", async () => {
