@@ -13,5 +13,5 @@ eval "$(bash scripts/brokers.sh env)"
 export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
 export QUEUEBOX_TEST_BROKERS=1
 cargo build -p queuebox --bins --quiet
-cargo test -p queuebox-brokers --quiet --test 'brokers_*' -- --test-threads=4
+cargo test -p queuebox-brokers --quiet --no-fail-fast --test 'brokers_*' -- --test-threads=4
 cargo test -p queuebox --quiet --test brokers_relay -- --test-threads=2

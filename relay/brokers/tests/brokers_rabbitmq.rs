@@ -163,9 +163,12 @@ async fn rabbitmq_relay_killed_between_store_and_ack_gets_the_message_again_and_
     assert!(ended.unwrap_err().to_string().contains("failpoint"));
     assert_eq!(key_count(&pool, "crashy", "c-1").await, 1, "the row committed before the 'crash'");
 
-    // The unacknowledged delivery went back to the queue when the connection died.
-    let left = ch.queue_declare(q.as_str().into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()).await.unwrap();
-    assert_eq!(left.message_count(), 1, "the broker holds the message again");
+    // The unacknowledged delivery goes back to the queue once the broker sees the
+    // connection gone.
+    wait_until(WAIT, "the broker to hold the message again", || async {
+        ch.queue_declare(q.as_str().into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()).await.unwrap().message_count() == 1
+    })
+    .await;
 
     let (run, _) = spawn(rmq_source("crashy", source_config(&q, 1), store).0);
     publish(&ch, &q, br#"{"id":"c-2"}"#, None, &[]).await;
@@ -191,8 +194,10 @@ async fn rabbitmq_failed_store_is_not_acknowledged_and_the_message_comes_back() 
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(inbox_count(&pool, "failing").await, 0);
     run.stop().await.unwrap();
-    let left = ch.queue_declare(q.as_str().into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()).await.unwrap();
-    assert_eq!(left.message_count(), 1, "the message was requeued, not acknowledged");
+    wait_until(WAIT, "the message requeued, not acknowledged", || async {
+        ch.queue_declare(q.as_str().into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()).await.unwrap().message_count() == 1
+    })
+    .await;
 
     // The database accepts again: the requeued message is stored.
     heal_inserts(&pool).await;
