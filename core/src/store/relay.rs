@@ -126,6 +126,17 @@ pub trait RelayStore: Send + Sync + 'static {
     /// lower sequence is pending or processing.
     async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>>;
 
+    /// Extends the lease of the given claimed outbox rows to `lease` from now, in one
+    /// statement, fenced like every write (`processing`, same token, lease still live).
+    /// Returns the ids renewed; a claim missing from the result is lost. The relay calls it
+    /// every `claimTimeoutMs / 3` while a batch is being published, on the pool, outside any
+    /// transaction. The default refuses, so a backend without it keeps compiling; such a
+    /// relay writes nothing on a failed renewal and relies on the fenced outcome writes.
+    async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+        let _ = (claims, lease);
+        Err(crate::error::Error::InvalidInput("outbox lease renewal is not implemented by this store".into()))
+    }
+
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool>;
     /// Back to pending after `delay` with `attempt + 1` and `last_error`.
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool>;

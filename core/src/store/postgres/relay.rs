@@ -58,6 +58,13 @@ const RECLAIM_OUTBOX: &str = "
 UPDATE outbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
  WHERE state = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())";
 
+// Many claims in one statement; a pair missing from RETURNING has lost its claim.
+const RENEW_OUTBOX: &str = "
+UPDATE outbox SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+ WHERE (id, claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
+   AND state = 'processing' AND lease_expires_at > clock_timestamp()
+RETURNING id";
+
 // The key head rule: a keyed row is claimable only when no row of its key with a lower
 // sequence is pending or processing, whatever that row's schedule or lease.
 fn claim_outbox_sql() -> String {
@@ -202,6 +209,21 @@ impl RelayStore for PgStore {
             .await
             .map_err(|e| db_err("outbox claim", e))?;
         Ok(in_claim_order(&rows, |r| ClaimedOutbox { row: decode_outbox(r), claim: ClaimRef { id: r.get("id"), token: r.get("claim_token") } }))
+    }
+
+    async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
+        let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
+        sqlx::query_scalar(RENEW_OUTBOX)
+            .bind(ids)
+            .bind(tokens)
+            .bind(ms(lease))
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db_err("outbox renew", e))
     }
 
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool> {
