@@ -62,17 +62,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         }
     }
     store.check_schema().await.map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
-    for (name, d) in &cfg.destinations {
-        let timeout_ms = match &d.kind {
-            queuebox_core::config::DestinationKind::Http(h) => h.timeout_ms,
-            queuebox_core::config::DestinationKind::RabbitMq(r) => r.timeout_ms,
-            queuebox_core::config::DestinationKind::Kafka(k) => k.timeout_ms,
-            queuebox_core::config::DestinationKind::Nats(n) => n.timeout_ms,
-        };
-        if timeout_ms >= cfg.outbox.claim_timeout_ms {
-            tracing::warn!(destination = %name, "timeoutMs is not below outbox.claimTimeoutMs: a slow publish can outlive its claim and be delivered twice");
-        }
-    }
+    // No start-up check of destination timeouts against outbox.claimTimeoutMs: the outbox
+    // relay renews its claims every claimTimeoutMs/3 while a publish runs.
     let metrics = Arc::new(Metrics::new());
     let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
     let st = AppState {

@@ -1,16 +1,24 @@
 //! The outbox relay: claims due rows in batches (leased for `outbox.claimTimeoutMs`),
 //! routes each by topic (first matching glob), publishes with at most
-//! `outbox.concurrency` in flight, and records the outcome with fenced writes. A publish
-//! whose claim was lost meanwhile is a duplicate delivery: logged and counted.
+//! `outbox.concurrency` in flight, and records the outcome with fenced writes. While a
+//! batch is being published, one background ticker renews its live claims every
+//! `claimTimeoutMs / 3` (one statement on the pool, outside any transaction); a claim the
+//! renewal reports lost cancels its publish if it has not completed (the publish future is
+//! dropped), is logged and counted once, and nothing is written for it. A publish that
+//! completed after its claim was lost is a duplicate delivery: logged and counted.
 
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use queuebox_core::backoff::{Decision, RetryPolicy};
 use queuebox_core::headers::redact_error;
+use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
 use queuebox_core::store::relay::{ClaimedOutbox, RelayStore};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::destinations::OutboundMessage;
@@ -55,25 +63,88 @@ pub async fn run(st: AppState, stop: CancellationToken) {
             }
         };
         let full = claimed.len() as u32 >= oc.batch_size;
+        let batch: Vec<(ClaimedOutbox, CancellationToken)> = claimed.into_iter().map(|c| (c, CancellationToken::new())).collect();
+        let live: Live = Arc::new(Mutex::new(batch.iter().map(|(c, t)| (c.row.id, (c.claim, t.clone()))).collect()));
+        // Rows waiting for a concurrency slot are renewed too; the ticker stops with the batch.
+        let _renewal = (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(&st, live.clone(), lease)));
         // The batch finishes even when shutdown starts: in-flight publishes complete.
-        futures::stream::iter(claimed).for_each_concurrent(oc.concurrency as usize, |c| process(&st, c)).await;
+        futures::stream::iter(batch).for_each_concurrent(oc.concurrency as usize, |(c, t)| process(&st, c, t, &live)).await;
         if !full {
             sleep_or_stop(&stop, Duration::from_millis(oc.poll_interval_ms)).await;
         }
     }
 }
 
-async fn process(st: &AppState, c: ClaimedOutbox) {
+/// The claims of the batch still being published, each with the token that cancels its
+/// publish. A row leaves the map when its publish ends (before its outcome is written) or
+/// when a renewal reports its claim lost.
+type Live = Arc<Mutex<HashMap<Uuid, (ClaimRef, CancellationToken)>>>;
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+fn spawn_renewal(st: &AppState, live: Live, lease: Duration) -> tokio::task::JoinHandle<()> {
+    let store = st.store.clone();
+    let every = (lease / 3).max(Duration::from_millis(10));
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            let claims: Vec<ClaimRef> = live.lock().unwrap().values().map(|(c, _)| *c).collect();
+            if claims.is_empty() {
+                continue;
+            }
+            match store.renew_outbox(&claims, lease).await {
+                Ok(renewed) => {
+                    let renewed: HashSet<Uuid> = renewed.into_iter().collect();
+                    let mut l = live.lock().unwrap();
+                    for c in claims.iter().filter(|c| !renewed.contains(&c.id)) {
+                        // Gone from the map: its publish ended meanwhile and its fenced
+                        // outcome write decides.
+                        if let Some((_, token)) = l.remove(&c.id) {
+                            token.cancel();
+                        }
+                    }
+                }
+                // The fenced outcome writes still protect the rows; try again next tick.
+                Err(e) => tracing::warn!(error = %e, rows = claims.len(), "outbox lease renewal failed"),
+            }
+        }
+    })
+}
+
+fn lost_unpublished(row: &queuebox_core::store::relay::OutboxRow, started: bool) {
+    claim_lost(Component::Outbox);
+    tracing::warn!(
+        messageId = %row.id, topic = %row.topic, attempt = row.attempt,
+        "the outbox claim was lost (a lease renewal matched no row){}; nothing is written, another replica owns the row",
+        if started { " while publishing: the publish was cancelled" } else { " before its publish started" }
+    );
+}
+
+async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live: &Live) {
     let t0 = Instant::now();
     let row = &c.row;
+    if lost.is_cancelled() {
+        lost_unpublished(row, false);
+        return;
+    }
     let secrets: Vec<&str> = st.secrets.iter().map(String::as_str).collect();
     let Some(route) = st.cfg.route_for(&row.topic) else {
+        live.lock().unwrap().remove(&row.id);
         let why = format!("No route matches topic '{}'", row.topic);
         tracing::warn!(messageId = %row.id, topic = %row.topic, "{why}; the row is dead");
         finish(st, &c, st.store.dead_outbox(&c.claim, &why).await, "dead");
         return;
     };
     let Some(publisher) = st.publishers.get(&route.destination) else {
+        live.lock().unwrap().remove(&row.id);
         let why = format!("No publisher supports destination '{}'", route.destination);
         finish(st, &c, st.store.dead_outbox(&c.claim, &why).await, "dead");
         return;
@@ -82,9 +153,18 @@ async fn process(st: &AppState, c: ClaimedOutbox) {
     let msg = OutboundMessage::from(row);
     st.metrics.gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], 1.0);
     let p0 = Instant::now();
-    let result = publisher.publish(&msg).await;
-    st.metrics.observe("queuebox_outbox_publish_duration_seconds", &[("destination_type", publisher.destination_type())], p0.elapsed());
+    let result = tokio::select! {
+        biased;
+        r = publisher.publish(&msg) => Some(r),
+        _ = lost.cancelled() => None,
+    };
+    live.lock().unwrap().remove(&row.id);
     st.metrics.gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], -1.0);
+    let Some(result) = result else {
+        lost_unpublished(row, true);
+        return;
+    };
+    st.metrics.observe("queuebox_outbox_publish_duration_seconds", &[("destination_type", publisher.destination_type())], p0.elapsed());
     match result {
         Ok(()) => {
             st.metrics.inc("queuebox_outbox_destination_messages_total", &[("destination", dest), ("outcome", "success")]);

@@ -184,11 +184,12 @@ async fn a_relay_killed_between_publish_and_mark_sent_delivers_again_with_the_sa
 }
 
 #[tokio::test]
-async fn two_relays_deliver_everything_and_count_every_duplicate() {
+async fn two_relays_deliver_everything_once_although_every_first_publish_outlives_the_lease() {
     let (url, store) = fresh_db("replicas").await;
     let rx = Receiver::start().await;
-    // The first request of every 10th message is slower than the lease: another replica
-    // reclaims it and delivers again, and the first one's claim is lost.
+    // The first request of every message is slower than the lease; the relay renews its
+    // claims every claimTimeoutMs/3 while publishing, so no replica reclaims a row and no
+    // claim is lost.
     let y = base_config(&url, &rx.url()).replace("claimTimeoutMs: 5000\n  maxAttempts: 2", "claimTimeoutMs: 1000\n  maxAttempts: 2\n  batchSize: 20") + SOURCES;
     let a = Relay::start(&y).await;
     let b = Relay::start(&y).await;
@@ -213,8 +214,70 @@ async fn two_relays_deliver_everything_and_count_every_duplicate() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    assert!(duplicates > 0, "slow first publishes outlived their claims");
+    assert_eq!(duplicates, 0, "renewed claims are never delivered twice");
     assert_eq!(lost as usize, duplicates, "every duplicate comes from a lost claim and is counted");
+    assert_eq!(a.metric("queuebox_outbox_messages_total{status=\"sent\"}").await + b.metric("queuebox_outbox_messages_total{status=\"sent\"}").await, 60.0);
+}
+
+fn renewal_config(url: &str, rx: &Receiver) -> String {
+    base_config(url, &rx.url()).replace("claimTimeoutMs: 5000\n  maxAttempts", "claimTimeoutMs: 1500\n  maxAttempts").replace("timeoutMs: 3000", "timeoutMs: 10000")
+        + &format!(
+            "  hang:\n    type: http\n    baseUrl: {}\n    path: /hang\n    timeoutMs: 10000\nroutes:\n  - topicPattern: 't.hang'\n    destination: hang\n  - topicPattern: '**'\n    destination: rx\n",
+            rx.url()
+        )
+}
+
+#[tokio::test]
+async fn a_publish_slower_than_the_claim_timeout_keeps_its_claim_and_is_delivered_once() {
+    let (url, store) = fresh_db("renew").await;
+    let rx = Receiver::start().await;
+    rx.behaviour.lock().unwrap().first_delay = Some(Duration::from_secs(3));
+    let y = renewal_config(&url, &rx);
+    // Two replicas: without renewal the idle one reclaims the row after 1.5 s and delivers it again.
+    let a = Relay::start(&y).await;
+    let b = Relay::start(&y).await;
+    let id = insert(&store, "t.slow", 5).await;
+    eventually("the slow publish reached the receiver", 20, || async { rx.to("/hooks").len() == 1 }).await;
+    eventually("sent", 30, || async { row(&store, id).await.0 == "sent" }).await;
+    // Longer than a lease: a reclaim and a second delivery would show now.
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    assert_eq!(rx.to("/hooks").len(), 1, "delivered exactly once");
+    assert_eq!(row(&store, id).await, ("sent".into(), 0, None));
+    let sent = a.metric("queuebox_outbox_messages_total{status=\"sent\"}").await + b.metric("queuebox_outbox_messages_total{status=\"sent\"}").await;
+    assert_eq!(sent, 1.0, "the metrics are scraped");
+    let lost = a.metric("queuebox_claims_lost_total{component=\"outbox\"}").await + b.metric("queuebox_claims_lost_total{component=\"outbox\"}").await;
+    assert_eq!(lost, 0.0, "no claim lost");
+}
+
+#[tokio::test]
+async fn a_claim_lost_while_publishing_cancels_the_publish_and_writes_nothing() {
+    let (url, store) = fresh_db("lost").await;
+    let rx = Receiver::start().await;
+    rx.behaviour.lock().unwrap().hang = true;
+    let relay = Relay::start(&renewal_config(&url, &rx)).await;
+    let id = insert(&store, "t.hang", 5).await;
+    eventually("the publish reached the receiver", 20, || async { rx.to("/hang").len() == 1 }).await;
+    // Another owner takes the row (new token, long lease): the next renewal matches no row.
+    let stolen: uuid::Uuid = sqlx::query_scalar(
+        "UPDATE outbox SET claim_token = gen_random_uuid(), lease_expires_at = clock_timestamp() + interval '1 hour' WHERE id = $1 RETURNING claim_token",
+    )
+    .bind(id)
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    let t0 = std::time::Instant::now();
+    let series = "queuebox_claims_lost_total{component=\"outbox\"}";
+    eventually("the lost claim is counted", 20, || async { relay.metric(series).await == 1.0 }).await;
+    // Well before the destination's 10 s timeout: the hanging publish was cancelled.
+    assert!(t0.elapsed() < Duration::from_secs(5), "cancelled after {:?}", t0.elapsed());
+    // The batch ended, so the relay goes on delivering.
+    let next = insert(&store, "t.next", 5).await;
+    eventually("the next row is sent", 20, || async { row(&store, next).await.0 == "sent" }).await;
+    let (state, attempt, err, token): (String, i32, Option<String>, Option<uuid::Uuid>) =
+        sqlx::query_as("SELECT state, attempt, last_error, claim_token FROM outbox WHERE id = $1").bind(id).fetch_one(store.pool()).await.unwrap();
+    assert_eq!((state.as_str(), attempt, err, token), ("processing", 0, None, Some(stolen)), "nothing written for the lost claim");
+    assert_eq!(rx.to("/hang").len(), 1);
+    assert_eq!(relay.metric(series).await, 1.0, "counted once");
 }
 
 #[tokio::test]
