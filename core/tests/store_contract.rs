@@ -12,6 +12,7 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
+use queuebox_core::store::relay::{ClaimedOutbox, Forwarded, NewOutboxRow, RelayStore, ReplayFilter};
 use queuebox_core::store::{JsonRow, Store};
 use queuebox_core::{ClaimRef, InsertOutcome, NewInboxMessage, SqlValue};
 use serde_json::{json, Value};
@@ -429,25 +430,186 @@ async fn handler_queries_return_rows_as_json(store: Arc<dyn Store>, h: &dyn Harn
 }
 
 // ---------------------------------------------------------------------------------------
+// The relay role ([`RelayStore`]). Its claims take rows of every source and topic, so each of
+// these tests gets a fresh database of its own.
+
+fn outbox_row(topic: &str, key: Option<&str>) -> NewOutboxRow {
+    let mut headers = serde_json::Map::new();
+    headers.insert("x-source".into(), json!("orders"));
+    NewOutboxRow { topic: topic.into(), key: key.map(str::to_string), payload: json!({ "topic": topic }), headers, max_attempts: 3 }
+}
+
+fn outbox_ids(claimed: &[ClaimedOutbox]) -> Vec<Uuid> {
+    claimed.iter().map(|c| c.row.id).collect()
+}
+
+async fn outbox_claims_keep_the_key_head_rule_and_fence_every_outcome(relay: Arc<dyn RelayStore>, _store: &Arc<dyn Store>) {
+    let a1 = relay.insert_outbox(&outbox_row("t", Some("k"))).await.unwrap();
+    let a2 = relay.insert_outbox(&outbox_row("t", Some("k"))).await.unwrap();
+    let n = relay.insert_outbox(&outbox_row("t", None)).await.unwrap();
+    let e = relay.insert_outbox(&outbox_row("t", Some(""))).await.unwrap();
+    let first = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!(outbox_ids(&first), vec![a1, n, e], "the second row of key k waits for the first; keyless rows do not");
+    let r = &first[0].row;
+    assert_eq!((r.topic.as_str(), r.key.as_deref(), r.attempt, r.max_attempts), ("t", Some("k"), 0, 3));
+    assert_eq!((r.payload.clone(), r.headers["x-source"].clone()), (json!({"topic": "t"}), json!("orders")));
+    assert!(relay.claim_outbox(10, LEASE).await.unwrap().is_empty(), "a2 waits while a1 is processing");
+
+    let c1 = first[0].claim;
+    assert!(!relay.mark_sent(&stranger(&c1)).await.unwrap());
+    assert!(!relay.retry_outbox(&stranger(&c1), Duration::ZERO, "x").await.unwrap());
+    assert!(!relay.dead_outbox(&stranger(&c1), "x").await.unwrap());
+    assert!(relay.mark_sent(&c1).await.unwrap());
+    assert!(!relay.mark_sent(&c1).await.unwrap(), "a claim ends with its first outcome");
+
+    let second = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!(outbox_ids(&second), vec![a2]);
+    assert!(relay.retry_outbox(&second[0].claim, Duration::ZERO, "broker down").await.unwrap());
+    let third = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!((outbox_ids(&third), third[0].row.attempt), (vec![a2], 1), "a retry spends an attempt");
+    assert!(relay.dead_outbox(&third[0].claim, "gave up").await.unwrap());
+    let dead = relay.list_dead_outbox(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].id, dead[0].topic_or_source.as_str(), dead[0].key.as_deref()), (a2, "t", Some("k")));
+    assert_eq!((dead[0].attempt, dead[0].last_error.as_deref()), (1, Some("gave up")));
+
+    // A retry with a delay is not due yet.
+    assert!(relay.retry_outbox(&first[1].claim, Duration::from_secs(60), "later").await.unwrap());
+    assert!(relay.claim_outbox(10, LEASE).await.unwrap().is_empty());
+
+    let replay_t = ReplayFilter { topic: Some("t".into()), ..Default::default() };
+    assert_eq!(relay.replay_outbox(&replay_t).await.unwrap(), 2, "the sent a1 and the dead a2; the delayed n and the claimed e stay");
+    let replayed = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!(outbox_ids(&replayed), vec![a1], "the replay moved the sent a1 and the dead a2 back; a2 waits for a1");
+    assert_eq!(replayed[0].row.attempt, 0);
+    assert!(relay.mark_sent(&replayed[0].claim).await.unwrap());
+    let a2_again = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!((outbox_ids(&a2_again), a2_again[0].row.attempt), (vec![a2], 0), "a replay resets the attempts");
+    assert_eq!(relay.delete_outbox(&[a1, a2]).await.unwrap(), 1, "a row being delivered is not deleted");
+    assert!(relay.mark_sent(&a2_again[0].claim).await.unwrap());
+    // Filters: the x-source header, dead only, ids.
+    assert_eq!(relay.replay_outbox(&ReplayFilter { source: Some("other".into()), ..Default::default() }).await.unwrap(), 0);
+    assert_eq!(relay.replay_outbox(&ReplayFilter { source: Some("orders".into()), dead_only: true, ..Default::default() }).await.unwrap(), 0);
+    assert_eq!(relay.replay_outbox(&ReplayFilter { ids: Some(vec![n, a2]), ..Default::default() }).await.unwrap(), 1, "n is pending");
+    assert_eq!(relay.replay_outbox(&ReplayFilter { source: Some("orders".into()), ..Default::default() }).await.unwrap(), 0, "a2 is pending again");
+}
+
+async fn push_claims_take_one_row_per_aggregate_and_forward_exactly_once(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+    let src = source("push");
+    let p1 = insert(store, NewInboxMessage::new(&src, "1", json!({"n": 1})).aggregate("agg")).await;
+    let p2 = insert(store, NewInboxMessage::new(&src, "2", json!({"n": 2})).aggregate("agg")).await;
+    let p3 = insert(store, NewInboxMessage::new(&src, "3", json!({"n": 3}))).await;
+    insert(store, pull(&src, "4", None)).await; // a pull row is not the relay's
+    let claimed = relay.claim_push(10, LEASE).await.unwrap();
+    assert_eq!(claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![p1, p3], "one row per aggregate, in order");
+    assert_eq!(claimed[0].message.aggregate_id.as_deref(), Some("agg"));
+    assert!(relay.claim_push(10, LEASE).await.unwrap().is_empty(), "p2 waits while its aggregate is processing");
+
+    let row = NewOutboxRow { topic: format!("{src}.out"), key: Some("agg".into()), payload: claimed[0].message.payload.clone(), headers: Default::default(), max_attempts: 5 };
+    assert_eq!(relay.forward_push(&stranger(&claimed[0].claim), &row).await.unwrap(), Forwarded::ClaimLost);
+    let Forwarded::Done { outbox_id } = relay.forward_push(&claimed[0].claim, &row).await.unwrap() else { panic!("the live claim forwards") };
+    assert_eq!(relay.forward_push(&claimed[0].claim, &row).await.unwrap(), Forwarded::ClaimLost, "a second forward inserts nothing");
+    let out = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!(outbox_ids(&out), vec![outbox_id], "exactly one outbox row, from the live forward");
+    assert_eq!((out[0].row.topic.clone(), out[0].row.payload.clone(), out[0].row.max_attempts), (format!("{src}.out"), json!({"n": 1}), 5));
+
+    assert!(!relay.dead_push(&stranger(&claimed[1].claim), "x").await.unwrap());
+    assert!(relay.dead_push(&claimed[1].claim, "no topic").await.unwrap());
+    let next = relay.claim_push(10, LEASE).await.unwrap();
+    assert_eq!(next.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![p2], "the aggregate is free once p1 is processed");
+    let dead = relay.list_dead_inbox(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].id, dead[0].topic_or_source.as_str(), dead[0].key.as_deref(), dead[0].last_error.as_deref()), (p3, src.as_str(), Some("3"), Some("no topic")));
+    let r = relay.inbox_row(p1).await.unwrap().expect("p1 exists");
+    assert_eq!((r.source.as_str(), r.idempotency_key.as_str(), r.payload.clone()), (src.as_str(), "1", json!({"n": 1})));
+    assert!(relay.inbox_row(Uuid::new_v4()).await.unwrap().is_none());
+}
+
+async fn expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+    let p = insert(store, NewInboxMessage::new(source("lease"), "1", json!({}))).await;
+    let o = relay.insert_outbox(&outbox_row("lease", Some("k"))).await.unwrap();
+    let push = relay.claim_push(1, SHORT_LEASE).await.unwrap();
+    let out = relay.claim_outbox(1, SHORT_LEASE).await.unwrap();
+    assert_eq!((push.len(), out.len()), (1, 1));
+    assert_eq!((relay.reclaim_push().await.unwrap(), relay.reclaim_outbox().await.unwrap()), (0, 0), "live leases stay");
+    tokio::time::sleep(SHORT_LEASE + Duration::from_millis(500)).await;
+    assert_eq!(relay.forward_push(&push[0].claim, &outbox_row("lost", None)).await.unwrap(), Forwarded::ClaimLost);
+    assert!(!relay.mark_sent(&out[0].claim).await.unwrap(), "an expired lease fences the outcome");
+    assert_eq!((relay.reclaim_push().await.unwrap(), relay.reclaim_outbox().await.unwrap()), (1, 1));
+    let push2 = relay.claim_push(1, LEASE).await.unwrap();
+    assert_eq!(push2[0].message.id, p);
+    assert_ne!(push2[0].claim.token, push[0].claim.token);
+    let out2 = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!(outbox_ids(&out2), vec![o], "the lost forward inserted nothing");
+    assert_eq!(out2[0].row.attempt, 0, "a reclaim spends no attempt");
+}
+
+async fn backlog_and_retention_count_and_delete_only_terminal_rows(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+    let b = relay.backlog().await.unwrap();
+    assert_eq!((b.outbox_pending, b.outbox_oldest_pending_age, b.inbox_oldest_pending_age), (0, 0.0, 0.0));
+    for _ in 0..4 {
+        relay.insert_outbox(&outbox_row("r", None)).await.unwrap();
+    }
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let b = relay.backlog().await.unwrap();
+    assert_eq!(b.outbox_pending, 4);
+    assert!(b.outbox_oldest_pending_age >= 0.05, "{b:?}");
+    let claimed = relay.claim_outbox(4, LEASE).await.unwrap();
+    for c in &claimed[..3] {
+        assert!(relay.mark_sent(&c.claim).await.unwrap());
+    }
+    assert!(relay.dead_outbox(&claimed[3].claim, "x").await.unwrap());
+    assert_eq!(relay.backlog().await.unwrap().outbox_pending, 0);
+    assert_eq!(relay.delete_old_outbox(Duration::from_secs(3600), 100).await.unwrap(), 0, "too young");
+    assert_eq!(relay.delete_excess_outbox(1, 1).await.unwrap(), 1, "the batch bounds a delete");
+    assert_eq!(relay.delete_excess_outbox(1, 100).await.unwrap(), 1, "the newest sent and dead rows stay");
+    assert_eq!(relay.delete_excess_outbox(1, 100).await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(relay.delete_old_outbox(Duration::ZERO, 100).await.unwrap(), 2);
+
+    let src = source("retention");
+    let done = insert(store, NewInboxMessage::new(&src, "1", json!({}))).await;
+    let dead = insert(store, NewInboxMessage::new(&src, "2", json!({}))).await;
+    let claimed = relay.claim_push(2, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 2);
+    for c in &claimed {
+        if c.message.id == done {
+            assert!(matches!(relay.forward_push(&c.claim, &outbox_row("r", None)).await.unwrap(), Forwarded::Done { .. }));
+        } else {
+            assert!(relay.dead_push(&c.claim, "x").await.unwrap());
+        }
+    }
+    let waiting = insert(store, NewInboxMessage::new(&src, "3", json!({}))).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(relay.backlog().await.unwrap().inbox_oldest_pending_age >= 0.05);
+    assert_eq!(relay.delete_old_inbox(Duration::from_secs(3600), 100).await.unwrap(), 0, "too young");
+    assert_eq!(relay.delete_old_inbox(Duration::ZERO, 100).await.unwrap(), 2, "processed and dead rows go");
+    assert!(relay.inbox_row(done).await.unwrap().is_none() && relay.inbox_row(dead).await.unwrap().is_none());
+    assert!(relay.inbox_row(waiting).await.unwrap().is_some(), "a pending row stays");
+}
+
+// ---------------------------------------------------------------------------------------
 // The backends.
 
+/// One test per behaviour and backend: `$pg` and `$ms` name the test modules, `$setup` the
+/// function of `pg` and `mssql` that returns the two arguments of each behaviour.
 macro_rules! contract {
-    ($($name:ident),* $(,)?) => {
-        mod postgres {
+    ($pg:ident, $ms:ident, $setup:ident: $($name:ident),* $(,)?) => {
+        mod $pg {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    let (store, h) = super::pg::setup().await;
-                    super::$name(store, &h).await;
+                    let (a, b) = super::pg::$setup().await;
+                    super::$name(a, &b).await;
                 }
             )*
         }
-        mod sqlserver {
+        mod $ms {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $name() {
-                    match super::mssql::setup().await {
-                        Some((store, h)) => super::$name(store, &h).await,
+                    match super::mssql::$setup().await {
+                        Some((a, b)) => super::$name(a, &b).await,
                         None => println!("skipped: {}", super::mssql::SKIP_REASON),
                     }
                 }
@@ -457,6 +619,19 @@ macro_rules! contract {
 }
 
 contract!(
+    relay_postgres,
+    relay_sqlserver,
+    relay_setup:
+    outbox_claims_keep_the_key_head_rule_and_fence_every_outcome,
+    push_claims_take_one_row_per_aggregate_and_forward_exactly_once,
+    expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt,
+    backlog_and_retention_count_and_delete_only_terminal_rows,
+);
+
+contract!(
+    postgres,
+    sqlserver,
+    setup:
     insert_dedup_returns_duplicate_with_the_stored_id,
     claim_returns_due_rows_in_order_one_per_aggregate,
     concurrent_claims_never_return_the_same_row,
@@ -512,6 +687,12 @@ mod pg {
         let store = PgStore::connect(url, 8).await.expect("connect");
         (Arc::new(store), Sql(DIALECT))
     }
+
+    /// The relay role on a fresh database of its own.
+    pub async fn relay_setup() -> (Arc<dyn RelayStore>, Arc<dyn Store>) {
+        let store = Arc::new(PgStore::connect(&database().await, 8).await.expect("connect"));
+        (store.clone(), store)
+    }
 }
 
 mod mssql {
@@ -528,8 +709,13 @@ mod mssql {
         None
     }
 
+    #[cfg(not(feature = "sqlserver"))]
+    pub async fn relay_setup() -> Option<(Arc<dyn RelayStore>, Arc<dyn Store>)> {
+        None
+    }
+
     #[cfg(feature = "sqlserver")]
-    pub use with_feature::setup;
+    pub use with_feature::{relay_setup, setup};
 
     #[cfg(feature = "sqlserver")]
     mod with_feature {
@@ -583,6 +769,13 @@ mod mssql {
             let config = DATABASE.get_or_init(database).await.clone()?;
             let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL").await.expect("connect");
             Some((Arc::new(store), Sql(DIALECT)))
+        }
+
+        /// The relay role on a fresh database of its own.
+        pub async fn relay_setup() -> Option<(Arc<dyn RelayStore>, Arc<dyn Store>)> {
+            let config = database().await?;
+            let store = Arc::new(SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL").await.expect("connect"));
+            Some((store.clone(), store))
         }
     }
 }
