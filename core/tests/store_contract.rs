@@ -454,6 +454,9 @@ async fn outbox_claims_keep_the_key_head_rule_and_fence_every_outcome(relay: Arc
     assert_eq!((r.topic.as_str(), r.key.as_deref(), r.attempt, r.max_attempts), ("t", Some("k"), 0, 3));
     assert_eq!((r.payload.clone(), r.headers["x-source"].clone()), (json!({"topic": "t"}), json!("orders")));
     assert!(relay.claim_outbox(10, LEASE).await.unwrap().is_empty(), "a2 waits while a1 is processing");
+    let renewed = relay.renew_outbox(&[first[1].claim, stranger(&first[2].claim)], LEASE).await.unwrap();
+    assert_eq!(renewed, vec![n], "a renewal extends live claims only");
+    assert!(relay.renew_outbox(&[], LEASE).await.unwrap().is_empty());
 
     let c1 = first[0].claim;
     assert!(!relay.mark_sent(&stranger(&c1)).await.unwrap());

@@ -134,13 +134,18 @@ pub(super) fn decode_inbox(op: &'static str, row: &Row) -> Result<InboxMessage> 
 }
 
 pub(super) async fn renew(pool: &Arc<Pool>, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+    renew_many(pool, "pull renew", sql::RENEW, claims, lease).await
+}
+
+/// Runs a many-claims lease renewal (`@P1` the JSON pairs, `@P2` the lease); the ids renewed.
+pub(super) async fn renew_many(pool: &Arc<Pool>, op: &'static str, text: &str, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
     if claims.is_empty() {
         return Ok(Vec::new());
     }
     let pairs = renew_json(claims);
     let lease_ms = millis(lease);
     let params: [&dyn ToSql; 2] = [&pairs.as_str(), &lease_ms];
-    let rows = rows(pool, "pull renew", sql::RENEW, &params).await?;
+    let rows = rows(pool, op, text, &params).await?;
     Ok(rows.iter().filter_map(|r| r.get::<Uuid, _>("id")).collect())
 }
 

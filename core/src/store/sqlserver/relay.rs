@@ -13,7 +13,7 @@ use serde_json::Value;
 use tiberius::{Row, ToSql};
 use uuid::Uuid;
 
-use super::pull::{decode_claimed, decode_inbox, fenced, json_object, millis, missing, order_key, rows, text, Extra};
+use super::pull::{decode_claimed, decode_inbox, fenced, json_object, millis, missing, order_key, renew_many, rows, text, Extra};
 use super::value::{json_text, utc};
 use super::{db_err, sql, Pool, SqlServerStore};
 use crate::error::Result;
@@ -139,6 +139,10 @@ impl RelayStore for SqlServerStore {
         let rows = rows(self.pool(), "outbox claim", sql::CLAIM_OUTBOX, &params).await?;
         let keyed = rows.iter().map(decode_outbox_claimed).collect::<Result<Vec<_>>>()?;
         Ok(in_claim_order(keyed))
+    }
+
+    async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+        renew_many(self.pool(), "outbox renew", sql::RENEW_OUTBOX, claims, lease).await
     }
 
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool> {
@@ -362,6 +366,11 @@ mod tests {
         for (name, s) in [("MARK_SENT", sql::MARK_SENT), ("RETRY_OUTBOX", sql::RETRY_OUTBOX), ("DEAD_OUTBOX", sql::DEAD_OUTBOX)] {
             assert!(s.ends_with(outbox_fence), "{name} ends with the fence");
         }
+        // The renewal applies the same fence per pair, on outbox rows only.
+        let renew = sql::RENEW_OUTBOX;
+        assert!(renew.contains("FROM outbox AS t WITH (ROWLOCK)") && renew.contains("ON c.id = t.id AND c.token = t.claim_token"));
+        assert!(renew.ends_with("WHERE t.state = 'processing' AND t.lease_expires_at > SYSUTCDATETIME();"), "{renew}");
+        assert!(sql::RENEW.contains("FROM inbox AS t") && sql::RENEW.contains("t.consumption = 'pull' AND t.state = 'processing'"));
         // The forward inserts only after the fenced mark matched, inside one transaction.
         let f = sql::FORWARD_PUSH;
         let (begin, mark, check, insert, commit) = (

@@ -55,19 +55,27 @@ OUTPUT inserted.*
     };
 }
 
-/// The fence of many claims at once: `@P1` is a JSON array of `{"id": …, "token": …}`.
+/// The fence of many claims at once: `@P1` is a JSON array of `{"id": …, "token": …}`. A
+/// pull row of `inbox` unless `@on` names the table and the extra row predicate.
 macro_rules! fenced_many {
-    ($($set:tt)+) => {
+    (@on $table:literal, $only:literal; $($set:tt)+) => {
         concat!(
-            "UPDATE i SET ",
+            "UPDATE t SET ",
             $($set)+,
             "
 OUTPUT inserted.id
-  FROM inbox AS i WITH (ROWLOCK)
+  FROM ",
+            $table,
+            " AS t WITH (ROWLOCK)
   JOIN OPENJSON(@P1) WITH (id UNIQUEIDENTIFIER '$.id', token UNIQUEIDENTIFIER '$.token') AS c
-    ON c.id = i.id AND c.token = i.claim_token
- WHERE i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > SYSUTCDATETIME();"
+    ON c.id = t.id AND c.token = t.claim_token
+ WHERE ",
+            $only,
+            "t.state = 'processing' AND t.lease_expires_at > SYSUTCDATETIME();"
         )
+    };
+    ($($set:tt)+) => {
+        fenced_many!(@on "inbox", "t.consumption = 'pull' AND "; $($set)+)
     };
 }
 
@@ -380,6 +388,10 @@ OUTPUT inserted.*
 COMMIT TRANSACTION;"
 );
 
+/// Renews many outbox claims at once (`@P1` the JSON pairs, `@P2` the lease in
+/// milliseconds); returns the ids it renewed, live claims only (the outbox fence per row).
+pub const RENEW_OUTBOX: &str = fenced_many!(@on "outbox", ""; "lease_expires_at = ", now_plus_ms!("@P2"));
+
 /// Fenced delivery success.
 pub const MARK_SENT: &str = concat!(
     "UPDATE outbox SET state = 'sent', updated_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL WHERE ",
@@ -501,6 +513,7 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("DEAD_PUSH", DEAD_PUSH),
         ("RECLAIM_OUTBOX", RECLAIM_OUTBOX),
         ("CLAIM_OUTBOX", CLAIM_OUTBOX),
+        ("RENEW_OUTBOX", RENEW_OUTBOX),
         ("MARK_SENT", MARK_SENT),
         ("RETRY_OUTBOX", RETRY_OUTBOX),
         ("DEAD_OUTBOX", DEAD_OUTBOX),
