@@ -8,7 +8,9 @@ cd "$(dirname "$0")/.."
 if [ -z "${QUEUEBOX_DATABASE_URL:-}" ]; then
   # shellcheck source=scripts/postgres.sh
   source scripts/postgres.sh start
-  QUEUEBOX_DATABASE_URL="$QUEUEBOX_TEST_DATABASE_URL"
+  # A fresh demo database each run, on the throwaway cluster.
+  psql "$QUEUEBOX_TEST_DATABASE_URL" -qc "DROP DATABASE IF EXISTS queuebox_demo WITH (FORCE)" -c "CREATE DATABASE queuebox_demo" >/dev/null
+  QUEUEBOX_DATABASE_URL="${QUEUEBOX_TEST_DATABASE_URL%/*}/queuebox_demo"
 fi
 export QUEUEBOX_DATABASE_URL
 echo "== building queuebox and the example worker"
@@ -21,5 +23,6 @@ echo "== example pull worker (source: orders)"
 "$target_dir/debug/examples/pull_worker" "$QUEUEBOX_DATABASE_URL"
 if [ -x scripts/demo-relay.sh ]; then
   echo "== relay demo"
-  bash scripts/demo-relay.sh
+  # The relay demo uses its own database; QUEUEBOX_DATABASE_URL would override its config.
+  env -u QUEUEBOX_DATABASE_URL bash scripts/demo-relay.sh
 fi
