@@ -1,0 +1,280 @@
+"""Drives every adapter of benchmarks/peers/ through the same scenarios on one PostgreSQL, in
+one run, and writes benchmarks/results/peers-<date>.json (the report is rendered from it by
+report.py). Started by run.sh, which installs and builds the adapters first.
+
+Every adapter has the same CLI:  drain URL N CONC | latency URL RATE SECS CONC |
+enqueue URL N | work URL CONC SLEEP_MS LOG  (see node/common.js, river/benchcli,
+queuebox/src/main.rs, procrastinate/adapter.py). Each scenario run gets a fresh database.
+"""
+import datetime
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+SERVER = os.environ["QUEUEBOX_TEST_DATABASE_URL"].rsplit("/", 1)[0]
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROWS = int(os.environ.get("DRAIN_ROWS", "20000"))
+CONCS = [int(c) for c in os.environ.get("DRAIN_CONCS", "1 8 32").split()]
+DRAIN_TIMEOUT = float(os.environ.get("DRAIN_TIMEOUT", "60"))
+RATE, SECS, LAT_CONC = int(os.environ.get("LAT_RATE", "200")), int(os.environ.get("LAT_SECS", "20")), 8
+CRASH_JOBS, CRASH_CONC, CRASH_SLEEP = 200, 8, 500
+CRASH_WAIT = float(os.environ.get("CRASH_WAIT", "45"))
+BIN = os.environ["PEERS_BIN"]
+ONLY = os.environ.get("PEERS_ONLY", "").split()
+SCENARIOS = os.environ.get("PEERS_SCENARIOS", "dlc")  # d = drain, l = latency + bloat, c = crash
+
+# name -> (argv prefix, extra env, SQL counting completed jobs (given N), scenarios)
+SYSTEMS = {
+    "queuebox-rust": ([f"{BIN}/queuebox-peers-bench"], {},
+                      "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
+    "queuebox-go": ([f"{BIN}/queuebox-go"], {},
+                    "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
+    "pg-boss": (["node", f"{HERE}/node/pgboss.js"], {},
+                "SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state = 'completed'", "dlc"),
+    "graphile-worker": (["node", f"{HERE}/node/graphile.js"], {},
+                        "SELECT {n} - count(*) FROM graphile_worker._private_jobs", "dlc"),
+    "river": ([f"{BIN}/river"], {}, "SELECT count(*) FROM river_job WHERE state = 'completed'", "dlc"),
+    "river-cooldown1ms": ([f"{BIN}/river"], {"RIVER_FETCH_COOLDOWN_MS": "1"},
+                          "SELECT count(*) FROM river_job WHERE state = 'completed'", "dl"),
+    "procrastinate": ([f"{os.environ['PEERS_VENV']}/bin/python", f"{HERE}/procrastinate/adapter.py"], {},
+                      "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'", "dlc"),
+}
+if ONLY:
+    SYSTEMS = {k: v for k, v in SYSTEMS.items() if k in ONLY}
+
+loadavg_samples = []
+
+
+def log(*a):
+    print(time.strftime("%H:%M:%S"), *a, file=sys.stderr, flush=True)
+
+
+def loadavg():
+    v = float(open("/proc/loadavg").read().split()[0])
+    loadavg_samples.append(v)
+    return v
+
+
+def psql(db, sql):
+    out = subprocess.run(["psql", f"{SERVER}/{db}", "-X", "-qtA", "-F", "\t", "-c", sql],
+                         check=True, capture_output=True, text=True).stdout.strip()
+    return out
+
+
+def fresh(name):
+    db = f"peers_{name.replace('-', '_')}"
+    psql("postgres", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+    psql("postgres", f"CREATE DATABASE {db}")
+    return db, f"{SERVER}/{db}"
+
+
+def drop(db):
+    psql("postgres", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
+
+
+def run(sysname, argv, timeout, expect_json=True):
+    prefix, env, _, _ = SYSTEMS[sysname]
+    p = subprocess.Popen(prefix + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         env={**os.environ, **env}, start_new_session=True)
+    try:
+        out, err = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        return None, "timeout"
+    lines = [l for l in out.splitlines() if l.startswith("{")]
+    if p.returncode != 0 or (expect_json and not lines):
+        return None, f"exit {p.returncode}: {err.strip()[-400:]}"
+    return (json.loads(lines[-1]) if lines else {}), None
+
+
+def drain_bounded(sysname, conc):
+    """Like drain, but a run slower than DRAIN_TIMEOUT is killed and scored as the completed
+    rows in the database over DRAIN_TIMEOUT (marked partial)."""
+    db, url = fresh(f"{sysname}_d{conc}")
+    la = loadavg()
+    prefix, env, done_sql, _ = SYSTEMS[sysname]
+    p = subprocess.Popen(prefix + ["drain", url, str(ROWS), str(conc)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**os.environ, **env}, start_new_session=True)
+    out = {"concurrency": conc, "rows": ROWS, "loadavg_1m_before": la}
+    # Enqueueing is not timed by the adapter; give it up to 120 s on top of the bound.
+    deadline = time.time() + DRAIN_TIMEOUT + 120
+    started = None
+    while p.poll() is None and time.time() < deadline:
+        time.sleep(0.5)
+        if started is None:
+            try:
+                n = int(psql(db, done_sql.format(n=ROWS)) or 0)
+            except subprocess.CalledProcessError:
+                continue
+            if n > 0:
+                started = time.time()
+        elif time.time() - started > DRAIN_TIMEOUT:
+            break
+    if p.poll() is None:
+        done = int(psql(db, done_sql.format(n=ROWS)) or 0)
+        elapsed = time.time() - started if started else DRAIN_TIMEOUT
+        os.killpg(p.pid, signal.SIGKILL)
+        p.communicate()
+        out.update({"partial": True, "rows_per_s": done / elapsed, "handled": done, "seconds": elapsed,
+                    "note": f"killed after {elapsed:.0f} s of processing; rows/s = completed rows in the database / elapsed"})
+    else:
+        so, se = p.communicate()
+        lines = [l for l in so.splitlines() if l.startswith("{")]
+        if p.returncode == 0 and lines:
+            out.update(json.loads(lines[-1]))
+        else:
+            out["error"] = f"exit {p.returncode}: {se.strip()[-400:]}"
+    out["loadavg_1m_after"] = loadavg()
+    drop(db)
+    return out
+
+
+def latency_and_bloat(sysname):
+    db, url = fresh(f"{sysname}_lat")
+    la = loadavg()
+    res, err = run(sysname, ["latency", url, str(RATE), str(SECS), str(LAT_CONC)], SECS + 120)
+    out = {"rate": RATE, "seconds": SECS, "concurrency": LAT_CONC, "loadavg_1m_before": la}
+    out.update(res or {"error": err})
+    time.sleep(1)  # the adapter's backends flushed their statistics when they exited
+    psql(db, "SELECT pg_stat_force_next_flush()")
+    rows = psql(db, """SELECT schemaname || '.' || relname, n_live_tup, n_dead_tup, n_tup_ins, n_tup_upd,
+                              n_tup_hot_upd, n_tup_del, autovacuum_count, vacuum_count
+                         FROM pg_stat_user_tables WHERE n_tup_ins + n_tup_upd + n_tup_del > 0 ORDER BY 1""")
+    tables = []
+    for line in rows.splitlines():
+        name, *nums = line.split("\t")
+        k = ["n_live_tup", "n_dead_tup", "n_tup_ins", "n_tup_upd", "n_tup_hot_upd", "n_tup_del", "autovacuum_count", "vacuum_count"]
+        tables.append({"table": name, **dict(zip(k, map(int, nums)))})
+    n = (res or {}).get("n") or 1
+    bloat = {"tables": tables,
+             "dead_tuples": sum(t["n_dead_tup"] for t in tables),
+             "row_versions_written": sum(t["n_tup_ins"] + t["n_tup_upd"] + t["n_tup_del"] for t in tables),
+             "live_tuples": sum(t["n_live_tup"] for t in tables),
+             "messages": n}
+    bloat["dead_tuples_per_message"] = bloat["dead_tuples"] / n
+    bloat["row_versions_per_message"] = bloat["row_versions_written"] / n
+    drop(db)
+    return out, bloat
+
+
+def read_log(path):
+    ev = []
+    if os.path.exists(path):
+        for line in open(path):
+            parts = line.split()
+            if len(parts) == 3:
+                ev.append((parts[0], int(parts[1]), float(parts[2])))
+    return ev
+
+
+def crash(sysname):
+    db, url = fresh(f"{sysname}_crash")
+    prefix, env, _, _ = SYSTEMS[sysname]
+    tmp = os.path.join(HERE, "..", "results", "tmp")
+    os.makedirs(tmp, exist_ok=True)
+    la_, lb_ = os.path.join(tmp, f"{sysname}-A.log"), os.path.join(tmp, f"{sysname}-B.log")
+    for f in (la_, lb_):
+        if os.path.exists(f):
+            os.remove(f)
+    res, err = run(sysname, ["enqueue", url, str(CRASH_JOBS)], 120, expect_json=False)
+    if err:
+        return {"error": f"enqueue: {err}"}
+    spawn = lambda logf: subprocess.Popen(prefix + ["work", url, str(CRASH_CONC), str(CRASH_SLEEP), logf],
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env},
+                                          start_new_session=True)
+    a = spawn(la_)
+    deadline = time.time() + 60
+    while time.time() < deadline and sum(1 for e in read_log(la_) if e[0] == "D") < 2 * CRASH_CONC:
+        time.sleep(0.1)
+    os.killpg(a.pid, signal.SIGKILL)
+    t_kill = time.time() * 1000
+    a.wait()
+    b = spawn(lb_)
+    ea = read_log(la_)
+    started_a = {n for k, n, _ in ea if k == "S"}
+    done_a = {n for k, n, _ in ea if k == "D"}
+    in_flight = started_a - done_a
+    end = time.time() + CRASH_WAIT
+    while time.time() < end:
+        eb = read_log(lb_)
+        done_b = {n for k, n, _ in eb if k == "D"}
+        if len(done_a | done_b) >= CRASH_JOBS and in_flight <= done_b:
+            break
+        time.sleep(0.25)
+    time.sleep(1.5)  # let B finish anything it started, to see duplicates
+    os.killpg(b.pid, signal.SIGKILL)
+    b.wait()
+    eb = read_log(lb_)
+    done_b = [n for k, n, _ in eb if k == "D"]
+    all_done = [n for k, n, _ in ea + eb if k == "D"]
+    rec = [t for k, n, t in eb if k == "D" and n in in_flight]
+    recovered = {n for k, n, _ in eb if k == "D" and n in in_flight}
+    out = {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_after_kill_s": CRASH_WAIT,
+           "done_before_kill": len(done_a), "in_flight_at_kill": len(in_flight),
+           "in_flight_recovered": len(recovered),
+           "recovery_s": (max(rec) - t_kill) / 1000 if recovered == in_flight and in_flight else None,
+           "first_rerun_s": (min(t for k, n, t in eb if k == "S" and n in in_flight) - t_kill) / 1000
+           if any(k == "S" and n in in_flight for k, n, _ in eb) else None,
+           "not_done_at_end": CRASH_JOBS - len(set(all_done)),
+           "completed_twice": sum(1 for n in set(all_done) if all_done.count(n) > 1),
+           "completed_twice_across_crash": len(done_a & set(done_b)),
+           "loadavg_1m": loadavg()}
+    drop(db)
+    return out
+
+
+def settings():
+    keys = ["server_version", "fsync", "synchronous_commit", "full_page_writes", "shared_buffers", "max_connections",
+            "autovacuum", "autovacuum_naptime", "autovacuum_vacuum_threshold", "autovacuum_vacuum_scale_factor",
+            "autovacuum_vacuum_insert_threshold", "autovacuum_vacuum_cost_limit", "track_counts"]
+    return {k: psql("postgres", f"SHOW {k}") for k in keys}
+
+
+def main():
+    mem = [l for l in open("/proc/meminfo") if l.startswith("MemTotal")][0].split()[1]
+    result = {"benchmark": "peers", "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+              "machine": {"nproc": os.cpu_count(), "mem_total_gib": round(int(mem) / 1024 / 1024, 1),
+                          "loadavg_at_start": open("/proc/loadavg").read().strip(), "note": "shared with other engineers' builds"},
+              "postgres": settings(), "versions": json.loads(os.environ.get("PEERS_VERSIONS", "{}")),
+              "workload": {"drain_rows": ROWS, "drain_concurrency": CONCS, "drain_timeout_s": DRAIN_TIMEOUT,
+                           "latency": {"rate_per_s": RATE, "seconds": SECS, "concurrency": LAT_CONC},
+                           "crash": {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_s": CRASH_WAIT}},
+              "drain": {}, "latency": {}, "bloat": {}, "crash": {}}
+    names = list(SYSTEMS)
+    for i, conc in enumerate(CONCS):
+        order = names if i % 2 == 0 else names[::-1]
+        for s in order:
+            if "d" not in SYSTEMS[s][3] or "d" not in SCENARIOS:
+                continue
+            r = drain_bounded(s, conc)
+            log(f"drain c={conc} {s}: {r.get('rows_per_s', 0):.0f} rows/s {r.get('error', '')}{' (partial)' if r.get('partial') else ''}")
+            result["drain"].setdefault(s, []).append(r)
+    for s in names[::-1]:
+        if "l" not in SYSTEMS[s][3] or "l" not in SCENARIOS:
+            continue
+        lat, bloat = latency_and_bloat(s)
+        log(f"latency {s}: p50 {lat.get('p50')} p99 {lat.get('p99')} n {lat.get('n')} dead {bloat['dead_tuples']} {lat.get('error', '')}")
+        result["latency"][s], result["bloat"][s] = lat, bloat
+    for s in names:
+        if "c" not in SYSTEMS[s][3] or "c" not in SCENARIOS:
+            continue
+        c = crash(s)
+        log(f"crash {s}: {c}")
+        result["crash"][s] = c
+    result["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    loadavg()
+    result["machine"]["loadavg_1m_samples"] = {"min": min(loadavg_samples), "max": max(loadavg_samples),
+                                               "mean": round(sum(loadavg_samples) / max(1, len(loadavg_samples)), 2),
+                                               "n": len(loadavg_samples)}
+    result["machine"]["loadavg_at_end"] = open("/proc/loadavg").read().strip()
+    path = os.environ["PEERS_OUT"]
+    open(path, "w").write(json.dumps(result, indent=2) + "\n")
+    log("wrote", path)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,34 @@
+// pg-boss adapter. pg-boss 10 has no concurrency option: CONC handlers are CONC work()
+// subscriptions (its documented way). Each subscription fetches, runs its batch, completes it
+// and then sleeps out the rest of pollingIntervalSeconds (no LISTEN), so the defaults
+// (batchSize 1, 2 s) cap a subscription at 0.5 jobs/s; we use the documented throughput knobs
+// batchSize 100 and the minimum pollingIntervalSeconds 0.5. Pool max = concurrency + 2.
+const PgBoss = require('pg-boss');
+const { main } = require('./common');
+
+let boss, url;
+const Q = 'bench';
+main({
+  async setup(u) { url = u; },
+  async boot(conc) {
+    if (boss) return;
+    boss = new PgBoss({ connectionString: url, max: Math.max(10, conc + 2) });
+    boss.on('error', (e) => console.error('pg-boss:', e.message));
+    await boss.start();
+    await boss.createQueue(Q);
+  },
+  async enqueue(n) {
+    await this.boot(32);
+    for (let i = 1; i <= n; i += 5000) {
+      const jobs = [];
+      for (let k = i; k < Math.min(i + 5000, n + 1); k++) jobs.push({ name: Q, data: { n: k } });
+      await boss.insert(jobs);
+    }
+  },
+  async enqueueOne(payload) { await boss.send(Q, payload); },
+  async start(conc, handler) {
+    await this.boot(conc);
+    for (let i = 0; i < conc; i++) await boss.work(Q, { batchSize: 100, pollingIntervalSeconds: 0.5 }, async (jobs) => { for (const j of jobs) await handler(j.data); });
+  },
+  async stop() { await boss.stop({ graceful: true, wait: true, timeout: 5000 }); },
+});

@@ -1,0 +1,21 @@
+module github.com/alternayte/queuebox/benchmarks/peers/queuebox-go
+
+go 1.26.0
+
+require (
+	github.com/alternayte/queuebox/benchmarks/peers/river v0.0.0
+	github.com/alternayte/queuebox/clients/go v0.0.0
+	github.com/jackc/pgx/v5 v5.13.0
+)
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/puddle/v2 v2.2.3 // indirect
+	golang.org/x/sync v0.24.0 // indirect
+	golang.org/x/text v0.43.0 // indirect
+)
+
+replace github.com/alternayte/queuebox/clients/go => ../../../clients/go
+
+replace github.com/alternayte/queuebox/benchmarks/peers/river => ../river

@@ -1,0 +1,162 @@
+//! QueueBox adapter of benchmarks/peers/run.sh: the Rust core `Worker::run` with
+//! batch_size = max(10, concurrency), LISTEN on, other options at their defaults.
+//! Same CLI as every other adapter (see benchmarks/peers/harness.py):
+//!   drain URL N CONC | latency URL RATE SECS CONC | enqueue URL N | work URL CONC SLEEP_MS LOG
+
+use std::io::Write;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use queuebox_core::store::postgres::PgStore;
+use queuebox_core::{migrate, Outcome, Worker, WorkerOptions};
+use serde_json::json;
+use sqlx::PgPool;
+
+const SOURCE: &str = "bench";
+
+fn now_ms() -> f64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_secs_f64() * 1000.0
+}
+
+async fn setup(url: &str) -> PgPool {
+    let store = PgStore::connect(url, 2).await.expect("connect");
+    migrate::postgres::run(&store).await.expect("migrate");
+    PgPool::connect(url).await.expect("pool")
+}
+
+async fn enqueue(pool: &PgPool, n: i64) {
+    sqlx::query(
+        "INSERT INTO inbox (source, idempotency_key, payload, consumption)
+         SELECT $1, 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, $2) g",
+    )
+    .bind(SOURCE)
+    .bind(n)
+    .execute(pool)
+    .await
+    .expect("enqueue");
+}
+
+async fn worker(url: &str, conc: u32) -> Worker {
+    let opts = WorkerOptions { batch_size: conc.max(10), concurrency: conc, listen: true, ..WorkerOptions::new(SOURCE) };
+    Worker::connect(url, opts).await.expect("worker")
+}
+
+fn pct(v: &mut [f64], q: f64) -> f64 {
+    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    v[((v.len() as f64 - 1.0) * q).round() as usize]
+}
+
+#[tokio::main]
+async fn main() {
+    let a: Vec<String> = std::env::args().collect();
+    let url = a[2].clone();
+    let pool = setup(&url).await;
+    match a[1].as_str() {
+        "enqueue" => enqueue(&pool, a[3].parse().unwrap()).await,
+        "drain" => {
+            let n: usize = a[3].parse().unwrap();
+            let conc: u32 = a[4].parse().unwrap();
+            enqueue(&pool, n as i64).await;
+            sqlx::query("VACUUM ANALYZE inbox").execute(&pool).await.unwrap();
+            let w = worker(&url, conc).await;
+            let done = Arc::new(AtomicUsize::new(0));
+            let all = Arc::new(tokio::sync::Notify::new());
+            let (d, al) = (done.clone(), all.clone());
+            let start = Instant::now();
+            let t_done = Arc::new(Mutex::new(None));
+            let td = t_done.clone();
+            w.run(
+                move |_task| {
+                    let (d, al, td) = (d.clone(), al.clone(), td.clone());
+                    async move {
+                        if d.fetch_add(1, Ordering::SeqCst) + 1 == n {
+                            *td.lock().unwrap() = Some(Instant::now());
+                            al.notify_one();
+                        }
+                        Ok(Outcome::Complete)
+                    }
+                },
+                async move { all.notified().await },
+            )
+            .await
+            .unwrap();
+            let secs = (t_done.lock().unwrap().unwrap() - start).as_secs_f64();
+            let processed: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processed'").fetch_one(&pool).await.unwrap();
+            let st = w.stats();
+            println!("{}", json!({"rows_per_s": n as f64 / secs, "seconds": secs, "handled": done.load(Ordering::SeqCst),
+                "completed_in_db": processed, "claims": st.claims}));
+        }
+        "latency" => {
+            let rate: f64 = a[3].parse().unwrap();
+            let secs: f64 = a[4].parse().unwrap();
+            let conc: u32 = a[5].parse().unwrap();
+            let total = (rate * secs) as usize;
+            let w = Arc::new(worker(&url, conc).await);
+            let lat: Arc<Mutex<Vec<f64>>> = Arc::default();
+            let l2 = lat.clone();
+            let stop = Arc::new(tokio::sync::Notify::new());
+            let s2 = stop.clone();
+            let w2 = w.clone();
+            let run = tokio::spawn(async move {
+                w2.run(
+                    move |task| {
+                        let l2 = l2.clone();
+                        async move {
+                            let t = task.message().payload["t"].as_f64().unwrap_or(0.0);
+                            l2.lock().unwrap().push(now_ms() - t);
+                            Ok(Outcome::Complete)
+                        }
+                    },
+                    async move { s2.notified().await },
+                )
+                .await
+            });
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let t0 = Instant::now();
+            for i in 0..total {
+                let due = t0 + Duration::from_secs_f64(i as f64 / rate);
+                tokio::time::sleep_until(due.into()).await;
+                sqlx::query("INSERT INTO inbox (source, idempotency_key, payload, consumption) VALUES ($1, $2, $3, 'pull')")
+                    .bind(SOURCE)
+                    .bind(format!("l{i}"))
+                    .bind(json!({"n": i, "t": now_ms()}))
+                    .execute(&pool)
+                    .await
+                    .unwrap();
+            }
+            let offered = total as f64 / t0.elapsed().as_secs_f64();
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while lat.lock().unwrap().len() < total && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            stop.notify_waiters();
+            run.await.unwrap().unwrap();
+            let mut v = lat.lock().unwrap().clone();
+            let n = v.len();
+            println!("{}", json!({"n": n, "expected": total, "offered_per_s": offered, "p50": pct(&mut v, 0.5), "p95": pct(&mut v, 0.95), "p99": pct(&mut v, 0.99), "max": pct(&mut v, 1.0)}));
+        }
+        "work" => {
+            let conc: u32 = a[3].parse().unwrap();
+            let sleep_ms: u64 = a[4].parse().unwrap();
+            let log = Arc::new(Mutex::new(std::fs::OpenOptions::new().create(true).append(true).open(&a[5]).unwrap()));
+            let w = worker(&url, conc).await;
+            w.run(
+                move |task| {
+                    let log = log.clone();
+                    async move {
+                        let n = task.message().payload["n"].as_i64().unwrap_or(-1);
+                        writeln!(log.lock().unwrap(), "S {n} {:.1}", now_ms()).unwrap();
+                        tokio::time::sleep(Duration::from_millis(sleep_ms)).await;
+                        writeln!(log.lock().unwrap(), "D {n} {:.1}", now_ms()).unwrap();
+                        Ok(Outcome::Complete)
+                    }
+                },
+                std::future::pending::<()>(),
+            )
+            .await
+            .unwrap();
+        }
+        m => panic!("unknown mode {m}"),
+    }
+}

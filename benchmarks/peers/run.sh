@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# Side-by-side benchmark of QueueBox against pg-boss, graphile-worker, River and procrastinate
+# on the same local PostgreSQL, in one run, with the same workload (see benchmarks/peers.md).
+# Installs every peer from its registry at a pinned version, builds the QueueBox adapters
+# (Rust core Worker; Go wrapper over libqueuebox), runs benchmarks/peers/harness.py, writes
+# benchmarks/results/peers-<date>.json and benchmarks/peers.md.
+#   bash benchmarks/peers/run.sh
+#   env: DRAIN_ROWS (20000) DRAIN_CONCS ("1 8 32") DRAIN_TIMEOUT (60 s) LAT_RATE (200)
+#        LAT_SECS (20) CRASH_WAIT (45 s) PEERS_ONLY ("queuebox-rust river" ...) PEERS_DATE
+# A benchmark, not a test: not part of scripts/test.d.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+ROOT=$PWD
+PEERS=$ROOT/benchmarks/peers
+source scripts/postgres.sh start >/dev/null
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$ROOT/target}"
+[ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
+PEERS_VENV="${PEERS_VENV:-/tmp/queuebox-peers-venv}"
+BIN="$CARGO_TARGET_DIR/peers-bench"; mkdir -p "$BIN"
+
+# Pinned peer versions. pg-boss 11+ and graphile-worker 0.17+ need Node >= 22; this machine
+# (and CI's Debian) has Node 20, so the pins are the newest releases that run on it.
+PROCRASTINATE_VERSION=3.10.0 PSYCOPG_VERSION=3.3.9 PSYCOPG_POOL_VERSION=3.3.3
+command -v node >/dev/null || { apt-get update -qq && apt-get install -y -qq nodejs npm >/dev/null; }
+(cd "$PEERS/node" && npm ci --no-audit --no-fund --loglevel=error)
+if ! "$PEERS_VENV/bin/python" -c "import procrastinate" 2>/dev/null; then
+  python3 -m venv "$PEERS_VENV"
+fi
+"$PEERS_VENV/bin/pip" install -q "procrastinate==$PROCRASTINATE_VERSION" "psycopg[binary]==$PSYCOPG_VERSION" "psycopg-pool==$PSYCOPG_POOL_VERSION"
+
+# QueueBox: the Rust core Worker adapter and libqueuebox for the Go wrapper (release builds).
+cargo build --quiet --release --manifest-path "$PEERS/queuebox/Cargo.toml"
+cp "$CARGO_TARGET_DIR/release/queuebox-peers-bench" "$BIN/"
+cargo build --quiet --release -p queuebox-c
+NATIVE="$CARGO_TARGET_DIR/release"
+(cd "$PEERS/queuebox-go" && CGO_LDFLAGS="-L$NATIVE -Wl,-rpath,$NATIVE" go build -o "$BIN/queuebox-go" .)
+(cd "$PEERS/river" && go build -o "$BIN/river" .)
+
+ver() { node -p "require('$PEERS/node/node_modules/$1/package.json').version"; }
+PEERS_VERSIONS=$(cat <<JSON
+{"pg-boss": "$(ver pg-boss)", "graphile-worker": "$(ver graphile-worker)", "node": "$(node -v)",
+ "river": "$(cd "$PEERS/river" && go list -m -f '{{.Version}}' github.com/riverqueue/river)",
+ "riverpgxv5": "$(cd "$PEERS/river" && go list -m -f '{{.Version}}' github.com/riverqueue/river/riverdriver/riverpgxv5)",
+ "go": "$(go env GOVERSION)",
+ "procrastinate": "$("$PEERS_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("procrastinate"))')",
+ "python": "$("$PEERS_VENV/bin/python" -c 'import platform; print(platform.python_version())')",
+ "queuebox": "$(git rev-parse --short HEAD)", "rustc": "$(rustc --version | cut -d' ' -f2)"}
+JSON
+)
+DATE="${PEERS_DATE:-$(date -u +%F)}"
+export PEERS_BIN="$BIN" PEERS_VENV PEERS_VERSIONS PEERS_OUT="$ROOT/benchmarks/results/peers-$DATE.json"
+python3 "$PEERS/harness.py"
+python3 "$PEERS/report.py" "$PEERS_OUT" "$ROOT/benchmarks/peers.md"
