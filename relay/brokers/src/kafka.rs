@@ -144,6 +144,16 @@ impl KafkaSource {
             let first = tokio::select! {
                 _ = stop.cancelled() => return Ok(()),
                 r = consumer.recv() => r,
+                _ = tokio::time::sleep(Duration::from_secs(2)) => {
+                    // Idle: ask the cluster for the topic's metadata so readiness tells an
+                    // idle, connected source from a broker that is down.
+                    let probe = tokio::task::block_in_place(|| consumer.client().fetch_metadata(Some(&self.config.topics[0]), Duration::from_secs(2)));
+                    match probe {
+                        Ok(_) => self.health.set_up(&self.component()),
+                        Err(e) => self.health.set_down(&self.component(), &e.to_string()),
+                    }
+                    continue;
+                }
             };
             let mut batch = Vec::new();
             match first {
