@@ -21,5 +21,5 @@ for part in scripts/test.d/*.sh; do
   echo "=== test part $part finished in $(( $(date +%s) - t0 ))s"
 done
 [ ${#failed[@]} -gt 0 ] && echo "failed parts: ${failed[*]}"
-echo "test parts: $pass passed, $fail failed"
+echo "parts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
