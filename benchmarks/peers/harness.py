@@ -182,6 +182,7 @@ def crash(sysname):
             os.remove(f)
     res, err = run(sysname, ["enqueue", url, str(CRASH_JOBS)], 120, expect_json=False)
     if err:
+        drop(db)
         return {"error": f"enqueue: {err}"}
     spawn = lambda logf: subprocess.Popen(prefix + ["work", url, str(CRASH_CONC), str(CRASH_SLEEP), logf],
                                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env},

@@ -1,5 +1,5 @@
 """Renders benchmarks/peers.md from a peers-<date>.json (run.sh calls it). Everything from the
-line "## Findings" on in an existing peers.md is kept (hand-written analysis)."""
+line "## Settings per system" on in an existing peers.md is kept (hand-written analysis)."""
 import json
 import os
 import sys
@@ -108,10 +108,22 @@ L.append("Per table: " + "; ".join(
     f"{s}: " + ", ".join(f"`{t['table']}` dead {t['n_dead_tup']} (ins {t['n_tup_ins']}, upd {t['n_tup_upd']}, hot {t['n_tup_hot_upd']}, del {t['n_tup_del']})"
                          for t in r["bloat"][s]["tables"] if t["n_dead_tup"] or t["n_tup_upd"] or t["n_tup_del"])
     for s in names if s in r["bloat"]) + "\n")
+if r.get("per_row"):
+    pr = r["per_row"]
+    any_ = next(iter(pr.values()))
+    L.append(f"### Work per message (drain of {any_['rows']} rows, concurrency {any_['concurrency']}; pg_stat_database deltas / rows)\n")
+    L.append("Transactions ≈ statements (autocommit); background work (renewals, maintenance, heartbeats) included.\n")
+    L.append("| system | transactions / row | tuples updated / row | inserted / row | deleted / row | tuples returned (scanned) / row | fetched / row |")
+    L.append("|---|---|---|---|---|---|---|")
+    for s in [n for n in names if n in pr]:
+        x = pr[s]
+        L.append(f"| {s} | {x['xact_commit_per_row']} | {x['tup_updated_per_row']} | {x['tup_inserted_per_row']} | "
+                 f"{x['tup_deleted_per_row']} | {x['tup_returned_per_row']} | {x['tup_fetched_per_row']} |")
+    L.append("")
 tail = ""
 if os.path.exists(dst):
     old = open(dst).read()
-    if "\n## Findings" in old:
-        tail = old[old.index("\n## Findings") + 1:]
+    if "\n## Settings per system" in old:
+        tail = old[old.index("\n## Settings per system") + 1:]
 open(dst, "w").write("\n".join(L) + "\n" + tail)
 print("wrote", dst)

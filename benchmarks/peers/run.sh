@@ -50,4 +50,5 @@ JSON
 DATE="${PEERS_DATE:-$(date -u +%F)}"
 export PEERS_BIN="$BIN" PEERS_VENV PEERS_VERSIONS PEERS_OUT="$ROOT/benchmarks/results/peers-$DATE.json"
 python3 "$PEERS/harness.py"
+python3 "$PEERS/xacts_per_row.py"
 python3 "$PEERS/report.py" "$PEERS_OUT" "$ROOT/benchmarks/peers.md"
