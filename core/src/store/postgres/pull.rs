@@ -141,11 +141,14 @@ fn decode_claimed(row: &PgRow) -> ClaimedRow {
 pub(super) const FENCE: &str =
     "id = $1 AND consumption = 'pull' AND state = 'processing' AND claim_token = $2 AND lease_expires_at > clock_timestamp()";
 
+// Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key; the
+// `(id, token) IN (SELECT unnest …)` form made PostgreSQL scan every processing row instead.
 const RENEW: &str = "
-UPDATE inbox SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
- WHERE (id, claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
-   AND consumption = 'pull' AND state = 'processing' AND lease_expires_at > clock_timestamp()
-RETURNING id";
+UPDATE inbox i SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+  FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
+ WHERE i.id = c.id AND i.claim_token = c.token
+   AND i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
+RETURNING i.id";
 
 pub(super) async fn renew(pool: &PgPool, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
     if claims.is_empty() {
@@ -174,10 +177,11 @@ pub(super) async fn complete(pool: &PgPool, c: &ClaimRef) -> Result<bool> {
 }
 
 const COMPLETE_MANY: &str = "
-UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
- WHERE (id, claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
-   AND consumption = 'pull' AND state = 'processing' AND lease_expires_at > clock_timestamp()
-RETURNING id";
+UPDATE inbox i SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
+  FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
+ WHERE i.id = c.id AND i.claim_token = c.token
+   AND i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
+RETURNING i.id";
 
 pub(super) async fn complete_many(pool: &PgPool, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
     let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
