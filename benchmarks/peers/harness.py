@@ -22,6 +22,8 @@ DRAIN_TIMEOUT = float(os.environ.get("DRAIN_TIMEOUT", "60"))
 RATE, SECS, LAT_CONC = int(os.environ.get("LAT_RATE", "200")), int(os.environ.get("LAT_SECS", "20")), 8
 CRASH_JOBS, CRASH_CONC, CRASH_SLEEP = 200, 8, 500
 CRASH_WAIT = float(os.environ.get("CRASH_WAIT", "45"))
+CRASH_WAIT_TUNED = float(os.environ.get("CRASH_WAIT_TUNED", "90"))  # rescuers run on their own timers
+TUNED_CRASH = {"pg-boss-expire30s", "river-rescue30s"}
 BIN = os.environ["PEERS_BIN"]
 ONLY = os.environ.get("PEERS_ONLY", "").split()
 SCENARIOS = os.environ.get("PEERS_SCENARIOS", "dlc")  # d = drain, l = latency + bloat, c = crash
@@ -39,6 +41,11 @@ SYSTEMS = {
     "river": ([f"{BIN}/river"], {}, "SELECT count(*) FROM river_job WHERE state = 'completed'", "dlc"),
     "river-cooldown1ms": ([f"{BIN}/river"], {"RIVER_FETCH_COOLDOWN_MS": "1"},
                           "SELECT count(*) FROM river_job WHERE state = 'completed'", "dl"),
+    # Crash-only variants with a stuck-job timeout comparable to QueueBox's 30 s lease.
+    "pg-boss-expire30s": (["node", f"{HERE}/node/pgboss.js"], {"PGBOSS_EXPIRE_S": "30"},
+                          "SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state = 'completed'", "c"),
+    "river-rescue30s": ([f"{BIN}/river"], {"RIVER_RESCUE_AFTER_S": "30"},
+                        "SELECT count(*) FROM river_job WHERE state = 'completed'", "c"),
     "procrastinate": ([f"{os.environ['PEERS_VENV']}/bin/python", f"{HERE}/procrastinate/adapter.py"], {},
                       "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'", "dlc"),
 }
@@ -199,7 +206,7 @@ def crash(sysname):
     started_a = {n for k, n, _ in ea if k == "S"}
     done_a = {n for k, n, _ in ea if k == "D"}
     in_flight = started_a - done_a
-    end = time.time() + CRASH_WAIT
+    end = time.time() + (CRASH_WAIT_TUNED if sysname in TUNED_CRASH else CRASH_WAIT)
     while time.time() < end:
         eb = read_log(lb_)
         done_b = {n for k, n, _ in eb if k == "D"}
@@ -214,7 +221,7 @@ def crash(sysname):
     all_done = [n for k, n, _ in ea + eb if k == "D"]
     rec = [t for k, n, t in eb if k == "D" and n in in_flight]
     recovered = {n for k, n, _ in eb if k == "D" and n in in_flight}
-    out = {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_after_kill_s": CRASH_WAIT,
+    out = {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_after_kill_s": CRASH_WAIT_TUNED if sysname in TUNED_CRASH else CRASH_WAIT,
            "done_before_kill": len(done_a), "in_flight_at_kill": len(in_flight),
            "in_flight_recovered": len(recovered),
            "recovery_s": (max(rec) - t_kill) / 1000 if recovered == in_flight and in_flight else None,

@@ -7,7 +7,9 @@ import sys
 src, dst = sys.argv[1], sys.argv[2]
 r = json.load(open(src))
 QB = "queuebox-rust"
-peers = [s for s in r["drain"] if s != QB] or [s for s in r["latency"] if s != QB]
+peers = []
+for sec in ("drain", "latency", "crash"):
+    peers += [s for s in r.get(sec, {}) if s != QB and s not in peers]
 names = [QB] + peers
 
 
@@ -54,7 +56,7 @@ L.append(f"Rows inserted in bulk before the clock starts (each system's bulk API
 hdr = "| system | " + " | ".join(f"c={c} rows/s | QB/peer" for c in w["drain_concurrency"]) + " |"
 L.append(hdr)
 L.append("|" + "---|" * (1 + 2 * len(w["drain_concurrency"])))
-for s in names:
+for s in [n for n in names if n in r["drain"]]:
     cells = []
     for c in w["drain_concurrency"]:
         x, q = drain_of(s, c), drain_of(QB, c)
@@ -80,7 +82,8 @@ cw = w["crash"]
 L.append(f"### 3. Crash recovery: SIGKILL a worker with messages in flight\n")
 L.append(f"{cw['jobs']} jobs, concurrency {cw['concurrency']}, handler sleeps {cw['handler_ms']} ms and logs start/done lines "
          f"(unbuffered, so they survive SIGKILL). Worker A is killed once {2 * cw['concurrency']} jobs are done; worker B starts "
-         f"at once; we wait up to {cw['wait_s']:.0f} s. *recovery* = kill → last in-flight job done again in B. "
+         f"at once; we wait up to {cw['wait_s']:.0f} s ({cw.get('wait_s_tuned_variants', cw['wait_s'])} s for the *-expire30s / *-rescue30s "
+         "variants, which set the peer's stuck-job timeout to 30 s like QueueBox's lease). *recovery* = kill → last in-flight job done again in B. "
          "*completed twice* = handler ran to the end twice for one job (at-least-once duplicates).\n")
 L.append("| system | in flight at kill | recovered | first re-run (s) | recovery (s) | not done at end | completed twice | QB/peer recovery |")
 L.append("|---|---|---|---|---|---|---|---|")
@@ -91,7 +94,7 @@ for s in [n for n in names if n in r["crash"]]:
         L.append(f"| {s} | error: {x['error'][:100]} |||||||")
         continue
     L.append(f"| {s} | {x['in_flight_at_kill']} | {x['in_flight_recovered']} | {f(x['first_rerun_s'], 1)} | "
-             f"{f(x['recovery_s'], 1) if x['recovery_s'] is not None else 'not within ' + str(int(cw['wait_s'])) + ' s'} | "
+             f"{f(x['recovery_s'], 1) if x['recovery_s'] is not None else 'not within ' + str(int(x['wait_after_kill_s'])) + ' s'} | "
              f"{x['not_done_at_end']} | {x['completed_twice']} | {ratio(qc.get('recovery_s'), x['recovery_s']) if s != QB else '1.00'} |")
 L.append("")
 L.append("### 4. Dead tuples after scenario 2 (pg_stat_user_tables, all tables of the system's database)\n")

@@ -3,16 +3,20 @@
 // and then sleeps out the rest of pollingIntervalSeconds (no LISTEN), so the defaults
 // (batchSize 1, 2 s) cap a subscription at 0.5 jobs/s; we use the documented throughput knobs
 // batchSize 100 and the minimum pollingIntervalSeconds 0.5. Pool max = concurrency + 2.
+// PGBOSS_EXPIRE_S (the "pg-boss-expire30s" crash variant): jobs expire after that many seconds
+// (default 15 min) and maintenance runs every 5 s (default 120 s), so a dead worker's jobs retry.
 const PgBoss = require('pg-boss');
 const { main } = require('./common');
 
 let boss, url;
 const Q = 'bench';
+const expire = process.env.PGBOSS_EXPIRE_S ? { expireInSeconds: Number(process.env.PGBOSS_EXPIRE_S) } : {};
 main({
   async setup(u) { url = u; },
   async boot(conc) {
     if (boss) return;
-    boss = new PgBoss({ connectionString: url, max: Math.max(10, conc + 2) });
+    const tuned = process.env.PGBOSS_EXPIRE_S ? { maintenanceIntervalSeconds: 5 } : {};
+    boss = new PgBoss({ connectionString: url, max: Math.max(10, conc + 2), ...tuned });
     boss.on('error', (e) => console.error('pg-boss:', e.message));
     await boss.start();
     await boss.createQueue(Q);
@@ -21,7 +25,7 @@ main({
     await this.boot(32);
     for (let i = 1; i <= n; i += 5000) {
       const jobs = [];
-      for (let k = i; k < Math.min(i + 5000, n + 1); k++) jobs.push({ name: Q, data: { n: k } });
+      for (let k = i; k < Math.min(i + 5000, n + 1); k++) jobs.push({ name: Q, data: { n: k }, ...expire });
       await boss.insert(jobs);
     }
   },

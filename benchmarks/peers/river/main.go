@@ -77,6 +77,16 @@ func (a *adapter) Start(ctx context.Context, conc int, h func(context.Context, b
 		}
 		cfg.FetchCooldown = time.Duration(n) * time.Millisecond
 	}
+	// RIVER_RESCUE_AFTER_S (the "river-rescue30s" crash variant): running jobs are rescued after
+	// that many seconds (default 1 h); River requires JobTimeout below it (default 1 min).
+	if s := os.Getenv("RIVER_RESCUE_AFTER_S"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			return err
+		}
+		cfg.RescueStuckJobsAfter = time.Duration(n) * time.Second
+		cfg.JobTimeout = cfg.RescueStuckJobsAfter - 5*time.Second
+	}
 	c, err := river.NewClient(riverpgxv5.New(a.pool), cfg)
 	if err != nil {
 		return err
