@@ -14,6 +14,8 @@ if [ -z "${QUEUEBOX_DATABASE_URL:-}" ]; then
 fi
 export QUEUEBOX_DATABASE_URL
 echo "== building queuebox and the example worker"
+# The relay links librdkafka (Kafka sources and destinations): Debian's librdkafka-dev.
+bash scripts/brokers.sh deps
 cargo build --quiet -p queuebox --bin queuebox
 cargo build --quiet -p queuebox-core --example pull_worker
 target_dir="${CARGO_TARGET_DIR:-target}"
