@@ -33,8 +33,8 @@ pub async fn run(st: AppState, stop: CancellationToken) {
             last_reclaim = Some(Instant::now());
         }
         if last_gauge.is_none_or(|t| t.elapsed() >= Duration::from_millis(rc.pending_gauge_interval_ms)) {
-            if let Ok(b) = st.store.backlog().await {
-                st.metrics.set("queuebox_inbox_oldest_pending_age_seconds", &[], b.inbox_oldest_pending_age);
+            if let Ok(age) = st.store.inbox_oldest_pending_age().await {
+                st.metrics.set("queuebox_inbox_oldest_pending_age_seconds", &[], age);
             }
             last_gauge = Some(Instant::now());
         }

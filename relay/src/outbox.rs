@@ -44,9 +44,9 @@ pub async fn run(st: AppState, stop: CancellationToken) {
             last_reclaim = Some(Instant::now());
         }
         if last_gauge.is_none_or(|t| t.elapsed() >= Duration::from_millis(oc.pending_gauge_interval_ms)) {
-            if let Ok(b) = st.store.backlog().await {
-                st.metrics.set("queuebox_outbox_messages_pending", &[], b.outbox_pending as f64);
-                st.metrics.set("queuebox_outbox_oldest_pending_age_seconds", &[], b.outbox_oldest_pending_age);
+            if let Ok(b) = st.store.outbox_backlog().await {
+                st.metrics.set("queuebox_outbox_messages_pending", &[], b.pending as f64);
+                st.metrics.set("queuebox_outbox_oldest_pending_age_seconds", &[], b.oldest_pending_age);
             }
             last_gauge = Some(Instant::now());
         }

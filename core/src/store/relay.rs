@@ -89,12 +89,12 @@ impl ReplayFilter {
     }
 }
 
-/// The gauges the relay exports, computed by the database clock.
+/// The outbox gauges the relay exports, computed by the database clock.
 #[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct Backlog {
-    pub outbox_pending: i64,
-    pub outbox_oldest_pending_age: f64,
-    pub inbox_oldest_pending_age: f64,
+pub struct OutboxBacklog {
+    pub pending: i64,
+    /// Seconds since the oldest pending row was created; 0 when none.
+    pub oldest_pending_age: f64,
 }
 
 #[async_trait]
@@ -144,7 +144,11 @@ pub trait RelayStore: Send + Sync + 'static {
 
     // ---- operations ----
 
-    async fn backlog(&self) -> Result<Backlog>;
+    /// Pending outbox rows and the age of the oldest (the outbox loop's gauges).
+    async fn outbox_backlog(&self) -> Result<OutboxBacklog>;
+    /// Seconds since the oldest pending inbox row was created, 0 when none (the inbox
+    /// relay's gauge). Separate from the outbox's so neither loop counts the other's table.
+    async fn inbox_oldest_pending_age(&self) -> Result<f64>;
 
     /// Deletes at most `batch` terminal outbox rows (`sent`, `dead`) last updated before
     /// `max_age` ago; returns how many.

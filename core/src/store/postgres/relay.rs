@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{db_err, PgStore};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
-use crate::store::relay::{Backlog, ClaimedOutbox, DeadRow, Forwarded, NewOutboxRow, OutboxRow, RelayStore, ReplayFilter};
+use crate::store::relay::{ClaimedOutbox, DeadRow, Forwarded, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter};
 
 const LEASE: &str = "clock_timestamp() + make_interval(secs => $2::float8 / 1000)";
 
@@ -251,16 +251,25 @@ impl RelayStore for PgStore {
         self.fenced(&sql, "outbox dead", claim, Some(error), None).await
     }
 
-    async fn backlog(&self) -> Result<Backlog> {
+    async fn outbox_backlog(&self) -> Result<OutboxBacklog> {
         let row = sqlx::query(
-            "SELECT (SELECT count(*) FROM outbox WHERE state = 'pending') AS pending,
-                    COALESCE((SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)) FROM outbox WHERE state = 'pending'), 0)::float8 AS outbox_age,
-                    COALESCE((SELECT EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)) FROM inbox WHERE state = 'pending'), 0)::float8 AS inbox_age",
+            "SELECT count(*) AS pending,
+                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8 AS age
+               FROM outbox WHERE state = 'pending'",
         )
         .fetch_one(self.pool())
         .await
-        .map_err(|e| db_err("backlog", e))?;
-        Ok(Backlog { outbox_pending: row.get("pending"), outbox_oldest_pending_age: row.get("outbox_age"), inbox_oldest_pending_age: row.get("inbox_age") })
+        .map_err(|e| db_err("outbox backlog", e))?;
+        Ok(OutboxBacklog { pending: row.get("pending"), oldest_pending_age: row.get("age") })
+    }
+
+    async fn inbox_oldest_pending_age(&self) -> Result<f64> {
+        sqlx::query_scalar(
+            "SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8 FROM inbox WHERE state = 'pending'",
+        )
+        .fetch_one(self.pool())
+        .await
+        .map_err(|e| db_err("inbox backlog", e))
     }
 
     async fn delete_old_outbox(&self, max_age: Duration, batch: u32) -> Result<u64> {

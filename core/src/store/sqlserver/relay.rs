@@ -18,7 +18,7 @@ use super::value::{json_text, utc};
 use super::{db_err, sql, Pool, SqlServerStore};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
-use crate::store::relay::{Backlog, ClaimedOutbox, DeadRow, Forwarded, NewOutboxRow, OutboxRow, RelayStore, ReplayFilter};
+use crate::store::relay::{ClaimedOutbox, DeadRow, Forwarded, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter};
 
 /// A retention age in milliseconds, bounded so its seconds fit `DATEADD`'s INT (68 years).
 fn age_ms(d: Duration) -> i64 {
@@ -157,16 +157,22 @@ impl RelayStore for SqlServerStore {
         fenced(self.pool(), "outbox dead", sql::DEAD_OUTBOX, claim, Extra::Error(error)).await
     }
 
-    async fn backlog(&self) -> Result<Backlog> {
-        const OP: &str = "backlog";
-        let rows = rows(self.pool(), OP, sql::BACKLOG, &[]).await?;
+    async fn outbox_backlog(&self) -> Result<OutboxBacklog> {
+        const OP: &str = "outbox backlog";
+        let rows = rows(self.pool(), OP, sql::OUTBOX_BACKLOG, &[]).await?;
         let row = rows.first().ok_or_else(|| missing(OP, "pending"))?;
         let err = |e| db_err(OP, e);
-        Ok(Backlog {
-            outbox_pending: row.try_get("pending").map_err(err)?.unwrap_or(0),
-            outbox_oldest_pending_age: row.try_get("outbox_age").map_err(err)?.unwrap_or(0.0),
-            inbox_oldest_pending_age: row.try_get("inbox_age").map_err(err)?.unwrap_or(0.0),
+        Ok(OutboxBacklog {
+            pending: row.try_get("pending").map_err(err)?.unwrap_or(0),
+            oldest_pending_age: row.try_get("age").map_err(err)?.unwrap_or(0.0),
         })
+    }
+
+    async fn inbox_oldest_pending_age(&self) -> Result<f64> {
+        const OP: &str = "inbox backlog";
+        let rows = rows(self.pool(), OP, sql::INBOX_BACKLOG, &[]).await?;
+        let row = rows.first().ok_or_else(|| missing(OP, "age"))?;
+        Ok(row.try_get("age").map_err(|e| db_err(OP, e))?.unwrap_or(0.0))
     }
 
     async fn delete_old_outbox(&self, max_age: Duration, batch: u32) -> Result<u64> {

@@ -414,11 +414,15 @@ pub const DEAD_OUTBOX: &str = concat!(
     outbox_fence!()
 );
 
-/// The gauges, by the database clock: pending outbox rows and the ages (seconds) of the
-/// oldest pending outbox and inbox rows (0 when none).
-pub const BACKLOG: &str = "SELECT (SELECT COUNT_BIG(*) FROM outbox WHERE state = 'pending') AS pending,
-       CAST(COALESCE((SELECT DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()) FROM outbox WHERE state = 'pending'), 0) AS FLOAT) / 1000.0 AS outbox_age,
-       CAST(COALESCE((SELECT DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()) FROM inbox WHERE state = 'pending'), 0) AS FLOAT) / 1000.0 AS inbox_age";
+/// The outbox gauges, by the database clock: pending rows and the age (seconds) of the
+/// oldest one (0 when none).
+pub const OUTBOX_BACKLOG: &str = "SELECT COUNT_BIG(*) AS pending,
+       CAST(COALESCE(DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()), 0) AS FLOAT) / 1000.0 AS age
+  FROM outbox WHERE state = 'pending'";
+
+/// The inbox gauge: the age (seconds) of the oldest pending row (0 when none).
+pub const INBOX_BACKLOG: &str = "SELECT CAST(COALESCE(DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()), 0) AS FLOAT) / 1000.0 AS age
+  FROM inbox WHERE state = 'pending'";
 
 /// Retention by age: at most `@P2` terminal outbox rows last updated more than `@P1` ms ago.
 pub const DELETE_OLD_OUTBOX: &str = concat!(
@@ -517,7 +521,8 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("MARK_SENT", MARK_SENT),
         ("RETRY_OUTBOX", RETRY_OUTBOX),
         ("DEAD_OUTBOX", DEAD_OUTBOX),
-        ("BACKLOG", BACKLOG),
+        ("OUTBOX_BACKLOG", OUTBOX_BACKLOG),
+        ("INBOX_BACKLOG", INBOX_BACKLOG),
         ("DELETE_OLD_OUTBOX", DELETE_OLD_OUTBOX),
         ("DELETE_EXCESS_OUTBOX", DELETE_EXCESS_OUTBOX),
         ("DELETE_OLD_INBOX", DELETE_OLD_INBOX),
