@@ -1,21 +1,41 @@
-//! What a broker publisher needs of one outbox row.
+//! What a publisher sends: one outbox row after routing. The relay's HTTP destination and
+//! the broker publishers of this crate share this one type.
 
+use queuebox_core::store::relay::OutboxRow;
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct OutboundMessage {
+    /// The outbox id: `X-Message-Id` / `x-message-id` / AMQP `messageId`.
     pub id: Uuid,
     pub topic: String,
+    /// The ordering key (`X-Message-Key`, Kafka record key), when the row has one.
     pub key: Option<String>,
     pub aggregate_type: Option<String>,
     pub payload: Value,
-    /// The row's headers (string values).
+    /// The row's headers (relay headers included), string values.
     pub headers: Map<String, Value>,
     /// Failed deliveries so far (0 on the first).
     pub attempt: i32,
     /// A route's rendered `routingKeyTemplate`, when the route sets one.
     pub routing_key: Option<String>,
+}
+
+impl From<&OutboxRow> for OutboundMessage {
+    /// An empty key counts as no key; no route has rendered a routing key yet.
+    fn from(r: &OutboxRow) -> Self {
+        OutboundMessage {
+            id: r.id,
+            topic: r.topic.clone(),
+            key: r.key.clone().filter(|k| !k.is_empty()),
+            aggregate_type: r.aggregate_type.clone(),
+            payload: r.payload.clone(),
+            headers: r.headers.clone(),
+            attempt: r.attempt,
+            routing_key: None,
+        }
+    }
 }
 
 impl OutboundMessage {

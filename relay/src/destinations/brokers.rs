@@ -33,19 +33,6 @@ impl BrokerPublisher {
     }
 }
 
-fn outbound(m: &OutboundMessage) -> queuebox_brokers::OutboundMessage {
-    queuebox_brokers::OutboundMessage {
-        id: m.id,
-        topic: m.topic.clone(),
-        key: m.key.clone(),
-        aggregate_type: m.aggregate_type.clone(),
-        payload: m.payload.clone(),
-        headers: m.headers.clone(),
-        attempt: m.attempt,
-        routing_key: None,
-    }
-}
-
 #[async_trait]
 impl Publisher for BrokerPublisher {
     fn destination_type(&self) -> &'static str {
@@ -53,11 +40,10 @@ impl Publisher for BrokerPublisher {
     }
 
     async fn publish(&self, msg: &OutboundMessage) -> Result<(), PublishError> {
-        let m = outbound(msg);
         let r = match &self.client {
-            Client::RabbitMq(p) => p.publish(&m).await,
-            Client::Kafka(p) => p.publish(&m).await,
-            Client::Nats(p) => p.publish(&m).await,
+            Client::RabbitMq(p) => p.publish(msg).await,
+            Client::Kafka(p) => p.publish(msg).await,
+            Client::Nats(p) => p.publish(msg).await,
         };
         r.map_err(|e| {
             let text = queuebox_core::headers::redact_error(&e.to_string(), &[]);

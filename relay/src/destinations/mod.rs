@@ -13,48 +13,12 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use queuebox_core::config::{Config, DestinationConfig, DestinationKind};
-use queuebox_core::store::relay::OutboxRow;
-use serde_json::{Map, Value};
-use uuid::Uuid;
 
 use crate::metrics::Metrics;
 
-/// What a publisher sends: the outbox row after routing.
-#[derive(Debug, Clone, PartialEq)]
-pub struct OutboundMessage {
-    /// The outbox id: `X-Message-Id` / `x-message-id` / AMQP `messageId`.
-    pub id: Uuid,
-    pub topic: String,
-    /// The ordering key (`X-Message-Key`, Kafka record key), when the row has one.
-    pub key: Option<String>,
-    pub aggregate_type: Option<String>,
-    pub payload: Value,
-    /// The row's headers (relay headers included), string values.
-    pub headers: Map<String, Value>,
-    /// Failed deliveries so far (0 on the first).
-    pub attempt: i32,
-}
-
-impl From<&OutboxRow> for OutboundMessage {
-    fn from(r: &OutboxRow) -> Self {
-        OutboundMessage {
-            id: r.id,
-            topic: r.topic.clone(),
-            key: r.key.clone().filter(|k| !k.is_empty()),
-            aggregate_type: r.aggregate_type.clone(),
-            payload: r.payload.clone(),
-            headers: r.headers.clone(),
-            attempt: r.attempt,
-        }
-    }
-}
-
-impl OutboundMessage {
-    /// The row headers as (name, text) pairs; non-string values are sent as JSON text.
-    pub fn header_pairs(&self) -> impl Iterator<Item = (&str, String)> {
-        self.headers.iter().map(|(k, v)| (k.as_str(), v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string())))
-    }
-}
+/// What a publisher sends: the outbox row after routing (one type, owned by
+/// `queuebox-brokers`, so broker publishers take it as is).
+pub use queuebox_brokers::OutboundMessage;
 
 /// Why a publish failed. Every variant fails the attempt (the retry policy decides what
 /// follows); the text goes to `last_error` after redaction.
