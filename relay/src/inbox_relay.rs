@@ -2,7 +2,7 @@
 //! template, and in one fenced transaction writes the outbox row with the relay headers
 //! and marks the inbox row processed.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use queuebox_core::config::render_topic;
 use queuebox_core::headers::relay_headers;
@@ -12,59 +12,52 @@ use queuebox_core::ClaimedRow;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
+use crate::relay_loop::{self, Pace, Relay};
 
 pub async fn run(st: AppState, stop: CancellationToken) {
     let rc = &st.cfg.inbox.relay;
-    let lease = Duration::from_millis(rc.claim_timeout_ms);
-    let reclaim_every = lease / 5;
-    let mut last_reclaim: Option<Instant> = None;
-    let mut last_gauge: Option<Instant> = None;
-    let mut failures = 0u32;
-    while !stop.is_cancelled() {
-        if last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every) {
-            match st.store.reclaim_push().await {
-                Ok(n) if n > 0 => {
-                    st.metrics.add("queuebox_inbox_messages_reclaimed_total", &[], n as f64);
-                    tracing::info!(rows = n, "reclaimed push rows whose lease expired");
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "push reclaim failed"),
-            }
-            last_reclaim = Some(Instant::now());
-        }
-        if last_gauge.is_none_or(|t| t.elapsed() >= Duration::from_millis(rc.pending_gauge_interval_ms)) {
-            if let Ok(age) = st.store.inbox_oldest_pending_age().await {
-                st.metrics.set("queuebox_inbox_oldest_pending_age_seconds", &[], age);
-            }
-            last_gauge = Some(Instant::now());
-        }
-        let claimed = match st.store.claim_push(rc.batch_size, lease).await {
-            Ok(c) => {
-                failures = 0;
-                c
-            }
-            Err(e) => {
-                failures += 1;
-                st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-                tracing::warn!(error = %e, "push claim failed; retrying");
-                sleep_or_stop(&stop, Duration::from_millis(rc.poll_interval_ms * u64::from(failures.min(10)))).await;
-                continue;
-            }
-        };
-        let full = claimed.len() as u32 >= rc.batch_size;
-        for row in claimed {
-            forward(&st, row).await;
-        }
-        if !full {
-            sleep_or_stop(&stop, Duration::from_millis(rc.poll_interval_ms)).await;
-        }
-    }
+    let pace = Pace {
+        batch_size: rc.batch_size,
+        lease: Duration::from_millis(rc.claim_timeout_ms),
+        poll_interval: Duration::from_millis(rc.poll_interval_ms),
+        gauge_interval: Duration::from_millis(rc.pending_gauge_interval_ms),
+    };
+    relay_loop::run(&InboxRelay(st), pace, &stop).await;
 }
 
-pub(crate) async fn sleep_or_stop(stop: &CancellationToken, d: Duration) {
-    tokio::select! {
-        _ = tokio::time::sleep(d) => {}
-        _ = stop.cancelled() => {}
+struct InboxRelay(AppState);
+
+impl Relay for InboxRelay {
+    type Row = ClaimedRow;
+
+    async fn reclaim(&self) {
+        match self.0.store.reclaim_push().await {
+            Ok(n) if n > 0 => {
+                self.0.metrics.add("queuebox_inbox_messages_reclaimed_total", &[], n as f64);
+                tracing::info!(rows = n, "reclaimed push rows whose lease expired");
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "push reclaim failed"),
+        }
+    }
+
+    async fn update_gauges(&self) {
+        if let Ok(age) = self.0.store.inbox_oldest_pending_age().await {
+            self.0.metrics.set("queuebox_inbox_oldest_pending_age_seconds", &[], age);
+        }
+    }
+
+    async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<ClaimedRow>> {
+        self.0.store.claim_push(n, lease).await.inspect_err(|e| {
+            self.0.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
+            tracing::warn!(error = %e, "push claim failed; retrying");
+        })
+    }
+
+    async fn process(&self, batch: Vec<ClaimedRow>) {
+        for row in batch {
+            forward(&self.0, row).await;
+        }
     }
 }
 

@@ -10,6 +10,7 @@ mod inbox_relay;
 mod metrics;
 mod migrate_sqlserver;
 mod outbox;
+mod relay_loop;
 mod retention;
 mod sources;
 

@@ -22,56 +22,57 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::destinations::OutboundMessage;
-use crate::inbox_relay::sleep_or_stop;
+use crate::relay_loop::{self, Pace, Relay};
 
 pub async fn run(st: AppState, stop: CancellationToken) {
     let oc = &st.cfg.outbox;
-    let lease = Duration::from_millis(oc.claim_timeout_ms);
-    let reclaim_every = lease / 5;
-    let mut last_reclaim: Option<Instant> = None;
-    let mut last_gauge: Option<Instant> = None;
-    let mut failures = 0u32;
-    while !stop.is_cancelled() {
-        if last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every) {
-            match st.store.reclaim_outbox().await {
-                Ok(n) if n > 0 => {
-                    st.metrics.add("queuebox_outbox_messages_reclaimed_total", &[], n as f64);
-                    tracing::info!(rows = n, "reclaimed outbox rows whose lease expired");
-                }
-                Ok(_) => {}
-                Err(e) => tracing::warn!(error = %e, "outbox reclaim failed"),
+    let pace = Pace {
+        batch_size: oc.batch_size,
+        lease: Duration::from_millis(oc.claim_timeout_ms),
+        poll_interval: Duration::from_millis(oc.poll_interval_ms),
+        gauge_interval: Duration::from_millis(oc.pending_gauge_interval_ms),
+    };
+    relay_loop::run(&OutboxRelay { lease: pace.lease, st }, pace, &stop).await;
+}
+
+struct OutboxRelay {
+    st: AppState,
+    lease: Duration,
+}
+
+impl Relay for OutboxRelay {
+    type Row = ClaimedOutbox;
+
+    async fn reclaim(&self) {
+        match self.st.store.reclaim_outbox().await {
+            Ok(n) if n > 0 => {
+                self.st.metrics.add("queuebox_outbox_messages_reclaimed_total", &[], n as f64);
+                tracing::info!(rows = n, "reclaimed outbox rows whose lease expired");
             }
-            last_reclaim = Some(Instant::now());
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "outbox reclaim failed"),
         }
-        if last_gauge.is_none_or(|t| t.elapsed() >= Duration::from_millis(oc.pending_gauge_interval_ms)) {
-            if let Ok(b) = st.store.outbox_backlog().await {
-                st.metrics.set("queuebox_outbox_messages_pending", &[], b.pending as f64);
-                st.metrics.set("queuebox_outbox_oldest_pending_age_seconds", &[], b.oldest_pending_age);
-            }
-            last_gauge = Some(Instant::now());
+    }
+
+    async fn update_gauges(&self) {
+        if let Ok(b) = self.st.store.outbox_backlog().await {
+            self.st.metrics.set("queuebox_outbox_messages_pending", &[], b.pending as f64);
+            self.st.metrics.set("queuebox_outbox_oldest_pending_age_seconds", &[], b.oldest_pending_age);
         }
-        let claimed = match st.store.claim_outbox(oc.batch_size, lease).await {
-            Ok(c) => {
-                failures = 0;
-                c
-            }
-            Err(e) => {
-                failures += 1;
-                tracing::warn!(error = %e, "outbox claim failed; retrying");
-                sleep_or_stop(&stop, Duration::from_millis(oc.poll_interval_ms * u64::from(failures.min(10)))).await;
-                continue;
-            }
-        };
-        let full = claimed.len() as u32 >= oc.batch_size;
+    }
+
+    async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<ClaimedOutbox>> {
+        self.st.store.claim_outbox(n, lease).await.inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
+    }
+
+    async fn process(&self, claimed: Vec<ClaimedOutbox>) {
+        let st = &self.st;
         let batch: Vec<(ClaimedOutbox, CancellationToken)> = claimed.into_iter().map(|c| (c, CancellationToken::new())).collect();
         let live: Live = Arc::new(Mutex::new(batch.iter().map(|(c, t)| (c.row.id, (c.claim, t.clone()))).collect()));
         // Rows waiting for a concurrency slot are renewed too; the ticker stops with the batch.
-        let _renewal = (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(&st, live.clone(), lease)));
+        let _renewal = (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(st, live.clone(), self.lease)));
         // The batch finishes even when shutdown starts: in-flight publishes complete.
-        futures::stream::iter(batch).for_each_concurrent(oc.concurrency as usize, |(c, t)| process(&st, c, t, &live)).await;
-        if !full {
-            sleep_or_stop(&stop, Duration::from_millis(oc.poll_interval_ms)).await;
-        }
+        futures::stream::iter(batch).for_each_concurrent(st.cfg.outbox.concurrency as usize, |(c, t)| process(st, c, t, &live)).await;
     }
 }
 

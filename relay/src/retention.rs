@@ -8,7 +8,7 @@ use queuebox_core::store::relay::RelayStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
-use crate::inbox_relay::sleep_or_stop;
+use crate::relay_loop::sleep_or_stop;
 
 pub async fn run(st: AppState, stop: CancellationToken) {
     let r = &st.cfg.retention;

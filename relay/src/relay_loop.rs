@@ -1,0 +1,77 @@
+//! The loop the inbox relay and the outbox relay share: reclaim expired leases every
+//! `lease / 5`, refresh the pending gauges every `gauge_interval`, claim a batch (backing
+//! off `poll_interval × failures` (at most ×10) after a failed claim), process it, and wait
+//! `poll_interval` unless the batch was full, until `stop` is cancelled. Each relay supplies
+//! its table's steps through [`Relay`].
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+/// How often one relay claims, reclaims and refreshes its gauges.
+pub(crate) struct Pace {
+    pub batch_size: u32,
+    /// The claim lease; expired leases are reclaimed every `lease / 5`.
+    pub lease: Duration,
+    pub poll_interval: Duration,
+    pub gauge_interval: Duration,
+}
+
+/// One relay's steps. Each logs and counts its own failures: the loop only paces them.
+pub(crate) trait Relay {
+    type Row;
+
+    /// Returns rows whose claim lease expired to pending.
+    async fn reclaim(&self);
+
+    /// Refreshes the relay's pending gauges.
+    async fn update_gauges(&self);
+
+    /// Claims up to `n` rows for `lease`.
+    async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<Self::Row>>;
+
+    /// Handles one claimed batch; the batch finishes even when shutdown starts.
+    async fn process(&self, batch: Vec<Self::Row>);
+}
+
+/// Runs `relay` at `pace` until `stop` is cancelled.
+pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToken) {
+    let reclaim_every = pace.lease / 5;
+    let mut last_reclaim: Option<Instant> = None;
+    let mut last_gauge: Option<Instant> = None;
+    let mut failures = 0u32;
+    while !stop.is_cancelled() {
+        if last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every) {
+            relay.reclaim().await;
+            last_reclaim = Some(Instant::now());
+        }
+        if last_gauge.is_none_or(|t| t.elapsed() >= pace.gauge_interval) {
+            relay.update_gauges().await;
+            last_gauge = Some(Instant::now());
+        }
+        let claimed = match relay.claim(pace.batch_size, pace.lease).await {
+            Ok(c) => {
+                failures = 0;
+                c
+            }
+            Err(_) => {
+                failures += 1;
+                sleep_or_stop(stop, pace.poll_interval * failures.min(10)).await;
+                continue;
+            }
+        };
+        let full = claimed.len() as u32 >= pace.batch_size;
+        relay.process(claimed).await;
+        if !full {
+            sleep_or_stop(stop, pace.poll_interval).await;
+        }
+    }
+}
+
+/// Sleeps `d`, or less when `stop` is cancelled meanwhile.
+pub(crate) async fn sleep_or_stop(stop: &CancellationToken, d: Duration) {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => {}
+        _ = stop.cancelled() => {}
+    }
+}
