@@ -19,6 +19,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROWS = int(os.environ.get("DRAIN_ROWS", "20000"))
 CONCS = [int(c) for c in os.environ.get("DRAIN_CONCS", "1 8 32").split()]
 DRAIN_TIMEOUT = float(os.environ.get("DRAIN_TIMEOUT", "60"))
+ROUNDS = int(os.environ.get("ROUNDS", "1"))  # drain rounds; the report shows the median
 RATE, SECS, LAT_CONC = int(os.environ.get("LAT_RATE", "200")), int(os.environ.get("LAT_SECS", "20")), 8
 CRASH_JOBS, CRASH_CONC, CRASH_SLEEP = 200, 8, 500
 CRASH_WAIT = float(os.environ.get("CRASH_WAIT", "45"))
@@ -33,6 +34,8 @@ SYSTEMS = {
     "queuebox-rust": ([f"{BIN}/queuebox-peers-bench"], {},
                       "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
     "queuebox-go": ([f"{BIN}/queuebox-go"], {},
+                    "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
+    "queuebox-ts": (["node", f"{HERE}/node/queuebox-ts.js"], {},
                     "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
     "pg-boss": (["node", f"{HERE}/node/pgboss.js"], {},
                 "SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state = 'completed'", "dlc"),
@@ -246,21 +249,30 @@ def main():
     mem = [l for l in open("/proc/meminfo") if l.startswith("MemTotal")][0].split()[1]
     result = {"benchmark": "peers", "started": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "machine": {"nproc": os.cpu_count(), "mem_total_gib": round(int(mem) / 1024 / 1024, 1),
-                          "loadavg_at_start": open("/proc/loadavg").read().strip(), "note": "shared with other engineers' builds"},
+                          "loadavg_at_start": open("/proc/loadavg").read().strip(),
+                          "note": os.environ.get("PEERS_MACHINE_NOTE", "")},
               "postgres": settings(), "versions": json.loads(os.environ.get("PEERS_VERSIONS", "{}")),
-              "workload": {"drain_rows": ROWS, "drain_concurrency": CONCS, "drain_timeout_s": DRAIN_TIMEOUT,
+              "workload": {"drain_rows": ROWS, "drain_concurrency": CONCS, "drain_timeout_s": DRAIN_TIMEOUT, "drain_rounds": ROUNDS,
                            "latency": {"rate_per_s": RATE, "seconds": SECS, "concurrency": LAT_CONC},
                            "crash": {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_s": CRASH_WAIT}},
               "drain": {}, "latency": {}, "bloat": {}, "crash": {}}
     names = list(SYSTEMS)
-    for i, conc in enumerate(CONCS):
-        order = names if i % 2 == 0 else names[::-1]
-        for s in order:
-            if "d" not in SYSTEMS[s][3] or "d" not in SCENARIOS:
-                continue
-            r = drain_bounded(s, conc)
-            log(f"drain c={conc} {s}: {r.get('rows_per_s', 0):.0f} rows/s {r.get('error', '')}{' (partial)' if r.get('partial') else ''}")
-            result["drain"].setdefault(s, []).append(r)
+    # Each round visits every (concurrency, system) once; the system order alternates per
+    # concurrency and rotates per round, so no system always runs first or right after another.
+    k = 0
+    for rnd in range(1, ROUNDS + 1):
+        for conc in CONCS:
+            order = names if k % 2 == 0 else names[::-1]
+            shift = (rnd - 1) % len(order)
+            order = order[shift:] + order[:shift]
+            k += 1
+            for s in order:
+                if "d" not in SYSTEMS[s][3] or "d" not in SCENARIOS:
+                    continue
+                r = drain_bounded(s, conc)
+                r["round"] = rnd
+                log(f"drain r{rnd} c={conc} {s}: {r.get('rows_per_s', 0):.0f} rows/s {r.get('error', '')}{' (partial)' if r.get('partial') else ''}")
+                result["drain"].setdefault(s, []).append(r)
     for s in names[::-1]:
         if "l" not in SYSTEMS[s][3] or "l" not in SCENARIOS:
             continue

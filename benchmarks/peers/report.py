@@ -22,10 +22,16 @@ def ratio(a, b, d=2):
 
 
 def drain_of(s, c):
-    for x in r["drain"].get(s, []):
-        if x["concurrency"] == c:
-            return x
-    return {}
+    """The median round of system s at concurrency c (rows/s), with the spread of all rounds."""
+    xs = sorted((x for x in r["drain"].get(s, []) if x["concurrency"] == c and x.get("rows_per_s")),
+                key=lambda x: x["rows_per_s"])
+    if not xs:
+        errs = [x for x in r["drain"].get(s, []) if x["concurrency"] == c]
+        return errs[0] if errs else {}
+    n = len(xs)
+    med = xs[n // 2]["rows_per_s"] if n % 2 else (xs[n // 2 - 1]["rows_per_s"] + xs[n // 2]["rows_per_s"]) / 2
+    return {"rows_per_s": med, "min": xs[0]["rows_per_s"], "max": xs[-1]["rows_per_s"], "n": n,
+            "partial": any(x.get("partial") for x in xs)}
 
 
 L = []
@@ -33,11 +39,13 @@ m, pg = r["machine"], r["postgres"]
 L.append("# QueueBox vs PostgreSQL-backed queues (pg-boss, graphile-worker, River, procrastinate)\n")
 L.append(f"`bash benchmarks/peers/run.sh` — {r['started']} to {r['finished']}; raw data: "
          f"`benchmarks/results/{os.path.basename(src)}`.\n")
-L.append(f"**Machine:** {m['nproc']} CPUs, {m['mem_total_gib']} GiB RAM, shared with other engineers' compilers and tests "
-         f"during the run: 1-min loadavg {m['loadavg_1m_samples']['min']}–{m['loadavg_1m_samples']['max']} "
-         f"(mean {m['loadavg_1m_samples']['mean']} over {m['loadavg_1m_samples']['n']} samples; start `{m['loadavg_at_start']}`). "
-         "A loadavg of 4–10 on 2 cores means every number below is depressed and noisy (±30 % run to run is normal here); "
-         "compare ratios within this run, not absolute rates.\n")
+la = m["loadavg_1m_samples"]
+L.append(f"**Machine:** {m['nproc']} CPUs, {m['mem_total_gib']} GiB RAM. 1-min loadavg during the run "
+         f"{la['min']}–{la['max']} (mean {la['mean']} over {la['n']} samples; start `{m['loadavg_at_start']}`)"
+         + (f"; {m['note']}" if m.get("note") else "") + ". "
+         + ("The machine was shared with other work, so absolute rates are depressed and noisy; compare ratios within this run.\n"
+            if la["mean"] > m["nproc"] else
+            "Nothing else ran on the machine; each system's benchmark process and PostgreSQL share the same 2 cores, as they would on a small production box.\n"))
 L.append(f"**PostgreSQL:** {pg['server_version']}, one local cluster (scripts/postgres.sh), a fresh database per system and scenario; "
          f"fsync={pg['fsync']}, synchronous_commit={pg['synchronous_commit']}, full_page_writes={pg['full_page_writes']}, "
          f"shared_buffers={pg['shared_buffers']}, max_connections={pg['max_connections']}; autovacuum={pg['autovacuum']} "
@@ -49,10 +57,13 @@ w = r["workload"]
 L.append("## Results\n")
 L.append("Ratios are **QueueBox (Rust core Worker) / peer**. Throughput: > 1 means QueueBox is faster. "
          "Latency: < 1 means QueueBox picks up sooner. Bloat: < 1 means QueueBox leaves fewer dead tuples.\n")
-L.append(f"### 1. Drain {w['drain_rows']} pre-inserted no-op messages (rows/s)\n")
+rounds = w.get("drain_rounds", 1)
+L.append(f"### 1. Drain {w['drain_rows']} pre-inserted no-op messages (rows/s"
+         + (f", median of {rounds} rounds (min–max); ratios of medians" if rounds > 1 else "") + ")\n")
 L.append(f"Rows inserted in bulk before the clock starts (each system's bulk API or SQL); timed from worker start to the "
          f"last handler call. A run still going after {w['drain_timeout_s']:.0f} s of processing is killed and scored as "
-         "completed rows in the database / elapsed (marked *partial*).\n")
+         "completed rows in the database / elapsed (marked *partial*). For queuebox-go and queuebox-ts (the Go and "
+         "TypeScript wrappers over the same core) QB/peer is the Rust core's rate over the wrapper's: the wrapper's cost.\n")
 hdr = "| system | " + " | ".join(f"c={c} rows/s | QB/peer" for c in w["drain_concurrency"]) + " |"
 L.append(hdr)
 L.append("|" + "---|" * (1 + 2 * len(w["drain_concurrency"])))
@@ -60,7 +71,8 @@ for s in [n for n in names if n in r["drain"]]:
     cells = []
     for c in w["drain_concurrency"]:
         x, q = drain_of(s, c), drain_of(QB, c)
-        val = f(x.get("rows_per_s")) + (" *partial*" if x.get("partial") else "") + (" error" if x.get("error") else "")
+        val = f(x.get("rows_per_s")) + (f" ({x['min']:.0f}–{x['max']:.0f})" if x.get("n", 1) > 1 else "") \
+            + (" *partial*" if x.get("partial") else "") + (" error" if x.get("error") else "")
         cells += [val, ratio(q.get("rows_per_s"), x.get("rows_per_s")) if s != QB else "1.00"]
     L.append(f"| {s} | " + " | ".join(cells) + " |")
 L.append("")

@@ -2,11 +2,12 @@
 # Side-by-side benchmark of QueueBox against pg-boss, graphile-worker, River and procrastinate
 # on the same local PostgreSQL, in one run, with the same workload (see benchmarks/peers.md).
 # Installs every peer from its registry at a pinned version, builds the QueueBox adapters
-# (Rust core Worker; Go wrapper over libqueuebox), runs benchmarks/peers/harness.py, writes
+# (Rust core Worker; Go and TypeScript wrappers over the native library), runs benchmarks/peers/harness.py, writes
 # benchmarks/results/peers-<date>.json and benchmarks/peers.md.
 #   bash benchmarks/peers/run.sh
-#   env: DRAIN_ROWS (20000) DRAIN_CONCS ("1 8 32") DRAIN_TIMEOUT (60 s) LAT_RATE (200)
+#   env: DRAIN_ROWS (50000) DRAIN_CONCS ("1 8 32") DRAIN_TIMEOUT (60 s) ROUNDS (3) LAT_RATE (200)
 #        LAT_SECS (20) CRASH_WAIT (45 s) PEERS_ONLY ("queuebox-rust river" ...) PEERS_DATE
+#        PEERS_SCENARIOS ("dlc": drain, latency + bloat, crash) PEERS_MACHINE_NOTE
 # A benchmark, not a test: not part of scripts/test.d.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -35,6 +36,11 @@ cargo build --quiet --release -p queuebox-c
 NATIVE="$CARGO_TARGET_DIR/release"
 (cd "$PEERS/queuebox-go" && CGO_LDFLAGS="-L$NATIVE -Wl,-rpath,$NATIVE" go build -o "$BIN/queuebox-go" .)
 (cd "$PEERS/river" && go build -o "$BIN/river" .)
+# The TypeScript wrapper: the napi addon (release) and clients/typescript's compiled output.
+cargo build --quiet --release -p queuebox-node
+cp "$NATIVE/libqueuebox_node.so" "$BIN/queuebox.node"
+export QUEUEBOX_NATIVE_PATH="$BIN/queuebox.node"
+(cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build:ts)
 
 ver() { node -p "require('$PEERS/node/node_modules/$1/package.json').version"; }
 PEERS_VERSIONS=$(cat <<JSON
@@ -48,6 +54,7 @@ PEERS_VERSIONS=$(cat <<JSON
 JSON
 )
 DATE="${PEERS_DATE:-$(date -u +%F)}"
+export DRAIN_ROWS="${DRAIN_ROWS:-50000}" ROUNDS="${ROUNDS:-3}"
 export PEERS_BIN="$BIN" PEERS_VENV PEERS_VERSIONS PEERS_OUT="$ROOT/benchmarks/results/peers-$DATE.json"
 python3 "$PEERS/harness.py"
 python3 "$PEERS/xacts_per_row.py"
