@@ -162,6 +162,23 @@ pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
     Error::Database { operation, message: e.to_string(), code: None }
 }
 
+/// Runs a lease-renewal statement (`$1` claim ids, `$2` claim tokens, `$3` lease in ms) for
+/// `claims`; returns the ids whose claim still held and was extended.
+pub(crate) async fn renew_leases(pool: &PgPool, sql: &str, operation: &'static str, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>> {
+    if claims.is_empty() {
+        return Ok(Vec::new());
+    }
+    let ids: Vec<uuid::Uuid> = claims.iter().map(|c| c.id).collect();
+    let tokens: Vec<uuid::Uuid> = claims.iter().map(|c| c.token).collect();
+    sqlx::query_scalar(sql)
+        .bind(ids)
+        .bind(tokens)
+        .bind(lease.as_millis() as f64)
+        .fetch_all(pool)
+        .await
+        .map_err(|e| db_err(operation, e))
+}
+
 /// `postgres://user:secret@host/db` → `postgres://user:***@host/db`.
 pub fn redact_url(url: &str) -> String {
     crate::headers::redact_error(url, &[])

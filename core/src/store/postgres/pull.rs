@@ -151,18 +151,7 @@ UPDATE inbox i SET lease_expires_at = clock_timestamp() + make_interval(secs => 
 RETURNING i.id";
 
 pub(super) async fn renew(pool: &PgPool, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
-    if claims.is_empty() {
-        return Ok(Vec::new());
-    }
-    let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
-    let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
-    sqlx::query_scalar(RENEW)
-        .bind(ids)
-        .bind(tokens)
-        .bind(lease.as_millis() as f64)
-        .fetch_all(pool)
-        .await
-        .map_err(|e| db_err("pull renew", e))
+    super::renew_leases(pool, RENEW, "pull renew", claims, lease).await
 }
 
 pub(super) fn complete_sql() -> String {

@@ -212,18 +212,7 @@ impl RelayStore for PgStore {
     }
 
     async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
-        if claims.is_empty() {
-            return Ok(Vec::new());
-        }
-        let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
-        let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
-        sqlx::query_scalar(RENEW_OUTBOX)
-            .bind(ids)
-            .bind(tokens)
-            .bind(ms(lease))
-            .fetch_all(self.pool())
-            .await
-            .map_err(|e| db_err("outbox renew", e))
+        super::renew_leases(self.pool(), RENEW_OUTBOX, "outbox renew", claims, lease).await
     }
 
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool> {
