@@ -500,3 +500,40 @@ async fn a_missing_business_table_is_a_database_error_not_a_schema_error() {
     assert!(matches!(&err, Error::Database { code: Some(c), .. } if c == "42P01"), "{err:?}");
     t.release().await.unwrap();
 }
+
+/// A plain completion frees its concurrency slot as soon as it starts: while its statement
+/// is blocked (a row lock held here), the next buffered row is handed out; the completion
+/// still lands once the lock goes, and shutdown waits for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_blocked_completion_frees_the_slot_but_shutdown_waits_for_it() {
+    let (store, url) = fresh_store("slot").await;
+    let pool = store.pool().clone();
+    insert_pull_rows(&pool, "s", 2, |_| None).await;
+    let w = Worker::connect(&url, WorkerOptions { batch_size: 2, concurrency: 1, ..fast_opts("s") }).await.unwrap();
+    let first = w.next().await.unwrap().unwrap();
+    let mut lock = pool.begin().await.unwrap();
+    sqlx::query("SELECT 1 FROM inbox WHERE id = $1 FOR UPDATE").bind(first.message().id).execute(&mut *lock).await.unwrap();
+    let completing = tokio::spawn({
+        let first = first.clone();
+        async move { first.complete().await }
+    });
+    let second = tokio::time::timeout(Duration::from_secs(5), w.next())
+        .await
+        .expect("the second row is handed out while the first completion is blocked")
+        .unwrap()
+        .unwrap();
+    assert_ne!(second.message().id, first.message().id);
+    assert!(!completing.is_finished(), "the first completion is still waiting for the row lock");
+    assert_eq!(w.in_flight(), 2, "a completing task still counts until its statement commits");
+    // The second completion queues behind the blocked statement (one at a time per worker).
+    let second_done = tokio::spawn(async move { second.complete().await });
+    let w2 = w.clone();
+    let shutdown = tokio::spawn(async move { w2.shutdown().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!shutdown.is_finished(), "shutdown waits for the blocked completion");
+    lock.rollback().await.unwrap();
+    completing.await.unwrap().unwrap();
+    second_done.await.unwrap().unwrap();
+    assert_eq!(tokio::time::timeout(Duration::from_secs(5), shutdown).await.unwrap().unwrap(), 0, "nothing abandoned");
+    assert_eq!(count_state(&pool, "processed").await, 2);
+}

@@ -164,8 +164,10 @@ impl Worker {
 
     /// The next claimed row, waiting until one is available. At most
     /// `effective_concurrency` tasks are out at once: a further call waits for one to
-    /// finish. `Ok(None)` once the worker is shutting down. Claim failures (database down)
-    /// are logged and retried after the poll interval; only a missing schema is returned.
+    /// finish (a plain completion frees its slot when it starts, while its batched
+    /// statement runs; claimed rows never exceed `batch_size`). `Ok(None)` once the worker
+    /// is shutting down. Claim failures (database down) are logged and retried after the
+    /// poll interval; only a missing schema is returned.
     pub async fn next(&self) -> Result<Option<Task>> {
         let inner = &self.inner;
         let permit = tokio::select! {

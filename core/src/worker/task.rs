@@ -32,7 +32,10 @@ struct TaskInner {
     finishing: Arc<AtomicBool>,
     cancel: CancellationToken,
     tx: tokio::sync::Mutex<Option<Box<dyn StoreTx>>>,
+    /// The concurrency slot; freed when the handler is done (see [`Task::complete`]).
     permit: Mutex<Option<OwnedSemaphorePermit>>,
+    /// Handed out by `next` (counted in `in_flight` until the task settles).
+    handed_out: AtomicBool,
 }
 
 impl Task {
@@ -46,12 +49,14 @@ impl Task {
                 cancel,
                 tx: tokio::sync::Mutex::new(None),
                 permit: Mutex::new(None),
+                handed_out: AtomicBool::new(false),
             }),
         }
     }
 
     pub(super) fn with_permit(self, permit: OwnedSemaphorePermit) -> Task {
         *self.inner.permit.lock().unwrap() = Some(permit);
+        self.inner.handed_out.store(true, Ordering::SeqCst);
         self
     }
 
@@ -151,7 +156,13 @@ impl Task {
                     Err(e)
                 }
             },
-            None => w.completer.complete(claim).await,
+            None => {
+                // The handler is done; only the batched completion statement is left. Free
+                // the concurrency slot now so the next buffered row starts while it runs
+                // (the row stays on the books, so claims still never exceed the batch).
+                drop(self.inner.permit.lock().unwrap().take());
+                w.completer.complete(claim).await
+            }
         };
         self.settle(r, "complete", |s| &s.completed)
     }
@@ -207,14 +218,15 @@ impl Task {
             if let Some(tx) = self.take_tx().await {
                 let _ = tx.rollback().await;
             }
-            self.inner.worker.forget(self.inner.claim, self.inner.permit.lock().unwrap().take().is_some());
+            drop(self.inner.permit.lock().unwrap().take());
+            self.inner.worker.forget(self.inner.claim, self.inner.handed_out.swap(false, Ordering::SeqCst));
         }
     }
 
     fn settle(&self, r: Result<bool>, operation: &'static str, counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64) -> Result<()> {
         let w = &self.inner.worker;
-        let handed_out = self.inner.permit.lock().unwrap().take().is_some();
-        w.forget(self.inner.claim, handed_out);
+        drop(self.inner.permit.lock().unwrap().take());
+        w.forget(self.inner.claim, self.inner.handed_out.swap(false, Ordering::SeqCst));
         match r {
             Ok(true) => {
                 counter(&w.stats).fetch_add(1, Ordering::Relaxed);
@@ -235,8 +247,8 @@ impl Drop for TaskInner {
         // lease expires) and free the slot. A settled task has no permit left and its
         // claim is gone from the books, so this is a no-op for it.
         self.finishing.store(true, Ordering::SeqCst);
-        let handed_out = self.permit.get_mut().unwrap().take().is_some();
-        self.worker.forget(self.claim, handed_out);
+        drop(self.permit.get_mut().unwrap().take());
+        self.worker.forget(self.claim, self.handed_out.swap(false, Ordering::SeqCst));
         // Dropping an open sqlx transaction rolls it back when the connection returns.
         drop(self.tx.get_mut().take());
     }
