@@ -254,7 +254,8 @@ def main():
               "postgres": settings(), "versions": json.loads(os.environ.get("PEERS_VERSIONS", "{}")),
               "workload": {"drain_rows": ROWS, "drain_concurrency": CONCS, "drain_timeout_s": DRAIN_TIMEOUT, "drain_rounds": ROUNDS,
                            "latency": {"rate_per_s": RATE, "seconds": SECS, "concurrency": LAT_CONC},
-                           "crash": {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_s": CRASH_WAIT}},
+                           "crash": {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_s": CRASH_WAIT,
+                                     "wait_s_tuned_variants": CRASH_WAIT_TUNED}},
               "drain": {}, "latency": {}, "bloat": {}, "crash": {}}
     names = list(SYSTEMS)
     # Each round visits every (concurrency, system) once; the system order alternates per

@@ -43,9 +43,10 @@ la = m["loadavg_1m_samples"]
 L.append(f"**Machine:** {m['nproc']} CPUs, {m['mem_total_gib']} GiB RAM. 1-min loadavg during the run "
          f"{la['min']}–{la['max']} (mean {la['mean']} over {la['n']} samples; start `{m['loadavg_at_start']}`)"
          + (f"; {m['note']}" if m.get("note") else "") + ". "
-         + ("The machine was shared with other work, so absolute rates are depressed and noisy; compare ratios within this run.\n"
-            if la["mean"] > m["nproc"] else
-            "Nothing else ran on the machine; each system's benchmark process and PostgreSQL share the same 2 cores, as they would on a small production box.\n"))
+         + ("The loadavg counts the benchmarked processes themselves (up to 32 handlers plus PostgreSQL backends on 2 cores); "
+            "each system's process and PostgreSQL share the same 2 cores, as on a small production box.\n"
+            if m.get("note") else
+            "The machine was shared with other work, so absolute rates are depressed and noisy; compare ratios within this run.\n"))
 L.append(f"**PostgreSQL:** {pg['server_version']}, one local cluster (scripts/postgres.sh), a fresh database per system and scenario; "
          f"fsync={pg['fsync']}, synchronous_commit={pg['synchronous_commit']}, full_page_writes={pg['full_page_writes']}, "
          f"shared_buffers={pg['shared_buffers']}, max_connections={pg['max_connections']}; autovacuum={pg['autovacuum']} "

@@ -38,7 +38,9 @@ async fn enqueue(pool: &PgPool, n: i64) {
 }
 
 async fn worker(url: &str, conc: u32) -> Worker {
-    let opts = WorkerOptions { batch_size: conc.max(10), concurrency: conc, listen: true, ..WorkerOptions::new(SOURCE) };
+    // QB_BATCH overrides the batch size (for investigations; run.sh never sets it).
+    let batch = std::env::var("QB_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(conc.max(10));
+    let opts = WorkerOptions { batch_size: batch, concurrency: conc, listen: true, ..WorkerOptions::new(SOURCE) };
     Worker::connect(url, opts).await.expect("worker")
 }
 
