@@ -11,7 +11,8 @@ pub struct WorkerOptions {
     /// The source whose pull rows this worker claims (required).
     pub source: String,
     /// Rows claimed per claim statement (default 10). Never more than this many rows are
-    /// claimed by one worker at once, running or waiting.
+    /// claimed by one worker at once, running, waiting or being completed, so for short
+    /// handlers about 4–5× `concurrency` keeps them busy (see benchmarks/peers.md).
     pub batch_size: u32,
     /// Handlers running at once (default 1); effectively at most `batch_size`.
     pub concurrency: u32,
