@@ -218,15 +218,13 @@ impl Task {
             if let Some(tx) = self.take_tx().await {
                 let _ = tx.rollback().await;
             }
-            drop(self.inner.permit.lock().unwrap().take());
-            self.inner.worker.forget(self.inner.claim, self.inner.handed_out.swap(false, Ordering::SeqCst));
+            self.inner.off_the_books();
         }
     }
 
     fn settle(&self, r: Result<bool>, operation: &'static str, counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64) -> Result<()> {
         let w = &self.inner.worker;
-        drop(self.inner.permit.lock().unwrap().take());
-        w.forget(self.inner.claim, self.inner.handed_out.swap(false, Ordering::SeqCst));
+        self.inner.off_the_books();
         match r {
             Ok(true) => {
                 counter(&w.stats).fetch_add(1, Ordering::Relaxed);
@@ -241,14 +239,22 @@ impl Task {
     }
 }
 
+impl TaskInner {
+    /// Frees the slot (if still held) and takes the claim off the worker's books, once:
+    /// a second call finds nothing to free and nothing handed out.
+    fn off_the_books(&self) {
+        drop(self.permit.lock().unwrap().take());
+        self.worker.forget(self.claim, self.handed_out.swap(false, Ordering::SeqCst));
+    }
+}
+
 impl Drop for TaskInner {
     fn drop(&mut self) {
         // Unfinished, or a finish whose future was dropped half-way: give the row up (the
         // lease expires) and free the slot. A settled task has no permit left and its
         // claim is gone from the books, so this is a no-op for it.
         self.finishing.store(true, Ordering::SeqCst);
-        drop(self.permit.get_mut().unwrap().take());
-        self.worker.forget(self.claim, self.handed_out.swap(false, Ordering::SeqCst));
+        self.off_the_books();
         // Dropping an open sqlx transaction rolls it back when the connection returns.
         drop(self.tx.get_mut().take());
     }
