@@ -537,3 +537,39 @@ async fn a_blocked_completion_frees_the_slot_but_shutdown_waits_for_it() {
     assert_eq!(tokio::time::timeout(Duration::from_secs(5), shutdown).await.unwrap().unwrap(), 0, "nothing abandoned");
     assert_eq!(count_state(&pool, "processed").await, 2);
 }
+
+/// Reference §7: "a pull retry lets later messages pass". The first row of an aggregate
+/// fails once and waits out its backoff; the rows after it are handled meanwhile (one at a
+/// time), and the retried row is handled again once it is due.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_retried_row_lets_the_rest_of_its_aggregate_pass() {
+    let (store, url) = fresh_store("retrypass").await;
+    let pool = store.pool().clone();
+    insert_pull_rows(&pool, "s", 3, |_| Some("A".into())).await;
+    let w = Worker::connect(&url, WorkerOptions { concurrency: 2, ..fast_opts("s") }).await.unwrap();
+    let seen: Arc<Mutex<Vec<(i64, i32)>>> = Arc::default();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let (s2, seen2) = (stop.clone(), seen.clone());
+    let run = tokio::spawn(async move {
+        w.run(
+            move |task| {
+                let seen = seen2.clone();
+                async move {
+                    let (n, attempt) = (task.message().payload["n"].as_i64().unwrap(), task.message().attempt);
+                    seen.lock().unwrap().push((n, attempt));
+                    if n == 0 && attempt == 0 {
+                        return Ok(Outcome::Retry { after: Some(Duration::from_millis(1500)), reason: "not yet".into() });
+                    }
+                    Ok(Outcome::Complete)
+                }
+            },
+            async move { s2.notified().await },
+        )
+        .await
+    });
+    wait_until(Duration::from_secs(20), || async { count_state(&pool, "processed").await == 3 }).await;
+    stop.notify_waiters();
+    run.await.unwrap().unwrap();
+    assert_eq!(*seen.lock().unwrap(), vec![(0, 0), (1, 0), (2, 0), (0, 1)], "rows 1 and 2 pass row 0 while it waits to be retried");
+    assert_eq!(row_state(&pool, "k0").await, ("processed".to_string(), 1, Some("not yet".to_string())));
+}

@@ -283,6 +283,44 @@ async fn retry_spends_an_attempt_and_moves_the_row_later(store: Arc<dyn Store>, 
     assert_eq!((r.attempt, r.last_error.as_deref()), (2, Some("boom 2")));
 }
 
+/// Reference §7: "a pull retry lets later messages pass". A row waiting in retry backoff
+/// is not in flight, so the next row of its aggregate is claimed meanwhile; one row per
+/// aggregate still holds a live lease at a time, and the retried row comes back when it is
+/// due and its aggregate is free.
+async fn a_pull_row_in_retry_backoff_lets_later_rows_of_its_aggregate_pass(store: Arc<dyn Store>, h: &dyn Harness) {
+    let src = source("retry-pass");
+    let a1 = insert(&store, pull(&src, "a1", Some("A"))).await;
+    let a2 = insert(&store, pull(&src, "a2", Some("A"))).await;
+    let a3 = insert(&store, pull(&src, "a3", Some("A"))).await;
+    let ids = |c: &[queuebox_core::ClaimedRow]| c.iter().map(|c| c.message.id).collect::<Vec<_>>();
+
+    let first = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(ids(&first), vec![a1], "one row of the aggregate in flight");
+    const BACKOFF: Duration = Duration::from_millis(2500);
+    assert!(store.retry_pull(&first[0].claim, BACKOFF, "boom").await.unwrap());
+    let r = row(&store, h, a1).await;
+    assert_eq!((r.state.as_str(), r.attempt), ("pending", 1));
+    assert!(r.due_in_ms > 0, "a1 waits in backoff");
+
+    // a1 is in backoff: a2 passes it, and a3 still waits behind a2's live lease.
+    let second = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(ids(&second), vec![a2], "the row after the one in backoff is claimed");
+    assert!(store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty(), "a2 holds the aggregate's live lease");
+    assert!(store.complete_pull(&second[0].claim).await.unwrap());
+    let third = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(ids(&third), vec![a3]);
+    assert_eq!(row(&store, h, a1).await.state, "pending", "a1 is still not due");
+
+    // a1 falls due while a3 holds the lease: it waits; once a3 is done, it comes back.
+    tokio::time::sleep(BACKOFF + Duration::from_millis(300)).await;
+    assert!(row(&store, h, a1).await.due_in_ms <= 0);
+    assert!(store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty(), "a due row still waits for a live lease");
+    assert!(store.complete_pull(&third[0].claim).await.unwrap());
+    let back = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(ids(&back), vec![a1]);
+    assert_eq!(back[0].message.attempt, 1);
+}
+
 async fn dead_sets_last_error_and_ends_the_row(store: Arc<dyn Store>, h: &dyn Harness) {
     let src = source("dead");
     let id = insert(&store, pull(&src, "k", Some("A"))).await;
@@ -642,6 +680,7 @@ contract!(
     an_expired_lease_is_claimed_again_and_fences_the_old_token,
     an_expired_claim_cannot_complete_even_before_it_is_reclaimed,
     retry_spends_an_attempt_and_moves_the_row_later,
+    a_pull_row_in_retry_backoff_lets_later_rows_of_its_aggregate_pass,
     dead_sets_last_error_and_ends_the_row,
     release_returns_to_pending_without_spending_an_attempt,
     complete_inside_a_transaction_commits_or_rolls_back_with_the_business_write,

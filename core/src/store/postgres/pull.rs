@@ -54,10 +54,12 @@ pub(super) async fn insert_inbox(pool: &PgPool, m: &NewInboxMessage) -> Result<I
 }
 
 // Candidates: due pending rows and expired processing rows of one source, each scan bounded.
-// A row is claimable only if it heads its aggregate: no earlier live (pending or processing)
-// row of the same source and aggregate, and no live lease on another row of it. The lock
-// step re-checks the row predicate under FOR UPDATE SKIP LOCKED, so two concurrent claims
-// can never both take one row.
+// A row is claimable only if it heads its aggregate (reference §3.3): no earlier row of the
+// same source and aggregate that is itself claimable now (due pending, or processing with an
+// expired lease), and no live lease on another row of it. A row waiting in retry backoff (or
+// held by an initial delay) is not claimable, so it blocks nothing: "a pull retry lets later
+// messages pass" (§7). The lock step re-checks the row predicate under FOR UPDATE SKIP
+// LOCKED, so two concurrent claims can never both take one row.
 const CLAIM: &str = "
 WITH cand AS (
     (SELECT id, aggregate_id, sequence, scheduled_at FROM inbox
@@ -70,10 +72,12 @@ WITH cand AS (
 ), pick AS (
     SELECT c.id FROM cand c
      WHERE c.aggregate_id IS NULL OR (
-           -- an earlier live row of the aggregate (index range scan, stops at the first)
+           -- an earlier claimable row of the aggregate (index range scan, stops at the first);
+           -- a pending row that is not due yet (retry backoff) does not count
            NOT EXISTS (SELECT 1 FROM inbox b
                         WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id
-                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence)
+                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence
+                          AND (b.state = 'processing' OR b.scheduled_at <= clock_timestamp()))
            -- any other row of the aggregate holding a live lease
        AND NOT EXISTS (SELECT 1 FROM inbox b
                         WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id

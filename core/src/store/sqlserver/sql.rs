@@ -125,10 +125,12 @@ pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = @P1 AND idempot
 ///    `READCOMMITTEDLOCK`, because READPAST alone is refused when the database has
 ///    READ_COMMITTED_SNAPSHOT ON, the Azure SQL default);
 /// 4. the aggregate head rule of the PostgreSQL claim (`postgres/pull.rs`), as the same two
-///    index-bounded `NOT EXISTS`: a row is claimable only if no earlier live (pending or
-///    processing) row of its source and aggregate exists (`idx_inbox_pull_aggregate`) and no
-///    other row of it holds a live lease (`idx_inbox_pull_busy`). These reads have no READPAST,
-///    so they wait for (rather than skip) a row another transaction is changing;
+///    index-bounded `NOT EXISTS`: a row is claimable only if no earlier row of its source and
+///    aggregate is itself claimable now (due pending, or processing) (`idx_inbox_pull_aggregate`)
+///    and no other row of it holds a live lease (`idx_inbox_pull_busy`). A row in retry
+///    backoff is not due, so it blocks nothing ("a pull retry lets later messages pass",
+///    reference §7). These reads have no READPAST, so they wait for (rather than skip) a row
+///    another transaction is changing;
 /// 5. the update locks each picked row with `UPDLOCK, READPAST, ROWLOCK` and re-checks the row
 ///    predicate, so two claims can never both take one row; `OUTPUT inserted.*` returns them.
 ///
@@ -163,7 +165,8 @@ WITH cand AS (
      WHERE c.aggregate_id IS NULL OR (
            NOT EXISTS (SELECT 1 FROM inbox AS b
                         WHERE b.consumption = 'pull' AND b.source = @qbSource AND b.aggregate_id = c.aggregate_id
-                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence)
+                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence
+                          AND (b.state = 'processing' OR b.scheduled_at <= SYSUTCDATETIME()))
        AND NOT EXISTS (SELECT 1 FROM inbox AS b
                         WHERE b.consumption = 'pull' AND b.source = @qbSource AND b.aggregate_id = c.aggregate_id
                           AND b.state = 'processing' AND b.id <> c.id AND b.lease_expires_at > SYSUTCDATETIME()))
