@@ -54,7 +54,11 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
 /// validates. The pure core of [`load`], used by tests.
 pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Config, ConfigErrors> {
     let mut errs = ConfigErrors::default();
-    let text = template::substitute_vars(yaml, |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()), &mut errs);
+    let (text, missing) = template::substitute_vars(yaml, |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()));
+    // Keys whose value references an unset variable: that is their one problem, whatever
+    // the empty value then breaks at the same key.
+    let unset_keys = template::unset_var_problems(yaml, &missing, &mut errs);
+    let reported = errs.problems.len();
     let mut root: serde_yaml::Value = if text.trim().is_empty() {
         serde_yaml::Value::Mapping(Default::default())
     } else {
@@ -70,10 +74,16 @@ pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Confi
         root = serde_yaml::Value::Mapping(Default::default());
     }
     let origins = env::apply(&mut root, vars, &mut errs);
-    let cfg = parse::config(&root, &mut errs);
-    if let Some(cfg) = &cfg {
-        validate::config(cfg, &mut errs);
+    let parsed = parse::config(&root, &mut errs);
+    if let Some(p) = &parsed {
+        validate::config(&p.config, &p.broken_destinations, &mut errs);
     }
+    let cfg = parsed.map(|p| p.config);
+    let mut i = 0;
+    errs.problems.retain(|p| {
+        i += 1;
+        i <= reported || !unset_keys.iter().any(|k| p.path == *k || p.path.strip_prefix(k.as_str()).is_some_and(|r| r.starts_with(['.', '['])))
+    });
     // Name the environment variable behind each offending key.
     for p in &mut errs.problems {
         if let Some((_, var)) = origins.iter().find(|(path, _)| p.path == *path || p.path.starts_with(&format!("{path}."))) {

@@ -25,19 +25,20 @@ pub struct Config {
     pub sources: BTreeMap<String, SourceConfig>,
 }
 
-/// The top-level keys as read; the kind-dispatched maps stay YAML until [`super::parse`].
+/// The top-level keys as read. Every section stays YAML until [`super::parse`] types it on
+/// its own, so a type error in one section does not hide the mistakes of the others.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
 pub(super) struct RawConfig {
-    pub server: ServerConfig,
+    pub server: Option<serde_yaml::Value>,
     pub database: Option<serde_yaml::Value>,
-    pub outbox: OutboxConfig,
-    pub inbox: InboxConfig,
-    pub http: HttpConfig,
+    pub outbox: Option<serde_yaml::Value>,
+    pub inbox: Option<serde_yaml::Value>,
+    pub http: Option<serde_yaml::Value>,
     pub admin: Option<serde_yaml::Value>,
-    pub retention: RetentionConfig,
+    pub retention: Option<serde_yaml::Value>,
     pub destinations: BTreeMap<String, serde_yaml::Value>,
-    pub routes: Vec<RouteConfig>,
+    pub routes: Option<serde_yaml::Value>,
     pub sources: BTreeMap<String, serde_yaml::Value>,
 }
 

@@ -1,15 +1,26 @@
 //! From the YAML tree to the typed [`Config`]: fixed structs through [`typed`], and the
 //! maps whose entries choose a kind with `type` dispatched here, one arm per kind.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
+use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
 use super::model::*;
 use super::strict::{join, suggest, typed, ConfigErrors};
 
-pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Config> {
+/// What parsing produced: the typed configuration, and the destinations that are declared
+/// but could not be built (their problem is already reported, so a route naming one must
+/// not add a second, false "does not exist").
+pub(super) struct Parsed {
+    pub config: Config,
+    pub broken_destinations: BTreeSet<String>,
+}
+
+pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
     let raw: RawConfig = typed(root, "", errs)?;
+    // Every section is typed even when an earlier one failed, so all mistakes are listed.
+    let server = section::<ServerConfig>(&raw.server, "server", errs);
     let database = match &raw.database {
         Some(v) => typed::<DatabaseConfig>(v, "database", errs),
         None => {
@@ -17,11 +28,22 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Config> {
             None
         }
     };
+    let outbox = section::<OutboxConfig>(&raw.outbox, "outbox", errs);
+    let inbox = section::<InboxConfig>(&raw.inbox, "inbox", errs);
+    let http = section::<HttpConfig>(&raw.http, "http", errs);
     let admin = admin(raw.admin.as_ref(), errs);
+    let retention = section::<RetentionConfig>(&raw.retention, "retention", errs);
+    let routes = section::<Vec<RouteConfig>>(&raw.routes, "routes", errs);
     let mut destinations = BTreeMap::new();
+    let mut broken_destinations = BTreeSet::new();
     for (name, v) in &raw.destinations {
-        if let Some(d) = destination(name, v, errs) {
-            destinations.insert(name.clone(), d);
+        match destination(name, v, errs) {
+            Some(d) => {
+                destinations.insert(name.clone(), d);
+            }
+            None => {
+                broken_destinations.insert(name.clone());
+            }
         }
     }
     let mut sources = BTreeMap::new();
@@ -30,18 +52,27 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Config> {
             sources.insert(name.clone(), s);
         }
     }
-    Some(Config {
-        server: raw.server,
+    let config = Config {
+        server: server?,
         database: database?,
-        outbox: raw.outbox,
-        inbox: raw.inbox,
-        http: raw.http,
+        outbox: outbox?,
+        inbox: inbox?,
+        http: http?,
         admin: admin?,
-        retention: raw.retention,
+        retention: retention?,
         destinations,
-        routes: raw.routes,
+        routes: routes?,
         sources,
-    })
+    };
+    Some(Parsed { config, broken_destinations })
+}
+
+/// A fixed section: its defaults when absent (or empty), else typed under `path`.
+fn section<T: DeserializeOwned + Default>(v: &Option<Value>, path: &str, errs: &mut ConfigErrors) -> Option<T> {
+    match v {
+        None | Some(Value::Null) => Some(T::default()),
+        Some(v) => typed(v, path, errs),
+    }
 }
 
 fn admin(v: Option<&Value>, errs: &mut ConfigErrors) -> Option<AdminConfig> {

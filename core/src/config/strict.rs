@@ -71,10 +71,12 @@ pub fn join(parent: &str, key: &str) -> String {
 }
 
 /// Deserialises `value` into `T`, recording unknown keys (with a hint from `T`'s own field
-/// names) and a type error, each under `path`. `None` when `T` could not be built.
+/// names) and a type error, each under its full key path (`path` joined with the key inside
+/// `value`, e.g. `server.httpPort`). `None` when `T` could not be built.
 pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigErrors) -> Option<T> {
     let mut unknown = Vec::new();
-    let result: Result<T, _> = serde_ignored::deserialize(value.clone(), |p| unknown.push(p.to_string()));
+    let mut on_ignored = |p: serde_ignored::Path| unknown.push(p.to_string());
+    let result: Result<T, _> = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value.clone(), &mut on_ignored));
     let own = fields_of::<T>();
     for u in unknown {
         let full = join(path, &render_ignored(&u));
@@ -85,10 +87,26 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigEr
     match result {
         Ok(v) => Some(v),
         Err(e) => {
-            errs.push(if path.is_empty() { "<root>".to_string() } else { path.to_string() }, clean_serde_error(&e.to_string()));
+            let at = error_path(path, e.path());
+            errs.push(if at.is_empty() { "<root>".to_string() } else { at }, clean_serde_error(&e.inner().to_string()));
             None
         }
     }
+}
+
+/// `parent` joined with the path serde_path_to_error tracked inside the value
+/// (`routes[0].destination`); variant and unknown segments add nothing a user could type.
+fn error_path(parent: &str, inner: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = parent.to_string();
+    for seg in inner.iter() {
+        match seg {
+            Segment::Map { key } => out = join(&out, key),
+            Segment::Seq { index } => out.push_str(&format!("[{index}]")),
+            Segment::Enum { .. } | Segment::Unknown => {}
+        }
+    }
+    out
 }
 
 fn unknown_message(hint: Option<String>) -> String {
@@ -114,8 +132,23 @@ fn render_ignored(p: &str) -> String {
     out
 }
 
+/// serde's message in the words of the file: the Rust type names become the range a
+/// number must lie in, and an empty value (`key:` or an unset variable) says so.
 fn clean_serde_error(s: &str) -> String {
-    s.trim().to_string()
+    let mut m = s.trim().replace("unit value", "an empty value");
+    for (ty, range) in [
+        ("u8", "from 0 to 255"),
+        ("u16", "from 0 to 65535"),
+        ("u32", "from 0 to 4294967295"),
+        ("u64", "from 0 to 18446744073709551615"),
+        ("usize", "from 0 to 18446744073709551615"),
+    ] {
+        if let Some(rest) = m.strip_suffix(&format!("expected {ty}")) {
+            m = format!("{rest}expected a whole number {range}");
+            break;
+        }
+    }
+    m
 }
 
 /// The closest known key to `key` (case-insensitive equality or an edit distance of at

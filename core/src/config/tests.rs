@@ -114,3 +114,123 @@ fn globs_are_anchored_and_segment_aware() {
     assert_eq!(render_topic(" {{source}}.{{ eventType }} ", "s", Some("e")), "s.e");
     assert_eq!(render_topic("{{ eventType }}", "s", None), "");
 }
+
+/// The problems of `yaml` under `vars`, as (path, message) pairs.
+fn problems(yaml: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
+    let e = from_yaml_with_env(yaml, &env(vars)).expect_err("the configuration must fail");
+    e.problems.into_iter().map(|p| (p.path, p.message)).collect()
+}
+
+#[test]
+fn an_out_of_range_port_is_one_problem_naming_its_key() {
+    let p = problems(&format!("{BASE}server:\n  httpPort: 99999\n"), &[]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "server.httpPort");
+    assert!(p[0].1.contains("99999") && p[0].1.contains("from 0 to 65535"), "{p:?}");
+}
+
+#[test]
+fn a_type_error_in_one_section_does_not_hide_the_mistakes_of_another() {
+    let p = problems(&format!("{BASE}server:\n  httpPort: 99999\noutbox:\n  batchSzie: 3\n  pollIntervalMs: soon\n"), &[]);
+    let paths: Vec<&str> = p.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(paths, ["server.httpPort", "outbox.batchSzie", "outbox.pollIntervalMs"], "{p:?}");
+}
+
+#[test]
+fn a_negative_destination_timeout_is_one_problem_and_its_routes_stay_quiet() {
+    let routes = "destination: hooks\n  - topicPattern: 'a.*'\n    destination: hooks\n  - topicPattern: 'b.*'\n    destination: hooks\n";
+    let y = BASE.replace("baseUrl: http://127.0.0.1:9000", "baseUrl: http://127.0.0.1:9000\n    timeoutMs: -5").replace("destination: hooks\n", routes);
+    let p = problems(&y, &[]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "destinations.hooks.timeoutMs");
+    assert!(p[0].1.contains("-5"), "{p:?}");
+    // A destination that really is missing is still reported.
+    let y = y.replace(routes, &format!("{routes}  - topicPattern: 'c.*'\n    destination: nowhere\n"));
+    let p = problems(&y, &[]);
+    assert_eq!(p.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["destinations.hooks.timeoutMs", "routes[3].destination"], "{p:?}");
+}
+
+#[test]
+fn an_unset_variable_is_one_problem_naming_the_variable_and_the_key() {
+    let p = problems(&format!("{BASE}server:\n  httpPort: ${{UNSET_PORT}}\n"), &[]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "server.httpPort");
+    assert!(p[0].1.contains("UNSET_PORT"), "{p:?}");
+    // Inside a longer value, in a list, and in a destination its routes name.
+    let y = BASE.replace("127.0.0.1:9000", "${HOOK_HOST}:9000").replace("'orders.**'", "'${TOPIC_ROOT}.**'");
+    let p = problems(&y, &[]);
+    assert_eq!(p.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["destinations.hooks.baseUrl", "routes[0].topicPattern"], "{p:?}");
+    assert!(p[0].1.contains("HOOK_HOST") && p[1].1.contains("TOPIC_ROOT"), "{p:?}");
+    let y = BASE.replace("baseUrl: http://127.0.0.1:9000", "baseUrl: ${HOOK_URL}");
+    assert_eq!(problems(&y, &[]).len(), 1);
+}
+
+#[test]
+fn a_variable_in_a_comment_is_not_a_problem() {
+    let y = format!("# old: ${{NOT_SET_ANYWHERE}}\n{BASE}");
+    assert!(from_yaml_with_env(&y, &[]).is_ok());
+}
+
+#[test]
+fn an_environment_override_out_of_range_names_the_key_and_the_variable() {
+    let e = from_yaml_with_env(BASE, &env(&[("QUEUEBOX_SERVER_HTTPPORT", "99999")])).unwrap_err();
+    assert_eq!(e.problems.len(), 1, "{e}");
+    assert_eq!(e.problems[0].path, "server.httpPort");
+    assert_eq!(e.problems[0].env.as_deref(), Some("QUEUEBOX_SERVER_HTTPPORT"));
+}
+
+/// Every numeric key: a negative value, and zero where zero cannot work, is exactly one
+/// problem naming that key.
+#[test]
+fn every_numeric_key_names_itself_in_exactly_one_problem() {
+    let hmac = BASE.replace("path: /orders", "path: /orders\n    auth:\n      type: hmac\n      secret: s3cr3t");
+    let retention = format!("{hmac}retention:\n  enabled: true\n  outbox:\n    policy: COUNT\n    maxCount: 10\n");
+    let y = retention
+        .replace("routes:", "  nd:\n    type: nats\n    servers: nats://127.0.0.1:4222\n    subject: s\n  rd:\n    type: rabbitmq\n    url: amqp://127.0.0.1\n    exchange: x\nroutes:")
+        .replace("sources:", "sources:\n  ns:\n    type: nats\n    consumption: pull\n    servers: nats://127.0.0.1:4222\n    stream: s\n    durable: d\n  ks:\n    type: kafka\n    consumption: pull\n    bootstrapServers: 127.0.0.1:9092\n    topics: [t]\n    groupId: g");
+    assert!(from_yaml_with_env(&y, &[]).is_ok(), "{:?}", from_yaml_with_env(&y, &[]).err().map(|e| e.to_string()));
+    let keys = [
+        ("server.httpPort", false),
+        ("server.managementPort", false),
+        ("server.drainTimeoutMs", false),
+        ("database.poolSize", true),
+        ("database.connectionTimeoutMs", false),
+        ("database.startupTimeoutMs", false),
+        ("outbox.pollIntervalMs", true),
+        ("outbox.batchSize", true),
+        ("outbox.retryBaseDelayMs", true),
+        ("outbox.maxAttempts", false),
+        ("outbox.concurrency", true),
+        ("outbox.claimTimeoutMs", true),
+        ("outbox.pendingGaugeIntervalMs", true),
+        ("outbox.shutdownTimeoutMs", false),
+        ("inbox.maxBodyBytes", true),
+        ("inbox.relay.pollIntervalMs", true),
+        ("inbox.relay.batchSize", true),
+        ("inbox.relay.claimTimeoutMs", true),
+        ("inbox.relay.pendingGaugeIntervalMs", true),
+        ("inbox.relay.maxAttempts", false),
+        ("http.maxErrorBodyBytes", false),
+        ("retention.outbox.maxCount", true),
+        ("retention.outbox.batchSize", true),
+        ("destinations.hooks.timeoutMs", true),
+        ("destinations.nd.timeoutMs", true),
+        ("destinations.rd.timeoutMs", true),
+        ("sources.orders.auth.timestampTolerance", false),
+        ("sources.ns.ackWaitMs", true),
+        ("sources.ns.batchSize", true),
+        ("sources.ks.maxPollRecords", true),
+    ];
+    for (key, zero_refused) in keys {
+        let var = format!("QUEUEBOX_{}", key.replace('.', "_").to_ascii_uppercase());
+        let mut values = vec!["-1"];
+        if zero_refused {
+            values.push("0");
+        }
+        for v in values {
+            let e = from_yaml_with_env(&y, &env(&[(var.as_str(), v)])).expect_err(&format!("{key}: {v} must fail"));
+            let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
+            assert_eq!(paths, [key], "{key}: {v}: {e}");
+        }
+    }
+}

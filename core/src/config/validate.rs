@@ -1,6 +1,6 @@
 //! Semantic checks after parsing: each failure names its key path.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::model::*;
 use super::strict::ConfigErrors;
@@ -10,7 +10,9 @@ use crate::message::Consumption;
 
 const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
 
-pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
+/// `broken_destinations` are declared but failed to parse (already reported): a route to
+/// one is not a second mistake.
+pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &mut ConfigErrors) {
     database(&c.database, errs);
     positive(errs, "outbox.pollIntervalMs", c.outbox.poll_interval_ms);
     positive(errs, "outbox.batchSize", c.outbox.batch_size as u64);
@@ -22,6 +24,7 @@ pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
     positive(errs, "inbox.relay.pollIntervalMs", c.inbox.relay.poll_interval_ms);
     positive(errs, "inbox.relay.batchSize", c.inbox.relay.batch_size as u64);
     positive(errs, "inbox.relay.claimTimeoutMs", c.inbox.relay.claim_timeout_ms);
+    positive(errs, "inbox.relay.pendingGaugeIntervalMs", c.inbox.relay.pending_gauge_interval_ms);
     if !c.inbox.base_path.starts_with('/') || c.inbox.base_path.ends_with('/') && c.inbox.base_path.len() > 1 {
         errs.push("inbox.basePath", "must start with `/` and not end with `/` (e.g. /inbox)");
     }
@@ -38,7 +41,7 @@ pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
         if r.topic_pattern.trim().is_empty() {
             errs.push(format!("routes[{i}].topicPattern"), "must not be empty");
         }
-        if !c.destinations.contains_key(&r.destination) {
+        if !c.destinations.contains_key(&r.destination) && !broken_destinations.contains(&r.destination) {
             let hint = super::suggest(&r.destination, c.destinations.keys().map(String::as_str)).map(|h| format!("; did you mean {h}?")).unwrap_or_default();
             errs.push(format!("routes[{i}].destination"), format!("destination `{}` does not exist{hint}", r.destination));
         }
@@ -48,7 +51,10 @@ pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
         match &d.kind {
             DestinationKind::Http(h) => http_destination(h, &path, errs),
             DestinationKind::Kafka(k) if k.timeout_ms < 2000 => errs.push(format!("{path}.timeoutMs"), "must be at least 2000 (the whole publish budget)"),
-            DestinationKind::RabbitMq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {}
+            // A zero publish budget times every publish out: each row would go dead.
+            DestinationKind::RabbitMq(r) => positive(errs, &format!("{path}.timeoutMs"), r.timeout_ms),
+            DestinationKind::Nats(n) => positive(errs, &format!("{path}.timeoutMs"), n.timeout_ms),
+            DestinationKind::Kafka(_) => {}
         }
     }
     let mut paths: BTreeMap<&str, &str> = BTreeMap::new();
@@ -66,8 +72,17 @@ pub(super) fn config(c: &Config, errs: &mut ConfigErrors) {
                 format!("{path}.jetStream"),
                 "a NATS source reads JetStream only: core NATS cannot acknowledge, so an inbox on it would lose every message that arrives while QueueBox restarts",
             ),
-            SourceKind::Kafka(k) if k.topics.is_empty() => errs.push(format!("{path}.topics"), "at least one topic is required"),
-            SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {}
+            SourceKind::Nats(n) => {
+                positive(errs, &format!("{path}.ackWaitMs"), n.ack_wait_ms);
+                positive(errs, &format!("{path}.batchSize"), n.batch_size as u64);
+            }
+            SourceKind::Kafka(k) => {
+                if k.topics.is_empty() {
+                    errs.push(format!("{path}.topics"), "at least one topic is required");
+                }
+                positive(errs, &format!("{path}.maxPollRecords"), k.max_poll_records as u64);
+            }
+            SourceKind::RabbitMq(_) => {}
         }
     }
     retention(&c.retention.outbox, "retention.outbox", true, errs);
