@@ -1,5 +1,14 @@
-//! Header rules: which received headers are stored, how the relay stamps its four headers
-//! so that a sender cannot spoof them, correlation ids, and error-text redaction.
+//! Header rules: which received headers are stored, which stored headers a publisher may
+//! send, how the relay stamps its four headers so that a sender cannot spoof them,
+//! correlation ids, and error-text redaction.
+//!
+//! The payload travels as the stored JSON, re-encoded, over the relay's own connections, so
+//! the fields that describe the sender's connection or its encoding of the body (framing
+//! and hop-by-hop fields, [`is_hop_by_hop`]) are neither stored nor sent: a stale
+//! `Content-Length` would truncate or stall the delivery, `Transfer-Encoding` empty it and
+//! `Host` misroute it. A header a receiver could never accept (a name that is not an HTTP
+//! token, a value with a control character) is refused at receipt ([`check_field`]) and
+//! skipped, with a warning, by the publishers ([`forwardable`]).
 
 use serde_json::{Map, Value};
 use uuid::Uuid;
@@ -17,6 +26,71 @@ pub const X_CORRELATION_ID: &str = "X-Correlation-Id";
 
 /// Headers never stored from an HTTP request, whatever their case.
 pub const NEVER_STORED: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
+
+/// Fields that belong to one connection or to the sender's framing of the body, not to the
+/// message (RFC 9110 §7.6.1 connection options, §8.6 `Content-Length`, §7.2 `Host`, §10.1.1
+/// `Expect`, RFC 9112 `Transfer-Encoding`, RFC 9113 `HTTP2-Settings`). `Content-Encoding` is
+/// among them because the relay sends the stored JSON unencoded.
+pub const HOP_BY_HOP: [&str; 14] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "proxy-authenticate",
+    "proxy-authorization",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+    "content-length",
+    "content-encoding",
+    "host",
+    "expect",
+    "http2-settings",
+];
+
+/// True for a framing or hop-by-hop field ([`HOP_BY_HOP`]), in any letter case.
+pub fn is_hop_by_hop(name: &str) -> bool {
+    HOP_BY_HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+/// Why a header can never be sent: its name is not an HTTP token, or its value holds a
+/// control character. The text names the header (never its value: it may be a secret).
+pub fn check_field(name: &str, value: &str) -> Result<(), String> {
+    if name.is_empty() || !name.bytes().all(is_tchar) {
+        return Err(format!("header name {name:?} is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)"));
+    }
+    if let Some((at, c)) = value.chars().enumerate().find(|(_, c)| c.is_control() && *c != '\t') {
+        return Err(format!("header {name} holds the control character U+{:04X} at character {at}; header values cannot carry it", c as u32));
+    }
+    Ok(())
+}
+
+/// RFC 9110 §5.6.2 `tchar`.
+fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The position and character of the first control character in `text`, if any. Keys,
+/// event types and aggregate ids become header values and topics, which cannot carry one.
+pub fn first_control(text: &str) -> Option<(usize, char)> {
+    text.chars().enumerate().find(|(_, c)| c.is_control())
+}
+
+/// Whether a publisher may send the stored header `name: value`: not a framing or
+/// hop-by-hop field, and a sendable name and value. A row written by hand or by an older
+/// version may hold such a header; the publisher skips it rather than fail a good message.
+pub fn forwardable(name: &str, value: &str) -> Result<(), String> {
+    if is_hop_by_hop(name) {
+        return Err(format!("header {name} describes the sender's connection, not the message"));
+    }
+    check_field(name, value)
+}
+
+/// The bytes a header map takes on a row, counted as names plus values (the bound
+/// `inbox.maxHeaderBytes` applies to this).
+pub fn stored_size(headers: &Map<String, Value>) -> usize {
+    headers.iter().map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len)).sum()
+}
 
 /// The longest `last_error` text written to a row.
 pub const MAX_ERROR_CHARS: usize = 2000;
@@ -45,13 +119,23 @@ pub fn relay_headers(
 }
 
 /// The headers stored on an inbox row: one string per name (the last value of a repeated
-/// name wins), names as received, minus credentials and the source's own auth header.
+/// name wins), names as received, minus credentials, the source's own auth header, the
+/// framing and hop-by-hop fields ([`HOP_BY_HOP`]) and every field the sender's
+/// `Connection` header names as connection-specific.
 pub fn stored_headers<'a>(received: impl IntoIterator<Item = (&'a str, &'a str)>, auth_header: Option<&str>) -> Map<String, Value> {
+    let received: Vec<(&str, &str)> = received.into_iter().collect();
+    let connection_options: Vec<&str> = received
+        .iter()
+        .filter(|(n, _)| n.eq_ignore_ascii_case("connection"))
+        .flat_map(|(_, v)| v.split(',').map(str::trim))
+        .filter(|o| !o.is_empty())
+        .collect();
     let mut out = Map::new();
     for (name, value) in received {
         let secret = NEVER_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
             || auth_header.is_some_and(|a| a.eq_ignore_ascii_case(name));
-        if !secret {
+        let hop = is_hop_by_hop(name) || connection_options.iter().any(|o| o.eq_ignore_ascii_case(name));
+        if !secret && !hop {
             set_replacing(&mut out, name, value);
         }
     }
@@ -165,6 +249,33 @@ mod tests {
         assert_eq!(h.get("x-inbox-id"), Some(&Value::from(id.to_string())));
         assert_eq!(h.get("x-custom"), Some(&Value::from("kept")));
         assert_eq!(h.len(), 5);
+    }
+
+    #[test]
+    fn framing_and_connection_fields_are_never_stored() {
+        let received = [
+            ("Content-Length", "37"),
+            ("Transfer-Encoding", "chunked"),
+            ("Host", "relay:8080"),
+            ("Connection", "keep-alive, X-Hop"),
+            ("X-Hop", "one hop only"),
+            ("Expect", "100-continue"),
+            ("Content-Type", "application/json"),
+            ("X-Tenant", "acme"),
+        ];
+        let h = stored_headers(received, None);
+        let names: Vec<&str> = h.keys().map(String::as_str).collect();
+        assert_eq!(names, ["Content-Type", "X-Tenant"]);
+    }
+
+    #[test]
+    fn a_field_with_a_control_character_or_a_bad_name_cannot_be_sent() {
+        assert!(check_field("X-Ok", "tab\tis fine, é too").is_ok());
+        assert!(check_field("X-Bad", "line\nbreak").unwrap_err().contains("U+000A"));
+        assert!(check_field("X-Bad", "nul\0").unwrap_err().contains("U+0000"));
+        assert!(check_field("Bad Name", "v").unwrap_err().contains("not an HTTP token"));
+        assert!(forwardable("content-length", "3").is_err());
+        assert!(forwardable("x-custom", "3").is_ok());
     }
 
     #[test]

@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::headers;
 
 /// The most characters `source`, `idempotency_key`, `aggregate_id` and `event_type` hold.
 pub const MAX_KEY_CHARS: usize = 255;
@@ -179,13 +180,44 @@ impl NewInboxMessage {
         if let Some(c) = &self.correlation_id {
             check_text("correlation_id", c, MAX_CORRELATION_CHARS, true)?;
         }
-        if self.headers.values().any(|v| !v.is_string()) {
-            return Err(Error::InvalidInput("headers must map names to string values".into()));
+        for (name, value) in &self.headers {
+            let value = value.as_str().ok_or_else(|| Error::InvalidInput("headers must map names to string values".into()))?;
+            headers::check_field(name, value).map_err(Error::InvalidInput)?;
+        }
+        if let Some(at) = nul_path(&self.payload) {
+            return Err(Error::InvalidInput(format!(
+                "the payload holds the character U+0000 (NUL) at {at}; the database cannot store it (PostgreSQL refuses NUL in jsonb and text)"
+            )));
         }
         Ok(())
     }
+
+    /// Makes a message that failed [`validate`](Self::validate) storable as a `dead` row
+    /// that says why: an unusable key becomes the digest of the received bytes, an unusable
+    /// event type, aggregate id or correlation id is dropped, unsendable headers are dropped,
+    /// and a payload the database cannot hold is kept as `{"rawBase64": …}` of the received
+    /// bytes. Broker sources store such a message dead and acknowledge it, because a
+    /// redelivery could not change it and a refusal would block the queue for ever.
+    pub fn quarantine(&mut self, raw_body: &[u8], reason: &str) {
+        self.dead_reason.get_or_insert_with(|| format!("{reason}; stored dead"));
+        if check_text("idempotency_key", &self.idempotency_key, MAX_KEY_CHARS, false).is_err() {
+            self.idempotency_key = crate::keys::digest(raw_body);
+        }
+        let usable = |field: &str, v: &Option<String>, max: usize| v.clone().filter(|v| check_text(field, v, max, true).is_ok());
+        self.aggregate_id = usable("aggregate_id", &self.aggregate_id, MAX_KEY_CHARS);
+        self.event_type = usable("event_type", &self.event_type, MAX_KEY_CHARS);
+        self.correlation_id = usable("correlation_id", &self.correlation_id, MAX_CORRELATION_CHARS);
+        self.headers.retain(|k, v| v.as_str().is_some_and(|v| headers::check_field(k, v).is_ok()));
+        if nul_path(&self.payload).is_some() {
+            use base64::Engine as _;
+            self.payload = serde_json::json!({ "rawBase64": base64::engine::general_purpose::STANDARD.encode(raw_body) });
+        }
+    }
 }
 
+/// Checks one text column: not blank (unless `empty_ok`), at most `max` characters, and no
+/// control character — these values travel as header values (`x-idempotency-key`,
+/// `X-Message-Key`) and topics, which cannot carry one, and PostgreSQL refuses U+0000.
 fn check_text(field: &str, value: &str, max: usize, empty_ok: bool) -> Result<()> {
     if !empty_ok && value.trim().is_empty() {
         return Err(Error::InvalidInput(format!("{field} is empty")));
@@ -194,7 +226,35 @@ fn check_text(field: &str, value: &str, max: usize, empty_ok: bool) -> Result<()
     if n > max {
         return Err(Error::InvalidInput(format!("{field} has {n} characters; the column holds {max}")));
     }
+    if let Some((at, c)) = headers::first_control(value) {
+        return Err(Error::InvalidInput(format!(
+            "{field} holds the control character U+{:04X} at character {at}; it travels as a header value, which cannot carry control characters",
+            c as u32
+        )));
+    }
     Ok(())
+}
+
+/// Where in `value` a U+0000 sits (a JSONPath such as `$.items[2].name`), if anywhere, in a
+/// string or an object key. Iterative: a deep document cannot exhaust the stack.
+fn nul_path(value: &Value) -> Option<String> {
+    let mut stack: Vec<(String, &Value)> = vec![("$".to_string(), value)];
+    while let Some((path, v)) = stack.pop() {
+        match v {
+            Value::String(s) if s.contains('\0') => return Some(path),
+            Value::Array(items) => stack.extend(items.iter().enumerate().map(|(i, item)| (format!("{path}[{i}]"), item))),
+            Value::Object(map) => {
+                for (k, item) in map {
+                    if k.contains('\0') {
+                        return Some(format!("{path} (a key)"));
+                    }
+                    stack.push((format!("{path}.{k}"), item));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The result of an inbox insert: deduplication is an outcome, not an error.
@@ -214,5 +274,42 @@ impl InsertOutcome {
     }
     pub fn is_duplicate(&self) -> bool {
         matches!(self, InsertOutcome::Duplicate(_))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_key_with_a_control_character_is_refused_naming_the_field() {
+        let m = NewInboxMessage::new("orders", "evt\u{1}1", json!({}));
+        let e = m.validate().unwrap_err().to_string();
+        assert!(e.contains("idempotency_key") && e.contains("U+0001"), "{e}");
+        let m = NewInboxMessage::new("orders", "k", json!({})).aggregate("acct\n9");
+        assert!(m.validate().unwrap_err().to_string().contains("aggregate_id"));
+    }
+
+    #[test]
+    fn a_nul_in_the_payload_is_refused_with_its_path() {
+        let m = NewInboxMessage::new("orders", "k", json!({"items": [{"name": "a\u{0}b"}]}));
+        let e = m.validate().unwrap_err().to_string();
+        assert!(e.contains("U+0000") && e.contains("$.items[0].name"), "{e}");
+    }
+
+    #[test]
+    fn quarantine_keeps_the_message_as_a_storable_dead_row() {
+        let body = b"{\"id\":\"a\\u0000\",\"v\":\"\\u0000\"}";
+        let mut m = NewInboxMessage::new("orders", "a\u{0}", serde_json::from_slice(body).unwrap());
+        m.headers.insert("X-Bad".into(), "line\nbreak".into());
+        m.headers.insert("X-Good".into(), "ok".into());
+        let e = m.validate().unwrap_err().to_string();
+        m.quarantine(body, &e);
+        assert!(m.validate().is_ok());
+        assert_eq!(m.idempotency_key, crate::keys::digest(body));
+        assert_eq!(m.headers.keys().collect::<Vec<_>>(), ["X-Good"]);
+        assert!(m.payload["rawBase64"].is_string());
+        assert!(m.dead_reason.unwrap().contains("idempotency_key"));
     }
 }

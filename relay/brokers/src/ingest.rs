@@ -1,9 +1,11 @@
 //! From a broker message to an inbox row, the same for every broker source: the key chain
 //! (header → `idempotencyKeyPath` → broker message id / Kafka record key → SHA-256 digest),
 //! event type (path, then header), aggregate id (path, header, then the Kafka record key),
-//! stored headers, the correlation id and the source's consumption. A body that is not JSON
-//! becomes a `dead` row (acknowledged by the caller): nothing downstream could read it, and a
-//! refusal to acknowledge it would block the queue or partition for ever.
+//! stored headers, the correlation id and the source's consumption. A body that is not JSON,
+//! or a message the store or a receiver could never take (a control character in a key, a
+//! NUL in the payload, an unsendable header; `NewInboxMessage::quarantine`), becomes a
+//! `dead` row that says why (acknowledged by the caller): nothing downstream could read it,
+//! and a refusal to acknowledge it would block the queue or partition for ever.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -109,10 +111,9 @@ impl SourceRule {
             delay: None,
         };
         if let Err(e) = row.validate() {
-            // An attribute too long for its column: keep the message, dead, with why.
-            row.event_type = row.event_type.filter(|s| s.chars().count() <= queuebox_core::message::MAX_KEY_CHARS);
-            row.aggregate_id = row.aggregate_id.filter(|s| s.chars().count() <= queuebox_core::message::MAX_KEY_CHARS);
-            row.dead_reason.get_or_insert_with(|| format!("{e}; stored dead"));
+            // An attribute too long for its column or with a control character, a NUL in the
+            // payload, an unsendable header: keep the message, dead, with why.
+            row.quarantine(msg.body, &e.to_string());
         }
         row
     }
@@ -221,6 +222,19 @@ mod tests {
         assert_eq!(row.idempotency_key, keys::digest(b"not json"));
         assert_eq!(row.payload, json!({"raw": "not json"}));
         assert!(row.dead_reason.unwrap().contains("not JSON"));
+    }
+
+    #[test]
+    fn a_message_that_could_never_be_sent_is_a_dead_row_that_says_why() {
+        let m = Received { body: br#"{"id":"a\u0001b"}"#, headers: vec![("X-Evil".into(), "a\r\nb".into())], ..Default::default() };
+        let row = rule().build(&m);
+        assert_eq!(row.idempotency_key, keys::digest(m.body), "the unusable key is replaced by the digest");
+        assert!(row.dead_reason.as_deref().unwrap().contains("U+0001"));
+        assert!(row.headers.is_empty(), "the unsendable header is dropped");
+        assert!(row.validate().is_ok(), "the dead row is storable");
+        let row = rule().build(&Received { body: br#"{"id":"n1","v":"\u0000"}"#, ..Default::default() });
+        assert!(row.dead_reason.as_deref().unwrap().contains("U+0000"));
+        assert!(row.payload["rawBase64"].is_string());
     }
 
     #[test]
