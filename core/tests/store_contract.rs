@@ -587,7 +587,7 @@ async fn expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attem
 
 async fn backlog_and_retention_count_and_delete_only_terminal_rows(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
     let b = relay.outbox_backlog().await.unwrap();
-    assert_eq!((b.pending, b.oldest_pending_age, relay.inbox_oldest_pending_age().await.unwrap()), (0, 0.0, 0.0));
+    assert_eq!((b.pending, b.oldest_pending_age, relay.inbox_backlog().await.unwrap().push_oldest_pending_age), (0, 0.0, 0.0));
     for _ in 0..4 {
         relay.insert_outbox(&outbox_row("r", None)).await.unwrap();
     }
@@ -622,11 +622,29 @@ async fn backlog_and_retention_count_and_delete_only_terminal_rows(relay: Arc<dy
     }
     let waiting = insert(store, NewInboxMessage::new(&src, "3", json!({}))).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
-    assert!(relay.inbox_oldest_pending_age().await.unwrap() >= 0.05);
+    assert!(relay.inbox_backlog().await.unwrap().push_oldest_pending_age >= 0.05);
     assert_eq!(relay.delete_old_inbox(Duration::from_secs(3600), 100).await.unwrap(), 0, "too young");
     assert_eq!(relay.delete_old_inbox(Duration::ZERO, 100).await.unwrap(), 2, "processed and dead rows go");
     assert!(relay.inbox_row(done).await.unwrap().is_none() && relay.inbox_row(dead).await.unwrap().is_none());
     assert!(relay.inbox_row(waiting).await.unwrap().is_some(), "a pending row stays");
+}
+
+async fn the_inbox_backlog_ages_push_and_pull_rows_apart(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+    let src = source("backlog");
+    insert(store, pull(&src, "p1", None)).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let b = relay.inbox_backlog().await.unwrap();
+    assert_eq!(b.push_oldest_pending_age, 0.0, "a waiting pull row is not the relay's backlog: {b:?}");
+    assert!(b.pull_oldest_pending_age >= 0.25, "{b:?}");
+    insert(store, NewInboxMessage::new(&src, "s1", json!({}))).await;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let b = relay.inbox_backlog().await.unwrap();
+    assert!(b.push_oldest_pending_age >= 0.05 && b.push_oldest_pending_age < b.pull_oldest_pending_age, "{b:?}");
+    // A claimed push row is no longer pending; the pull row still waits.
+    assert_eq!(relay.claim_push(10, LEASE).await.unwrap().len(), 1);
+    let b = relay.inbox_backlog().await.unwrap();
+    assert_eq!(b.push_oldest_pending_age, 0.0, "{b:?}");
+    assert!(b.pull_oldest_pending_age >= 0.35, "{b:?}");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -667,6 +685,7 @@ contract!(
     push_claims_take_one_row_per_aggregate_and_forward_exactly_once,
     expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt,
     backlog_and_retention_count_and_delete_only_terminal_rows,
+    the_inbox_backlog_ages_push_and_pull_rows_apart,
 );
 
 contract!(

@@ -42,8 +42,11 @@ impl Relay for InboxRelay {
     }
 
     async fn update_gauges(&self) {
-        if let Ok(age) = self.0.store.inbox_oldest_pending_age().await {
-            self.0.metrics.set("queuebox_inbox_oldest_pending_age_seconds", &[], age);
+        // Push rows only in the reference's family: pull rows wait for application workers,
+        // not for this relay, and have their own family.
+        if let Ok(b) = self.0.store.inbox_backlog().await {
+            self.0.metrics.set("queuebox_inbox_oldest_pending_age_seconds", &[], b.push_oldest_pending_age);
+            self.0.metrics.set("queuebox_inbox_pull_oldest_pending_age_seconds", &[], b.pull_oldest_pending_age);
         }
     }
 

@@ -97,6 +97,17 @@ pub struct OutboxBacklog {
     pub oldest_pending_age: f64,
 }
 
+/// The inbox gauges, computed by the database clock: push rows (the inbox relay's backlog)
+/// and pull rows (waiting for application workers, which the relay never claims) apart, so
+/// a pull backlog does not look like a stuck relay.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct InboxBacklog {
+    /// Seconds since the oldest pending push row was created; 0 when none.
+    pub push_oldest_pending_age: f64,
+    /// Seconds since the oldest pending pull row was created; 0 when none.
+    pub pull_oldest_pending_age: f64,
+}
+
 #[async_trait]
 pub trait RelayStore: Send + Sync + 'static {
     // ---- inbox relay (push rows only; a pull row is invisible here) ----
@@ -146,9 +157,9 @@ pub trait RelayStore: Send + Sync + 'static {
 
     /// Pending outbox rows and the age of the oldest (the outbox loop's gauges).
     async fn outbox_backlog(&self) -> Result<OutboxBacklog>;
-    /// Seconds since the oldest pending inbox row was created, 0 when none (the inbox
-    /// relay's gauge). Separate from the outbox's so neither loop counts the other's table.
-    async fn inbox_oldest_pending_age(&self) -> Result<f64>;
+    /// The age of the oldest pending push row and of the oldest pending pull row (the inbox
+    /// relay's gauges). Separate from the outbox's so neither loop counts the other's table.
+    async fn inbox_backlog(&self) -> Result<InboxBacklog>;
 
     /// Deletes at most `batch` terminal outbox rows (`sent`, `dead`) last updated before
     /// `max_age` ago; returns how many.

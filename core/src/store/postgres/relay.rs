@@ -12,7 +12,7 @@ use uuid::Uuid;
 use super::{db_err, PgStore};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
-use crate::store::relay::{ClaimedOutbox, DeadRow, Forwarded, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter};
+use crate::store::relay::{ClaimedOutbox, DeadRow, Forwarded, InboxBacklog, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter};
 
 const LEASE: &str = "clock_timestamp() + make_interval(secs => $2::float8 / 1000)";
 
@@ -252,13 +252,16 @@ impl RelayStore for PgStore {
         Ok(OutboxBacklog { pending: row.get("pending"), oldest_pending_age: row.get("age") })
     }
 
-    async fn inbox_oldest_pending_age(&self) -> Result<f64> {
-        sqlx::query_scalar(
-            "SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8 FROM inbox WHERE state = 'pending'",
+    async fn inbox_backlog(&self) -> Result<InboxBacklog> {
+        let row = sqlx::query(
+            "SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE consumption = 'push')), 0)::float8 AS push_age,
+                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE consumption = 'pull')), 0)::float8 AS pull_age
+               FROM inbox WHERE state = 'pending'",
         )
         .fetch_one(self.pool())
         .await
-        .map_err(|e| db_err("inbox backlog", e))
+        .map_err(|e| db_err("inbox backlog", e))?;
+        Ok(InboxBacklog { push_oldest_pending_age: row.get("push_age"), pull_oldest_pending_age: row.get("pull_age") })
     }
 
     async fn delete_old_outbox(&self, max_age: Duration, batch: u32) -> Result<u64> {

@@ -18,7 +18,7 @@ use super::value::{json_text, utc};
 use super::{db_err, sql, Pool, SqlServerStore};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
-use crate::store::relay::{ClaimedOutbox, DeadRow, Forwarded, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter};
+use crate::store::relay::{ClaimedOutbox, DeadRow, Forwarded, InboxBacklog, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter};
 
 /// A retention age in milliseconds, bounded so its seconds fit `DATEADD`'s INT (68 years).
 fn age_ms(d: Duration) -> i64 {
@@ -168,11 +168,15 @@ impl RelayStore for SqlServerStore {
         })
     }
 
-    async fn inbox_oldest_pending_age(&self) -> Result<f64> {
+    async fn inbox_backlog(&self) -> Result<InboxBacklog> {
         const OP: &str = "inbox backlog";
         let rows = rows(self.pool(), OP, sql::INBOX_BACKLOG, &[]).await?;
-        let row = rows.first().ok_or_else(|| missing(OP, "age"))?;
-        Ok(row.try_get("age").map_err(|e| db_err(OP, e))?.unwrap_or(0.0))
+        let row = rows.first().ok_or_else(|| missing(OP, "push_age"))?;
+        let err = |e| db_err(OP, e);
+        Ok(InboxBacklog {
+            push_oldest_pending_age: row.try_get("push_age").map_err(err)?.unwrap_or(0.0),
+            pull_oldest_pending_age: row.try_get("pull_age").map_err(err)?.unwrap_or(0.0),
+        })
     }
 
     async fn delete_old_outbox(&self, max_age: Duration, batch: u32) -> Result<u64> {

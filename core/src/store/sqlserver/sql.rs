@@ -423,8 +423,11 @@ pub const OUTBOX_BACKLOG: &str = "SELECT COUNT_BIG(*) AS pending,
        CAST(COALESCE(DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()), 0) AS FLOAT) / 1000.0 AS age
   FROM outbox WHERE state = 'pending'";
 
-/// The inbox gauge: the age (seconds) of the oldest pending row (0 when none).
-pub const INBOX_BACKLOG: &str = "SELECT CAST(COALESCE(DATEDIFF_BIG(millisecond, MIN(created_at), SYSUTCDATETIME()), 0) AS FLOAT) / 1000.0 AS age
+/// The inbox gauges: the age (seconds) of the oldest pending push row and of the oldest
+/// pending pull row (0 when none).
+pub const INBOX_BACKLOG: &str = "SELECT
+       CAST(COALESCE(DATEDIFF_BIG(millisecond, MIN(CASE WHEN consumption = 'push' THEN created_at END), SYSUTCDATETIME()), 0) AS FLOAT) / 1000.0 AS push_age,
+       CAST(COALESCE(DATEDIFF_BIG(millisecond, MIN(CASE WHEN consumption = 'pull' THEN created_at END), SYSUTCDATETIME()), 0) AS FLOAT) / 1000.0 AS pull_age
   FROM inbox WHERE state = 'pending'";
 
 /// Retention by age: at most `@P2` terminal outbox rows last updated more than `@P1` ms ago.
