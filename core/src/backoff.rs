@@ -1,5 +1,12 @@
-//! Retry backoff: exponential with a cap and symmetric jitter. One function serves the
-//! relay, the pull worker and every language wrapper, so a schedule is the same everywhere.
+//! Retry backoff: exponential with a cap and jitter. One function serves the relay, the pull
+//! worker and every language wrapper, so a schedule is the same everywhere. It has the two
+//! formulas of the reference product, each a named [`RetryPolicy`]:
+//!
+//! - [`RetryPolicy::default`], the client retry policy of pull workers (reference §10):
+//!   `min(base × 2^attempt, max)`, then ±`jitter` (±20 %, up to 5 min by default);
+//! - [`RetryPolicy::relay_default`], the server formula of the outbox relay (reference §3.1):
+//!   `exp = base × 2^min(attempt, 20)`, plus a uniform integer in `[0, max(exp × jitter, 1)]`
+//!   ms (+0–25 %), then capped at 60 s.
 
 use std::time::Duration;
 
@@ -22,8 +29,26 @@ pub struct RetryPolicy {
     pub base_delay: Duration,
     #[serde(with = "millis", alias = "maxDelayMs")]
     pub max_delay: Duration,
-    /// Fraction of the delay added or removed at random, in `[0, 1]`.
+    /// Fraction of the delay added (server formula) or added or removed (client formula) at
+    /// random, in `[0, 1]`.
     pub jitter: f64,
+    /// Which of the two schedules this is; a wrapper's options never set it (client).
+    #[serde(default)]
+    pub formula: Formula,
+}
+
+/// How the exponential delay, the jitter and the cap combine.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Formula {
+    /// Pull workers: `min(base × 2^min(attempt, 30), max) × (1 + jitter × (2u − 1))`, rounded.
+    /// The cap applies before the jitter, so a delay can exceed `max` by `jitter`.
+    #[default]
+    Client,
+    /// The relay's outbox deliveries: `exp = base × 2^min(attempt, 20)`, plus a uniform integer
+    /// in `[0, max(⌊exp × jitter⌋, 1)]` ms, then `min(…, max)`: never shorter than `exp`,
+    /// never longer than `max`.
+    Server,
 }
 
 /// What to do with a failed row.
@@ -36,14 +61,21 @@ pub enum Decision {
 impl Default for RetryPolicy {
     /// The pull worker's default: 5 retries, 1 s doubling to at most 5 min, ±20 %.
     fn default() -> Self {
-        RetryPolicy { max_attempts: 5, base_delay: Duration::from_secs(1), max_delay: Duration::from_secs(300), jitter: 0.2 }
+        RetryPolicy {
+            max_attempts: 5,
+            base_delay: Duration::from_secs(1),
+            max_delay: Duration::from_secs(300),
+            jitter: 0.2,
+            formula: Formula::Client,
+        }
     }
 }
 
 impl RetryPolicy {
-    /// The relay's default for outbox deliveries: the same shape capped at 60 s.
+    /// The relay's default for outbox deliveries, the server formula of reference §3.1:
+    /// 1 s doubling, +0–25 % jitter, never above 60 s (`outbox.retryBaseDelayMs` sets the base).
     pub fn relay_default() -> Self {
-        RetryPolicy { max_delay: Duration::from_secs(60), ..Self::default() }
+        RetryPolicy { max_delay: Duration::from_secs(60), jitter: 0.25, formula: Formula::Server, ..Self::default() }
     }
 
     /// Rejects a policy that cannot work, naming the field.
@@ -61,13 +93,27 @@ impl RetryPolicy {
     }
 
     /// The delay before the delivery that follows failed attempt number `attempt`, with
-    /// `u` a uniform sample in `[0, 1)`. Deterministic in `u`, so vectors can pin it.
+    /// `u` a uniform sample in `[0, 1]`. Deterministic in `u`, so vectors can pin it.
     pub fn delay(&self, attempt: u32, u: f64) -> Duration {
-        let base = self.base_delay.as_millis() as f64;
-        let cap = self.max_delay.as_millis() as f64;
-        let exp = (base * 2f64.powi(attempt.min(30) as i32)).min(cap);
-        let factor = 1.0 + self.jitter * (2.0 * u.clamp(0.0, 1.0) - 1.0);
-        Duration::from_millis((exp * factor).round().max(0.0) as u64)
+        let u = u.clamp(0.0, 1.0);
+        match self.formula {
+            Formula::Client => {
+                let base = self.base_delay.as_millis() as f64;
+                let cap = self.max_delay.as_millis() as f64;
+                let exp = (base * 2f64.powi(attempt.min(30) as i32)).min(cap);
+                let factor = 1.0 + self.jitter * (2.0 * u - 1.0);
+                Duration::from_millis((exp * factor).round().max(0.0) as u64)
+            }
+            Formula::Server => {
+                let base = u64::try_from(self.base_delay.as_millis()).unwrap_or(u64::MAX);
+                let exp = base.saturating_mul(1 << attempt.min(20));
+                let span = if self.jitter > 0.0 { ((exp as f64 * self.jitter).floor() as u64).max(1) } else { 0 };
+                // A uniform integer in [0, span]; u = 1 is the upper edge.
+                let jitter = ((u * (span as f64 + 1.0)).floor() as u64).min(span);
+                let cap = u64::try_from(self.max_delay.as_millis()).unwrap_or(u64::MAX);
+                Duration::from_millis(exp.saturating_add(jitter).min(cap))
+            }
+        }
     }
 
     /// Retry or dead for a row that has failed `attempt` times before this failure.
@@ -116,5 +162,20 @@ mod tests {
         assert_eq!(p.delay(40, 0.5), Duration::from_secs(300));
         assert_eq!(p.delay(0, 0.0), Duration::from_millis(800));
         assert_eq!(p.delay(0, 1.0), Duration::from_millis(1200));
+    }
+
+    #[test]
+    fn relay_delay_adds_up_to_a_quarter_and_never_exceeds_60_s() {
+        let p = RetryPolicy::relay_default();
+        assert_eq!(p.delay(0, 0.0), Duration::from_millis(1000));
+        assert_eq!(p.delay(0, 1.0), Duration::from_millis(1250));
+        assert_eq!(p.delay(3, 0.0), Duration::from_millis(8000));
+        assert_eq!(p.delay(3, 0.9999), Duration::from_millis(10_000));
+        assert_eq!(p.delay(5, 1.0), Duration::from_millis(40_000));
+        assert_eq!(p.delay(6, 0.0), Duration::from_secs(60), "64 s is capped");
+        assert_eq!(p.delay(u32::MAX, 1.0), Duration::from_secs(60), "the exponent saturates");
+        // The smallest jitter span is 1 ms.
+        let tiny = RetryPolicy { base_delay: Duration::from_millis(1), ..p };
+        assert_eq!((tiny.delay(0, 0.0), tiny.delay(0, 1.0)), (Duration::from_millis(1), Duration::from_millis(2)));
     }
 }

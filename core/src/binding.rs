@@ -155,7 +155,7 @@ mod tests {
             "pollIntervalMs": 50, "shutdownGraceMs": 0, "listen": false, "retry": {"maxAttempts": 2, "baseDelayMs": 10, "maxDelayMs": 20, "jitter": 0}}))
         .unwrap();
         assert_eq!((o.batch_size, o.concurrency, o.lease, o.poll_interval, o.shutdown_grace, o.listen), (100, 4, Duration::from_millis(1500), Duration::from_millis(50), Duration::ZERO, false));
-        assert_eq!(o.retry, RetryPolicy { max_attempts: 2, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), jitter: 0.0 });
+        assert_eq!(o.retry, RetryPolicy { max_attempts: 2, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), jitter: 0.0, ..RetryPolicy::default() });
         let e = worker_options_from_json(&json!({"source": "s", "batchsize": 1})).unwrap_err();
         assert!(matches!(e, Error::Config { ref path, .. } if path == "batchsize"), "{e}");
         let e = worker_options_from_json(&json!({"source": "s", "batchSize": 0})).unwrap_err();

@@ -18,7 +18,7 @@ fn fast_opts(source: &str) -> WorkerOptions {
         poll_interval: Duration::from_millis(50),
         lease: Duration::from_secs(5),
         shutdown_grace: Duration::from_secs(5),
-        retry: RetryPolicy { max_attempts: 2, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(200), jitter: 0.0 },
+        retry: RetryPolicy { max_attempts: 2, base_delay: Duration::from_millis(50), max_delay: Duration::from_millis(200), jitter: 0.0, ..RetryPolicy::default() },
         ..WorkerOptions::new(source)
     }
 }
