@@ -25,6 +25,13 @@ pub enum Error {
     #[error("migration error: {0}")]
     Migration(String),
 
+    /// The database could not be reached for a statement: no pooled connection within the
+    /// acquire timeout (`database.connectionTimeoutMs`), connection refused or reset, an I/O
+    /// error, or the server shutting down. Nothing was written; the same call may succeed
+    /// once the database is back. Its kind is [`ErrorKind::Connect`].
+    #[error("database unavailable during {operation}: {reason}")]
+    Unavailable { operation: &'static str, reason: String },
+
     /// A database statement failed.
     #[error("database error during {operation}: {message}")]
     Database {
@@ -56,7 +63,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::ClaimLost { .. } => ErrorKind::ClaimLost,
-            Error::Connect { .. } => ErrorKind::Connect,
+            Error::Connect { .. } | Error::Unavailable { .. } => ErrorKind::Connect,
             Error::SchemaMissing { .. } => ErrorKind::SchemaMissing,
             Error::Migration(_) => ErrorKind::Migration,
             Error::Database { .. } => ErrorKind::Database,
@@ -71,11 +78,17 @@ impl Error {
         Error::Config { path: path.into(), reason: reason.into() }
     }
 
+    /// True when the database could not be reached (as opposed to a statement the database
+    /// refused): the relay answers 503 with `Retry-After` instead of a storage failure.
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self, Error::Connect { .. } | Error::Unavailable { .. })
+    }
+
     /// True when retrying the same call later may succeed (a dropped connection, a
     /// serialisation failure, a lock timeout). The worker backs off and retries these.
     pub fn is_transient(&self) -> bool {
         match self {
-            Error::Connect { .. } => true,
+            Error::Connect { .. } | Error::Unavailable { .. } => true,
             Error::Database { code, .. } => match code.as_deref() {
                 // connection exceptions, serialization failure, deadlock, lock timeout,
                 // admin shutdown, SQL Server applock timeout (51000), or no code at all (I/O).

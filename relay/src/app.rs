@@ -14,7 +14,7 @@ use axum::routing::get;
 use axum::{Json, Router};
 use queuebox_core::config::Config;
 use queuebox_core::migrate;
-use queuebox_core::store::postgres::PgStore;
+use queuebox_core::store::postgres::{PgStore, PoolSettings};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -39,7 +39,8 @@ async fn connect(cfg: &Config) -> anyhow::Result<PgStore> {
     let deadline = Instant::now() + Duration::from_millis(cfg.database.startup_timeout_ms);
     let mut wait = Duration::from_millis(200);
     loop {
-        match PgStore::connect(&cfg.database_url(), cfg.database.pool_size).await {
+        let pool = PoolSettings { max_connections: cfg.database.pool_size, acquire_timeout: Duration::from_millis(cfg.database.connection_timeout_ms) };
+        match PgStore::connect_with(&cfg.database_url(), &pool).await {
             Ok(s) => return Ok(s),
             Err(e) if Instant::now() + wait < deadline => {
                 tracing::warn!(error = %e, "waiting for the database");

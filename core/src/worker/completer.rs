@@ -67,13 +67,21 @@ impl Completer {
                         }
                     }
                     Err(e) => {
+                        // Every waiter gets the same failure; an unreachable database stays
+                        // `Unavailable` so callers can tell it from a refused statement.
                         let text = e.to_string();
                         let code = match &e {
                             Error::Database { code, .. } => code.clone(),
                             _ => None,
                         };
+                        let unavailable = e.is_unavailable();
                         for (_, reply) in batch.drain(..) {
-                            let _ = reply.send(Err(Error::Database { operation: "pull complete", message: text.clone(), code: code.clone() }));
+                            let err = if unavailable {
+                                Error::Unavailable { operation: "pull complete", reason: text.clone() }
+                            } else {
+                                Error::Database { operation: "pull complete", message: text.clone(), code: code.clone() }
+                            };
+                            let _ = reply.send(Err(err));
                         }
                     }
                 }

@@ -91,6 +91,9 @@ pub(crate) struct Inner {
     hard_stop: CancellationToken,
     stats: WorkerStats,
     completer: completer::Completer,
+    /// Set while claims fail because the database cannot be reached, so the outage is
+    /// logged once as an error when it starts and once when it ends, not at every poll.
+    db_down: AtomicBool,
 }
 
 impl Worker {
@@ -109,6 +112,7 @@ impl Worker {
             stopping: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
             stats: WorkerStats::default(),
+            db_down: AtomicBool::new(false),
         });
         renew::spawn_renewer(Arc::downgrade(&inner));
         if inner.opts.listen {
@@ -207,13 +211,24 @@ impl Worker {
                 let _guard = guard;
                 claimer.claim_into_buffer(room).await
             });
-            match claimed.await {
+            let claimed = claimed.await;
+            if matches!(claimed, Ok(Ok(_))) && inner.db_down.swap(false, Ordering::Relaxed) {
+                tracing::info!(source = %inner.opts.source, "the database is reachable again; pull worker claiming");
+            }
+            match claimed {
                 Ok(Ok(n)) if n > 0 => continue,
                 Ok(Ok(_)) => self.idle_wait(inner.opts.poll_interval).await,
                 Ok(Err(e @ Error::SchemaMissing { .. })) => return Err(e),
                 Ok(Err(e)) => {
                     inner.stats.claim_errors.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(source = %inner.opts.source, error = %e, "pull claim failed; retrying after the poll interval");
+                    if !e.is_unavailable() {
+                        tracing::warn!(source = %inner.opts.source, error = %e, "pull claim failed; retrying after the poll interval");
+                    } else if !inner.db_down.swap(true, Ordering::Relaxed) {
+                        tracing::error!(source = %inner.opts.source, error = %e,
+                            "the database is unreachable; pull worker retrying every poll interval until it is back");
+                    } else {
+                        tracing::debug!(source = %inner.opts.source, error = %e, "the database is still unreachable");
+                    }
                     self.idle_wait(inner.opts.poll_interval).await;
                 }
                 Err(join) => {

@@ -18,6 +18,10 @@ use serde_json::json;
 use super::{Received, Rejected, Stored};
 use crate::app::AppState;
 
+/// `Retry-After` of a 503 for an unreachable database: a short wait, as a restarting or
+/// failing-over database is usually back within seconds.
+const RETRY_AFTER_SECS: &str = "5";
+
 fn error(status: StatusCode, msg: &str) -> Response {
     (status, Json(json!({ "error": msg }))).into_response()
 }
@@ -109,3 +113,9 @@ async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req
     }
     resp
 }
+        Err(Rejected::Storage(e)) if e.is_unavailable() => {
+            tracing::warn!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "inbox insert: the database is unreachable");
+            let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, "Database unavailable");
+            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+            return resp;
+        }

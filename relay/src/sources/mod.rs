@@ -54,7 +54,8 @@ pub enum Rejected {
     /// The source declares a key source and the message carries no key.
     #[error("{0}")]
     MissingKey(String),
-    /// The store failed: do NOT acknowledge (the broker redelivers, HTTP answers 500).
+    /// The store failed: do NOT acknowledge (the broker redelivers, HTTP answers 500, or
+    /// 503 with `Retry-After` when the database is unreachable: `Error::is_unavailable`).
     #[error("Storage failed")]
     Storage(#[source] queuebox_core::Error),
 }
@@ -161,6 +162,9 @@ impl Inbox {
                 Ok(Stored::Duplicate { id, correlation_id })
             }
             Err(queuebox_core::Error::InvalidInput(why)) => Err(self.reject("extraction_failed", Rejected::MissingKey(why))),
+            // An unreachable database is an outage, not a failed write: its own reason, so
+            // `storage_failed` alarms only on statements the database refused.
+            Err(e) if e.is_unavailable() => Err(self.reject("storage_unavailable", Rejected::Storage(e))),
             Err(e) => Err(self.reject("storage_failed", Rejected::Storage(e))),
         }
     }

@@ -255,3 +255,62 @@ destinations:
 "
     )
 }
+
+/// A throwaway PostgreSQL cluster of one test (scripts/postgres.sh on its own port and
+/// data directory), so a test can stop and restart "the database" without touching the
+/// shared test server. Stopped and removed on drop.
+pub struct Cluster {
+    pub port: u16,
+    pub dir: String,
+}
+
+impl Cluster {
+    /// A cluster on `port` (not started yet); `tag` names its data directory.
+    pub fn new(port: u16, tag: &str) -> Cluster {
+        Cluster { port, dir: format!("/tmp/qb-relay-{tag}-{port}") }
+    }
+
+    /// `postgres://…/queuebox` on this cluster.
+    pub fn url(&self) -> String {
+        format!("postgres://postgres@127.0.0.1:{}/queuebox", self.port)
+    }
+
+    /// Runs `scripts/postgres.sh <action>` (`start` creates the cluster and waits for it).
+    pub fn script(&self, action: &str) {
+        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+        let st = std::process::Command::new("bash")
+            .arg(format!("{root}/scripts/postgres.sh"))
+            .arg(action)
+            .env("QB_PG_PORT", self.port.to_string())
+            .env("QB_PG_DIR", &self.dir)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status()
+            .unwrap();
+        assert!(st.success(), "postgres.sh {action}");
+    }
+
+    /// [`Cluster::script`] off the runtime thread, so in-process servers keep answering.
+    pub async fn script_async(&self, action: &str) {
+        let c = Cluster { port: self.port, dir: self.dir.clone() };
+        let action = action.to_string();
+        tokio::task::spawn_blocking(move || {
+            c.script(&action);
+            std::mem::forget(c);
+        })
+        .await
+        .unwrap();
+    }
+
+    pub async fn script_start_blocking(&self) -> &Cluster {
+        self.script_async("start").await;
+        self
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        self.script("stop");
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

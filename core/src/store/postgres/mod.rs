@@ -21,6 +21,24 @@ pub use tx::PgStoreTx;
 /// The channel the inbox trigger notifies on insert of a pull row (payload: the source).
 pub const PULL_CHANNEL: &str = "queuebox_inbox_pull";
 
+/// How [`PgStore::connect_with`] sizes its pool and how long a statement waits for one of
+/// its connections.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoolSettings {
+    /// At most this many connections (at least 2).
+    pub max_connections: u32,
+    /// How long a statement waits for a pooled connection (opening one included) before it
+    /// fails with [`Error::Unavailable`]; also bounds the first connection. The relay sets it
+    /// from `database.connectionTimeoutMs`.
+    pub acquire_timeout: Duration,
+}
+
+impl Default for PoolSettings {
+    fn default() -> Self {
+        PoolSettings { max_connections: 10, acquire_timeout: Duration::from_secs(10) }
+    }
+}
+
 /// A [`Store`] on a PostgreSQL pool.
 #[derive(Clone, Debug)]
 pub struct PgStore {
@@ -28,25 +46,32 @@ pub struct PgStore {
 }
 
 impl PgStore {
-    /// Connects a pool of at most `max_connections` to `url`, failing with
-    /// [`Error::Connect`] (password redacted) when the database is unreachable.
+    /// Connects a pool of at most `max_connections` to `url` with the default acquire
+    /// timeout ([`PoolSettings::default`]), failing with [`Error::Connect`] (password
+    /// redacted) when the database is unreachable.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        Self::connect_with(url, &PoolSettings { max_connections, ..PoolSettings::default() }).await
+    }
+
+    /// Connects a pool with `settings`; [`Self::connect`] with every setting spelled out.
+    pub async fn connect_with(url: &str, settings: &PoolSettings) -> Result<Self> {
         let opts: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| Error::Connect {
             url: redact_url(url),
             reason: format!("not a PostgreSQL URL: {e}"),
         })?;
         let opts = opts.log_statements(tracing::log::LevelFilter::Trace);
+        let wait = settings.acquire_timeout;
         // One direct connection first: its error says why (refused, auth, unknown database)
         // where a pool would only report a timeout.
-        let first = tokio::time::timeout(Duration::from_secs(10), <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)).await;
+        let first = tokio::time::timeout(wait, <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)).await;
         match first {
             Ok(Ok(conn)) => drop(conn),
             Ok(Err(e)) => return Err(Error::Connect { url: redact_url(url), reason: e.to_string() }),
-            Err(_) => return Err(Error::Connect { url: redact_url(url), reason: "no answer within 10 s".into() }),
+            Err(_) => return Err(Error::Connect { url: redact_url(url), reason: format!("no answer within {} ms", wait.as_millis()) }),
         }
         let pool = PgPoolOptions::new()
-            .max_connections(max_connections.max(2))
-            .acquire_timeout(Duration::from_secs(10))
+            .max_connections(settings.max_connections.max(2))
+            .acquire_timeout(wait)
             .connect_with(opts)
             .await
             .map_err(|e| Error::Connect { url: redact_url(url), reason: e.to_string() })?;
@@ -146,7 +171,8 @@ impl Wakeup for PgWakeup {
     }
 }
 
-/// Maps a sqlx error to [`Error`], recognising a missing table.
+/// Maps a sqlx error to [`Error`], recognising a missing table and telling a database that
+/// cannot be reached ([`Error::Unavailable`]) from a statement it refused.
 pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
     if let sqlx::Error::Database(d) = &e {
         if d.code().as_deref() == Some("42P01") {
@@ -157,9 +183,25 @@ pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
                 return Error::SchemaMissing { table };
             }
         }
+        if d.code().as_deref().is_some_and(is_unavailable_sqlstate) {
+            return Error::Unavailable { operation, reason: format!("{} (SQLSTATE {})", d.message(), d.code().unwrap_or_default()) };
+        }
         return Error::Database { operation, message: d.message().to_string(), code: d.code().map(|c| c.to_string()) };
     }
-    Error::Database { operation, message: e.to_string(), code: None }
+    match e {
+        sqlx::Error::PoolTimedOut => Error::Unavailable { operation, reason: "no database connection within the acquire timeout (database.connectionTimeoutMs)".into() },
+        sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed => {
+            Error::Unavailable { operation, reason: e.to_string() }
+        }
+        e => Error::Database { operation, message: e.to_string(), code: None },
+    }
+}
+
+/// SQLSTATEs that mean the server cannot serve us now rather than that it refused the
+/// statement: connection exceptions (class 08), too many connections, and the server
+/// shutting down, crashed or starting up.
+fn is_unavailable_sqlstate(code: &str) -> bool {
+    code.starts_with("08") || matches!(code, "53300" | "57P01" | "57P02" | "57P03")
 }
 
 /// Runs a lease-renewal statement (`$1` claim ids, `$2` claim tokens, `$3` lease in ms) for
