@@ -71,6 +71,9 @@ pub struct DatabaseConfig {
     pub username: Option<String>,
     pub password: Option<Secret>,
     pub pool_size: u32,
+    /// How long a statement waits for a pooled connection before the database counts as
+    /// unavailable (ingest answers 503). Default 5000, below the reference's 30000: an HTTP
+    /// sender should hear "retry later" well before its own timeout.
     pub connection_timeout_ms: u64,
     pub migrate: bool,
     pub startup_timeout_ms: u64,
@@ -87,9 +90,6 @@ impl Default for DatabaseConfig {
             migrate: true,
             startup_timeout_ms: 60_000,
         }
-    /// How long a statement waits for a pooled connection before the database counts as
-    /// unavailable (ingest answers 503). Default 5000, below the reference's 30000: an HTTP
-    /// sender should hear "retry later" well before its own timeout.
     }
 }
 

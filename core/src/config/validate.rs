@@ -110,11 +110,11 @@ fn database(d: &DatabaseConfig, errs: &mut ConfigErrors) {
         }
     }
     positive(errs, "database.poolSize", d.pool_size as u64);
+    positive(errs, "database.connectionTimeoutMs", d.connection_timeout_ms);
 }
 
 fn http_destination(h: &HttpDestination, path: &str, errs: &mut ConfigErrors) {
     match url::Url::parse(&h.base_url) {
-    positive(errs, "database.connectionTimeoutMs", d.connection_timeout_ms);
         Ok(u) => {
             if !matches!(u.scheme(), "http" | "https") {
                 errs.push(format!("{path}.baseUrl"), format!("scheme `{}` is not http or https", u.scheme()));

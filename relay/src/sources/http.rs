@@ -102,6 +102,12 @@ async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req
             tracing::warn!(source = %source.name, reason = %why, "inbox request without an idempotency key");
             return error(StatusCode::BAD_REQUEST, &why);
         }
+        Err(Rejected::Storage(e)) if e.is_unavailable() => {
+            tracing::warn!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "inbox insert: the database is unreachable");
+            let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, "Database unavailable");
+            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+            return resp;
+        }
         Err(Rejected::Storage(e)) => {
             tracing::error!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "inbox insert failed");
             return error(StatusCode::INTERNAL_SERVER_ERROR, "Storage failed");
@@ -113,9 +119,3 @@ async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req
     }
     resp
 }
-        Err(Rejected::Storage(e)) if e.is_unavailable() => {
-            tracing::warn!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "inbox insert: the database is unreachable");
-            let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, "Database unavailable");
-            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
-            return resp;
-        }
