@@ -103,12 +103,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let bind = &cfg.server.bind_address;
     let listener = tokio::net::TcpListener::bind((bind.as_str(), cfg.server.http_port)).await?;
     tracing::info!(addr = %listener.local_addr()?, "inbox HTTP listening");
-    let mut servers = vec![serve(listener, data, http_stop.clone())];
+    let limits = Limits::from(&cfg.server);
+    let mut servers = vec![serve(listener, data, limits, http_stop.clone())];
     if let Some(port) = cfg.server.management_port {
         let l = tokio::net::TcpListener::bind((bind.as_str(), port)).await?;
         tracing::info!(addr = %l.local_addr()?, "management HTTP listening");
         let mgmt = ops.fallback(|| async { StatusCode::NOT_FOUND }).with_state(st.clone());
-        servers.push(serve(l, mgmt, http_stop.clone()));
+        servers.push(serve(l, mgmt, limits, http_stop.clone()));
     }
     tracing::info!("QueueBox started");
 
@@ -140,12 +141,60 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn serve(listener: tokio::net::TcpListener, app: Router, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+/// What a slow or idle client may hold of a listener (`server.requestHeaderTimeoutMs`,
+/// `server.maxConnections`); the body bound is the ingest handler's.
+#[derive(Clone, Copy)]
+struct Limits {
+    header_timeout: Duration,
+    max_connections: usize,
+}
+
+impl From<&queuebox_core::config::ServerConfig> for Limits {
+    fn from(s: &queuebox_core::config::ServerConfig) -> Self {
+        Limits { header_timeout: Duration::from_millis(s.request_header_timeout_ms), max_connections: s.max_connections as usize }
+    }
+}
+
+/// Serves HTTP/1 on `listener` until `stop`, then lets open requests finish. hyper's own
+/// connection loop instead of `axum::serve`, which cannot set a header read timeout: a
+/// connection that does not deliver a request head within the timeout (a stalled client,
+/// or an idle keep-alive) is closed, and at most `max_connections` are open at once (the
+/// next accept waits for a permit, so extra clients wait in the listen backlog).
+fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limits, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+    use hyper_util::rt::{TokioIo, TokioTimer};
     tokio::spawn(async move {
-        let r = axum::serve(listener, app).with_graceful_shutdown(async move { stop.cancelled().await }).await;
-        if let Err(e) = r {
-            tracing::error!(error = %e, "HTTP server failed");
+        let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+        let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+        let mut http = hyper::server::conn::http1::Builder::new();
+        http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+        loop {
+            let permit = tokio::select! {
+                p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
+                _ = stop.cancelled() => break,
+            };
+            let stream = tokio::select! {
+                r = listener.accept() => match r {
+                    Ok((stream, _)) => stream,
+                    Err(e) => {
+                        // Out of descriptors and the like: wait instead of spinning.
+                        tracing::warn!(error = %e, "accepting an HTTP connection failed");
+                        tokio::time::sleep(Duration::from_millis(100)).await;
+                        continue;
+                    }
+                },
+                _ = stop.cancelled() => break,
+            };
+            let service = hyper_util::service::TowerToHyperService::new(app.clone());
+            let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+            tokio::spawn(async move {
+                if let Err(e) = conn.await {
+                    tracing::debug!(error = %e, "HTTP connection closed with an error");
+                }
+                drop(permit);
+            });
         }
+        drop(listener);
+        graceful.shutdown().await;
     })
 }
 

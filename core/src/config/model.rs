@@ -52,10 +52,26 @@ pub struct ServerConfig {
     pub management_port: Option<u16>,
     /// How long shutdown waits for in-flight HTTP requests.
     pub drain_timeout_ms: u64,
+    /// A connection whose request headers (or, between requests, whose next request) do not
+    /// arrive within this many ms is closed, so stalled clients cannot pile up.
+    pub request_header_timeout_ms: u64,
+    /// The whole request body must arrive within this many ms, else 408.
+    pub request_body_timeout_ms: u64,
+    /// Open connections per port; beyond it new connections wait in the listen backlog
+    /// until one closes.
+    pub max_connections: u32,
 }
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { bind_address: "0.0.0.0".into(), http_port: 8080, management_port: None, drain_timeout_ms: 10_000 }
+        ServerConfig {
+            bind_address: "0.0.0.0".into(),
+            http_port: 8080,
+            management_port: None,
+            drain_timeout_ms: 10_000,
+            request_header_timeout_ms: 10_000,
+            request_body_timeout_ms: 30_000,
+            max_connections: 10_000,
+        }
     }
 }
 

@@ -14,6 +14,9 @@ const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "
 /// one is not a second mistake.
 pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &mut ConfigErrors) {
     database(&c.database, errs);
+    positive(errs, "server.requestHeaderTimeoutMs", c.server.request_header_timeout_ms);
+    positive(errs, "server.requestBodyTimeoutMs", c.server.request_body_timeout_ms);
+    positive(errs, "server.maxConnections", c.server.max_connections as u64);
     positive(errs, "outbox.pollIntervalMs", c.outbox.poll_interval_ms);
     positive(errs, "outbox.batchSize", c.outbox.batch_size as u64);
     positive(errs, "outbox.concurrency", c.outbox.concurrency as u64);

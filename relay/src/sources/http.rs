@@ -77,7 +77,15 @@ async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req
     }
     let (parts, body) = req.into_parts();
     let limit = st.cfg.inbox.max_body_bytes;
-    let body = match read_limited(&parts.headers, body, limit).await {
+    // The whole body within server.requestBodyTimeoutMs: a client that stalls mid-body gets
+    // 408 and the connection is closed (the rest of its body is never read).
+    let body_timeout = std::time::Duration::from_millis(st.cfg.server.request_body_timeout_ms);
+    let Ok(body) = tokio::time::timeout(body_timeout, read_limited(&parts.headers, body, limit)).await else {
+        let mut resp = error(StatusCode::REQUEST_TIMEOUT, &format!("The request body did not arrive within {} ms", body_timeout.as_millis()));
+        resp.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+        return resp;
+    };
+    let body = match body {
         Ok(b) => b,
         Err(true) => return error(StatusCode::PAYLOAD_TOO_LARGE, &format!("Request body exceeds {limit} bytes")),
         Err(false) => return error(StatusCode::BAD_REQUEST, "The request body broke off"),
