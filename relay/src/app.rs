@@ -68,7 +68,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
     let st = AppState {
-        inbox: Inbox { store: store.clone(), metrics: metrics.clone() },
+        inbox: Inbox { store: store.clone(), metrics: metrics.clone(), max_header_bytes: cfg.inbox.max_header_bytes },
         cfg: cfg.clone(),
         store: store.clone(),
         metrics: metrics.clone(),

@@ -147,3 +147,36 @@ async fn relay_binary_killed_between_store_and_ack_leaves_one_row_and_the_broker
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-1'").await, 1, "the redelivered copy deduplicated");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_binary_stores_an_unsendable_rabbitmq_message_dead_with_why_and_acknowledges_it() {
+    if !enabled("relay_binary_stores_an_unsendable_rabbitmq_message_dead_with_why_and_acknowledges_it") {
+        return;
+    }
+    let (db_url, store) = fresh_db("brokers_bad").await;
+    let (_c, ch) = channel().await;
+    let q = unique("qb_bad_in");
+    let exchange = unique("qb_bad_ex");
+    ch.queue_declare(q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
+    let _relay = Relay::start(&config(&db_url, &q, &exchange).replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'")).await;
+    // A key with a control character, a NUL in the payload, framing headers on a good one.
+    publish(&ch, &q, r#"{"n":1}"#, &[("x-idempotency-key", "bad\u{1}key")]).await;
+    publish(&ch, &q, r#"{"id":"nul-1","v":"a\u0000b"}"#, &[]).await;
+    publish(&ch, &q, r#"{"id":"good-1"}"#, &[("Content-Length", "3"), ("Host", "sender"), ("x-tenant", "acme")]).await;
+    eventually("every message acknowledged", 30, || async { queue_depth(&ch, &q).await == 0 }).await;
+    eventually("three rows", 10, || async { scalar_i64(&store, "SELECT count(*) FROM inbox").await == 3 }).await;
+
+    let dead: Vec<(String, String, serde_json::Value)> =
+        sqlx::query_as("SELECT idempotency_key, last_error, payload FROM inbox WHERE state = 'dead' ORDER BY created_at").fetch_all(store.pool()).await.unwrap();
+    assert_eq!(dead.len(), 2, "{dead:?}");
+    assert_eq!(dead[0].0, queuebox_core::keys::digest(br#"{"n":1}"#), "stored under the body digest");
+    assert!(dead[0].1.contains("control character"), "{}", dead[0].1);
+    assert!(dead[1].1.contains("U+0000"), "{}", dead[1].1);
+    use base64::Engine as _;
+    let raw = base64::engine::general_purpose::STANDARD.decode(dead[1].2["rawBase64"].as_str().unwrap()).unwrap();
+    assert_eq!(raw, br#"{"id":"nul-1","v":"a\u0000b"}"#, "the received bytes are kept");
+
+    let h: serde_json::Value = sqlx::query_scalar("SELECT headers FROM inbox WHERE idempotency_key = 'good-1'").fetch_one(store.pool()).await.unwrap();
+    let names: Vec<String> = h.as_object().unwrap().keys().map(|k| k.to_ascii_lowercase()).collect();
+    assert!(names.contains(&"x-tenant".into()) && !names.contains(&"content-length".into()) && !names.contains(&"host".into()), "{names:?}");
+}

@@ -150,11 +150,15 @@ impl Default for OutboxConfig {
 pub struct InboxConfig {
     pub base_path: String,
     pub max_body_bytes: u64,
+    /// The most bytes of headers (names plus values) stored on one inbox row. Larger → HTTP
+    /// 431, a broker message stored `dead`: every stored header is forwarded, and receivers
+    /// refuse large header sections (Node.js at 16 KiB, nginx at 8 KiB per line).
+    pub max_header_bytes: usize,
     pub relay: RelayConfig,
 }
 impl Default for InboxConfig {
     fn default() -> Self {
-        InboxConfig { base_path: "/inbox".into(), max_body_bytes: 1_048_576, relay: RelayConfig::default() }
+        InboxConfig { base_path: "/inbox".into(), max_body_bytes: 1_048_576, max_header_bytes: 8192, relay: RelayConfig::default() }
     }
 }
 

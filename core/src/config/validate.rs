@@ -24,6 +24,7 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     positive(errs, "outbox.retryBaseDelayMs", c.outbox.retry_base_delay_ms);
     positive(errs, "outbox.pendingGaugeIntervalMs", c.outbox.pending_gauge_interval_ms);
     positive(errs, "inbox.maxBodyBytes", c.inbox.max_body_bytes);
+    positive(errs, "inbox.maxHeaderBytes", c.inbox.max_header_bytes as u64);
     positive(errs, "inbox.relay.pollIntervalMs", c.inbox.relay.poll_interval_ms);
     positive(errs, "inbox.relay.batchSize", c.inbox.relay.batch_size as u64);
     positive(errs, "inbox.relay.claimTimeoutMs", c.inbox.relay.claim_timeout_ms);

@@ -4,6 +4,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
+use reqwest::header::HeaderValue;
 use queuebox_core::config::{AuthConfig, HttpConfig, HttpDestination};
 
 use super::{OutboundMessage, PublishError, Publisher};
@@ -60,21 +61,23 @@ impl Publisher for HttpPublisher {
         let mut req = self.client.post(&self.url);
         // Row headers first, then the destination's static and auth headers, so a producer's
         // row can never override the destination's credentials (reference §14.8, decided).
+        // `header_pairs` has already left out framing fields and unsendable values; values go
+        // as bytes so UTF-8 text (a key, a topic) arrives as sent instead of failing the request.
         for (k, v) in msg.header_pairs() {
             if !OWN.iter().any(|o| o.eq_ignore_ascii_case(k)) && !self.static_headers.iter().any(|(s, _)| s.eq_ignore_ascii_case(k)) {
-                req = req.header(k, v);
+                req = req.header(k, value(k, &v)?);
             }
         }
         for (k, v) in &self.static_headers {
-            req = req.header(k, v);
+            req = req.header(k, value(k, v)?);
         }
         req = req
             .header("Content-Type", "application/json")
             .header("X-Message-Id", msg.id.to_string())
-            .header("X-Topic", &msg.topic)
+            .header("X-Topic", value("X-Topic", &msg.topic)?)
             .header("X-Attempt", msg.attempt.to_string());
         if let Some(k) = &msg.key {
-            req = req.header("X-Message-Key", k);
+            req = req.header("X-Message-Key", value("X-Message-Key", k)?);
         }
         let body = serde_json::to_vec(&msg.payload).map_err(|e| PublishError::Rejected(e.to_string()))?;
         let resp = req.body(body).send().await.map_err(|e| {
@@ -99,6 +102,12 @@ impl Publisher for HttpPublisher {
         }
         Err(PublishError::Rejected(format!("HTTP {}: {} - {}", status.as_u16(), status.canonical_reason().unwrap_or(""), text)))
     }
+}
+
+/// A header value from text: any bytes but control characters (UTF-8 included, as
+/// RFC 9110 `obs-text`). A control character fails the attempt naming the header.
+fn value(name: &str, text: &str) -> Result<HeaderValue, PublishError> {
+    HeaderValue::from_bytes(text.as_bytes()).map_err(|_| PublishError::Rejected(format!("header {name} holds a control character and cannot be sent")))
 }
 
 fn error_chain(e: &dyn std::error::Error) -> String {

@@ -36,8 +36,10 @@ pub fn check(auth: &AuthConfig, headers: &[(String, String)], body: &[u8], now_u
             if let Some(ts_header) = &h.timestamp_header {
                 let ts = get(ts_header).ok_or("Missing timestamp header")?;
                 let secs: i64 = ts.parse().map_err(|_| "Invalid timestamp format")?;
-                // Stripe/GitHub-style timestamps are Unix seconds; the tolerance is in ms.
-                if (now_unix_ms - secs.saturating_mul(1000)).unsigned_abs() > h.timestamp_tolerance {
+                // Stripe/GitHub-style timestamps are Unix seconds; the tolerance is in ms. In
+                // i128 so that no sender's number (i64::MIN, i64::MAX) can overflow the check.
+                let skew_ms = (i128::from(now_unix_ms) - i128::from(secs) * 1000).unsigned_abs();
+                if skew_ms > u128::from(h.timestamp_tolerance) {
                     return Err("Request timestamp expired");
                 }
                 if h.signs_timestamp() {
@@ -78,5 +80,9 @@ mod tests {
         assert_eq!(check(&a, &h, b"{}", 1_000_000), Ok(()));
         assert_eq!(check(&a, &h, b"{ }", 1_000_000), Err("Invalid signature"));
         assert_eq!(check(&a, &h, b"{}", 9_000_000), Err("Request timestamp expired"));
+        for extreme in [i64::MIN, i64::MAX, -1] {
+            let h = vec![("x-signature".to_string(), "sha256=00".to_string()), ("X-Ts".to_string(), extreme.to_string())];
+            assert_eq!(check(&a, &h, b"{}", 1_000_000), Err("Request timestamp expired"), "X-Ts: {extreme}");
+        }
     }
 }

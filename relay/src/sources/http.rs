@@ -106,6 +106,11 @@ async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req
         Ok(Stored::Duplicate { correlation_id, .. }) => (StatusCode::OK, json!({ "status": "duplicate" }), Some(correlation_id)),
         Ok(Stored::Dead { id }) => (StatusCode::ACCEPTED, json!({ "messageId": id }), None),
         Err(Rejected::NotJson) => return error(StatusCode::BAD_REQUEST, "Invalid JSON"),
+        Err(Rejected::Invalid(why)) => {
+            tracing::warn!(source = %source.name, reason = %why, "inbox request refused: a value that cannot be stored or sent");
+            return error(StatusCode::BAD_REQUEST, &why);
+        }
+        Err(e @ Rejected::HeadersTooLarge { .. }) => return error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e.to_string()),
         Err(Rejected::MissingKey(why)) => {
             tracing::warn!(source = %source.name, reason = %why, "inbox request without an idempotency key");
             return error(StatusCode::BAD_REQUEST, &why);

@@ -54,6 +54,13 @@ pub enum Rejected {
     /// The source declares a key source and the message carries no key.
     #[error("{0}")]
     MissingKey(String),
+    /// A value the store or a receiver could never take (a control character in a key, a
+    /// NUL in the payload, an unsendable header): HTTP 400, the text names the field.
+    #[error("{0}")]
+    Invalid(String),
+    /// The stored headers would exceed `inbox.maxHeaderBytes`: HTTP 431.
+    #[error("Request headers take {size} bytes; inbox.maxHeaderBytes allows {limit}")]
+    HeadersTooLarge { size: usize, limit: usize },
     /// The store failed: do NOT acknowledge (the broker redelivers, HTTP answers 500, or
     /// 503 with `Retry-After` when the database is unreachable: `Error::is_unavailable`).
     #[error("Storage failed")]
@@ -65,6 +72,8 @@ pub enum Rejected {
 pub struct Inbox {
     pub store: Arc<dyn Store>,
     pub metrics: Arc<Metrics>,
+    /// `inbox.maxHeaderBytes`: the most header bytes stored on one row.
+    pub max_header_bytes: usize,
 }
 
 impl Inbox {
@@ -84,6 +93,10 @@ impl Inbox {
             _ => None,
         };
         let stored = headers::stored_headers(msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())), auth_header.as_deref());
+        let size = headers::stored_size(&stored);
+        if size > self.max_header_bytes {
+            return Err(self.reject("extraction_failed", Rejected::HeadersTooLarge { size, limit: self.max_header_bytes }));
+        }
         let input = KeyInput { body: &msg.body, json: json.as_ref(), headers: &msg.headers, message_id: msg.message_id.as_deref() };
 
         let (payload, dead_reason, key) = match &json {
@@ -143,7 +156,12 @@ impl Inbox {
         message_id: Option<String>,
     ) -> Result<Stored, Rejected> {
         let record_key = if rule.record_key_is_aggregate { message_id.clone() } else { None };
-        let new = rule.build(&queuebox_brokers::ingest::Received { body, headers, message_id, record_key });
+        let mut new = rule.build(&queuebox_brokers::ingest::Received { body, headers, message_id, record_key });
+        let size = headers::stored_size(&new.headers);
+        if size > self.max_header_bytes {
+            // Stored, dead, acknowledged: a receiver would refuse the header section.
+            new.quarantine(body, &format!("the message headers take {size} bytes; inbox.maxHeaderBytes allows {}", self.max_header_bytes));
+        }
         let correlation_id = new.correlation_id.clone().unwrap_or_default();
         self.insert(&new, correlation_id).await
     }
@@ -161,7 +179,7 @@ impl Inbox {
                 self.metrics.inc("queuebox_inbox_messages_total", &[("status", "duplicate")]);
                 Ok(Stored::Duplicate { id, correlation_id })
             }
-            Err(queuebox_core::Error::InvalidInput(why)) => Err(self.reject("extraction_failed", Rejected::MissingKey(why))),
+            Err(queuebox_core::Error::InvalidInput(why)) => Err(self.reject("extraction_failed", Rejected::Invalid(why))),
             // An unreachable database is an outage, not a failed write: its own reason, so
             // `storage_failed` alarms only on statements the database refused.
             Err(e) if e.is_unavailable() => Err(self.reject("storage_unavailable", Rejected::Storage(e))),

@@ -41,6 +41,8 @@ pub struct Delivery {
     pub path: String,
     pub headers: HashMap<String, String>,
     pub body: serde_json::Value,
+    /// The body bytes exactly as they arrived.
+    pub raw: Bytes,
 }
 
 impl Delivery {
@@ -93,8 +95,9 @@ async fn receive(State(r): State<Receiver>, uri: Uri, headers: HeaderMap, body: 
     let path = uri.path().to_string();
     let d = Delivery {
         path: path.clone(),
-        headers: headers.iter().map(|(k, v)| (k.as_str().to_string(), v.to_str().unwrap_or("").to_string())).collect(),
+        headers: headers.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect(),
         body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
+        raw: body.clone(),
     };
     let first_of_id = {
         let mut got = r.got.lock().unwrap();
