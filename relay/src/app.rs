@@ -19,6 +19,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use crate::destinations::{self, Publisher};
+use crate::liveness::{self, Loops};
 use crate::metrics::Metrics;
 use crate::sources::Inbox;
 
@@ -32,6 +33,8 @@ pub struct AppState {
     pub publishers: Arc<BTreeMap<String, Arc<dyn Publisher>>>,
     pub draining: Arc<AtomicBool>,
     pub secrets: Arc<Vec<String>>,
+    /// The background loops' liveness, for `/health/ready`.
+    pub loops: Loops,
 }
 
 /// Connects with backoff until `database.startupTimeoutMs` runs out.
@@ -75,18 +78,29 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         publishers,
         draining: Arc::new(AtomicBool::new(false)),
         secrets: Arc::new(cfg.secrets()),
+        loops: Loops::default(),
     };
 
     let stop = CancellationToken::new();
     let mut loops = Vec::new();
+    let pool_wait = Duration::from_millis(cfg.database.connection_timeout_ms);
     if cfg.outbox.enabled {
-        loops.push(tokio::spawn(crate::outbox::run(st.clone(), stop.clone())));
+        let grace = liveness::grace(Duration::from_millis(cfg.outbox.poll_interval_ms), pool_wait);
+        loops.push(st.loops.spawn("outbox-poller", grace, |hb| crate::outbox::run(st.clone(), stop.clone(), hb)));
+    } else {
+        st.loops.disabled("outbox-poller");
     }
     if cfg.inbox.relay.enabled {
-        loops.push(tokio::spawn(crate::inbox_relay::run(st.clone(), stop.clone())));
+        let grace = liveness::grace(Duration::from_millis(cfg.inbox.relay.poll_interval_ms), pool_wait);
+        loops.push(st.loops.spawn("inbox-relay", grace, |hb| crate::inbox_relay::run(st.clone(), stop.clone(), hb)));
+    } else {
+        st.loops.disabled("inbox-relay");
     }
-    if cfg.retention.enabled {
-        loops.push(tokio::spawn(crate::retention::run(st.clone(), stop.clone())));
+    if cfg.retention.enabled && !crate::retention::active_tables(&cfg.retention).is_empty() {
+        let grace = liveness::grace(crate::retention::TICK, pool_wait);
+        loops.push(st.loops.spawn("retention-service", grace, |hb| crate::retention::run(st.clone(), stop.clone(), hb)));
+    } else {
+        st.loops.disabled("retention-service");
     }
     let mut brokers = Vec::new();
     for source in cfg.sources.values() {
@@ -227,7 +241,8 @@ async fn metrics(State(st): State<AppState>) -> Response {
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response()
 }
 
-/// 200 when the database answers and the schema is at this build's version, else 503.
+/// 200 when the database answers, the schema is at this build's version and every
+/// background loop is making progress (or is disabled), else 503.
 async fn ready(State(st): State<AppState>) -> Response {
     let check = async {
         let current = migrate::postgres::current_version(&st.store).await?;
@@ -246,18 +261,22 @@ async fn ready(State(st): State<AppState>) -> Response {
     let broker_health = queuebox_brokers::Health::global();
     let brokers_up = broker_health.ready();
     let brokers_down: serde_json::Map<String, serde_json::Value> = broker_health.down().into_iter().map(|(c, why)| (c, json!(why))).collect();
-    let all = db && schema && publishers_up && brokers_up;
+    // Each loop's own liveness: up, disabled (never fails readiness) or down.
+    let loops = st.loops.statuses();
+    let loops_up = loops.values().all(|s| s.ready());
+    let all = db && schema && publishers_up && brokers_up && loops_up;
+    let mut components = json!({
+        "database": up(db),
+        "migrations": up(schema),
+        "destinations": up(publishers_up),
+        "brokers": json!({"status": if brokers_up { "up" } else { "down" }, "down": brokers_down}),
+    });
+    for (name, s) in &loops {
+        components[*name] = s.to_json();
+    }
     let body = json!({
         "status": if all { "healthy" } else { "unhealthy" },
-        "components": {
-            "database": up(db),
-            "migrations": up(schema),
-            "destinations": up(publishers_up),
-            "brokers": json!({"status": if brokers_up { "up" } else { "down" }, "down": brokers_down}),
-            "outbox-poller": up(true),
-            "inbox-relay": up(true),
-            "retention-service": up(true),
-        }
+        "components": components,
     });
     (if all { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
 }

@@ -2,6 +2,7 @@
 //! template, and in one fenced transaction writes the outbox row with the relay headers
 //! and marks the inbox row processed.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use queuebox_core::config::render_topic;
@@ -12,9 +13,10 @@ use queuebox_core::ClaimedRow;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
+use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
 
-pub async fn run(st: AppState, stop: CancellationToken) {
+pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let rc = &st.cfg.inbox.relay;
     let pace = Pace {
         batch_size: rc.batch_size,
@@ -22,7 +24,7 @@ pub async fn run(st: AppState, stop: CancellationToken) {
         poll_interval: Duration::from_millis(rc.poll_interval_ms),
         gauge_interval: Duration::from_millis(rc.pending_gauge_interval_ms),
     };
-    relay_loop::run(&InboxRelay(st), pace, &stop).await;
+    relay_loop::run(&InboxRelay(st), pace, &stop, &hb).await;
 }
 
 struct InboxRelay(AppState);
@@ -57,8 +59,9 @@ impl Relay for InboxRelay {
         })
     }
 
-    async fn process(&self, batch: Vec<ClaimedRow>) {
+    async fn process(&self, batch: Vec<ClaimedRow>, hb: &Heartbeat) {
         for row in batch {
+            hb.beat(Duration::ZERO);
             forward(&self.0, row).await;
         }
     }

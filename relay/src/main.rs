@@ -7,6 +7,7 @@ mod admin;
 mod app;
 mod destinations;
 mod inbox_relay;
+mod liveness;
 mod metrics;
 mod migrate_sqlserver;
 mod outbox;

@@ -22,9 +22,10 @@ use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::destinations::OutboundMessage;
+use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
 
-pub async fn run(st: AppState, stop: CancellationToken) {
+pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let oc = &st.cfg.outbox;
     let pace = Pace {
         batch_size: oc.batch_size,
@@ -32,12 +33,33 @@ pub async fn run(st: AppState, stop: CancellationToken) {
         poll_interval: Duration::from_millis(oc.poll_interval_ms),
         gauge_interval: Duration::from_millis(oc.pending_gauge_interval_ms),
     };
-    relay_loop::run(&OutboxRelay { lease: pace.lease, st }, pace, &stop).await;
+    let publish_allowance = longest_publish(&st.cfg);
+    relay_loop::run(&OutboxRelay { lease: pace.lease, publish_allowance, st }, pace, &stop, &hb).await;
+}
+
+/// The longest a single publish may take: the largest destination `timeoutMs`. While a
+/// batch is published, some message completes at least this often unless the loop is stuck.
+fn longest_publish(cfg: &queuebox_core::config::Config) -> Duration {
+    use queuebox_core::config::DestinationKind;
+    let ms = cfg
+        .destinations
+        .values()
+        .map(|d| match &d.kind {
+            DestinationKind::Http(h) => h.timeout_ms,
+            DestinationKind::RabbitMq(r) => r.timeout_ms,
+            DestinationKind::Kafka(k) => k.timeout_ms,
+            DestinationKind::Nats(n) => n.timeout_ms,
+        })
+        .max()
+        .unwrap_or(0);
+    Duration::from_millis(ms)
 }
 
 struct OutboxRelay {
     st: AppState,
     lease: Duration,
+    /// How long the loop may go without a message completing (see [`longest_publish`]).
+    publish_allowance: Duration,
 }
 
 impl Relay for OutboxRelay {
@@ -65,14 +87,23 @@ impl Relay for OutboxRelay {
         self.st.store.claim_outbox(n, lease).await.inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
     }
 
-    async fn process(&self, claimed: Vec<ClaimedOutbox>) {
+    async fn process(&self, claimed: Vec<ClaimedOutbox>, hb: &Heartbeat) {
         let st = &self.st;
         let batch: Vec<(ClaimedOutbox, CancellationToken)> = claimed.into_iter().map(|c| (c, CancellationToken::new())).collect();
         let live: Live = Arc::new(Mutex::new(batch.iter().map(|(c, t)| (c.row.id, (c.claim, t.clone()))).collect()));
         // Rows waiting for a concurrency slot are renewed too; the ticker stops with the batch.
         let _renewal = (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(st, live.clone(), self.lease)));
         // The batch finishes even when shutdown starts: in-flight publishes complete.
-        futures::stream::iter(batch).for_each_concurrent(st.cfg.outbox.concurrency as usize, |(c, t)| process(st, c, t, &live)).await;
+        hb.beat(self.publish_allowance);
+        futures::stream::iter(batch)
+            .for_each_concurrent(st.cfg.outbox.concurrency as usize, |(c, t)| {
+                let live = &live;
+                async move {
+                    process(st, c, t, live).await;
+                    hb.beat(self.publish_allowance);
+                }
+            })
+            .await;
     }
 }
 

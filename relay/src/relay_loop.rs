@@ -2,11 +2,14 @@
 //! `lease / 5`, refresh the pending gauges every `gauge_interval`, claim a batch (backing
 //! off `poll_interval × failures` (at most ×10) after a failed claim), process it, and wait
 //! `poll_interval` unless the batch was full, until `stop` is cancelled. Each relay supplies
-//! its table's steps through [`Relay`].
+//! its table's steps through [`Relay`]. The loop beats its [`Heartbeat`] before every step
+//! and every sleep, so `/health/ready` sees a loop stuck inside a step.
 
 use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
+
+use crate::liveness::Heartbeat;
 
 /// How often one relay claims, reclaims and refreshes its gauges.
 pub(crate) struct Pace {
@@ -30,25 +33,29 @@ pub(crate) trait Relay {
     /// Claims up to `n` rows for `lease`.
     async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<Self::Row>>;
 
-    /// Handles one claimed batch; the batch finishes even when shutdown starts.
-    async fn process(&self, batch: Vec<Self::Row>);
+    /// Handles one claimed batch; the batch finishes even when shutdown starts. Beats `hb`
+    /// as rows complete, so a long batch that makes progress is not taken for a stuck loop.
+    async fn process(&self, batch: Vec<Self::Row>, hb: &Heartbeat);
 }
 
 /// Runs `relay` at `pace` until `stop` is cancelled.
-pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToken) {
+pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToken, hb: &Heartbeat) {
     let reclaim_every = pace.lease / 5;
     let mut last_reclaim: Option<Instant> = None;
     let mut last_gauge: Option<Instant> = None;
     let mut failures = 0u32;
     while !stop.is_cancelled() {
         if last_reclaim.is_none_or(|t| t.elapsed() >= reclaim_every) {
+            hb.beat(Duration::ZERO);
             relay.reclaim().await;
             last_reclaim = Some(Instant::now());
         }
         if last_gauge.is_none_or(|t| t.elapsed() >= pace.gauge_interval) {
+            hb.beat(Duration::ZERO);
             relay.update_gauges().await;
             last_gauge = Some(Instant::now());
         }
+        hb.beat(Duration::ZERO);
         let claimed = match relay.claim(pace.batch_size, pace.lease).await {
             Ok(c) => {
                 failures = 0;
@@ -56,13 +63,17 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
             }
             Err(_) => {
                 failures += 1;
-                sleep_or_stop(stop, pace.poll_interval * failures.min(10)).await;
+                let backoff = pace.poll_interval * failures.min(10);
+                hb.beat(backoff);
+                sleep_or_stop(stop, backoff).await;
                 continue;
             }
         };
         let full = claimed.len() as u32 >= pace.batch_size;
-        relay.process(claimed).await;
+        hb.beat(Duration::ZERO);
+        relay.process(claimed, hb).await;
         if !full {
+            hb.beat(pace.poll_interval);
             sleep_or_stop(stop, pace.poll_interval).await;
         }
     }

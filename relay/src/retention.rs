@@ -1,6 +1,7 @@
 //! Retention: off by default; per table, deletes only terminal rows (outbox `sent`/`dead`,
 //! inbox `processed`/`dead`), at most `batchSize` per statement until none remain.
 
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuebox_core::config::{parse_duration, TableRetention};
@@ -8,14 +9,19 @@ use queuebox_core::store::relay::RelayStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
+use crate::liveness::Heartbeat;
 use crate::relay_loop::sleep_or_stop;
 
-pub async fn run(st: AppState, stop: CancellationToken) {
-    let r = &st.cfg.retention;
-    let tables: Vec<(&'static str, &TableRetention)> = [("outbox", &r.outbox), ("inbox", &r.inbox)].into_iter().filter(|(_, t)| t.policy != "DISABLED").collect();
-    if tables.is_empty() {
-        return;
-    }
+/// How often the loop looks whether a table's cleanup is due.
+pub(crate) const TICK: Duration = Duration::from_millis(200);
+
+/// The tables whose policy is not `DISABLED`; with none, the service does not run.
+pub(crate) fn active_tables(r: &queuebox_core::config::RetentionConfig) -> Vec<(&'static str, &TableRetention)> {
+    [("outbox", &r.outbox), ("inbox", &r.inbox)].into_iter().filter(|(_, t)| t.policy != "DISABLED").collect()
+}
+
+pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
+    let tables = active_tables(&st.cfg.retention);
     let mut next: Vec<Instant> = tables.iter().map(|_| Instant::now()).collect();
     while !stop.is_cancelled() {
         for (i, (table, t)) in tables.iter().enumerate() {
@@ -28,6 +34,7 @@ pub async fn run(st: AppState, stop: CancellationToken) {
                 if stop.is_cancelled() {
                     return;
                 }
+                hb.beat(Duration::ZERO);
                 let age = t.max_age.as_deref().and_then(parse_duration).unwrap_or(Duration::MAX);
                 let n = match (*table, t.policy.as_str()) {
                     ("outbox", "COUNT") => st.store.delete_excess_outbox(t.max_count.unwrap_or(u64::MAX), t.batch_size).await,
@@ -51,6 +58,7 @@ pub async fn run(st: AppState, stop: CancellationToken) {
             }
             next[i] = Instant::now() + parse_duration(&t.cleanup_interval).unwrap_or(Duration::from_secs(3600));
         }
-        sleep_or_stop(&stop, Duration::from_millis(200)).await;
+        hb.beat(TICK);
+        sleep_or_stop(&stop, TICK).await;
     }
 }
