@@ -68,10 +68,8 @@ async fn create_topic(p: &FutureProducer, topic: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn kafka_record_becomes_one_inbox_row_and_a_repeat_deduplicates() {
-    if !brokers_enabled("kafka_record_becomes_one_inbox_row_and_a_repeat_deduplicates") {
-        return;
-    }
     let (store, pool, _) = fresh_db("kafka_dedup").await;
     let topic = unique("qb-dedup");
     let p = producer();
@@ -94,10 +92,8 @@ async fn kafka_record_becomes_one_inbox_row_and_a_repeat_deduplicates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn kafka_batch_with_a_failure_in_the_middle_commits_only_the_run_before_it() {
-    if !brokers_enabled("kafka_batch_with_a_failure_in_the_middle_commits_only_the_run_before_it") {
-        return;
-    }
     let (store, pool, _) = fresh_db("kafka_run").await;
     fail_inserts_of(&pool, "r-5").await;
     let topic = unique("qb-run");
@@ -125,10 +121,8 @@ async fn kafka_batch_with_a_failure_in_the_middle_commits_only_the_run_before_it
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn kafka_relay_killed_between_store_and_commit_rereads_and_keeps_one_row() {
-    if !brokers_enabled("kafka_relay_killed_between_store_and_commit_rereads_and_keeps_one_row") {
-        return;
-    }
     let (store, pool, _) = fresh_db("kafka_crash").await;
     let topic = unique("qb-crash");
     let group = unique("g");
@@ -152,10 +146,8 @@ async fn kafka_relay_killed_between_store_and_commit_rereads_and_keeps_one_row()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn kafka_non_json_record_becomes_a_dead_row_and_the_partition_moves_on() {
-    if !brokers_enabled("kafka_non_json_record_becomes_a_dead_row_and_the_partition_moves_on") {
-        return;
-    }
     let (store, pool, _) = fresh_db("kafka_dead").await;
     let topic = unique("qb-dead");
     let group = unique("g");
@@ -173,10 +165,8 @@ async fn kafka_non_json_record_becomes_a_dead_row_and_the_partition_moves_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn kafka_destination_publishes_acked_records_with_key_and_headers_to_a_real_consumer() {
-    if !brokers_enabled("kafka_destination_publishes_acked_records_with_key_and_headers_to_a_real_consumer") {
-        return;
-    }
     let topic = unique("qb-out");
     let cfg = KafkaDestinationConfig {
         bootstrap_servers: kafka_brokers(),

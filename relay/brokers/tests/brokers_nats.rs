@@ -79,10 +79,8 @@ async fn pending_acks(js: &jetstream::Context, stream: &str) -> (u64, usize) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn nats_message_becomes_one_inbox_row_and_a_repeat_deduplicates() {
-    if !brokers_enabled("nats_message_becomes_one_inbox_row_and_a_repeat_deduplicates") {
-        return;
-    }
     let (store, pool, _) = fresh_db("nats_dedup").await;
     let js = js().await;
     let s = fresh_stream(&js, "qbdedup").await;
@@ -105,10 +103,8 @@ async fn nats_message_becomes_one_inbox_row_and_a_repeat_deduplicates() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn nats_relay_killed_between_store_and_ack_gets_the_message_again_and_keeps_one_row() {
-    if !brokers_enabled("nats_relay_killed_between_store_and_ack_gets_the_message_again_and_keeps_one_row") {
-        return;
-    }
     let (store, pool, _) = fresh_db("nats_crash").await;
     let js = js().await;
     let s = fresh_stream(&js, "qbcrash").await;
@@ -129,10 +125,8 @@ async fn nats_relay_killed_between_store_and_ack_gets_the_message_again_and_keep
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn nats_failed_store_is_nacked_and_the_message_comes_back() {
-    if !brokers_enabled("nats_failed_store_is_nacked_and_the_message_comes_back") {
-        return;
-    }
     let (store, pool, _) = fresh_db("nats_fail").await;
     fail_inserts_of(&pool, "f-1").await;
     let js = js().await;
@@ -157,10 +151,8 @@ async fn nats_failed_store_is_nacked_and_the_message_comes_back() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn nats_non_json_body_becomes_a_dead_row_and_the_consumer_moves_on() {
-    if !brokers_enabled("nats_non_json_body_becomes_a_dead_row_and_the_consumer_moves_on") {
-        return;
-    }
     let (store, pool, _) = fresh_db("nats_dead").await;
     let js = js().await;
     let s = fresh_stream(&js, "qbdead").await;
@@ -176,10 +168,8 @@ async fn nats_non_json_body_becomes_a_dead_row_and_the_consumer_moves_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn nats_core_source_is_refused_and_a_missing_stream_fails_loudly() {
-    if !brokers_enabled("nats_core_source_is_refused_and_a_missing_stream_fails_loudly") {
-        return;
-    }
     let (store, _, _) = fresh_db("nats_refuse").await;
     let mut cfg = source_config("NOPE");
     cfg.jet_stream = false;
@@ -224,10 +214,8 @@ fn dest_config(subject: &str, jet_stream: bool) -> NatsDestinationConfig {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn nats_destination_publishes_to_jetstream_with_headers_and_a_real_consumer_reads_them() {
-    if !brokers_enabled("nats_destination_publishes_to_jetstream_with_headers_and_a_real_consumer_reads_them") {
-        return;
-    }
     let js = js().await;
     let s = fresh_stream(&js, "qbdest").await;
     let publisher = NatsPublisher::new("bus", dest_config(&format!("{s}.{{{{ topic }}}}"), true), Health::new()).unwrap();
@@ -261,10 +249,8 @@ async fn nats_destination_publishes_to_jetstream_with_headers_and_a_real_consume
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn nats_destination_on_core_nats_reaches_a_subscriber() {
-    if !brokers_enabled("nats_destination_on_core_nats_reaches_a_subscriber") {
-        return;
-    }
     let client = async_nats::connect(nats_url()).await.unwrap();
     let subject = unique("qb.core");
     let mut sub = client.subscribe(subject.clone()).await.unwrap();

@@ -88,10 +88,8 @@ impl Running {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn rabbitmq_message_becomes_one_inbox_row_and_a_redelivered_copy_deduplicates() {
-    if !brokers_enabled("rabbitmq_message_becomes_one_inbox_row_and_a_redelivered_copy_deduplicates") {
-        return;
-    }
     let (store, pool, _) = fresh_db("rmq_dedup").await;
     let q = unique("qb_dedup");
     let (_c, ch) = channel().await;
@@ -126,10 +124,8 @@ async fn rabbitmq_message_becomes_one_inbox_row_and_a_redelivered_copy_deduplica
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn rabbitmq_key_falls_back_to_message_id_then_digest() {
-    if !brokers_enabled("rabbitmq_key_falls_back_to_message_id_then_digest") {
-        return;
-    }
     let (store, pool, _) = fresh_db("rmq_keys").await;
     let q = unique("qb_keys");
     let (_c, ch) = channel().await;
@@ -147,10 +143,8 @@ async fn rabbitmq_key_falls_back_to_message_id_then_digest() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn rabbitmq_relay_killed_between_store_and_ack_gets_the_message_again_and_keeps_one_row() {
-    if !brokers_enabled("rabbitmq_relay_killed_between_store_and_ack_gets_the_message_again_and_keeps_one_row") {
-        return;
-    }
     let (store, pool, _) = fresh_db("rmq_crash").await;
     let q = unique("qb_crash");
     let (_c, ch) = channel().await;
@@ -180,10 +174,8 @@ async fn rabbitmq_relay_killed_between_store_and_ack_gets_the_message_again_and_
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn rabbitmq_failed_store_is_not_acknowledged_and_the_message_comes_back() {
-    if !brokers_enabled("rabbitmq_failed_store_is_not_acknowledged_and_the_message_comes_back") {
-        return;
-    }
     let (store, pool, _) = fresh_db("rmq_fail").await;
     fail_inserts_of(&pool, "f-1").await;
     let q = unique("qb_fail");
@@ -208,10 +200,8 @@ async fn rabbitmq_failed_store_is_not_acknowledged_and_the_message_comes_back() 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn rabbitmq_non_json_body_becomes_a_dead_row_and_the_queue_moves_on() {
-    if !brokers_enabled("rabbitmq_non_json_body_becomes_a_dead_row_and_the_queue_moves_on") {
-        return;
-    }
     let (store, pool, _) = fresh_db("rmq_dead").await;
     let q = unique("qb_dead");
     let (_c, ch) = channel().await;
@@ -231,10 +221,8 @@ async fn rabbitmq_non_json_body_becomes_a_dead_row_and_the_queue_moves_on() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn rabbitmq_missing_queue_fails_loudly_naming_queue_and_source() {
-    if !brokers_enabled("rabbitmq_missing_queue_fails_loudly_naming_queue_and_source") {
-        return;
-    }
     let (store, _, _) = fresh_db("rmq_missing").await;
     let q = unique("qb_absent");
     let (source, _) = rmq_source("ghost", source_config(&q, 1), store);
@@ -261,10 +249,8 @@ fn outbound(topic: &str) -> OutboundMessage {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
 async fn rabbitmq_destination_delivers_persistent_confirmed_messages_with_headers_to_a_real_consumer() {
-    if !brokers_enabled("rabbitmq_destination_delivers_persistent_confirmed_messages_with_headers_to_a_real_consumer") {
-        return;
-    }
     let exchange = unique("qb_ex");
     let (_c, ch) = channel().await;
     // The consumer's side: a queue bound to the exchange by topic pattern.

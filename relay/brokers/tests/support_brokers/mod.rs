@@ -1,4 +1,4 @@
-//! Shared by the broker tests: the skip rule, broker URLs, a fresh migrated database per
+//! Shared by the broker tests: broker URLs, a fresh migrated database per
 //! test, and polling helpers. Real brokers come from `scripts/brokers.sh`, real PostgreSQL
 //! from `scripts/postgres.sh`; `scripts/test.d/20-brokers.sh` sets everything up.
 #![allow(dead_code)]
@@ -10,15 +10,6 @@ use std::time::{Duration, Instant};
 use queuebox_core::migrate;
 use queuebox_core::store::postgres::PgStore;
 use sqlx::PgPool;
-
-/// True when the broker tests should run. Without QUEUEBOX_TEST_BROKERS they skip, saying so.
-pub fn brokers_enabled(test: &str) -> bool {
-    if std::env::var_os("QUEUEBOX_TEST_BROKERS").is_some() {
-        return true;
-    }
-    eprintln!("SKIPPED {test}: QUEUEBOX_TEST_BROKERS is unset; scripts/test.d/20-brokers.sh starts the brokers and sets it");
-    false
-}
 
 pub fn amqp_url() -> String {
     std::env::var("QUEUEBOX_TEST_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:55672/%2f".into())
