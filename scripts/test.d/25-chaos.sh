@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Chaos ledger (tests/chaos/README.md): drives the real `queuebox` binary from outside with a
+# real PostgreSQL and real brokers, SIGKILLs the relay at seeded moments, and checks the
+# ledger: every acknowledged message delivered, every duplicate explained, no row stuck, no
+# payload changed. Then the bounded fuzzer of the HTTP inbox endpoint.
+# Short by default (500 messages, 3 kills per path); QB_CHAOS=long for 20,000 and 20 kills.
+# Starts the brokers it needs and stops, at exit, the ones it started.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$PWD
+venv="$root/.venv/chaos"
+if [ ! -x "$venv/bin/python" ]; then
+  mkdir -p "$root/.venv"
+  if ! python3 -m venv "$venv" 2>/dev/null; then
+    echo "25-chaos: installing python3-venv from Debian's packages"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq && apt-get install -y -qq python3-venv python3-pip >/dev/null
+    rm -rf "$venv"; python3 -m venv "$venv"
+  fi
+fi
+if ! "$venv/bin/python" -c "import psycopg, pika, confluent_kafka, nats" 2>/dev/null; then
+  "$venv/bin/pip" install -q --disable-pip-version-check -r tests/chaos/requirements.txt
+fi
+bash scripts/brokers.sh deps
+cargo build -p queuebox --bins --quiet
+
+# Brokers: reuse one already running on its port, start the others, stop only ours at exit.
+eval "$(bash scripts/brokers.sh env)"
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+ours=()
+for b in rabbitmq:"${QUEUEBOX_TEST_AMQP_URL##*:}" nats:"${QUEUEBOX_TEST_NATS_URL##*:}" kafka:"${QUEUEBOX_TEST_KAFKA_BROKERS##*:}"; do
+  name=${b%%:*}; port=${b#*:}; port=${port%%/*}
+  port_open "$port" || ours+=("$name")
+done
+stop_ours() { [ ${#ours[@]} -eq 0 ] || bash scripts/brokers.sh stop "${ours[@]}"; }
+trap stop_ours EXIT
+if [ ${#ours[@]} -eq 0 ] || bash scripts/brokers.sh start "${ours[@]}"; then
+  export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
+else
+  # --require-all below turns the broker paths into failures, never silent passes.
+  echo "25-chaos: the brokers did not start; their paths cannot run" >&2
+  unset QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
+fi
+
+status=0
+"$venv/bin/python" tests/chaos/chaos.py --require-all || status=1
+exit $status

@@ -1,0 +1,253 @@
+#!/usr/bin/env python3
+"""Chaos ledger: sends N numbered messages through each path of the real `queuebox` binary,
+SIGKILLs the relay at random moments (and restarts it), records every acknowledgement,
+store and delivery in a ledger, and checks that nothing acknowledged was lost, every
+duplicate has a cause, no row is left stuck and no payload changed.
+
+    python3 tests/chaos/chaos.py [--paths http,rabbit-kafka,...] [--seed N]
+    QB_CHAOS=long python3 tests/chaos/chaos.py      # 20,000 messages and 20 kills per path
+    python3 tests/chaos/chaos.py --check LEDGER --path-name http   # re-check a kept ledger
+
+Modules: `payloads` (bodies and the canonical JSON compare), `ledger` (the SQLite ledger and
+its checks), `relay` (the binary, the database, the HTTP receiver), `paths` (one class per
+path). See tests/chaos/README.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import sys
+import threading
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import payloads  # noqa: E402
+from ledger import Ledger, Summary, check  # noqa: E402
+from paths import CLAIM_MS, PATHS, Context  # noqa: E402
+from relay import drop_database  # noqa: E402
+
+PROFILES = {
+    # name: (messages per path, kills per path, seconds to wait for the last deliveries)
+    "ci": (500, 3, 60),
+    "long": (20_000, 20, 300),
+}
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+
+
+class Killer(threading.Thread):
+    """SIGKILLs one of the path's processes each time the number of delivered messages
+    crosses one of `thresholds` (drawn from the run's seed), then restarts it after a random
+    pause. Before each kill it scrapes `queuebox_claims_lost_total`, whose value dies with
+    the process."""
+
+    def __init__(self, path, ledger, thresholds, rng):
+        super().__init__(daemon=True)
+        self.path, self.ledger, self.thresholds, self.rng = path, ledger, list(thresholds), rng
+        self.done = threading.Event()
+        self.error: Exception | None = None
+        self.kills = 0
+
+    def run(self):
+        try:
+            for t in self.thresholds:
+                while self.ledger.delivered_count() < t:
+                    if self.done.wait(0.01):
+                        return
+                target = self.rng.choice(self.path.killables())
+                lost = target.claims_lost()
+                if lost is not None:
+                    self.ledger.claims_lost(target.pid, lost)
+                kill_id = self.ledger.kill(target.name, target.pid)
+                target.kill()
+                self.kills += 1
+                time.sleep(self.rng.uniform(0.05, 0.6))
+                target.start()
+                self.ledger.restarted(kill_id)
+        except Exception as e:  # reported as a harness problem, never swallowed
+            self.error = e
+
+
+def wait_for(what, timeout, cond, step=0.1) -> bool:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if cond():
+            return True
+        time.sleep(step)
+    return False
+
+
+UNFINISHED_SQL = """
+SELECT 'inbox', id::text, state, format('consumption=%s attempt=%s lease_expires_at=%s last_error=%s', consumption, attempt, lease_expires_at, left(last_error, 200))
+  FROM inbox WHERE state <> 'processed'
+UNION ALL
+SELECT 'outbox', id::text, state, format('attempt=%s lease_expires_at=%s last_error=%s', attempt, lease_expires_at, left(last_error, 200))
+  FROM outbox WHERE state <> 'sent'
+"""
+
+
+def snapshot(ledger: Ledger, db_url: str, settle_s: float):
+    """Waits (up to `settle_s`) until every inbox row is processed and every outbox row sent,
+    then writes the inbox rows and whatever is still unfinished into the ledger."""
+    import psycopg
+
+    with psycopg.connect(db_url, autocommit=True) as c:
+        rows = []
+        if not wait_for("rows finished", settle_s, lambda: not c.execute(UNFINISHED_SQL).fetchall(), 0.25):
+            rows = c.execute(UNFINISHED_SQL).fetchall()
+        ledger.stuck(rows)
+        stored = []
+        for key, state, payload in c.execute("SELECT idempotency_key, state, payload::text FROM inbox"):
+            try:
+                stored.append((key, state, payloads.digest(payload)))
+            except ValueError:
+                stored.append((key, state, "not-json"))
+        ledger.stored(stored)
+        ledger.meta(stores_checked=1)
+
+
+def run_path(cls, *, messages, kills, drain_s, seed, binary, server_url, outdir, keep_db, beyond_f64) -> Summary:
+    t0 = time.time()
+    run = f"{seed}-{random.Random().randrange(16**6):06x}"
+    rng = random.Random(f"{seed}:{cls.name}")
+    ledger_path = os.path.join(outdir, f"{cls.name}.sqlite")
+    for stale in (ledger_path, ledger_path + "-wal", ledger_path + "-shm"):
+        if os.path.exists(stale):
+            os.remove(stale)  # a ledger holds one run; an old one in the same folder would mix in
+    ledger = Ledger(ledger_path)
+    ledger.meta(path=cls.name, seed=seed, run=run, messages=messages, kills_planned=kills, binary=binary)
+    ctx = Context(ledger=ledger, binary=binary, server_url=server_url, workdir=outdir, run=run, rng=rng)
+    path = cls(ctx)
+    problems = []
+    killer = None
+    try:
+        path.setup()
+        ledger.meta(database=path.db_url)
+        bodies = [payloads.body_for(n, run, rng, http=cls.http_bodies, beyond_f64=beyond_f64) for n in range(messages)]
+        thresholds = sorted(rng.sample(range(messages // 10, messages * 9 // 10), kills))
+        killer = Killer(path, ledger, thresholds, random.Random(f"{seed}:{cls.name}:killer"))
+        killer.start()
+        path.send(bodies)
+        if not wait_for("deliveries", drain_s, lambda: ledger.acked() <= ledger.delivered()):
+            problems.append(f"deliveries still missing after waiting {drain_s}s")
+        killer.done.set()
+        killer.join(30)
+        if killer.error:
+            problems.append(f"the killer failed: {killer.error!r}")
+        if killer.kills < kills:
+            problems.append(f"only {killer.kills} of {kills} planned kills happened (deliveries stalled?)")
+        # Leases of the last killed process expire CLAIM_MS after its kill; give the live relay
+        # that long and a margin to take its rows over before calling anything stuck.
+        snapshot(ledger, path.db_url, settle_s=CLAIM_MS / 1000 * 3 + 10)
+        for target in path.killables():
+            lost = target.claims_lost()
+            if lost is not None:
+                ledger.claims_lost(target.pid, lost)
+            if not target.alive():
+                problems.append(f"{target.name} is not running at the end (exit code {target.proc.returncode})")
+    except Exception as e:
+        problems.append(f"harness error: {e!r}")
+    finally:
+        if killer:
+            killer.done.set()
+        try:
+            path.teardown()
+        except Exception as e:
+            problems.append(f"teardown failed: {e!r}")
+    ledger.meta(seconds=f"{time.time() - t0:.1f}")
+    if problems:
+        ledger.meta(harness_problem="; ".join(problems))
+    ledger.close()
+    s = check(ledger_path, cls.name)
+    if path.db_url and s.passed and not keep_db:
+        drop_database(path.db_url)
+    elif path.db_url:
+        print(f"chaos: {cls.name}: database kept for inspection: {path.db_url}", file=sys.stderr)
+    return s
+
+
+def table(results: list[tuple[str, Summary | str]]):
+    cols = ("path", "result", "sent", "acked", "stored", "delivered", "dups", "lost", "corrupt", "stuck", "kills", "claims lost", "time")
+    rows = []
+    for name, s in results:
+        if isinstance(s, str):
+            rows.append((name, s) + ("-",) * (len(cols) - 2))
+        else:
+            dups = sum(s.duplicates.values())
+            rows.append((name, "passed" if s.passed else "FAILED", s.sent, s.acked, s.stored, s.delivered, dups, s.lost, s.corrupted, s.stuck, s.kills, int(s.claims_lost), f"{s.seconds:.1f}s"))
+    widths = [max(len(str(r[i])) for r in rows + [cols]) for i in range(len(cols))]
+    fmt = "  ".join(f"{{:<{w}}}" for w in widths)
+    print(fmt.format(*cols))
+    for r in rows:
+        print(fmt.format(*map(str, r)))
+    for name, s in results:
+        if isinstance(s, Summary):
+            if s.duplicates:
+                print(f"  {name}: duplicates by cause: " + ", ".join(f"{k}: {v}" for k, v in sorted(s.duplicates.items())))
+            if s.refused_by_receiver:
+                print(f"  {name}: {s.refused_by_receiver} deliveries refused on purpose by the receiver (500) and retried")
+            for p in s.problems:
+                print(f"  {name}: FAILED: {p}")
+
+
+def main() -> int:
+    profile = os.environ.get("QB_CHAOS", "ci")
+    if profile not in PROFILES:
+        print(f"chaos: unknown QB_CHAOS={profile!r}; use one of {', '.join(PROFILES)}", file=sys.stderr)
+        return 2
+    n_default, kills_default, drain_default = PROFILES[profile]
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--paths", default=os.environ.get("QB_CHAOS_PATHS", ",".join(PATHS)))
+    ap.add_argument("--seed", type=int, default=int(os.environ.get("QB_CHAOS_SEED", "18")))
+    ap.add_argument("--messages", type=int, default=int(os.environ.get("QB_CHAOS_MESSAGES", n_default)))
+    ap.add_argument("--kills", type=int, default=int(os.environ.get("QB_CHAOS_KILLS", kills_default)))
+    ap.add_argument("--binary", default=os.environ.get("QB_CHAOS_BINARY", os.path.join(ROOT, "target/debug/queuebox")))
+    ap.add_argument("--out", default=os.environ.get("QB_CHAOS_OUT", f"/tmp/queuebox-chaos/{time.strftime('%Y%m%d-%H%M%S')}"))
+    ap.add_argument("--require-all", action="store_true", help="a path that cannot run (broker not configured) fails the run")
+    ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--check", metavar="LEDGER", help="only re-check an existing ledger file")
+    args = ap.parse_args()
+    beyond_f64 = os.environ.get("QB_CHAOS_BEYOND_F64") == "1"
+
+    if args.check:
+        s = check(args.check, os.path.basename(args.check).removesuffix(".sqlite"))
+        table([(s.path, s)])
+        return 0 if s.passed else 1
+
+    server_url = os.environ.get("QUEUEBOX_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:55432/queuebox")
+    os.makedirs(args.out, exist_ok=True)
+    print(f"chaos: profile {profile}, seed {args.seed} (QB_CHAOS_SEED={args.seed} replays the same message styles and kill points), "
+          f"{args.messages} messages and {args.kills} kills per path, ledgers in {args.out}", flush=True)
+    results: list[tuple[str, Summary | str]] = []
+    for name in [p.strip() for p in args.paths.split(",") if p.strip()]:
+        cls = PATHS.get(name)
+        if cls is None:
+            print(f"chaos: unknown path {name!r}; paths: {', '.join(PATHS)}", file=sys.stderr)
+            return 2
+        missing = cls.missing()
+        if missing:
+            results.append((name, f"NOT RUN (unset: {', '.join(missing)})"))
+            print(f"chaos: {name}: not run — {', '.join(missing)} not set (the brokers run in scripts/test.d/25-chaos.sh)", flush=True)
+            continue
+        print(f"chaos: {name}: running", flush=True)
+        s = run_path(cls, messages=args.messages, kills=args.kills, drain_s=drain_default, seed=args.seed, binary=args.binary,
+                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, beyond_f64=beyond_f64)
+        results.append((name, s))
+        print(f"chaos: {name}: {'passed' if s.passed else 'FAILED'} in {s.seconds:.1f}s", flush=True)
+    print()
+    table(results)
+    passed = sum(1 for _, s in results if isinstance(s, Summary) and s.passed)
+    failed = sum(1 for _, s in results if isinstance(s, Summary) and not s.passed)
+    not_run = sum(1 for _, s in results if isinstance(s, str))
+    if args.require_all and not_run:
+        failed += not_run
+        print(f"chaos: {not_run} path(s) could not run and --require-all is set: counted as failed")
+        not_run = 0
+    print(f"chaos: {passed} passed, {failed} failed" + (f", {not_run} skipped" if not_run else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,396 @@
+"""The paths a chaos run drives, one class each: how a message is sent and acknowledged, how
+the relay is configured, and where a real receiver picks the delivery up.
+
+| path            | acknowledgement            | relay config              | delivery seen by          |
+|-----------------|----------------------------|---------------------------|---------------------------|
+| `http`          | HTTP 202 / 200 duplicate   | http source → http dest   | `relay.HttpReceiver`      |
+| `rabbit-kafka`  | RabbitMQ publisher confirm | rabbitmq source → kafka   | a Kafka consumer          |
+| `kafka-nats`    | Kafka producer ack (all)   | kafka source → nats (JS)  | a JetStream consumer      |
+| `nats-pull`     | JetStream publish ack      | nats source, pull rows    | `pull_worker` (Rust core) |
+
+Each class has `setup()` (database, relay, receiver), `send(bodies)` (blocks until every
+message is acknowledged or given up), `killables()` (what the killer may SIGKILL) and
+`teardown()`. A path whose broker is not configured (`QUEUEBOX_TEST_*` unset) is *not run*.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http.client
+import os
+import random
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import payloads
+from relay import HttpReceiver, Relay, fresh_database
+
+# Relay settings that make a crash heal fast: short leases (a killed relay's claims expire in
+# CLAIM_MS), fast polling, enough attempts that a delivery refused during a kill is retried
+# rather than dead-lettered.
+CLAIM_MS = 2000
+
+
+def base_config(db_url: str) -> str:
+    return f"""server:
+  httpPort: {{port}}
+  bindAddress: 127.0.0.1
+  drainTimeoutMs: 1000
+database:
+  url: {db_url}
+  connectionTimeoutMs: 2000
+  startupTimeoutMs: 30000
+outbox:
+  pollIntervalMs: 20
+  retryBaseDelayMs: 50
+  claimTimeoutMs: {CLAIM_MS}
+  maxAttempts: 50
+  shutdownTimeoutMs: 1000
+inbox:
+  relay:
+    pollIntervalMs: 20
+    claimTimeoutMs: {CLAIM_MS}
+"""
+
+
+class Context:
+    """What a path needs from the harness."""
+
+    def __init__(self, *, ledger, binary, server_url, workdir, run, rng: random.Random, concurrency=8):
+        self.ledger, self.binary, self.server_url, self.workdir = ledger, binary, server_url, workdir
+        self.run, self.rng, self.concurrency = run, rng, concurrency
+
+
+class ChaosPath:
+    name = "?"
+    needs: tuple[str, ...] = ()  # environment variables naming the brokers it uses
+    http_bodies = False  # may a body be sent chunked?
+
+    def __init__(self, ctx: Context):
+        self.ctx = ctx
+        self.db_url = ""
+        self.relay: Relay | None = None
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        return [v for v in cls.needs if not os.environ.get(v)]
+
+    def setup(self):
+        raise NotImplementedError
+
+    def send(self, bodies):
+        raise NotImplementedError
+
+    def killables(self) -> list:
+        return [self.relay]
+
+    def teardown(self):
+        if self.relay:
+            self.relay.stop()
+
+    def _relay(self, extra_yaml: str) -> Relay:
+        self.db_url = fresh_database(self.ctx.server_url, self.name.replace("-", "_"))
+        self.relay = Relay(self.ctx.binary, base_config(self.db_url) + extra_yaml, self.ctx.workdir, f"{self.name}-relay")
+        self.relay.start()
+        return self.relay
+
+
+def _retrying(ledger, body, try_once, give_up_s=90.0, deliberate_repeat=False):
+    """Hands `body` over until acknowledged; `try_once()` returns an outcome string and
+    whether it is an acknowledgement. Returns False if it gave up."""
+    deadline = time.time() + give_up_s
+    while time.time() < deadline:
+        outcome, acked = try_once()
+        ledger.attempt(body.n, outcome, deliberate_repeat)
+        if acked:
+            ledger.ack(body.n, outcome)
+            return True
+        if outcome.startswith("http:4"):
+            return False  # a final answer: the sender must fix the request, retrying is pointless
+        time.sleep(0.05 + random.random() * 0.15)
+    return False
+
+
+# ---------------------------------------------------------------- HTTP → push → HTTP
+class HttpToHttp(ChaosPath):
+    """A webhook sender POSTs to the relay and retries until it hears 202 (stored) or 200
+    (already stored); the relay forwards to a local HTTP receiver, which answers 500 to the
+    first try of every 50th message. One message in ten is sent again after its
+    acknowledgement, as senders do, and must be answered 200 duplicate."""
+
+    name = "http"
+    http_bodies = True
+
+    def setup(self):
+        self.receiver = HttpReceiver(self.ctx.ledger, fail_every=50)
+        self._relay(f"""destinations:
+  rx:
+    type: http
+    baseUrl: {self.receiver.url()}
+    path: /hooks
+    timeoutMs: 1500
+routes:
+  - topicPattern: '**'
+    destination: rx
+sources:
+  orders:
+    path: /orders
+    idempotencyKeyPath: $.id
+    topic: orders
+""")
+
+    def _post(self, body) -> tuple[str, bool]:
+        conn = http.client.HTTPConnection("127.0.0.1", self.relay.port, timeout=10)
+        try:
+            headers = {"Content-Type": "application/json", "X-Chaos-N": str(body.n)}
+            # An iterator body makes http.client send Transfer-Encoding: chunked, piece by piece.
+            conn.request("POST", "/inbox/orders", body=iter(body.chunks) if body.chunks else body.raw, headers=headers)
+            r = conn.getresponse()
+            r.read()
+            return f"http:{r.status}", r.status in (200, 202)
+        except (OSError, http.client.HTTPException) as e:
+            return f"error:{type(e).__name__}", False
+        finally:
+            conn.close()
+
+    def send(self, bodies):
+        ledger = self.ctx.ledger
+        repeat = {b.n for b in bodies if self.ctx.rng.random() < 0.1}
+
+        def one(body):
+            ledger.sent(body)
+            if _retrying(ledger, body, lambda: self._post(body)) and body.n in repeat:
+                _retrying(ledger, body, lambda: self._post(body), deliberate_repeat=True)
+
+        with ThreadPoolExecutor(self.ctx.concurrency) as pool:
+            list(pool.map(one, bodies))
+
+    def teardown(self):
+        super().teardown()
+        self.receiver.close()
+
+
+# ---------------------------------------------------------------- RabbitMQ → push → Kafka
+class RabbitToKafka(ChaosPath):
+    """A RabbitMQ publisher with confirms (a message counts as acknowledged once the broker
+    confirmed it) into a durable queue the relay consumes; the relay publishes to a Kafka
+    topic that a Kafka consumer reads from the beginning."""
+
+    name = "rabbit-kafka"
+    needs = ("QUEUEBOX_TEST_AMQP_URL", "QUEUEBOX_TEST_KAFKA_BROKERS")
+
+    def setup(self):
+        import pika
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        self.amqp = os.environ["QUEUEBOX_TEST_AMQP_URL"]
+        self.kafka = os.environ["QUEUEBOX_TEST_KAFKA_BROKERS"]
+        self.queue = f"chaos-{self.ctx.run}"
+        self.topic = f"chaos-{self.ctx.run}-out"
+        with pika.BlockingConnection(pika.URLParameters(self.amqp)) as c:
+            c.channel().queue_declare(self.queue, durable=True)
+        admin = AdminClient({"bootstrap.servers": self.kafka})
+        for f in admin.create_topics([NewTopic(self.topic, num_partitions=1, replication_factor=1)]).values():
+            f.result(30)
+        self.consumer = KafkaReader(self.kafka, self.topic, self.ctx.ledger)
+        self._relay(f"""destinations:
+  out:
+    type: kafka
+    bootstrapServers: {self.kafka}
+    topic: {self.topic}
+    timeoutMs: 5000
+routes:
+  - topicPattern: '**'
+    destination: out
+sources:
+  orders:
+    type: rabbitmq
+    queueName: {self.queue}
+    connectionUrl: {self.amqp}
+    prefetchCount: 20
+""")
+
+    def send(self, bodies):
+        # One connection per publisher thread: a confirm for a persistent message waits for
+        # the broker's disk, so one publisher alone manages only a few messages a second.
+        import pika
+
+        ledger = self.ctx.ledger
+        local = threading.local()
+        opened = []
+
+        def publish(body):
+            try:
+                if getattr(local, "conn", None) is None or local.conn.is_closed:
+                    local.conn = pika.BlockingConnection(pika.URLParameters(self.amqp))
+                    opened.append(local.conn)
+                    local.ch = local.conn.channel()
+                    local.ch.confirm_delivery()
+                local.ch.basic_publish("", self.queue, body.raw, pika.BasicProperties(delivery_mode=2, content_type="application/json"), mandatory=True)
+                return "confirm", True
+            except Exception as e:  # nack, unroutable, connection lost: publish again
+                local.conn = None
+                return f"error:{type(e).__name__}", False
+
+        def one(body):
+            ledger.sent(body)
+            _retrying(ledger, body, lambda: publish(body))
+
+        with ThreadPoolExecutor(self.ctx.concurrency) as pool:
+            list(pool.map(one, bodies))
+        for c in opened:
+            if c.is_open:
+                c.close()
+
+    def teardown(self):
+        super().teardown()
+        self.consumer.close()
+        import pika
+
+        with pika.BlockingConnection(pika.URLParameters(self.amqp)) as c:
+            c.channel().queue_delete(self.queue)
+
+
+class KafkaReader:
+    """Reads a topic from its beginning in a thread and records each record as a delivery."""
+
+    def __init__(self, brokers, topic, ledger):
+        from confluent_kafka import Consumer
+
+        self.ledger, self.stop = ledger, threading.Event()
+        self.c = Consumer({"bootstrap.servers": brokers, "group.id": f"{topic}-reader", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        self.c.subscribe([topic])
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        while not self.stop.is_set():
+            m = self.c.poll(0.2)
+            if m is None or m.error():
+                continue
+            record_delivery(self.ledger, m.value(), dict((k, v.decode("utf-8", "replace")) for k, v in (m.headers() or [])))
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(5)
+        self.c.close()
+
+
+def record_delivery(ledger, raw: bytes, headers: dict[str, str]):
+    h = {k.lower(): v for k, v in headers.items()}
+    try:
+        dig, n = payloads.digest(raw), int(payloads.parse(raw)["n"])
+    except Exception:
+        dig, n = "not-json:" + raw[:60].decode("utf-8", "replace"), None
+    ledger.delivery(n, h.get("x-idempotency-key"), dig, h.get("x-message-id"), True, raw)
+
+
+# ---------------------------------------------------------------- Kafka → push → NATS
+class NatsBox:
+    """nats-py on an event loop of its own thread, so the harness's threads can call it."""
+
+    def __init__(self, url):
+        import nats
+
+        self.loop = asyncio.new_event_loop()
+        threading.Thread(target=self.loop.run_forever, daemon=True).start()
+        self.nc = self.call(nats.connect(url, max_reconnect_attempts=-1))
+        self.js = self.nc.jetstream()
+
+    def call(self, coro, timeout=30):
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout)
+
+    def close(self):
+        try:
+            self.call(self.nc.close(), 10)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+
+
+class KafkaToNats(ChaosPath):
+    """A Kafka producer with acks=all and idempotence (acknowledged on its delivery report)
+    into a topic the relay consumes as a group; the relay publishes to a JetStream subject
+    whose stream a JetStream consumer reads."""
+
+    name = "kafka-nats"
+    needs = ("QUEUEBOX_TEST_KAFKA_BROKERS", "QUEUEBOX_TEST_NATS_URL")
+
+    def setup(self):
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        self.kafka = os.environ["QUEUEBOX_TEST_KAFKA_BROKERS"]
+        self.topic = f"chaos-{self.ctx.run}-in"
+        self.stream = f"CHAOS_{self.ctx.run}".replace("-", "_")
+        self.subject = f"chaos.{self.ctx.run}.out"
+        admin = AdminClient({"bootstrap.servers": self.kafka})
+        for f in admin.create_topics([NewTopic(self.topic, num_partitions=3, replication_factor=1)]).values():
+            f.result(30)
+        self.nats = NatsBox(os.environ["QUEUEBOX_TEST_NATS_URL"])
+        self.nats.call(self.nats.js.add_stream(name=self.stream, subjects=[self.subject]))
+
+        async def on_msg(msg):
+            record_delivery(self.ctx.ledger, msg.data, dict(msg.headers or {}))
+
+        self.sub = self.nats.call(self.nats.js.subscribe(self.subject, cb=on_msg, ordered_consumer=True))
+        self._relay(f"""destinations:
+  out:
+    type: nats
+    servers: {os.environ["QUEUEBOX_TEST_NATS_URL"]}
+    subject: {self.subject}
+    timeoutMs: 5000
+routes:
+  - topicPattern: '**'
+    destination: out
+sources:
+  orders:
+    type: kafka
+    bootstrapServers: {self.kafka}
+    topics: [{self.topic}]
+    groupId: chaos-{self.ctx.run}
+    maxPollRecords: 50
+""")
+
+    def send(self, bodies):
+        from confluent_kafka import Producer
+
+        ledger = self.ctx.ledger
+        p = Producer({"bootstrap.servers": self.kafka, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        waiting = {}
+
+        def report(err, msg, n):
+            if err is None:
+                ledger.attempt(n, "ack")
+                ledger.ack(n, "ack")
+                waiting.pop(n, None)
+            else:
+                ledger.attempt(n, f"error:{err.name()}")
+
+        for attempt in range(5):
+            todo = [b for b in bodies if b.n not in ledger.acked()]
+            if not todo:
+                break
+            for b in todo:
+                if attempt == 0:
+                    ledger.sent(b)
+                waiting[b.n] = b
+                while True:
+                    try:
+                        p.produce(self.topic, b.raw, key=b.key.encode(), on_delivery=lambda err, msg, n=b.n: report(err, msg, n))
+                        break
+                    except BufferError:
+                        p.poll(0.1)
+                p.poll(0)
+            p.flush(30)
+
+    def teardown(self):
+        super().teardown()
+        try:
+            self.nats.call(self.sub.unsubscribe(), 10)
+            self.nats.call(self.nats.js.delete_stream(self.stream), 10)
+        finally:
+            self.nats.close()
+
+
+PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats)}

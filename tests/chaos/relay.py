@@ -1,0 +1,211 @@
+"""The real parts a chaos run drives: the `queuebox` binary, a PostgreSQL database of its own,
+and a local HTTP receiver.
+
+`Relay` runs the binary as a child process (`queuebox --config <file> run`), kills it with
+SIGKILL and starts it again on the same port, and scrapes `/metrics`. `fresh_database()`
+creates an empty database on the test server (the relay migrates it at start-up).
+`HttpReceiver` is the far end of an HTTP destination: it records every request it gets in
+the ledger and can refuse a few first tries with a 500, as a flaky real receiver would.
+"""
+
+from __future__ import annotations
+
+import http.server
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+import urllib.request
+import uuid
+
+import payloads
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def fresh_database(server_url: str, tag: str) -> str:
+    """Creates database `qb_chaos_<tag>_<random>` on the server of `server_url`; returns its URL."""
+    import psycopg
+
+    name = f"qb_chaos_{tag}_{uuid.uuid4().hex[:8]}"
+    base = server_url.rsplit("/", 1)[0]
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as c:
+        c.execute(f"CREATE DATABASE {name}")
+    return f"{base}/{name}"
+
+
+def drop_database(url: str):
+    import psycopg
+
+    base, name = url.rsplit("/", 1)
+    with psycopg.connect(f"{base}/postgres", autocommit=True) as c:
+        c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class RelayDied(RuntimeError):
+    pass
+
+
+class Relay:
+    """One `queuebox run` process, restartable on the same port with the same config."""
+
+    def __init__(self, binary: str, config_yaml: str, workdir: str, name: str = "relay"):
+        self.binary, self.workdir, self.name = binary, workdir, name
+        self.port = free_port()
+        self.config_path = os.path.join(workdir, f"{name}.yml")
+        with open(self.config_path, "w") as f:
+            f.write(config_yaml.replace("{port}", str(self.port)))
+        self.log_path = os.path.join(workdir, f"{name}.log")
+        self.proc: subprocess.Popen | None = None
+        self.starts = 0
+
+    def url(self, path: str = "") -> str:
+        return f"http://127.0.0.1:{self.port}{path}"
+
+    def start(self, timeout: float = 60.0):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("QUEUEBOX_")}
+        env.setdefault("RUST_LOG", "warn")
+        env["NO_COLOR"] = "1"
+        log = open(self.log_path, "a")
+        log.write(f"\n==== start {self.starts} at {time.strftime('%H:%M:%S')}\n")
+        log.flush()
+        self.proc = subprocess.Popen([self.binary, "--config", self.config_path, "run"], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env)
+        log.close()
+        self.starts += 1
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            if self.proc.poll() is not None:
+                raise RelayDied(f"{self.name} exited with {self.proc.returncode} at start-up; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(self.url("/health/live"), timeout=1) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                pass
+            time.sleep(0.05)
+        raise RelayDied(f"{self.name} did not answer /health/live within {timeout}s; see {self.log_path}")
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else -1
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        """SIGKILL: no drain, no goodbye — what a crash or an OOM kill does."""
+        if self.alive():
+            os.kill(self.proc.pid, signal.SIGKILL)
+        if self.proc:
+            self.proc.wait()
+
+    def stop(self, timeout: float = 15.0):
+        """SIGTERM, the graceful stop; SIGKILL if it does not exit in time."""
+        if not self.alive():
+            return
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            self.kill()
+
+    def metrics(self) -> dict[str, float]:
+        """Every series of `/metrics`, by its full name with labels ({} if unreachable)."""
+        try:
+            with urllib.request.urlopen(self.url("/metrics"), timeout=2) as r:
+                text = r.read().decode()
+        except OSError:
+            return {}
+        out = {}
+        for line in text.splitlines():
+            if line and not line.startswith("#"):
+                series, _, value = line.rpartition(" ")
+                try:
+                    out[series] = float(value)
+                except ValueError:
+                    pass
+        return out
+
+    def claims_lost(self) -> dict[str, float] | None:
+        """`queuebox_claims_lost_total` by component, or None when /metrics did not answer."""
+        m = self.metrics()
+        if not m:
+            return None
+        found = {}
+        for series, v in m.items():
+            hit = re.fullmatch(r'queuebox_claims_lost_total\{component="([^"]+)"\}', series)
+            if hit:
+                found[hit.group(1)] = v
+        return found
+
+
+class HttpReceiver:
+    """A real HTTP endpoint for an HTTP destination, recording each request in the ledger.
+
+    `fail_every`: the first try of every message whose number is a multiple of it is
+    answered 500 (0 = never), so retries run alongside the kills.
+    """
+
+    def __init__(self, ledger, fail_every: int = 0):
+        self.ledger, self.fail_every = ledger, fail_every
+        self.seen_fail: set[int] = set()
+        self.lock = threading.Lock()
+        receiver = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):
+                body = receiver._read_body(self)
+                key = self.headers.get("x-idempotency-key")
+                try:
+                    dig = payloads.digest(body)
+                    n = int(payloads.parse(body)["n"])
+                except Exception:
+                    dig, n = "not-json:" + body[:60].decode("utf-8", "replace"), None
+                ok = True
+                if receiver.fail_every and n is not None and n % receiver.fail_every == 0:
+                    with receiver.lock:
+                        if n not in receiver.seen_fail:
+                            receiver.seen_fail.add(n)
+                            ok = False
+                receiver.ledger.delivery(n, key, dig, self.headers.get("x-message-id"), ok, body)
+                self.send_response(200 if ok else 500)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *a):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _read_body(h) -> bytes:
+        if h.headers.get("transfer-encoding", "").lower() == "chunked":
+            out = b""
+            while True:
+                size = int(h.rfile.readline().split(b";")[0], 16)
+                if size == 0:
+                    h.rfile.readline()
+                    return out
+                out += h.rfile.read(size)
+                h.rfile.readline()
+        return h.rfile.read(int(h.headers.get("content-length") or 0))
+
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
