@@ -17,6 +17,15 @@ pub enum Error {
     #[error("cannot connect to the database at {url}: {reason}")]
     Connect { url: String, reason: String },
 
+    /// The database answered, but the encrypted connection the URL asks for could not be
+    /// set up: the server's certificate is not signed by `sslrootcert`, does not name the
+    /// host, has expired, the client certificate is missing or refused, or a certificate
+    /// file cannot be read. Never transient: retrying with the same settings fails the same
+    /// way, and QueueBox never falls back to plain text (only `sslmode=prefer` does, by
+    /// definition). Its kind is [`ErrorKind::Connect`].
+    #[error("cannot set up TLS to the database at {url}: {reason}")]
+    Tls { url: String, reason: String },
+
     /// A QueueBox table is missing: the schema was never migrated.
     #[error("table `{table}` does not exist: run `queuebox migrate --database-url <url>` first")]
     SchemaMissing { table: String },
@@ -63,7 +72,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::ClaimLost { .. } => ErrorKind::ClaimLost,
-            Error::Connect { .. } | Error::Unavailable { .. } => ErrorKind::Connect,
+            Error::Connect { .. } | Error::Tls { .. } | Error::Unavailable { .. } => ErrorKind::Connect,
             Error::SchemaMissing { .. } => ErrorKind::SchemaMissing,
             Error::Migration(_) => ErrorKind::Migration,
             Error::Database { .. } => ErrorKind::Database,

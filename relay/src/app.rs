@@ -45,11 +45,14 @@ async fn connect(cfg: &Config) -> anyhow::Result<PgStore> {
         let pool = PoolSettings { max_connections: cfg.database.pool_size, acquire_timeout: Duration::from_millis(cfg.database.connection_timeout_ms) };
         match PgStore::connect_with(&cfg.database_url(), &pool).await {
             Ok(s) => return Ok(s),
-            Err(e) if Instant::now() + wait < deadline => {
+            // A TLS failure (wrong CA, host name, client certificate) fails the same way on
+            // every attempt: report it now rather than after startupTimeoutMs.
+            Err(e) if e.is_transient() && Instant::now() + wait < deadline => {
                 tracing::warn!(error = %e, "waiting for the database");
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(2));
             }
+            Err(e) if !e.is_transient() => anyhow::bail!("QueueBox could not open the database pool. Reason: {e}"),
             Err(e) => anyhow::bail!("QueueBox could not open the database pool within database.startupTimeoutMs ({} ms). Reason: {e}", cfg.database.startup_timeout_ms),
         }
     }

@@ -4,6 +4,7 @@
 
 mod pull;
 mod relay;
+mod tls;
 mod tx;
 
 use std::time::Duration;
@@ -54,27 +55,30 @@ impl PgStore {
     }
 
     /// Connects a pool with `settings`; [`Self::connect`] with every setting spelled out.
+    /// TLS comes from the URL's libpq parameters (`sslmode`, `sslrootcert`, `sslcert`,
+    /// `sslkey`; see the `tls` module); a TLS failure is [`Error::Tls`], never a fall-back
+    /// to plain text unless the URL says `sslmode=prefer` (sqlx's default) or `allow`.
     pub async fn connect_with(url: &str, settings: &PoolSettings) -> Result<Self> {
         let opts: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| Error::Connect {
             url: redact_url(url),
             reason: format!("not a PostgreSQL URL: {e}"),
         })?;
-        let opts = opts.log_statements(tracing::log::LevelFilter::Trace);
+        let opts = tls::prepare(url, opts.log_statements(tracing::log::LevelFilter::Trace))?;
         let wait = settings.acquire_timeout;
         // One direct connection first: its error says why (refused, auth, unknown database)
         // where a pool would only report a timeout.
         let first = tokio::time::timeout(wait, <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)).await;
         match first {
             Ok(Ok(conn)) => drop(conn),
-            Ok(Err(e)) => return Err(Error::Connect { url: redact_url(url), reason: e.to_string() }),
+            Ok(Err(e)) => return Err(tls::connect_error(url, opts.get_host(), e)),
             Err(_) => return Err(Error::Connect { url: redact_url(url), reason: format!("no answer within {} ms", wait.as_millis()) }),
         }
         let pool = PgPoolOptions::new()
             .max_connections(settings.max_connections.max(2))
             .acquire_timeout(wait)
-            .connect_with(opts)
+            .connect_with(opts.clone())
             .await
-            .map_err(|e| Error::Connect { url: redact_url(url), reason: e.to_string() })?;
+            .map_err(|e| tls::connect_error(url, opts.get_host(), e))?;
         Ok(PgStore { pool })
     }
 
