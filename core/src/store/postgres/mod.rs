@@ -1,6 +1,10 @@
 //! PostgreSQL backend (sqlx). Every lease comparison uses `clock_timestamp()`, the database
 //! clock at the moment of the statement, never the application's clock and never the
 //! transaction start time (a handler's transaction may be old by the time it completes).
+//!
+//! TLS comes from the URL's libpq parameters (`sslmode=verify-full&sslrootcert=…&sslcert=…
+//! &sslkey=…`); `tls` checks them before connecting and turns a handshake failure into
+//! [`Error::Tls`] with its cause in words.
 
 mod pull;
 mod relay;
