@@ -23,6 +23,12 @@ if ! "$venv/bin/python" -c "import psycopg, pika, confluent_kafka, nats" 2>/dev/
 fi
 bash scripts/brokers.sh deps
 cargo build -p queuebox --bins --quiet
+# The pull worker: a crate outside the workspace (tests/chaos/worker), built with the
+# workspace's lock file and target directory so the compiled core is reused.
+cp Cargo.lock tests/chaos/worker/Cargo.lock
+CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo build --quiet --manifest-path tests/chaos/worker/Cargo.toml
+export QB_CHAOS_WORKER="${CARGO_TARGET_DIR:-$root/target}/debug/queuebox-chaos-worker"
+export QB_CHAOS_BINARY="${CARGO_TARGET_DIR:-$root/target}/debug/queuebox"
 
 # Brokers: reuse one already running on its port, start the others, stop only ours at exit.
 eval "$(bash scripts/brokers.sh env)"
@@ -44,4 +50,6 @@ fi
 
 status=0
 "$venv/bin/python" tests/chaos/chaos.py --require-all || status=1
+# The fuzzer of the HTTP inbox endpoint: bounded in requests and seconds.
+"$venv/bin/python" tests/chaos/fuzz.py --requests "${QB_FUZZ_REQUESTS:-1500}" --seconds "${QB_FUZZ_SECONDS:-60}" || status=1
 exit $status

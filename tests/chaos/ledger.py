@@ -233,7 +233,7 @@ def check(path: str, name: str) -> Summary:
     unexplained = []
     for n, cs in copies.items():
         for (a, mid_a), (b, mid_b) in zip(cs, cs[1:]):
-            kind = "same outbox row" if mid_a == mid_b else "two outbox rows"
+            kind = "same row" if mid_a == mid_b else "two rows"
             if any(a - KILL_SLACK_S <= k <= b for k in kills):
                 causes[f"after a kill ({kind})"] += 1
             elif budget >= 1:

@@ -6,7 +6,7 @@ the relay is configured, and where a real receiver picks the delivery up.
 | `http`          | HTTP 202 / 200 duplicate   | http source → http dest   | `relay.HttpReceiver`      |
 | `rabbit-kafka`  | RabbitMQ publisher confirm | rabbitmq source → kafka   | a Kafka consumer          |
 | `kafka-nats`    | Kafka producer ack (all)   | kafka source → nats (JS)  | a JetStream consumer      |
-| `nats-pull`     | JetStream publish ack      | nats source, pull rows    | `pull_worker` (Rust core) |
+| `nats-pull`     | JetStream publish ack      | nats source, pull rows    | tests/chaos/worker (Rust) |
 
 Each class has `setup()` (database, relay, receiver), `send(bodies)` (blocks until every
 message is acknowledged or given up), `killables()` (what the killer may SIGKILL) and
@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import json
 import os
 import random
 import subprocess
@@ -58,8 +59,8 @@ inbox:
 class Context:
     """What a path needs from the harness."""
 
-    def __init__(self, *, ledger, binary, server_url, workdir, run, rng: random.Random, concurrency=8):
-        self.ledger, self.binary, self.server_url, self.workdir = ledger, binary, server_url, workdir
+    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, concurrency=8):
+        self.ledger, self.binary, self.worker_binary, self.server_url, self.workdir = ledger, binary, worker_binary, server_url, workdir
         self.run, self.rng, self.concurrency = run, rng, concurrency
 
 
@@ -393,4 +394,111 @@ sources:
             self.nats.close()
 
 
-PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats)}
+# ---------------------------------------------------------------- NATS → pull worker
+class Worker:
+    """The Rust pull worker (tests/chaos/worker) as a child process whose stdout lines —
+    one per handler call — are recorded as deliveries. Killable and restartable like a relay."""
+
+    def __init__(self, binary, db_url, source, ledger, workdir, lease_ms=CLAIM_MS):
+        self.args = [binary, db_url, source, str(lease_ms)]
+        self.ledger, self.name = ledger, "pull-worker"
+        self.log = os.path.join(workdir, "pull-worker.log")
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else -1
+
+    def start(self):
+        err = open(self.log, "a")
+        self.proc = subprocess.Popen(self.args, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err, env={**os.environ, "RUST_LOG": "warn"})
+        err.close()
+        threading.Thread(target=self._read, args=(self.proc.stdout,), daemon=True).start()
+
+    def _read(self, out):
+        for line in out:  # `{"id", "key", "attempt"}` TAB payload
+            meta, _, raw = line.rstrip(b"\n").partition(b"\t")
+            try:
+                call = json.loads(meta)
+            except ValueError:
+                continue  # a line cut by SIGKILL: the row was not completed and comes back
+            record_delivery(self.ledger, raw, {"x-idempotency-key": call["key"], "x-message-id": call["id"]})
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def kill(self):
+        if self.alive():
+            self.proc.kill()
+        if self.proc:
+            self.proc.wait()
+
+    def stop(self):
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+    def claims_lost(self):
+        return None  # the worker has no /metrics; its lost claims are in its log
+
+
+class NatsToPullWorker(ChaosPath):
+    """A JetStream publisher (acknowledged on the stream's PubAck) into a stream the relay
+    consumes with a durable consumer, storing pull rows; the Rust pull worker claims,
+    handles and completes them. The killer SIGKILLs the relay or the worker."""
+
+    name = "nats-pull"
+    needs = ("QUEUEBOX_TEST_NATS_URL",)
+
+    def setup(self):
+        url = os.environ["QUEUEBOX_TEST_NATS_URL"]
+        self.stream = f"CHAOS_IN_{self.ctx.run}".replace("-", "_")
+        self.subject = f"chaos.{self.ctx.run}.in"
+        self.nats = NatsBox(url)
+        self.nats.call(self.nats.js.add_stream(name=self.stream, subjects=[self.subject]))
+        self._relay(f"""sources:
+  orders:
+    type: nats
+    servers: {url}
+    stream: {self.stream}
+    durable: chaos-{self.ctx.run}
+    consumption: pull
+    ackWaitMs: 3000
+    batchSize: 50
+""")
+        self.worker = Worker(self.ctx.worker_binary, self.db_url, "orders", self.ctx.ledger, self.ctx.workdir)
+        self.worker.start()
+
+    def killables(self):
+        return [self.relay, self.worker]
+
+    def send(self, bodies):
+        ledger = self.ctx.ledger
+
+        def publish(body):
+            try:
+                self.nats.call(self.nats.js.publish(self.subject, body.raw, timeout=5), 10)
+                return "puback", True
+            except Exception as e:
+                return f"error:{type(e).__name__}", False
+
+        def one(body):
+            ledger.sent(body)
+            _retrying(ledger, body, lambda: publish(body))
+
+        with ThreadPoolExecutor(self.ctx.concurrency) as pool:
+            list(pool.map(one, bodies))
+
+    def teardown(self):
+        self.worker.stop()
+        super().teardown()
+        try:
+            self.nats.call(self.nats.js.delete_stream(self.stream), 10)
+        finally:
+            self.nats.close()
+
+
+PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker)}
