@@ -9,7 +9,8 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`message`] | rows and states: [`InboxMessage`], [`InboxState`], [`Consumption`], [`NewInboxMessage`] |
-//! | [`store`] | the store interface ([`Store`], [`StoreTx`]) and its backends ([`store::postgres`]) |
+//! | [`backend`] | the backend factory: a database URL → a [`backend::Database`] (pull store, relay store, migrations, pool gauges); the only place that reads URL schemes |
+//! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`]) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`), each with its statements in one `sql` module |
 //! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown |
 //! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
 //! | [`keys`] | idempotency-key extraction: header, JSONPath, broker message id, SHA-256 digest |
@@ -41,6 +42,7 @@
 //! # }
 //! ```
 
+pub mod backend;
 pub mod backoff;
 pub mod binding;
 pub mod conformance;
@@ -54,6 +56,7 @@ pub mod migrate;
 pub mod store;
 pub mod worker;
 
+pub use backend::{Database, DatabaseSettings};
 pub use backoff::{Decision, RetryPolicy};
 pub use error::{Error, ErrorKind, Result};
 pub use message::{ClaimRef, ClaimedRow, Consumption, InboxMessage, InboxState, InsertOutcome, NewInboxMessage, OutboxState};

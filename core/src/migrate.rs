@@ -83,6 +83,9 @@ pub mod postgres {
         result
     }
 
+    // `Executor::execute(conn, raw_sql(..))` rather than `raw_sql(..).execute(conn)`: the latter
+    // defeats the compiler's `Send` proof once the runner sits behind `async_trait`
+    // ([`crate::backend::Database::migrate`]).
     async fn apply(conn: &mut sqlx::PgConnection) -> Result<MigrationReport> {
         let had_history: bool = sqlx::query_scalar("SELECT to_regclass('queuebox_schema_history') IS NOT NULL")
             .fetch_one(&mut *conn)
@@ -101,7 +104,7 @@ pub mod postgres {
                 ));
             }
         }
-        sqlx::raw_sql(HISTORY).execute(&mut *conn).await.map_err(|e| db_err("migrate", e))?;
+        sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(HISTORY)).await.map_err(|e| db_err("migrate", e))?;
         let rows = sqlx::query("SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version")
             .fetch_all(&mut *conn)
             .await
@@ -127,9 +130,12 @@ pub mod postgres {
                 Some(m) => report.already_applied.push(m.name.to_string()),
             }
         }
-        for m in POSTGRES.iter().filter(|m| !rows.iter().any(|r| r.get::<i32, _>("version") == m.version)) {
+        let applied: Vec<i32> = rows.iter().map(|r| r.get::<i32, _>("version")).collect();
+        let pending: Vec<&Migration> = POSTGRES.iter().filter(|m| !applied.contains(&m.version)).collect();
+        drop(rows);
+        for m in pending {
             let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(|e| db_err("migrate", e))?;
-            sqlx::raw_sql(m.sql).execute(&mut *tx).await.map_err(|e| Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e))))?;
+            sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(m.sql)).await.map_err(|e| Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e))))?;
             sqlx::query("INSERT INTO queuebox_schema_history (version, name, checksum) VALUES ($1, $2, $3)")
                 .bind(m.version)
                 .bind(m.name)

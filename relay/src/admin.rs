@@ -9,7 +9,7 @@ use axum::{Json, Router};
 use bytes::Bytes;
 use queuebox_core::config::render_topic;
 use queuebox_core::headers::relay_headers;
-use queuebox_core::store::relay::{NewOutboxRow, RelayStore, ReplayFilter};
+use queuebox_core::store::relay::{NewOutboxRow, ReplayFilter};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;

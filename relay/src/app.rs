@@ -13,8 +13,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use queuebox_core::config::Config;
-use queuebox_core::migrate;
-use queuebox_core::store::postgres::{PgStore, PoolSettings};
+use queuebox_core::backend::{self, Database, DatabaseSettings};
+use queuebox_core::store::relay::RelayStore;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -27,7 +27,10 @@ use crate::sources::Inbox;
 #[derive(Clone)]
 pub struct AppState {
     pub cfg: Arc<Config>,
-    pub store: Arc<PgStore>,
+    /// The connected backend (PostgreSQL or SQL Server): migrations, readiness, pool gauges.
+    pub db: Arc<dyn Database>,
+    /// The relay store of [`Self::db`]: the inbox relay, outbox relay, retention and admin.
+    pub store: Arc<dyn RelayStore>,
     pub inbox: Inbox,
     pub metrics: Arc<Metrics>,
     pub publishers: Arc<BTreeMap<String, Arc<dyn Publisher>>>,
@@ -37,14 +40,20 @@ pub struct AppState {
     pub loops: Loops,
 }
 
-/// Connects with backoff until `database.startupTimeoutMs` runs out.
-async fn connect(cfg: &Config) -> anyhow::Result<PgStore> {
+/// Connects the backend the database URL names ([`backend::connect`]: PostgreSQL, or SQL
+/// Server in a build with the `sqlserver` feature) with backoff until
+/// `database.startupTimeoutMs` runs out.
+async fn connect(cfg: &Config) -> anyhow::Result<Arc<dyn Database>> {
     let deadline = Instant::now() + Duration::from_millis(cfg.database.startup_timeout_ms);
     let mut wait = Duration::from_millis(200);
+    let settings = DatabaseSettings {
+        url: cfg.database_url(),
+        pool_size: cfg.database.pool_size,
+        connection_timeout: Duration::from_millis(cfg.database.connection_timeout_ms),
+    };
     loop {
-        let pool = PoolSettings { max_connections: cfg.database.pool_size, acquire_timeout: Duration::from_millis(cfg.database.connection_timeout_ms) };
-        match PgStore::connect_with(&cfg.database_url(), &pool).await {
-            Ok(s) => return Ok(s),
+        match backend::connect(&settings).await {
+            Ok(db) => return Ok(db),
             // A TLS failure (wrong CA, host name, client certificate) fails the same way on
             // every attempt: report it now rather than after startupTimeoutMs.
             Err(e) if e.is_transient() && Instant::now() + wait < deadline => {
@@ -61,22 +70,23 @@ async fn connect(cfg: &Config) -> anyhow::Result<PgStore> {
 /// Runs the relay until SIGTERM / SIGINT.
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
-    let store = Arc::new(connect(&cfg).await?);
+    let db = connect(&cfg).await?;
     if cfg.database.migrate {
-        let report = migrate::postgres::run(&store).await.map_err(|e| anyhow::anyhow!("QueueBox could not apply the database migrations. Reason: {e}"))?;
+        let report = db.migrate().await.map_err(|e| anyhow::anyhow!("QueueBox could not apply the database migrations. Reason: {e}"))?;
         for m in &report.applied {
             tracing::info!(migration = %m, "applied migration");
         }
     }
-    store.check_schema().await.map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
+    db.check_schema().await.map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
     // No start-up check of destination timeouts against outbox.claimTimeoutMs: the outbox
     // relay renews its claims every claimTimeoutMs/3 while a publish runs.
     let metrics = Arc::new(Metrics::new());
     let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
     let st = AppState {
-        inbox: Inbox { store: store.clone(), metrics: metrics.clone(), max_header_bytes: cfg.inbox.max_header_bytes },
+        inbox: Inbox { store: db.store(), metrics: metrics.clone(), max_header_bytes: cfg.inbox.max_header_bytes },
         cfg: cfg.clone(),
-        store: store.clone(),
+        store: db.relay_store(),
+        db: db.clone(),
         metrics: metrics.clone(),
         publishers,
         draining: Arc::new(AtomicBool::new(false)),
@@ -153,7 +163,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     for p in st.publishers.values() {
         p.close().await;
     }
-    st.store.pool().close().await;
+    st.db.close().await;
     tracing::info!("Shutdown complete");
     Ok(())
 }
@@ -238,9 +248,9 @@ fn ops_router(st: AppState) -> Router<AppState> {
 }
 
 async fn metrics(State(st): State<AppState>) -> Response {
-    let pool = st.store.pool();
-    st.metrics.set("queuebox_db_pool_connections", &[("state", "active")], (pool.size() as usize - pool.num_idle()) as f64);
-    st.metrics.set("queuebox_db_pool_connections", &[("state", "idle")], pool.num_idle() as f64);
+    let pool = st.db.pool_gauges();
+    st.metrics.set("queuebox_db_pool_connections", &[("state", "active")], pool.active as f64);
+    st.metrics.set("queuebox_db_pool_connections", &[("state", "idle")], pool.idle as f64);
     ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response()
 }
 
@@ -248,8 +258,8 @@ async fn metrics(State(st): State<AppState>) -> Response {
 /// background loop is making progress (or is disabled), else 503.
 async fn ready(State(st): State<AppState>) -> Response {
     let check = async {
-        let current = migrate::postgres::current_version(&st.store).await?;
-        Ok::<_, queuebox_core::Error>(current >= migrate::latest_version(migrate::POSTGRES))
+        let current = st.db.schema_version().await?;
+        Ok::<_, queuebox_core::Error>(current >= st.db.latest_version())
     };
     let (db, schema) = match tokio::time::timeout(Duration::from_secs(2), check).await {
         Ok(Ok(current)) => (true, current),

@@ -8,7 +8,7 @@ use std::time::Duration;
 use queuebox_core::config::render_topic;
 use queuebox_core::headers::relay_headers;
 use queuebox_core::metrics::{claim_lost, Component};
-use queuebox_core::store::relay::{Forwarded, NewOutboxRow, RelayStore};
+use queuebox_core::store::relay::{Forwarded, NewOutboxRow};
 use queuebox_core::ClaimedRow;
 use tokio_util::sync::CancellationToken;
 

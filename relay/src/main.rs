@@ -9,7 +9,6 @@ mod destinations;
 mod inbox_relay;
 mod liveness;
 mod metrics;
-mod migrate_sqlserver;
 mod outbox;
 mod relay_loop;
 mod retention;
@@ -19,8 +18,7 @@ use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
 use queuebox_core::config;
-use queuebox_core::migrate;
-use queuebox_core::store::postgres::PgStore;
+use queuebox_core::backend::{self, DatabaseSettings};
 
 #[derive(Parser)]
 #[command(name = "queuebox", version, about = "QueueBox: a safe inbox and outbox in your own database")]
@@ -40,7 +38,9 @@ enum Command {
     CheckConfig,
     /// Apply the database migrations (idempotent; safe from several replicas at once).
     Migrate {
-        /// PostgreSQL URL, e.g. postgres://user:pass@localhost:5432/app (else the configuration's database.url)
+        /// Database URL: postgres://user:pass@localhost:5432/app, jdbc:postgresql://…, or SQL Server
+        /// (sqlserver://user:pass@host:1433/app, jdbc:sqlserver://…, ADO.NET Server=…;…); else the
+        /// configuration's database.url
         #[arg(long)]
         database_url: Option<String>,
     },
@@ -66,17 +66,16 @@ async fn main() -> std::process::ExitCode {
                 Some(u) => u,
                 None => load(cli.config.as_deref())?.database_url(),
             };
-            if migrate_sqlserver::is_sqlserver_url(&url) {
-                return migrate_sqlserver::run(&url).await;
-            }
-            let store = PgStore::connect(&url, 2).await?;
-            let report = migrate::postgres::run(&store).await?;
+            let db = backend::connect(&DatabaseSettings::new(url).pool_size(2)).await?;
+            let report = db.migrate().await;
+            db.close().await;
+            let report = report?;
             for m in &report.applied {
                 println!("applied {m}");
             }
             println!(
                 "schema is at version {} ({} applied now, {} already applied)",
-                migrate::latest_version(migrate::POSTGRES),
+                db.latest_version(),
                 report.applied.len(),
                 report.already_applied.len()
             );

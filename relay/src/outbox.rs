@@ -16,7 +16,7 @@ use queuebox_core::backoff::{Decision, RetryPolicy};
 use queuebox_core::headers::redact_error;
 use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
-use queuebox_core::store::relay::{ClaimedOutbox, RelayStore};
+use queuebox_core::store::relay::ClaimedOutbox;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 

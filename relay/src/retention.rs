@@ -5,7 +5,6 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuebox_core::config::{parse_duration, TableRetention};
-use queuebox_core::store::relay::RelayStore;
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;

@@ -121,21 +121,16 @@ impl Worker {
         Ok(Worker { inner })
     }
 
-    /// A worker on a new PostgreSQL pool sized for its concurrency.
-    #[cfg(feature = "postgres")]
+    /// A worker on a new pool sized for its concurrency, on the backend `database_url` names
+    /// ([`crate::backend::connect`]: PostgreSQL, or SQL Server with the `sqlserver` feature,
+    /// which polls).
     pub async fn connect(database_url: &str, opts: WorkerOptions) -> Result<Worker> {
         opts.validate()?;
-        #[cfg(feature = "sqlserver")]
-        if crate::store::sqlserver::is_sqlserver_url(database_url) {
-            // sqlserver://, mssql://, jdbc:sqlserver:// or ADO.NET: the SQL Server store (polls).
-            let store = crate::store::sqlserver::SqlServerStore::connect(database_url, opts.effective_concurrency() + 3).await?;
-            store.check_schema().await?;
-            return Worker::new(Arc::new(store), opts).await;
-        }
         // Handlers' transactions, the claim, the renewer and the listener each need one.
-        let store = crate::store::postgres::PgStore::connect(database_url, opts.effective_concurrency() + 3).await?;
-        store.check_schema().await?;
-        Worker::new(Arc::new(store), opts).await
+        let settings = crate::backend::DatabaseSettings::new(database_url).pool_size(opts.effective_concurrency() + 3);
+        let db = crate::backend::connect(&settings).await?;
+        db.check_schema().await?;
+        Worker::new(db.store(), opts).await
     }
 
     pub fn options(&self) -> &WorkerOptions {

@@ -6,7 +6,7 @@
 //! `SYSUTCDATETIME()`. There is no LISTEN/NOTIFY on SQL Server: [`Store::listen`] returns
 //! `None` and workers poll. [`crate::store::relay::RelayStore`] is implemented in `relay.rs`.
 //!
-//! Connection strings ([`parse_connection_string`]):
+//! Connection strings ([`parse_connection_string`]; [`crate::backend`] decides which URLs come here):
 //! - `sqlserver://user:password@host:1433/database?encrypt=true&trust_server_certificate=true`
 //!   (`mssql://` is the same; user and password are percent-decoded);
 //! - ADO.NET: `Server=tcp:host,1433;Database=app;User Id=sa;Password=...;TrustServerCertificate=true`;
@@ -26,6 +26,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tiberius::{AuthMethod, Config, EncryptionLevel};
 
+use crate::backend::SqlServerForm;
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
 use crate::store::{Backend, Store, StoreTx, Wakeup};
@@ -139,33 +140,15 @@ impl Store for SqlServerStore {
     }
 }
 
-/// True for the connection strings this backend accepts: `sqlserver://`, `mssql://`,
-/// `jdbc:sqlserver://`, or an ADO.NET string (`Server=…;…`).
-pub fn is_sqlserver_url(url: &str) -> bool {
-    let lower = url.trim().to_ascii_lowercase();
-    if lower.starts_with("sqlserver://") || lower.starts_with("mssql://") || lower.starts_with("jdbc:sqlserver://") {
-        return true;
-    }
-    !lower.contains("://")
-        && lower.split(';').any(|pair| {
-            let key = pair.split('=').next().unwrap_or("").trim();
-            matches!(key, "server" | "data source" | "address" | "addr" | "network address")
-        })
-}
-
 /// Parses a SQL Server connection string (see the module docs) into a tiberius [`Config`].
 pub fn parse_connection_string(url: &str) -> Result<Config> {
     let bad = |reason: String| Error::Connect { url: redact_url(url), reason };
     let trimmed = url.trim();
-    let lower = trimmed.to_ascii_lowercase();
-    let mut config = if lower.starts_with("jdbc:sqlserver://") {
-        Config::from_jdbc_string(trimmed).map_err(|e| bad(format!("not a JDBC SQL Server URL: {e}")))?
-    } else if lower.starts_with("sqlserver://") || lower.starts_with("mssql://") {
-        parse_url(trimmed).map_err(bad)?
-    } else if is_sqlserver_url(trimmed) {
-        Config::from_ado_string(trimmed).map_err(|e| bad(format!("not an ADO.NET connection string: {e}")))?
-    } else {
-        return Err(bad("not a SQL Server connection string (sqlserver://, mssql://, jdbc:sqlserver:// or Server=...;)".into()));
+    let mut config = match crate::backend::sqlserver_form(trimmed) {
+        Some(SqlServerForm::Jdbc) => Config::from_jdbc_string(trimmed).map_err(|e| bad(format!("not a JDBC SQL Server URL: {e}")))?,
+        Some(SqlServerForm::Url) => parse_url(trimmed).map_err(bad)?,
+        Some(SqlServerForm::Ado) => Config::from_ado_string(trimmed).map_err(|e| bad(format!("not an ADO.NET connection string: {e}")))?,
+        None => return Err(bad("not a SQL Server connection string (sqlserver://, mssql://, jdbc:sqlserver:// or Server=...;)".into())),
     };
     config.command_timeout(Some(COMMAND_TIMEOUT));
     if config.get_handshake_timeout().is_none() {
@@ -268,17 +251,6 @@ pub fn redact_url(url: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn url_schemes_and_ado_strings_are_recognised() {
-        assert!(is_sqlserver_url("sqlserver://sa:pw@localhost/app"));
-        assert!(is_sqlserver_url("MSSQL://localhost"));
-        assert!(is_sqlserver_url("jdbc:sqlserver://localhost:1433;databaseName=app"));
-        assert!(is_sqlserver_url("Server=tcp:localhost,1433;Database=app;User Id=sa;Password=x"));
-        assert!(is_sqlserver_url("Data Source=localhost;Initial Catalog=app"));
-        assert!(!is_sqlserver_url("postgres://postgres@127.0.0.1:55432/queuebox"));
-        assert!(!is_sqlserver_url("host=localhost dbname=app"));
-    }
 
     #[test]
     fn url_parts_reach_the_tiberius_config() {

@@ -26,6 +26,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 pub struct Pool {
     config: Config,
     display: String,
+    max: usize,
     idle: Mutex<Vec<Client>>,
     slots: Arc<Semaphore>,
 }
@@ -38,7 +39,14 @@ impl std::fmt::Debug for Pool {
 
 impl Pool {
     pub(super) fn new(config: Config, max: usize, display: String) -> Self {
-        Pool { config, display, idle: Mutex::new(Vec::new()), slots: Arc::new(Semaphore::new(max)) }
+        Pool { config, display, max, idle: Mutex::new(Vec::new()), slots: Arc::new(Semaphore::new(max)) }
+    }
+
+    /// `(in_use, idle)`: connections checked out now, and open ones waiting in the pool (the
+    /// relay's `queuebox_db_pool_connections` gauge).
+    pub fn gauges(&self) -> (usize, usize) {
+        let in_use = self.max - self.slots.available_permits();
+        (in_use, self.idle.lock().unwrap_or_else(|p| p.into_inner()).len())
     }
 
     /// The tiberius configuration (e.g. to open a connection to another database).
