@@ -112,7 +112,12 @@ impl Error {
     }
 }
 
-/// Stable numeric kinds; the values are part of the C ABI (`QB_ERR_*`).
+/// What a caller can act on, with a stable numeric code and a stable name. This is the one
+/// error-kind table of QueueBox: the C ABI's `QB_ERR_*` statuses carry [`ErrorKind::code`],
+/// the Node and Python bindings set [`ErrorKind::name`] on the errors they raise, and
+/// `proto-docs/error-kinds.json` (written from [`ErrorKind::ALL`] and checked by a test of
+/// this crate) is what the Go, C#, TypeScript and Python tests compare their own mappings
+/// with, exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[repr(i32)]
 pub enum ErrorKind {
@@ -128,17 +133,81 @@ pub enum ErrorKind {
 }
 
 impl ErrorKind {
-    pub fn as_str(self) -> &'static str {
+    /// Every kind, in code order.
+    pub const ALL: [ErrorKind; 9] = [
+        ErrorKind::ClaimLost,
+        ErrorKind::Connect,
+        ErrorKind::SchemaMissing,
+        ErrorKind::Migration,
+        ErrorKind::Database,
+        ErrorKind::Config,
+        ErrorKind::InvalidInput,
+        ErrorKind::AlreadyFinished,
+        ErrorKind::Cancelled,
+    ];
+
+    /// The stable numeric code (the C ABI status value).
+    pub fn code(self) -> i32 {
+        self as i32
+    }
+
+    /// The kind with this code, if any.
+    pub fn from_code(code: i32) -> Option<ErrorKind> {
+        ErrorKind::ALL.into_iter().find(|k| k.code() == code)
+    }
+
+    /// The stable name (`"claim_lost"`, ...), as a NUL-terminated C string for the C ABI.
+    pub fn name_cstr(self) -> &'static std::ffi::CStr {
         match self {
-            ErrorKind::ClaimLost => "claim_lost",
-            ErrorKind::Connect => "connect",
-            ErrorKind::SchemaMissing => "schema_missing",
-            ErrorKind::Migration => "migration",
-            ErrorKind::Database => "database",
-            ErrorKind::Config => "config",
-            ErrorKind::InvalidInput => "invalid_input",
-            ErrorKind::AlreadyFinished => "already_finished",
-            ErrorKind::Cancelled => "cancelled",
+            ErrorKind::ClaimLost => c"claim_lost",
+            ErrorKind::Connect => c"connect",
+            ErrorKind::SchemaMissing => c"schema_missing",
+            ErrorKind::Migration => c"migration",
+            ErrorKind::Database => c"database",
+            ErrorKind::Config => c"config",
+            ErrorKind::InvalidInput => c"invalid_input",
+            ErrorKind::AlreadyFinished => c"already_finished",
+            ErrorKind::Cancelled => c"cancelled",
         }
+    }
+
+    /// The stable name (`"claim_lost"`, `"connect"`, ...).
+    pub fn as_str(self) -> &'static str {
+        self.name_cstr().to_str().expect("kind names are ASCII")
+    }
+
+    /// The table as JSON: `{"kinds": [{"code": 2, "name": "claim_lost"}, ...]}`, the content
+    /// of `proto-docs/error-kinds.json`.
+    pub fn table_json() -> serde_json::Value {
+        let kinds: Vec<_> = ErrorKind::ALL.iter().map(|k| serde_json::json!({"code": k.code(), "name": k.as_str()})).collect();
+        serde_json::json!({ "kinds": kinds })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ErrorKind;
+
+    /// proto-docs/error-kinds.json is the table every wrapper's tests compare with; it must be
+    /// exactly what [`ErrorKind`] says. `QB_BLESS=1` rewrites it after a deliberate change.
+    #[test]
+    fn error_kinds_json_matches_the_core_table() {
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto-docs/error-kinds.json");
+        let fresh = serde_json::to_string_pretty(&ErrorKind::table_json()).unwrap() + "\n";
+        if std::env::var_os("QB_BLESS").is_some() {
+            std::fs::write(&path, &fresh).unwrap();
+        }
+        let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
+        assert_eq!(on_disk, fresh, "{} is stale: rerun with QB_BLESS=1 to rewrite it", path.display());
+    }
+
+    #[test]
+    fn every_code_maps_back_to_its_kind() {
+        for k in ErrorKind::ALL {
+            assert_eq!(ErrorKind::from_code(k.code()), Some(k));
+        }
+        assert_eq!(ErrorKind::from_code(0), None);
+        let names: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        assert_eq!(names.len(), ErrorKind::ALL.len(), "names are unique");
     }
 }

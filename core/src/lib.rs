@@ -3,6 +3,8 @@
 //! The one place QueueBox's protocol lives. The relay binary, the C ABI and every language
 //! wrapper call into this crate; none of them re-implements a claim, a fence, a backoff or
 //! a key rule.
+//! The FFI JSON glue and the conformance-vector runner the bindings share are not protocol
+//! either: they live in `queuebox-bridge` (`bindings/bridge`).
 //!
 //! ## Module map
 //!
@@ -17,9 +19,7 @@
 //! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
 //! | [`migrate`] | embedded migrations and their runner |
 //! | [`metrics`] | process-wide counters such as claims lost |
-//! | [`binding`] | JSON glue shared by the language bindings: options, parameters, messages, tagged errors |
-//! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real functions |
-//! | [`error`] | [`Error`]: one variant per thing a caller can act on |
+//! | [`error`] | [`Error`]: one variant per thing a caller can act on; [`ErrorKind`]: the one error-kind table (code and name) every binding and wrapper uses |
 //!
 //! ## Example: a pull worker
 //!
@@ -44,8 +44,6 @@
 
 pub mod backend;
 pub mod backoff;
-pub mod binding;
-pub mod conformance;
 pub mod config;
 pub mod error;
 pub mod headers;

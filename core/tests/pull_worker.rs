@@ -150,7 +150,46 @@ async fn a_handler_that_outlives_its_lease_is_cancelled_when_renewal_fails() {
     // ...until another owner appears: then the next renewal finds nothing and cancels.
     sqlx::query("UPDATE inbox SET claim_token = gen_random_uuid()").execute(&pool).await.unwrap();
     tokio::time::timeout(Duration::from_secs(3), task.cancelled().cancelled()).await.expect("cancelled after a failed renewal");
-    assert!(matches!(task.complete().await, Err(Error::ClaimLost { .. })));
+    // The renewer already counted the lost claim; a cancelled task may only be abandoned.
+    assert!(matches!(task.complete().await, Err(Error::Cancelled)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_task_may_only_be_abandoned() {
+    let (store, url) = fresh_store("cancelonly").await;
+    let pool = store.pool().clone();
+    insert_pull_rows(&pool, "s", 5, |_| None).await;
+    let opts = WorkerOptions { batch_size: 5, concurrency: 5, shutdown_grace: Duration::from_millis(100), ..fast_opts("s") };
+    let w = Worker::connect(&url, opts).await.unwrap();
+    let mut tasks = Vec::new();
+    for _ in 0..5 {
+        tasks.push(w.next().await.unwrap().unwrap());
+    }
+    tasks[0].execute("CREATE TABLE cancelled_write (x int)", &[]).await.unwrap();
+    assert_eq!(w.shutdown().await, 5, "the grace runs out with five running tasks");
+    assert!(tasks.iter().all(|t| t.cancelled().is_cancelled()));
+
+    let finishes = [
+        ("complete", tasks[0].complete().await),
+        ("fail", tasks[1].fail("boom").await.map(|_| ())),
+        ("retry", tasks[2].retry(Duration::from_secs(1), "later").await),
+        ("dead", tasks[3].dead("poison").await),
+        ("release", tasks[4].release().await),
+    ];
+    for (name, r) in finishes {
+        assert!(matches!(r, Err(Error::Cancelled)), "{name} on a cancelled task: {r:?}");
+    }
+    // Each refused finish abandoned its task: nothing written, writes rolled back.
+    for i in 0..5 {
+        let (state, attempt, _) = row_state(&pool, &format!("k{i}")).await;
+        assert_eq!((state.as_str(), attempt), ("processing", 0), "k{i} untouched");
+    }
+    let table: Option<String> = sqlx::query_scalar("SELECT to_regclass('cancelled_write')::text").fetch_one(&pool).await.unwrap();
+    assert!(table.is_none(), "the cancelled task's transaction rolled back");
+    assert!(matches!(tasks[0].complete().await, Err(Error::AlreadyFinished { .. })), "abandoned for good");
+    tasks[0].abandon().await;
+    let s = w.stats();
+    assert_eq!((s.completed, s.retried, s.dead, s.released), (0, 0, 0, 0));
 }
 
 /// Not a test on its own: the child process of `killed_worker_row_is_redelivered_after_the_lease`.

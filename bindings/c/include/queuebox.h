@@ -8,8 +8,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-// The result of every call. `QB_ERR_*` values 2..=9 mirror `queuebox_core::ErrorKind`;
-// cancellation has its own code so that no caller matches on a message.
+// The result of every call. `QB_ERR_*` values 2..=9 and `QB_CANCELLED` are the codes of
+// `queuebox_core::ErrorKind`, the one error-kind table (a test checks every value and
+// name against it); cancellation has its own code so that no caller matches on a message.
 enum QbStatus
 #if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
   : int32_t
@@ -350,7 +351,7 @@ QbStatus qb_task_abandon(const struct QbTask *task,
 QbStatus qb_task_abandon_blocking(const struct QbTask *task, struct QbError **out_error);
 
 // Runs one case of a `proto-docs/vectors/*.json` file through the core
-// (`queuebox_core::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a
+// (`queuebox_bridge::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a
 // case's `input`; `*out_json` is the output to compare with the case's `expected` as
 // JSON values (free it with `qb_string_free`). Synchronous, needs no runtime.
 //

@@ -5,13 +5,14 @@
 //! goroutine or a C# continuation may run the next call on another OS thread.
 
 use std::any::Any;
-use std::ffi::{c_char, CString};
+use std::ffi::{c_char, CStr, CString};
 use std::ptr;
 
 use queuebox_core::{Error, ErrorKind};
 
-/// The result of every call. `QB_ERR_*` values 2..=9 mirror `queuebox_core::ErrorKind`;
-/// cancellation has its own code so that no caller matches on a message.
+/// The result of every call. `QB_ERR_*` values 2..=9 and `QB_CANCELLED` are the codes of
+/// `queuebox_core::ErrorKind`, the one error-kind table (a test checks every value and
+/// name against it); cancellation has its own code so that no caller matches on a message.
 #[allow(non_camel_case_types)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(i32)]
@@ -57,37 +58,22 @@ impl From<ErrorKind> for QbStatus {
 }
 
 impl QbStatus {
-    /// The stable name of a status (`"claim_lost"`, ...), the same strings as
-    /// `ErrorKind::as_str` in the core.
-    pub fn name(self) -> &'static str {
-        match self {
-            QbStatus::QB_OK => "ok",
-            QbStatus::QB_ERR_INTERNAL => "internal",
-            QbStatus::QB_ERR_CLAIM_LOST => ErrorKind::ClaimLost.as_str(),
-            QbStatus::QB_ERR_CONNECT => ErrorKind::Connect.as_str(),
-            QbStatus::QB_ERR_SCHEMA_MISSING => ErrorKind::SchemaMissing.as_str(),
-            QbStatus::QB_ERR_MIGRATION => ErrorKind::Migration.as_str(),
-            QbStatus::QB_ERR_DATABASE => ErrorKind::Database.as_str(),
-            QbStatus::QB_ERR_CONFIG => ErrorKind::Config.as_str(),
-            QbStatus::QB_ERR_INVALID_INPUT => ErrorKind::InvalidInput.as_str(),
-            QbStatus::QB_ERR_ALREADY_FINISHED => ErrorKind::AlreadyFinished.as_str(),
-            QbStatus::QB_CANCELLED => ErrorKind::Cancelled.as_str(),
-        }
+    /// The core's kind behind this status; `None` for `QB_OK` and `QB_ERR_INTERNAL`.
+    pub fn kind(self) -> Option<ErrorKind> {
+        ErrorKind::from_code(self as i32)
     }
 
-    fn name_cstr(self) -> &'static [u8] {
+    /// The stable name of a status (`"claim_lost"`, ...): the core's `ErrorKind` name, or
+    /// `"ok"` / `"internal"` for the two statuses of the boundary itself.
+    pub fn name(self) -> &'static str {
+        self.name_cstr().to_str().expect("names are ASCII")
+    }
+
+    fn name_cstr(self) -> &'static CStr {
         match self {
-            QbStatus::QB_OK => b"ok\0",
-            QbStatus::QB_ERR_INTERNAL => b"internal\0",
-            QbStatus::QB_ERR_CLAIM_LOST => b"claim_lost\0",
-            QbStatus::QB_ERR_CONNECT => b"connect\0",
-            QbStatus::QB_ERR_SCHEMA_MISSING => b"schema_missing\0",
-            QbStatus::QB_ERR_MIGRATION => b"migration\0",
-            QbStatus::QB_ERR_DATABASE => b"database\0",
-            QbStatus::QB_ERR_CONFIG => b"config\0",
-            QbStatus::QB_ERR_INVALID_INPUT => b"invalid_input\0",
-            QbStatus::QB_ERR_ALREADY_FINISHED => b"already_finished\0",
-            QbStatus::QB_CANCELLED => b"cancelled\0",
+            QbStatus::QB_OK => c"ok",
+            QbStatus::QB_ERR_INTERNAL => c"internal",
+            other => other.kind().expect("every other status is a core kind").name_cstr(),
         }
     }
 }
@@ -137,7 +123,7 @@ impl Failure {
     pub fn into_raw(self) -> *mut QbError {
         Box::into_raw(Box::new(QbError {
             kind: self.status,
-            kind_name: self.status.name_cstr().as_ptr() as *const c_char,
+            kind_name: self.status.name_cstr().as_ptr(),
             code: self.code.map_or(ptr::null_mut(), |c| cstring(c).into_raw()),
             message: cstring(self.message).into_raw(),
         }))
@@ -146,12 +132,7 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        let code = match &e {
-            Error::Database { code, .. } => code.clone(),
-            Error::Config { path, .. } => Some(path.clone()),
-            _ => None,
-        };
-        Failure { status: e.kind().into(), code, message: e.to_string() }
+        Failure { status: e.kind().into(), code: queuebox_bridge::errors::detail(&e), message: e.to_string() }
     }
 }
 
@@ -195,13 +176,33 @@ pub unsafe extern "C" fn qb_error_free(error: *mut QbError) {
 /// freed. Unknown values give `"unknown"`.
 #[no_mangle]
 pub extern "C" fn qb_status_name(status: i32) -> *const c_char {
-    let name: &'static [u8] = match status {
-        0..=10 => {
-            // SAFETY: 0..=10 are exactly the discriminants of QbStatus.
-            let s: QbStatus = unsafe { std::mem::transmute::<i32, QbStatus>(status) };
-            s.name_cstr()
-        }
-        _ => b"unknown\0",
+    let name: &'static CStr = match status {
+        0 => QbStatus::QB_OK.name_cstr(),
+        1 => QbStatus::QB_ERR_INTERNAL.name_cstr(),
+        _ => ErrorKind::from_code(status).map_or(c"unknown", ErrorKind::name_cstr),
     };
-    name.as_ptr() as *const c_char
+    name.as_ptr()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The C statuses are the core's kind table: same code, same name, for every kind.
+    #[test]
+    fn every_core_error_kind_is_a_status_with_its_code_and_name() {
+        for k in ErrorKind::ALL {
+            let s = QbStatus::from(k);
+            assert_eq!(s as i32, k.code(), "{k:?}");
+            assert_eq!(s.name(), k.as_str(), "{k:?}");
+            assert_eq!(s.kind(), Some(k));
+            // SAFETY: qb_status_name returns a static NUL-terminated string.
+            let c = unsafe { CStr::from_ptr(qb_status_name(k.code())) };
+            assert_eq!(c.to_str().unwrap(), k.as_str());
+        }
+        assert_eq!(QbStatus::QB_OK.kind(), None);
+        assert_eq!(QbStatus::QB_ERR_INTERNAL.name(), "internal");
+        // SAFETY: as above.
+        assert_eq!(unsafe { CStr::from_ptr(qb_status_name(99)) }.to_str().unwrap(), "unknown");
+    }
 }

@@ -63,7 +63,7 @@ pub unsafe extern "C" fn qb_task_message(task: *const QbTask, out_json: *mut *mu
     clear_out(out_json);
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        let json = queuebox_core::binding::message_to_json(t.task.message()).to_string();
+        let json = queuebox_bridge::json::message_to_json(t.task.message()).to_string();
         if out_json.is_null() {
             return Err(Failure::invalid("out_json is NULL"));
         }
@@ -134,11 +134,11 @@ pub unsafe extern "C" fn qb_task_wait_cancelled_blocking(task: *const QbTask, ou
 }
 
 /// `[1, "a", null, {"k": 1}]` → parameters: strings are text, integers 64-bit, objects and
-/// arrays JSON (the core's `binding::params_from_json`). NULL means no parameters.
+/// arrays JSON (`queuebox_bridge::json::params_from_json`). NULL means no parameters.
 fn params(json: Option<&str>) -> Outcome<Vec<SqlValue>> {
     let Some(json) = json else { return Ok(Vec::new()) };
     let v: Value = serde_json::from_str(json).map_err(|e| Failure::invalid(format!("params_json is not valid JSON: {e}")))?;
-    Ok(queuebox_core::binding::params_from_json(&v)?)
+    Ok(queuebox_bridge::json::params_from_json(&v)?)
 }
 
 fn execute(t: &QbTask, sql: *const c_char, params_json: *const c_char) -> Outcome<impl Future<Output = Outcome<u64>>> {
@@ -273,24 +273,18 @@ enum Finish {
     Abandon,
 }
 
-/// Runs a finish. A cancelled task (lease lost, shutdown grace over) is abandoned instead
-/// and the finish reports `Cancelled`: after a shutdown's grace no row may be completed,
-/// and after a lost lease no statement may be written.
+/// Runs a finish. The core refuses every finish but abandon on a cancelled task (lease
+/// lost, shutdown grace over): it abandons the task and reports `Cancelled`.
 async fn finish(task: Task, settled: CancellationToken, how: Finish) -> Outcome<()> {
-    let r: Result<(), Error> = if task.cancelled().is_cancelled() && !matches!(how, Finish::Abandon) {
-        task.abandon().await;
-        Err(Error::Cancelled)
-    } else {
-        match how {
-            Finish::Complete => task.complete().await,
-            Finish::Fail(e) => task.fail(&e).await.map(|_| ()),
-            Finish::Retry(d, e) => task.retry(d, &e).await,
-            Finish::Dead(r) => task.dead(&r).await,
-            Finish::Release => task.release().await,
-            Finish::Abandon => {
-                task.abandon().await;
-                Ok(())
-            }
+    let r: Result<(), Error> = match how {
+        Finish::Complete => task.complete().await,
+        Finish::Fail(e) => task.fail(&e).await.map(|_| ()),
+        Finish::Retry(d, e) => task.retry(d, &e).await,
+        Finish::Dead(r) => task.dead(&r).await,
+        Finish::Release => task.release().await,
+        Finish::Abandon => {
+            task.abandon().await;
+            Ok(())
         }
     };
     settled.cancel();

@@ -2,16 +2,15 @@
 
 use std::ffi::{c_char, c_void};
 
-use queuebox_core::store::postgres::PgStore;
 use serde_json::Value;
 
-use crate::boundary::{block, clear_out, guard, handle_ref, into_c_string, str_arg, Outcome, SendPtr};
+use crate::boundary::{block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, Outcome, SendPtr};
 use crate::error::{Failure, QbError, QbStatus};
 use crate::runtime::QbRuntime;
 use crate::worker::QbStringCallback;
 
 /// Runs one case of a `proto-docs/vectors/*.json` file through the core
-/// (`queuebox_core::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a
+/// (`queuebox_bridge::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a
 /// case's `input`; `*out_json` is the output to compare with the case's `expected` as
 /// JSON values (free it with `qb_string_free`). Synchronous, needs no runtime.
 ///
@@ -26,16 +25,16 @@ pub unsafe extern "C" fn qb_conformance_evaluate(kind: *const c_char, input_json
         if out_json.is_null() {
             return Err(Failure::invalid("out_json is NULL"));
         }
-        let out = queuebox_core::conformance::evaluate(kind, &input)?;
+        let out = queuebox_bridge::conformance::evaluate(kind, &input)?;
         *out_json = into_c_string(out.to_string());
         Ok(())
     })
 }
 
+/// The one migrate call site of the C ABI (`queuebox_bridge::migrate`); the report as
+/// `{"applied":[...],"alreadyApplied":[...]}`.
 async fn migrate(url: String) -> Outcome<String> {
-    let store = PgStore::connect(&url, 2).await?;
-    let report = queuebox_core::migrate::postgres::run(&store).await?;
-    store.pool().close().await;
+    let report = queuebox_bridge::migrate::migrate(url).await?;
     Ok(serde_json::json!({ "applied": report.applied, "alreadyApplied": report.already_applied }).to_string())
 }
 
@@ -51,15 +50,9 @@ pub unsafe extern "C" fn qb_migrate(runtime: *const QbRuntime, database_url: *co
         let handle = handle_ref(runtime, "runtime")?.handle();
         let url = str_arg(database_url, "database_url")?.to_string();
         let ud = SendPtr(user_data);
-        // sqlx's migration future is not `Send` for every lifetime, so it runs on a thread
-        // of its own that blocks on the runtime; the callback still fires off the caller's thread.
-        std::thread::Builder::new().name("queuebox-migrate".into()).spawn(move || {
+        spawn(&handle, migrate(url), move |st, json, err| {
             let ud = ud;
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| handle.block_on(migrate(url)))).unwrap_or_else(|p| Err(Failure::panic(p)));
-            let (st, json, err) = match r {
-                Ok(j) => (QbStatus::QB_OK, into_c_string(j), std::ptr::null_mut()),
-                Err(f) => (f.status, std::ptr::null_mut(), f.into_raw()),
-            };
+            let json = json.map_or(std::ptr::null_mut(), into_c_string);
             match callback {
                 Some(cb) => cb(ud.0, st, json, err),
                 None => {
@@ -67,7 +60,7 @@ pub unsafe extern "C" fn qb_migrate(runtime: *const QbRuntime, database_url: *co
                     crate::error::qb_error_free(err);
                 }
             }
-        }).map_err(|e| Failure { status: QbStatus::QB_ERR_INTERNAL, code: None, message: format!("cannot start the migration thread: {e}") })?;
+        });
         Ok(())
     })
 }

@@ -50,12 +50,12 @@ pub type QbDoneCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, st
 /// Fires once with a JSON string (owned by the receiver) or an error.
 pub type QbStringCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, json: *mut c_char, error: *mut QbError)>;
 
-/// Options JSON → `WorkerOptions` through the core's shared binding glue
-/// (`queuebox_core::binding::worker_options_from_json`: defaults for missing keys, an
+/// Options JSON → `WorkerOptions` through the glue the bindings share
+/// (`queuebox_bridge::json::worker_options_from_json`: defaults for missing keys, an
 /// error naming a wrong or unknown key, then `WorkerOptions::validate`).
 pub(crate) fn parse_options(json: &str) -> Outcome<WorkerOptions> {
     let value: Value = serde_json::from_str(json).map_err(|e| Failure::config("options", format!("is not valid JSON: {e}")))?;
-    Ok(queuebox_core::binding::worker_options_from_json(&value)?)
+    Ok(queuebox_bridge::json::worker_options_from_json(&value)?)
 }
 
 async fn connect(handle: Handle, url: String, opts: WorkerOptions) -> Outcome<Box<QbWorker>> {
@@ -147,7 +147,7 @@ async fn next(w: Worker, handle: Handle) -> Outcome<Option<(Box<QbTask>, String)
     match w.next().await? {
         None => Ok(None),
         Some(task) => {
-            let json = queuebox_core::binding::message_to_json(task.message()).to_string();
+            let json = queuebox_bridge::json::message_to_json(task.message()).to_string();
             Ok(Some((QbTask::boxed(task, handle), json)))
         }
     }

@@ -1,127 +1,117 @@
 //! Node.js binding (napi-rs) of the QueueBox core. Everything here is glue: the pull worker,
 //! its lease renewal, claims, retry policy and key rules run in `queuebox-core` on napi's
-//! tokio runtime. JavaScript drives a poll/complete loop (`await worker.next()` → task →
-//! handler → `await task.complete()` / `fail()` / `retry()` / `dead()`), so no call blocks
-//! the event loop: every method that touches the database returns a Promise.
+//! tokio runtime, and the JSON glue, migrations and the enqueue pool are `queuebox-bridge`'s,
+//! shared with the C and Python bindings. JavaScript drives a poll/complete loop (`await
+//! worker.next()` → task → handler → `await task.complete()` / `fail()` / `retry()` /
+//! `dead()`), so no call blocks the event loop: every method that touches the database
+//! returns a Promise.
 //!
-//! Values cross as JSON text (options, statement parameters, rows, messages) and errors as
-//! `"[kind] message"` (see `queuebox_core::binding::tagged_error`), which the TypeScript
-//! client turns into typed errors.
+//! Values cross as JSON text (options, statement parameters, rows, messages). Errors cross
+//! typed: a failing call throws (or rejects with) a JavaScript `Error` whose `code` is the
+//! core's `ErrorKind` name (`"claim_lost"`, `"cancelled"`, ...), set natively by
+//! [`Typed`]; the TypeScript client maps `code` to its error classes.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
 use napi_derive::napi;
+use qb::Result as QbResult;
+use queuebox_bridge::{conformance, database, json};
 use queuebox_core as qb;
-use qb::binding;
-use qb::store::postgres::PgStore;
-use qb::{Decision, Store};
-use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-fn err(e: qb::Error) -> napi::Error {
-    napi::Error::from_reason(binding::tagged_error(&e))
-}
+/// The outcome of a call as JavaScript sees it: the value, or a thrown / rejected `Error`
+/// whose `code` property is the core's kind name (napi creates it with
+/// `napi_create_error(code, message)`). Every fallible export returns one.
+pub struct Typed<T>(QbResult<T>);
 
-fn parse(what: &str, text: &str) -> Result<Value> {
-    serde_json::from_str(text).map_err(|e| err(qb::Error::InvalidInput(format!("{what} is not JSON: {e}"))))
-}
-
-fn params(text: Option<String>) -> Result<Vec<qb::SqlValue>> {
-    match text {
-        None => Ok(Vec::new()),
-        Some(t) => binding::params_from_json(&parse("parameters", &t)?).map_err(err),
+impl<T> From<QbResult<T>> for Typed<T> {
+    fn from(r: QbResult<T>) -> Self {
+        Typed(r)
     }
 }
 
-fn rows_json(rows: Vec<qb::store::JsonRow>) -> String {
-    Value::Array(rows.into_iter().map(Value::Object).collect()).to_string()
+/// The `code` napi gives the JavaScript error: the core's stable kind name.
+struct KindName(&'static str);
+
+impl AsRef<str> for KindName {
+    fn as_ref(&self) -> &str {
+        self.0
+    }
+}
+
+impl<T: ToNapiValue> ToNapiValue for Typed<T> {
+    unsafe fn to_napi_value(env: napi::sys::napi_env, val: Self) -> Result<napi::sys::napi_value> {
+        match val.0 {
+            Ok(v) => T::to_napi_value(env, v),
+            Err(e) => {
+                let js = JsError::from(napi::Error::new(KindName(e.kind().as_str()), e.to_string())).into_value(env);
+                // Throwing (or rejecting with) an `Error` made from a JS value hands over
+                // that very object, `code` included.
+                Err(napi::Error::from(Unknown::from_raw_unchecked(env, js)))
+            }
+        }
+    }
 }
 
 /// Runs one conformance vector case through the real core functions:
 /// `evaluate(kind, JSON.stringify(input))` → JSON text of the output.
 #[napi]
-pub fn evaluate(kind: String, input_json: String) -> Result<String> {
-    let input = parse("vector input", &input_json)?;
-    qb::conformance::evaluate(&kind, &input).map(|v| v.to_string()).map_err(err)
+pub fn evaluate(kind: String, input_json: String) -> Typed<String> {
+    json::parse("vector input", &input_json).and_then(|input| conformance::evaluate(&kind, &input)).map(|v| v.to_string()).into()
 }
 
-/// Applies the embedded PostgreSQL migrations; resolves to the names applied now.
+/// Applies the embedded migrations; resolves to the names applied now.
 #[napi]
-pub async fn migrate(database_url: String) -> Result<Vec<String>> {
-    // The migration future is not provably `Send` for every lifetime (sqlx executors), so
-    // it runs to completion on a blocking thread of the runtime instead of being spawned.
-    let handle = tokio::runtime::Handle::current();
-    let run = tokio::task::spawn_blocking(move || {
-        handle.block_on(async move {
-            let store = PgStore::connect(&database_url, 2).await?;
-            let report = qb::migrate::postgres::run(&store).await;
-            store.pool().close().await;
-            report
-        })
-    });
-    let report = run.await.map_err(|e| napi::Error::from_reason(format!("[database] migration thread failed: {e}")))?.map_err(err)?;
-    Ok(report.applied.iter().map(|m| m.to_string()).collect())
+pub async fn migrate(database_url: String) -> Typed<Vec<String>> {
+    queuebox_bridge::migrate::migrate(database_url).await.map(|report| report.applied).into()
 }
 
 /// A small pool for enqueueing pull rows and for statements outside a handler.
 #[napi]
 pub struct Database {
-    store: Arc<PgStore>,
+    db: database::Database,
 }
 
 /// Connects a [`Database`] of at most `maxConnections` (default 4).
 #[napi]
-pub async fn connect_database(database_url: String, max_connections: Option<u32>) -> Result<Database> {
-    let store = PgStore::connect(&database_url, max_connections.unwrap_or(4)).await.map_err(err)?;
-    Ok(Database { store: Arc::new(store) })
+pub async fn connect_database(database_url: String, max_connections: Option<u32>) -> Typed<Database> {
+    database::Database::connect(&database_url, max_connections).await.map(|db| Database { db }).into()
 }
 
 #[napi]
 impl Database {
     /// Runs one statement in its own transaction; resolves to the affected row count.
     #[napi]
-    pub async fn execute(&self, sql: String, params_json: Option<String>) -> Result<i64> {
-        let p = params(params_json)?;
-        let mut tx = self.store.begin().await.map_err(err)?;
-        let n = tx.execute(&sql, &p).await.map_err(err)?;
-        tx.commit().await.map_err(err)?;
-        Ok(n as i64)
+    pub async fn execute(&self, sql: String, params_json: Option<String>) -> Typed<i64> {
+        let run = async { self.db.execute(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        run.await.map(|n| n as i64).into()
     }
 
     /// Runs one query in its own transaction; resolves to the rows as a JSON array text.
     #[napi]
-    pub async fn query(&self, sql: String, params_json: Option<String>) -> Result<String> {
-        let p = params(params_json)?;
-        let mut tx = self.store.begin().await.map_err(err)?;
-        let rows = tx.query(&sql, &p).await.map_err(err)?;
-        tx.commit().await.map_err(err)?;
-        Ok(rows_json(rows))
+    pub async fn query(&self, sql: String, params_json: Option<String>) -> Typed<String> {
+        let run = async { self.db.query(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        run.await.into()
     }
 
     /// Runs SQL text outside any transaction with the simple query protocol (several
     /// statements allowed, no parameters): `CREATE DATABASE`, `VACUUM`, set-up scripts.
     #[napi]
-    pub async fn execute_script(&self, sql: String) -> Result<i64> {
-        let pool = self.store.pool().clone();
-        let r = sqlx::raw_sql(&sql).execute(&pool).await;
-        r.map(|d| d.rows_affected() as i64).map_err(|e| err(qb::Error::Database { operation: "script", message: e.to_string(), code: None }))
+    pub async fn execute_script(&self, sql: String) -> Typed<i64> {
+        self.db.execute_script(&sql).await.map(|n| n as i64).into()
     }
 
     /// Stores one pull row (`{source, idempotencyKey, payload, aggregateId?, eventType?,
     /// headers?, correlationId?}`); resolves to `{"id", "duplicate"}` as JSON text.
     #[napi]
-    pub async fn enqueue(&self, message_json: String) -> Result<String> {
-        let v = parse("message", &message_json)?;
-        let msg = binding::new_pull_message_from_json(&v).map_err(err)?;
-        let out = self.store.insert_inbox(&msg).await.map_err(err)?;
-        Ok(json!({"id": out.id().to_string(), "duplicate": out.is_duplicate()}).to_string())
+    pub async fn enqueue(&self, message_json: String) -> Typed<String> {
+        self.db.enqueue(&message_json).await.into()
     }
 
     #[napi]
     pub async fn close(&self) {
-        self.store.pool().close().await;
+        self.db.close().await;
     }
 }
 
@@ -134,26 +124,28 @@ pub struct NativeWorker {
 /// Connects a worker: `options` is the JSON text of the client options (camelCase names);
 /// the defaults and validation are the core's.
 #[napi]
-pub async fn connect_worker(database_url: String, options_json: String) -> Result<NativeWorker> {
-    let opts = binding::worker_options_from_json(&parse("options", &options_json)?).map_err(err)?;
-    let worker = qb::Worker::connect(&database_url, opts).await.map_err(err)?;
-    Ok(NativeWorker { worker })
+pub async fn connect_worker(database_url: String, options_json: String) -> Typed<NativeWorker> {
+    let run = async {
+        let opts = json::worker_options_from_json(&json::parse("options", &options_json)?)?;
+        qb::Worker::connect(&database_url, opts).await
+    };
+    run.await.map(|worker| NativeWorker { worker }).into()
 }
 
 /// Validates options without connecting; returns the effective options as JSON text.
 #[napi]
-pub fn resolve_options(options_json: String) -> Result<String> {
-    let opts = binding::worker_options_from_json(&parse("options", &options_json)?).map_err(err)?;
-    Ok(binding::worker_options_to_json(&opts).to_string())
+pub fn resolve_options(options_json: String) -> Typed<String> {
+    let opts = json::parse("options", &options_json).and_then(|v| json::worker_options_from_json(&v));
+    opts.map(|o| json::worker_options_to_json(&o).to_string()).into()
 }
 
 #[napi]
 impl NativeWorker {
     /// The next claimed task; `null` once shutdown has begun.
     #[napi]
-    pub async fn next(&self) -> Result<Option<NativeTask>> {
-        let task = self.worker.next().await.map_err(err)?;
-        Ok(task.map(|task| NativeTask { task, done: CancellationToken::new() }))
+    pub async fn next(&self) -> Typed<Option<NativeTask>> {
+        let task = self.worker.next().await;
+        task.map(|t| t.map(|task| NativeTask { task, done: CancellationToken::new() })).into()
     }
 
     /// Graceful shutdown; resolves to the number of running tasks cancelled after the grace.
@@ -175,18 +167,20 @@ impl NativeWorker {
     /// The worker's counters as JSON text.
     #[napi]
     pub fn stats_json(&self) -> String {
-        binding::stats_to_json(&self.worker.stats()).to_string()
+        json::stats_to_json(&self.worker.stats()).to_string()
     }
 
     /// The effective options as JSON text.
     #[napi]
     pub fn options_json(&self) -> String {
-        binding::worker_options_to_json(self.worker.options()).to_string()
+        json::worker_options_to_json(self.worker.options()).to_string()
     }
 }
 
 /// One claimed row. Business writes through `execute`/`query` run in the task's own
-/// transaction and commit with `complete()`; every other finish rolls them back.
+/// transaction and commit with `complete()`; every other finish rolls them back. On a
+/// cancelled task every finish but `abandon()` abandons it and rejects with `cancelled`
+/// (the core's rule).
 #[napi]
 pub struct NativeTask {
     task: qb::Task,
@@ -195,9 +189,9 @@ pub struct NativeTask {
 }
 
 impl NativeTask {
-    fn finished<T>(&self, r: qb::Result<T>) -> Result<T> {
+    fn finished<T>(&self, r: QbResult<T>) -> Typed<T> {
         self.done.cancel();
-        r.map_err(err)
+        r.into()
     }
 }
 
@@ -206,51 +200,48 @@ impl NativeTask {
     /// The message as JSON text (camelCase fields; never the claim token).
     #[napi]
     pub fn message_json(&self) -> String {
-        binding::message_to_json(self.task.message()).to_string()
+        json::message_to_json(self.task.message()).to_string()
     }
 
     #[napi]
-    pub async fn execute(&self, sql: String, params_json: Option<String>) -> Result<i64> {
-        let p = params(params_json)?;
-        self.task.execute(&sql, &p).await.map(|n| n as i64).map_err(err)
+    pub async fn execute(&self, sql: String, params_json: Option<String>) -> Typed<i64> {
+        let run = async { self.task.execute(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        run.await.map(|n| n as i64).into()
     }
 
     #[napi]
-    pub async fn query(&self, sql: String, params_json: Option<String>) -> Result<String> {
-        let p = params(params_json)?;
-        self.task.query(&sql, &p).await.map(rows_json).map_err(err)
+    pub async fn query(&self, sql: String, params_json: Option<String>) -> Typed<String> {
+        let run = async { self.task.query(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        run.await.map(json::rows_to_text).into()
     }
 
     #[napi]
-    pub async fn complete(&self) -> Result<()> {
+    pub async fn complete(&self) -> Typed<()> {
         let r = self.task.complete().await;
         self.finished(r)
     }
 
     /// Applies the retry policy; resolves to `"retry"` or `"dead"`.
     #[napi]
-    pub async fn fail(&self, error: String) -> Result<String> {
-        let r = self.task.fail(&error).await.map(|d| match d {
-            Decision::Retry(_) => "retry".to_string(),
-            Decision::Dead => "dead".to_string(),
-        });
+    pub async fn fail(&self, error: String) -> Typed<String> {
+        let r = self.task.fail(&error).await.map(|d| json::decision_name(d).to_string());
         self.finished(r)
     }
 
     #[napi]
-    pub async fn retry(&self, delay_ms: u32, error: String) -> Result<()> {
+    pub async fn retry(&self, delay_ms: u32, error: String) -> Typed<()> {
         let r = self.task.retry(Duration::from_millis(delay_ms as u64), &error).await;
         self.finished(r)
     }
 
     #[napi]
-    pub async fn dead(&self, reason: String) -> Result<()> {
+    pub async fn dead(&self, reason: String) -> Typed<()> {
         let r = self.task.dead(&reason).await;
         self.finished(r)
     }
 
     #[napi]
-    pub async fn release(&self) -> Result<()> {
+    pub async fn release(&self) -> Typed<()> {
         let r = self.task.release().await;
         self.finished(r)
     }

@@ -1,97 +1,104 @@
 //! Python binding (pyo3) of the QueueBox core, imported as `queuebox_inbox._native`.
 //! Everything here is glue: claims, lease renewal, retry policy and key rules run in
-//! `queuebox-core` on a tokio runtime. Every method that touches the database returns an
-//! asyncio awaitable (pyo3-async-runtimes), so no call holds the GIL while it waits; the
-//! pure-Python package `queuebox_inbox` (clients/python) builds the asyncio and blocking
-//! worker APIs on this poll/complete interface.
+//! `queuebox-core` on a tokio runtime, and the JSON glue, migrations and the enqueue pool are
+//! `queuebox-bridge`'s, shared with the C and Node bindings. Every method that touches the
+//! database returns an asyncio awaitable (pyo3-async-runtimes), so no call holds the GIL
+//! while it waits; the pure-Python package `queuebox_inbox` (clients/python) builds the
+//! asyncio and blocking worker APIs on this poll/complete interface.
 //!
-//! Values cross as JSON text (options, parameters, rows, messages) and errors as
-//! `NativeError("[kind] message")` (see `queuebox_core::binding::tagged_error`), which the
-//! wrapper turns into typed exceptions.
+//! Values cross as JSON text (options, parameters, rows, messages). Errors cross typed: one
+//! exception class per core `ErrorKind`, all subclasses of `QueueBoxError`, each with the
+//! kind's name as its `kind` class attribute; `queuebox_inbox` re-exports them.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
+use queuebox_bridge::{conformance, database, json};
 use queuebox_core as qb;
-use qb::binding;
-use qb::store::postgres::PgStore;
-use qb::{Decision, Store};
-use serde_json::{json, Value};
+use qb::ErrorKind;
 use tokio_util::sync::CancellationToken;
 
-create_exception!(_native, NativeError, PyException, "An error of the QueueBox core, as \"[kind] message\".");
+create_exception!(queuebox_inbox, QueueBoxError, PyException, "An error of the QueueBox core; `kind` names what a caller can act on.");
+create_exception!(queuebox_inbox, ClaimLost, QueueBoxError, "A fenced write matched no row: the lease expired or another worker owns the row.");
+create_exception!(queuebox_inbox, ConnectError, QueueBoxError, "The database could not be reached (refused, timed out, TLS, or unavailable mid-call).");
+create_exception!(queuebox_inbox, SchemaMissing, QueueBoxError, "A QueueBox table is missing: run the migrations.");
+create_exception!(queuebox_inbox, MigrationError, QueueBoxError, "The migration history disagrees with this build.");
+create_exception!(queuebox_inbox, DatabaseError, QueueBoxError, "A statement failed.");
+create_exception!(queuebox_inbox, ConfigError, QueueBoxError, "An option is invalid; the message names it.");
+create_exception!(queuebox_inbox, InvalidInput, QueueBoxError, "A value given by the caller is invalid.");
+create_exception!(queuebox_inbox, AlreadyFinished, QueueBoxError, "The task was already completed, retried, dead-lettered, released or abandoned.");
+create_exception!(queuebox_inbox, Cancelled, QueueBoxError, "The task was cancelled (lease lost or shutdown grace over); it may only be abandoned.");
 
-fn err(e: qb::Error) -> PyErr {
-    NativeError::new_err(binding::tagged_error(&e))
-}
-
-fn parse(what: &str, text: &str) -> PyResult<Value> {
-    serde_json::from_str(text).map_err(|e| err(qb::Error::InvalidInput(format!("{what} is not JSON: {e}"))))
-}
-
-fn params(text: Option<String>) -> PyResult<Vec<qb::SqlValue>> {
-    match text {
-        None => Ok(Vec::new()),
-        Some(t) => binding::params_from_json(&parse("parameters", &t)?).map_err(err),
+/// The exception class of each kind of the core's table; the match is exhaustive, so a new
+/// kind does not compile until it has a class here.
+fn class_of(py: Python<'_>, kind: ErrorKind) -> Bound<'_, pyo3::types::PyType> {
+    match kind {
+        ErrorKind::ClaimLost => py.get_type::<ClaimLost>(),
+        ErrorKind::Connect => py.get_type::<ConnectError>(),
+        ErrorKind::SchemaMissing => py.get_type::<SchemaMissing>(),
+        ErrorKind::Migration => py.get_type::<MigrationError>(),
+        ErrorKind::Database => py.get_type::<DatabaseError>(),
+        ErrorKind::Config => py.get_type::<ConfigError>(),
+        ErrorKind::InvalidInput => py.get_type::<InvalidInput>(),
+        ErrorKind::AlreadyFinished => py.get_type::<AlreadyFinished>(),
+        ErrorKind::Cancelled => py.get_type::<Cancelled>(),
     }
 }
 
-fn rows_json(rows: Vec<qb::store::JsonRow>) -> String {
-    Value::Array(rows.into_iter().map(Value::Object).collect()).to_string()
+fn err(e: qb::Error) -> PyErr {
+    let message = e.to_string();
+    match e.kind() {
+        ErrorKind::ClaimLost => ClaimLost::new_err(message),
+        ErrorKind::Connect => ConnectError::new_err(message),
+        ErrorKind::SchemaMissing => SchemaMissing::new_err(message),
+        ErrorKind::Migration => MigrationError::new_err(message),
+        ErrorKind::Database => DatabaseError::new_err(message),
+        ErrorKind::Config => ConfigError::new_err(message),
+        ErrorKind::InvalidInput => InvalidInput::new_err(message),
+        ErrorKind::AlreadyFinished => AlreadyFinished::new_err(message),
+        ErrorKind::Cancelled => Cancelled::new_err(message),
+    }
+}
+
+fn params(text: Option<String>) -> PyResult<Vec<qb::SqlValue>> {
+    json::params_from_text(text.as_deref()).map_err(err)
 }
 
 /// Runs one conformance vector case through the core: JSON text in, JSON text out.
 #[pyfunction]
 fn evaluate(kind: &str, input_json: &str) -> PyResult<String> {
-    let input = parse("vector input", input_json)?;
-    qb::conformance::evaluate(kind, &input).map(|v| v.to_string()).map_err(err)
+    let out = json::parse("vector input", input_json).and_then(|input| conformance::evaluate(kind, &input));
+    out.map(|v| v.to_string()).map_err(err)
 }
 
 /// Validates worker options (JSON text, camelCase names); returns the effective options.
 #[pyfunction]
 fn resolve_options(options_json: &str) -> PyResult<String> {
-    let opts = binding::worker_options_from_json(&parse("options", options_json)?).map_err(err)?;
-    Ok(binding::worker_options_to_json(&opts).to_string())
+    let opts = json::parse("options", options_json).and_then(|v| json::worker_options_from_json(&v)).map_err(err)?;
+    Ok(json::worker_options_to_json(&opts).to_string())
 }
 
-/// Applies the embedded PostgreSQL migrations; resolves to the names applied now.
+/// Applies the embedded migrations; resolves to the names applied now.
 #[pyfunction]
 fn migrate(py: Python<'_>, database_url: String) -> PyResult<Bound<'_, PyAny>> {
-    future_into_py(py, async move {
-        // The migration future is not provably `Send` for every lifetime (sqlx executors),
-        // so it runs to completion on a blocking thread of the runtime.
-        let handle = tokio::runtime::Handle::current();
-        let report = tokio::task::spawn_blocking(move || {
-            handle.block_on(async move {
-                let store = PgStore::connect(&database_url, 2).await?;
-                let report = qb::migrate::postgres::run(&store).await;
-                store.pool().close().await;
-                report
-            })
-        })
-        .await
-        .map_err(|e| NativeError::new_err(format!("[database] migration thread failed: {e}")))?
-        .map_err(err)?;
-        Ok(report.applied.iter().map(|m| m.to_string()).collect::<Vec<String>>())
-    })
+    future_into_py(py, async move { queuebox_bridge::migrate::migrate(database_url).await.map(|r| r.applied).map_err(err) })
 }
 
 /// A small pool for enqueueing pull rows and running statements outside a handler.
 #[pyclass(frozen)]
 struct Database {
-    store: Arc<PgStore>,
+    db: database::Database,
 }
 
 #[pyfunction]
 #[pyo3(signature = (database_url, max_connections=None))]
 fn connect_database(py: Python<'_>, database_url: String, max_connections: Option<u32>) -> PyResult<Bound<'_, PyAny>> {
     future_into_py(py, async move {
-        let store = PgStore::connect(&database_url, max_connections.unwrap_or(4)).await.map_err(err)?;
-        Ok(Database { store: Arc::new(store) })
+        let db = database::Database::connect(&database_url, max_connections).await.map_err(err)?;
+        Ok(Database { db })
     })
 }
 
@@ -99,51 +106,32 @@ fn connect_database(py: Python<'_>, database_url: String, max_connections: Optio
 impl Database {
     #[pyo3(signature = (sql, params_json=None))]
     fn execute<'py>(&self, py: Python<'py>, sql: String, params_json: Option<String>) -> PyResult<Bound<'py, PyAny>> {
-        let p = params(params_json)?;
-        let store = self.store.clone();
-        future_into_py(py, async move {
-            let mut tx = store.begin().await.map_err(err)?;
-            let n = tx.execute(&sql, &p).await.map_err(err)?;
-            tx.commit().await.map_err(err)?;
-            Ok(n)
-        })
+        let (p, db) = (params(params_json)?, self.db.clone());
+        future_into_py(py, async move { db.execute(&sql, &p).await.map_err(err) })
     }
 
     #[pyo3(signature = (sql, params_json=None))]
     fn query<'py>(&self, py: Python<'py>, sql: String, params_json: Option<String>) -> PyResult<Bound<'py, PyAny>> {
-        let p = params(params_json)?;
-        let store = self.store.clone();
-        future_into_py(py, async move {
-            let mut tx = store.begin().await.map_err(err)?;
-            let rows = tx.query(&sql, &p).await.map_err(err)?;
-            tx.commit().await.map_err(err)?;
-            Ok(rows_json(rows))
-        })
+        let (p, db) = (params(params_json)?, self.db.clone());
+        future_into_py(py, async move { db.query(&sql, &p).await.map_err(err) })
     }
 
     /// SQL text outside a transaction (simple query protocol, no parameters).
     fn execute_script<'py>(&self, py: Python<'py>, sql: String) -> PyResult<Bound<'py, PyAny>> {
-        let pool = self.store.pool().clone();
-        future_into_py(py, async move {
-            let r = sqlx::raw_sql(&sql).execute(&pool).await;
-            r.map(|d| d.rows_affected()).map_err(|e| err(qb::Error::Database { operation: "script", message: e.to_string(), code: None }))
-        })
+        let db = self.db.clone();
+        future_into_py(py, async move { db.execute_script(&sql).await.map_err(err) })
     }
 
     /// Stores one pull row; resolves to `{"id", "duplicate"}` as JSON text.
     fn enqueue<'py>(&self, py: Python<'py>, message_json: String) -> PyResult<Bound<'py, PyAny>> {
-        let msg = binding::new_pull_message_from_json(&parse("message", &message_json)?).map_err(err)?;
-        let store = self.store.clone();
-        future_into_py(py, async move {
-            let out = store.insert_inbox(&msg).await.map_err(err)?;
-            Ok(json!({"id": out.id().to_string(), "duplicate": out.is_duplicate()}).to_string())
-        })
+        let db = self.db.clone();
+        future_into_py(py, async move { db.enqueue(&message_json).await.map_err(err) })
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
-        let store = self.store.clone();
+        let db = self.db.clone();
         future_into_py(py, async move {
-            store.pool().close().await;
+            db.close().await;
             Ok(())
         })
     }
@@ -157,7 +145,7 @@ struct NativeWorker {
 
 #[pyfunction]
 fn connect_worker(py: Python<'_>, database_url: String, options_json: String) -> PyResult<Bound<'_, PyAny>> {
-    let opts = binding::worker_options_from_json(&parse("options", &options_json)?).map_err(err)?;
+    let opts = json::parse("options", &options_json).and_then(|v| json::worker_options_from_json(&v)).map_err(err)?;
     future_into_py(py, async move {
         let worker = qb::Worker::connect(&database_url, opts).await.map_err(err)?;
         Ok(NativeWorker { worker })
@@ -190,16 +178,17 @@ impl NativeWorker {
     }
 
     fn stats_json(&self) -> String {
-        binding::stats_to_json(&self.worker.stats()).to_string()
+        json::stats_to_json(&self.worker.stats()).to_string()
     }
 
     fn options_json(&self) -> String {
-        binding::worker_options_to_json(self.worker.options()).to_string()
+        json::worker_options_to_json(self.worker.options()).to_string()
     }
 }
 
 /// One claimed row. Writes through `execute`/`query` run in the task's own transaction and
-/// commit with `complete()`; every other finish rolls them back.
+/// commit with `complete()`; every other finish rolls them back. On a cancelled task every
+/// finish but `abandon()` abandons it and raises `Cancelled` (the core's rule).
 #[pyclass(frozen)]
 struct NativeTask {
     task: qb::Task,
@@ -225,7 +214,7 @@ impl NativeTask {
 #[pymethods]
 impl NativeTask {
     fn message_json(&self) -> String {
-        binding::message_to_json(self.task.message()).to_string()
+        json::message_to_json(self.task.message()).to_string()
     }
 
     #[pyo3(signature = (sql, params_json=None))]
@@ -239,7 +228,7 @@ impl NativeTask {
     fn query<'py>(&self, py: Python<'py>, sql: String, params_json: Option<String>) -> PyResult<Bound<'py, PyAny>> {
         let p = params(params_json)?;
         let task = self.task.clone();
-        future_into_py(py, async move { task.query(&sql, &p).await.map(rows_json).map_err(err) })
+        future_into_py(py, async move { task.query(&sql, &p).await.map(json::rows_to_text).map_err(err) })
     }
 
     fn complete<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -248,12 +237,7 @@ impl NativeTask {
 
     /// Applies the retry policy; resolves to "retry" or "dead".
     fn fail<'py>(&self, py: Python<'py>, error: String) -> PyResult<Bound<'py, PyAny>> {
-        self.finish(py, |t| async move {
-            t.fail(&error).await.map(|d| match d {
-                Decision::Retry(_) => "retry",
-                Decision::Dead => "dead",
-            })
-        })
+        self.finish(py, |t| async move { t.fail(&error).await.map(json::decision_name) })
     }
 
     fn retry<'py>(&self, py: Python<'py>, delay_ms: u64, error: String) -> PyResult<Bound<'py, PyAny>> {
@@ -295,7 +279,13 @@ impl NativeTask {
 
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add("NativeError", m.py().get_type::<NativeError>())?;
+    let py = m.py();
+    m.add("QueueBoxError", py.get_type::<QueueBoxError>())?;
+    for kind in ErrorKind::ALL {
+        let class = class_of(py, kind);
+        class.setattr("kind", kind.as_str())?;
+        m.add(class.name()?, class)?;
+    }
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_options, m)?)?;
     m.add_function(wrap_pyfunction!(migrate, m)?)?;

@@ -20,6 +20,9 @@ use crate::store::{JsonRow, SqlValue, StoreTx};
 /// A claimed pull row. Clones share one claim; the first finish wins and later ones
 /// return [`Error::AlreadyFinished`]. Dropping every clone unfinished abandons the row:
 /// renewal stops and another worker takes it after the lease.
+///
+/// A cancelled task (lease lost, shutdown grace over) may only be abandoned: every other
+/// finish abandons it and returns [`Error::Cancelled`].
 #[derive(Clone)]
 pub struct Task {
     inner: Arc<TaskInner>,
@@ -124,6 +127,20 @@ impl Task {
         Ok(())
     }
 
+    /// Claims the right to finish with a write (complete, retry, dead, release). A
+    /// cancelled task may only be abandoned: after a lost lease the row belongs to someone
+    /// else, and after shutdown's grace no row may be completed. So a cancelled task is
+    /// abandoned here (business writes roll back, nothing is written) and the finish
+    /// returns [`Error::Cancelled`]. Every binding inherits this rule from here.
+    async fn begin_write(&self) -> Result<()> {
+        self.begin_finish()?;
+        if self.inner.cancel.is_cancelled() {
+            self.give_up().await;
+            return Err(Error::Cancelled);
+        }
+        Ok(())
+    }
+
     fn lost(&self, operation: &'static str) -> Error {
         let w = &self.inner.worker;
         w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
@@ -141,7 +158,7 @@ impl Task {
     /// commits with the business writes; if the fence matches no row everything rolls
     /// back and [`Error::ClaimLost`] is returned.
     pub async fn complete(&self) -> Result<()> {
-        self.begin_finish()?;
+        self.begin_write().await?;
         let claim = self.inner.claim;
         let w = &self.inner.worker;
         let r = match self.take_tx().await {
@@ -180,7 +197,7 @@ impl Task {
 
     /// Back to pending after `delay` with `attempt + 1`; business writes roll back.
     pub async fn retry(&self, delay: Duration, error: &str) -> Result<()> {
-        self.begin_finish()?;
+        self.begin_write().await?;
         if let Some(tx) = self.take_tx().await {
             let _ = tx.rollback().await;
         }
@@ -191,7 +208,7 @@ impl Task {
 
     /// To dead with `reason`; business writes roll back.
     pub async fn dead(&self, reason: &str) -> Result<()> {
-        self.begin_finish()?;
+        self.begin_write().await?;
         if let Some(tx) = self.take_tx().await {
             let _ = tx.rollback().await;
         }
@@ -203,7 +220,7 @@ impl Task {
     /// Back to pending at once without spending an attempt (the handler never ran, or the
     /// application wants the row redelivered now).
     pub async fn release(&self) -> Result<()> {
-        self.begin_finish()?;
+        self.begin_write().await?;
         if let Some(tx) = self.take_tx().await {
             let _ = tx.rollback().await;
         }
@@ -215,11 +232,16 @@ impl Task {
     /// writes roll back.
     pub async fn abandon(&self) {
         if self.begin_finish().is_ok() {
-            if let Some(tx) = self.take_tx().await {
-                let _ = tx.rollback().await;
-            }
-            self.inner.off_the_books();
+            self.give_up().await;
         }
+    }
+
+    /// The body of an abandon, once the right to finish is held.
+    async fn give_up(&self) {
+        if let Some(tx) = self.take_tx().await {
+            let _ = tx.rollback().await;
+        }
+        self.inner.off_the_books();
     }
 
     fn settle(&self, r: Result<bool>, operation: &'static str, counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64) -> Result<()> {

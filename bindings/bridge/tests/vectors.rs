@@ -1,11 +1,11 @@
 //! Runs every pure conformance vector file in proto-docs/vectors/ through
-//! `queuebox_core::conformance`, the same entry point the language bindings call.
+//! `queuebox_bridge::conformance`, the same entry point the language bindings call.
 
 use std::path::Path;
 
 #[test]
 fn every_vector_file_passes_through_the_core() {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto-docs/vectors");
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../proto-docs/vectors");
     let mut total = 0;
     let mut failures = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
@@ -13,7 +13,7 @@ fn every_vector_file_passes_through_the_core() {
         if path.extension().and_then(|e| e.to_str()) != Some("json") || path.file_stem().unwrap() == "transitions" {
             continue;
         }
-        let (n, f) = queuebox_core::conformance::check_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let (n, f) = queuebox_bridge::conformance::check_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
         assert!(n > 0, "{} has no cases", path.display());
         total += n;
         failures.extend(f);

@@ -1,5 +1,5 @@
 //! Evaluates one case of the JSON conformance vectors in `proto-docs/vectors/` through the
-//! real functions of this crate. The C ABI and the Node and Python bindings expose
+//! real functions of the core. The C ABI and the Node and Python bindings expose
 //! [`evaluate`], so every language's test suite checks the same vectors against the same
 //! code; no wrapper carries its own copy of a rule.
 //!
@@ -10,10 +10,10 @@
 use serde_json::{json, Value};
 use uuid::Uuid;
 
-use crate::backoff::{Decision, RetryPolicy};
-use crate::error::{Error, Result};
-use crate::headers;
-use crate::keys::{self, KeyInput, KeySource};
+use queuebox_core::backoff::{Decision, RetryPolicy};
+use queuebox_core::{Error, Result};
+use queuebox_core::headers;
+use queuebox_core::keys::{self, KeyInput, KeySource};
 
 /// Runs `input` of a vector case of `kind` and returns the output to compare with the
 /// case's `expected`.

@@ -1,18 +1,44 @@
-//! Glue shared by the language bindings (Node, Python, and any other wrapper that talks
-//! JSON across its boundary): worker options and statement parameters from JSON, messages
-//! to JSON, errors to a tagged text the wrapper turns into its own typed exception. The
-//! defaults and validation stay in [`WorkerOptions`] and [`RetryPolicy`]; this module only
-//! maps names.
+//! JSON across the boundary: worker options and statement parameters in, messages, rows and
+//! counters out. The defaults and validation stay in [`WorkerOptions`] and [`RetryPolicy`]
+//! of the core; this module only maps names.
 
 use std::time::Duration;
 
+use queuebox_core::store::{JsonRow, SqlValue};
+use queuebox_core::worker::{StatsSnapshot, WorkerOptions};
+use queuebox_core::{Decision, Error, InboxMessage, NewInboxMessage, Result, RetryPolicy};
 use serde_json::{Map, Value};
 
-use crate::backoff::RetryPolicy;
-use crate::error::{Error, Result};
-use crate::message::{InboxMessage, NewInboxMessage};
-use crate::store::SqlValue;
-use crate::worker::{StatsSnapshot, WorkerOptions};
+/// Parses JSON text handed over by a binding; `what` names it in the
+/// [`Error::InvalidInput`] a malformed text gives (`"options is not JSON: ..."`).
+pub fn parse(what: &str, text: &str) -> Result<Value> {
+    serde_json::from_str(text).map_err(|e| Error::InvalidInput(format!("{what} is not JSON: {e}")))
+}
+
+/// Statement parameters from optional JSON text (see [`params_from_json`]).
+pub fn params_from_text(text: Option<&str>) -> Result<Vec<SqlValue>> {
+    match text {
+        None => Ok(Vec::new()),
+        Some(t) => params_from_json(&parse("parameters", t)?),
+    }
+}
+
+/// Query rows as the JSON array text the bindings return.
+pub fn rows_to_text(rows: Vec<JsonRow>) -> String {
+    Value::Array(rows.into_iter().map(Value::Object).collect()).to_string()
+}
+
+/// `"retry"` or `"dead"`: what a failed handler's row became.
+pub fn decision_name(d: Decision) -> &'static str {
+    match d {
+        Decision::Retry(_) => "retry",
+        Decision::Dead => "dead",
+    }
+}
+
+fn config(path: impl Into<String>, reason: &str) -> Error {
+    Error::Config { path: path.into(), reason: reason.into() }
+}
 
 /// Worker options from a JSON object with the client option names (`source`, `batchSize`,
 /// `concurrency`, `leaseMs`, `pollIntervalMs`, `shutdownGraceMs`, `listen`, `retry:
@@ -20,11 +46,11 @@ use crate::worker::{StatsSnapshot, WorkerOptions};
 /// unknown key or a value of the wrong type is an [`Error::Config`] naming it. The result
 /// is validated.
 pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
-    let obj = v.as_object().ok_or_else(|| Error::config("options", "must be an object"))?;
+    let obj = v.as_object().ok_or_else(|| config("options", "must be an object"))?;
     let source = match obj.get("source") {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => return Err(Error::config("source", "is required and must not be blank")),
-        Some(_) => return Err(Error::config("source", "must be a string")),
+        Some(Value::Null) | None => return Err(config("source", "is required and must not be blank")),
+        Some(_) => return Err(config("source", "must be a string")),
     };
     let mut o = WorkerOptions::new(source);
     for (key, val) in obj {
@@ -35,9 +61,9 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
             "leaseMs" => o.lease = millis(key, val)?,
             "pollIntervalMs" => o.poll_interval = millis(key, val)?,
             "shutdownGraceMs" => o.shutdown_grace = millis(key, val)?,
-            "listen" => o.listen = val.as_bool().ok_or_else(|| Error::config(key.as_str(), "must be a boolean"))?,
+            "listen" => o.listen = val.as_bool().ok_or_else(|| config(key.as_str(), "must be a boolean"))?,
             "retry" => o.retry = retry_from_json(val)?,
-            other => return Err(Error::config(other, "is not a worker option")),
+            other => return Err(config(other, "is not a worker option")),
         }
     }
     o.validate()?;
@@ -45,7 +71,7 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
 }
 
 fn retry_from_json(v: &Value) -> Result<RetryPolicy> {
-    let obj = v.as_object().ok_or_else(|| Error::config("retry", "must be an object"))?;
+    let obj = v.as_object().ok_or_else(|| config("retry", "must be an object"))?;
     let mut p = RetryPolicy::default();
     for (key, val) in obj {
         let path = format!("retry.{key}");
@@ -53,8 +79,8 @@ fn retry_from_json(v: &Value) -> Result<RetryPolicy> {
             "maxAttempts" => p.max_attempts = uint(&path, val)?,
             "baseDelayMs" => p.base_delay = millis(&path, val)?,
             "maxDelayMs" => p.max_delay = millis(&path, val)?,
-            "jitter" => p.jitter = val.as_f64().ok_or_else(|| Error::config(path.as_str(), "must be a number"))?,
-            _ => return Err(Error::config(path, "is not a retry option")),
+            "jitter" => p.jitter = val.as_f64().ok_or_else(|| config(path.as_str(), "must be a number"))?,
+            _ => return Err(config(path, "is not a retry option")),
         }
     }
     p.validate()?;
@@ -64,11 +90,11 @@ fn retry_from_json(v: &Value) -> Result<RetryPolicy> {
 fn uint(path: &str, v: &Value) -> Result<u32> {
     v.as_u64()
         .and_then(|n| u32::try_from(n).ok())
-        .ok_or_else(|| Error::config(path, "must be a non-negative integer"))
+        .ok_or_else(|| config(path, "must be a non-negative integer"))
 }
 
 fn millis(path: &str, v: &Value) -> Result<Duration> {
-    v.as_u64().map(Duration::from_millis).ok_or_else(|| Error::config(path, "must be a non-negative integer of milliseconds"))
+    v.as_u64().map(Duration::from_millis).ok_or_else(|| config(path, "must be a non-negative integer of milliseconds"))
 }
 
 /// The effective options with the same names [`worker_options_from_json`] reads.
@@ -132,12 +158,6 @@ pub fn message_to_json(m: &InboxMessage) -> Value {
     serde_json::to_value(m).unwrap_or_else(|_| Value::Object(Map::new()))
 }
 
-/// `"[kind] message"`: the error text a binding raises, which its wrapper splits back into
-/// a typed error carrying [`crate::ErrorKind::as_str`].
-pub fn tagged_error(e: &Error) -> String {
-    format!("[{}] {}", e.kind().as_str(), e)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -159,6 +179,6 @@ mod tests {
         let e = worker_options_from_json(&json!({"source": "s", "batchsize": 1})).unwrap_err();
         assert!(matches!(e, Error::Config { ref path, .. } if path == "batchsize"), "{e}");
         let e = worker_options_from_json(&json!({"source": "s", "batchSize": 0})).unwrap_err();
-        assert!(tagged_error(&e).starts_with("[config] "), "{e}");
+        assert_eq!(e.kind(), queuebox_core::ErrorKind::Config, "{e}");
     }
 }

@@ -1,0 +1,30 @@
+//! # queuebox-bridge
+//!
+//! What the three bindings of the core — the C ABI (`bindings/c`, used by Go and C#), Node
+//! (`bindings/node`) and Python (`bindings/python`) — share, so that each binding is only
+//! the conversion into its language's idioms: handles, promises or awaitables, and typed
+//! errors. It decides nothing about the protocol (that is `queuebox-core`'s job, including
+//! the rule that a cancelled task may only be abandoned); it maps JSON names, runs the
+//! conformance vectors, and wraps the few database calls every binding offers.
+//!
+//! ## Module map
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | [`json`] | worker options, statement parameters, messages, rows and counters as JSON |
+//! | [`errors`] | what every binding hands over with an error besides its [`ErrorKind`] (the one kind table is the core's) |
+//! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real core functions |
+//! | [`migrate`] | `migrate`: the embedded migrations, run the one way every binding needs |
+//! | [`database`] | [`database::Database`]: the small pool Node and Python enqueue pull rows and run statements with |
+//!
+//! Errors stay [`queuebox_core::Error`] here; each binding turns [`queuebox_core::Error::kind`]
+//! into its own typed error (a `QB_ERR_*` status, a JavaScript `Error` whose `code` is the
+//! kind name, a Python exception class per kind).
+
+pub mod conformance;
+pub mod database;
+pub mod errors;
+pub mod json;
+pub mod migrate;
+
+pub use queuebox_core::{Error, ErrorKind, Result};
