@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import random
+import signal
 import sys
 import threading
 import time
@@ -30,22 +31,31 @@ from paths import CLAIM_MS, PATHS, Context  # noqa: E402
 from relay import drop_database  # noqa: E402
 
 PROFILES = {
-    # name: (messages per path, kills per path, seconds to wait for the last deliveries)
+    # name: (messages per path, faults per path, seconds without a new delivery before the
+    # wait for the last deliveries gives up — the relay may be far behind the senders, and a
+    # backlog that still moves is not a loss)
     "ci": (500, 3, 60),
-    "long": (20_000, 20, 300),
+    "long": (20_000, 20, 180),
 }
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 
 
 class Killer(threading.Thread):
-    """SIGKILLs one of the path's processes each time the number of delivered messages
-    crosses one of `thresholds` (drawn from the run's seed), then restarts it after a random
-    pause. Before each kill it scrapes `queuebox_claims_lost_total`, whose value dies with
-    the process."""
+    """Each time the number of delivered messages crosses one of `thresholds` (drawn from the
+    run's seed), strikes one of the path's processes with a fault drawn from the seed:
 
-    def __init__(self, path, ledger, thresholds, rng):
+    - `kill`: SIGKILL, then a restart after a random 50–600 ms;
+    - `pause`: SIGSTOP for longer than a lease (CLAIM_MS + 0.5 s), then SIGCONT — the
+      process wakes up holding claims another replica may have taken over, so its late
+      writes must be fenced off and counted in `queuebox_claims_lost_total`.
+
+    Before each fault it scrapes `queuebox_claims_lost_total`, whose value dies with the
+    process (a pause keeps it; the later scrapes of the same process supersede it)."""
+
+    def __init__(self, path, ledger, thresholds, rng, pause_share=0.3):
         super().__init__(daemon=True)
         self.path, self.ledger, self.thresholds, self.rng = path, ledger, list(thresholds), rng
+        self.pause_share = pause_share
         self.done = threading.Event()
         self.error: Exception | None = None
         self.kills = 0
@@ -60,14 +70,34 @@ class Killer(threading.Thread):
                 lost = target.claims_lost()
                 if lost is not None:
                     self.ledger.claims_lost(target.pid, lost)
-                kill_id = self.ledger.kill(target.name, target.pid)
-                target.kill()
                 self.kills += 1
-                time.sleep(self.rng.uniform(0.05, 0.6))
-                target.start()
-                self.ledger.restarted(kill_id)
+                if self.rng.random() < self.pause_share:
+                    fault_id = self.ledger.kill(f"pause:{target.name}", target.pid)
+                    os.kill(target.pid, signal.SIGSTOP)
+                    time.sleep(CLAIM_MS / 1000 + 0.5)
+                    os.kill(target.pid, signal.SIGCONT)
+                else:
+                    fault_id = self.ledger.kill(target.name, target.pid)
+                    target.kill()
+                    time.sleep(self.rng.uniform(0.05, 0.6))
+                    target.start()
+                self.ledger.restarted(fault_id)
         except Exception as e:  # reported as a harness problem, never swallowed
             self.error = e
+
+
+def wait_for_deliveries(ledger: Ledger, stall_s: float) -> bool:
+    """Waits until every acknowledged message was delivered, as long as deliveries still
+    arrive: gives up after `stall_s` seconds without a new one."""
+    last, last_change = -1, time.time()
+    while not ledger.acked() <= ledger.delivered():
+        count = ledger.delivered_count()
+        if count != last:
+            last, last_change = count, time.time()
+        elif time.time() - last_change > stall_s:
+            return False
+        time.sleep(0.1)
+    return True
 
 
 def wait_for(what, timeout, cond, step=0.1) -> bool:
@@ -108,7 +138,7 @@ def snapshot(ledger: Ledger, db_url: str, settle_s: float):
         ledger.meta(stores_checked=1)
 
 
-def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs) -> Summary:
+def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2) -> Summary:
     t0 = time.time()
     run = f"{seed}-{random.Random().randrange(16**6):06x}"
     rng = random.Random(f"{seed}:{cls.name}")
@@ -118,7 +148,7 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
             os.remove(stale)  # a ledger holds one run; an old one in the same folder would mix in
     ledger = Ledger(ledger_path)
     ledger.meta(path=cls.name, seed=seed, run=run, messages=messages, kills_planned=kills, binary=binary)
-    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng)
+    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas)
     path = cls(ctx)
     problems = []
     killer = None
@@ -130,14 +160,14 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
         killer = Killer(path, ledger, thresholds, random.Random(f"{seed}:{cls.name}:killer"))
         killer.start()
         path.send(bodies)
-        if not wait_for("deliveries", drain_s, lambda: ledger.acked() <= ledger.delivered()):
-            problems.append(f"deliveries still missing after waiting {drain_s}s")
+        if not wait_for_deliveries(ledger, drain_s):
+            problems.append(f"deliveries stopped: none arrived for {drain_s}s while some acknowledged messages were still missing")
         killer.done.set()
         killer.join(30)
         if killer.error:
             problems.append(f"the killer failed: {killer.error!r}")
         if killer.kills < kills:
-            problems.append(f"only {killer.kills} of {kills} planned kills happened (deliveries stalled?)")
+            problems.append(f"only {killer.kills} of {kills} planned faults happened (deliveries stalled?)")
         # Leases of the last killed process expire CLAIM_MS after its kill; give the live relay
         # that long and a margin to take its rows over before calling anything stuck.
         snapshot(ledger, path.db_url, settle_s=CLAIM_MS / 1000 * 3 + 10)
@@ -169,14 +199,14 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
 
 
 def table(results: list[tuple[str, Summary | str]]):
-    cols = ("path", "result", "sent", "acked", "stored", "delivered", "dups", "lost", "corrupt", "stuck", "kills", "claims lost", "time")
+    cols = ("path", "result", "sent", "acked", "stored", "delivered", "dups", "lost", "corrupt", "stuck", "kills+pauses", "claims lost", "time")
     rows = []
     for name, s in results:
         if isinstance(s, str):
             rows.append((name, s) + ("-",) * (len(cols) - 2))
         else:
             dups = sum(s.duplicates.values())
-            rows.append((name, "passed" if s.passed else "FAILED", s.sent, s.acked, s.stored, s.delivered, dups, s.lost, s.corrupted, s.stuck, s.kills, int(s.claims_lost), f"{s.seconds:.1f}s"))
+            rows.append((name, "passed" if s.passed else "FAILED", s.sent, s.acked, s.stored, s.delivered, dups, s.lost, s.corrupted, s.stuck, f"{s.kills - s.pauses}+{s.pauses}", int(s.claims_lost), f"{s.seconds:.1f}s"))
     widths = [max(len(str(r[i])) for r in rows + [cols]) for i in range(len(cols))]
     fmt = "  ".join(f"{{:<{w}}}" for w in widths)
     print(fmt.format(*cols))
@@ -203,6 +233,7 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=int(os.environ.get("QB_CHAOS_SEED", "18")))
     ap.add_argument("--messages", type=int, default=int(os.environ.get("QB_CHAOS_MESSAGES", n_default)))
     ap.add_argument("--kills", type=int, default=int(os.environ.get("QB_CHAOS_KILLS", kills_default)))
+    ap.add_argument("--replicas", type=int, default=int(os.environ.get("QB_CHAOS_REPLICAS", "2")), help="relay replicas per path (default 2)")
     ap.add_argument("--binary", default=os.environ.get("QB_CHAOS_BINARY", os.path.join(ROOT, "target/debug/queuebox")))
     ap.add_argument("--worker-binary", default=os.environ.get("QB_CHAOS_WORKER", os.path.join(ROOT, "target/debug/queuebox-chaos-worker")))
     ap.add_argument("--out", default=os.environ.get("QB_CHAOS_OUT", f"/tmp/queuebox-chaos/{time.strftime('%Y%m%d-%H%M%S')}"))
@@ -220,7 +251,7 @@ def main() -> int:
     server_url = os.environ.get("QUEUEBOX_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:55432/queuebox")
     os.makedirs(args.out, exist_ok=True)
     print(f"chaos: profile {profile}, seed {args.seed} (QB_CHAOS_SEED={args.seed} replays the same message styles and kill points), "
-          f"{args.messages} messages and {args.kills} kills per path, ledgers in {args.out}", flush=True)
+          f"{args.messages} messages, {args.replicas} relay replicas and {args.kills} faults (SIGKILL or SIGSTOP past the lease) per path, ledgers in {args.out}", flush=True)
     results: list[tuple[str, Summary | str]] = []
     for name in [p.strip() for p in args.paths.split(",") if p.strip()]:
         cls = PATHS.get(name)
@@ -234,7 +265,7 @@ def main() -> int:
             continue
         print(f"chaos: {name}: running", flush=True)
         s = run_path(cls, messages=args.messages, kills=args.kills, drain_s=drain_default, seed=args.seed, binary=args.binary, worker_binary=args.worker_binary,
-                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs)
+                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas)
         results.append((name, s))
         print(f"chaos: {name}: {'passed' if s.passed else 'FAILED'} in {s.seconds:.1f}s", flush=True)
     print()
@@ -251,4 +282,6 @@ def main() -> int:
 
 
 if __name__ == "__main__":
+    # SIGTERM unwinds like Ctrl-C, so every path's teardown stops the processes it started.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     sys.exit(main())

@@ -8,7 +8,8 @@ Everything the harness sees is written here as it happens, by several threads:
 - `deliveries`  every copy a real receiver got, with the digest of the received value and the
                 outbox message id; `ok = 0` when the receiver itself refused it (a 500 it
                 answered on purpose), which is a failed delivery, not a delivery
-- `kills`       each SIGKILL: when, of what, and the claims-lost counters scraped just before
+- `kills`       each fault: a SIGKILL (target = the process) or a SIGSTOP past the lease
+                (target = `pause:<process>`), when it struck and when the process was back
 - `claims_lost` the last `queuebox_claims_lost_total` scrape of each relay process life
 - `stored`      the inbox rows at the end (one line per row: key, state, digest of the payload)
 - `stuck`       inbox/outbox rows still `pending`/`processing` after the leases expired
@@ -136,6 +137,7 @@ class Summary:
     corrupted: int = 0
     stuck: int = 0
     kills: int = 0
+    pauses: int = 0
     claims_lost: float = 0
     seconds: float = 0.0
     problems: list[str] = field(default_factory=list)
@@ -227,8 +229,9 @@ def check(path: str, name: str) -> Summary:
     # Two copies of one row (the same X-Message-Id / inbox id) are a redelivery of that row;
     # copies of two rows mean one inbox message was forwarded twice, which only a lost inbox
     # relay claim may explain.
-    kills = [at for (at,) in q("SELECT at FROM kills ORDER BY at")]
-    s.kills = len(kills)
+    faults = q("SELECT at, COALESCE(restarted_at, at), target FROM kills ORDER BY at")
+    s.kills = len(faults)
+    s.pauses = sum(1 for _, _, t in faults if t.startswith("pause:"))
     lives = q("SELECT pid, component, MAX(value) FROM claims_lost GROUP BY pid, component")
     s.claims_lost = sum(v for _, _, v in lives)
     budget = {
@@ -240,8 +243,10 @@ def check(path: str, name: str) -> Summary:
     for n, cs in copies.items():
         for (a, mid_a), (b, mid_b) in zip(cs, cs[1:]):
             kind = "same row" if mid_a == mid_b else "two rows"
-            if any(a - KILL_SLACK_S <= k <= b for k in kills):
-                causes[f"after a kill ({kind})"] += 1
+            # The fault struck before the second copy and its process was not yet back (a
+            # kill: restarted; a pause: continued) until after the first copy was sent.
+            if any(start <= b and back + KILL_SLACK_S >= a for start, back, _ in faults):
+                causes[f"after a kill or pause ({kind})"] += 1
             elif budget[kind] >= 1:
                 budget[kind] -= 1
                 causes[f"claim lost ({kind})"] += 1

@@ -59,8 +59,9 @@ inbox:
 class Context:
     """What a path needs from the harness."""
 
-    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, concurrency=8):
+    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, concurrency=8):
         self.ledger, self.binary, self.worker_binary, self.server_url, self.workdir = ledger, binary, worker_binary, server_url, workdir
+        self.replicas = replicas
         self.run, self.rng, self.concurrency = run, rng, concurrency
 
 
@@ -72,7 +73,7 @@ class ChaosPath:
     def __init__(self, ctx: Context):
         self.ctx = ctx
         self.db_url = ""
-        self.relay: Relay | None = None
+        self.relays: list[Relay] = []
 
     @classmethod
     def missing(cls) -> list[str]:
@@ -85,17 +86,19 @@ class ChaosPath:
         raise NotImplementedError
 
     def killables(self) -> list:
-        return [self.relay]
+        return list(self.relays)
 
     def teardown(self):
-        if self.relay:
-            self.relay.stop()
+        for r in self.relays:
+            r.stop()
 
-    def _relay(self, extra_yaml: str) -> Relay:
+    def _relay(self, extra_yaml: str):
+        """A fresh database and `ctx.replicas` relays on it, each on its own port."""
         self.db_url = fresh_database(self.ctx.server_url, self.name.replace("-", "_"))
-        self.relay = Relay(self.ctx.binary, base_config(self.db_url) + extra_yaml, self.ctx.workdir, f"{self.name}-relay")
-        self.relay.start()
-        return self.relay
+        for i in range(self.ctx.replicas):
+            r = Relay(self.ctx.binary, base_config(self.db_url) + extra_yaml, self.ctx.workdir, f"{self.name}-relay{i + 1}")
+            r.start()
+            self.relays.append(r)
 
 
 def _retrying(ledger, body, try_once, give_up_s=90.0, deliberate_repeat=False):
@@ -143,7 +146,8 @@ sources:
 """)
 
     def _post(self, body) -> tuple[str, bool]:
-        conn = http.client.HTTPConnection("127.0.0.1", self.relay.port, timeout=10)
+        # Any replica, as a load balancer would pick; a dead or paused one costs a retry.
+        conn = http.client.HTTPConnection("127.0.0.1", random.choice(self.relays).port, timeout=5)
         try:
             headers = {"Content-Type": "application/json", "X-Chaos-N": str(body.n)}
             # An iterator body makes http.client send Transfer-Encoding: chunked, piece by piece.
@@ -473,7 +477,7 @@ class NatsToPullWorker(ChaosPath):
         self.worker.start()
 
     def killables(self):
-        return [self.relay, self.worker]
+        return self.relays + [self.worker]
 
     def send(self, bodies):
         ledger = self.ctx.ledger

@@ -73,11 +73,19 @@ class LedgerChecks(unittest.TestCase):
     def test_a_duplicate_across_a_kill_is_explained(self):
         led = self.ledger(1)
         self.deliver(led, self.bodies[0])
-        led.kill("relay", 1)
+        led.restarted(led.kill("relay", 1))
         self.deliver(led, self.bodies[0])
         s = self.problems(led)
-        self.assertEqual(s.duplicates, {"after a kill (same row)": 1})
+        self.assertEqual(s.duplicates, {"after a kill or pause (same row)": 1})
         self.assertTrue(s.passed, s.problems)
+
+    def test_a_copy_sent_by_a_process_waking_from_a_pause_is_explained(self):
+        led = self.ledger(1)
+        pause = led.kill("pause:relay1", 1)  # relay1 stops holding the claim …
+        self.deliver(led, self.bodies[0])  # … relay2 takes the row over once the lease expired …
+        led.restarted(pause)
+        self.deliver(led, self.bodies[0])  # … and relay1 wakes up and finishes its send
+        self.assertEqual(self.problems(led).duplicates, {"after a kill or pause (same row)": 1})
 
     def test_a_lost_claim_explains_one_duplicate_of_its_kind_only(self):
         led = self.ledger(2)
