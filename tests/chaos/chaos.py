@@ -28,7 +28,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import payloads  # noqa: E402
 from ledger import Ledger, Summary, check  # noqa: E402
 from paths import CLAIM_MS, PATHS, Context  # noqa: E402
-from relay import drop_database  # noqa: E402
+from relay import PgCluster, drop_database, free_port  # noqa: E402
 
 PROFILES = {
     # name: (messages per path, faults per path, seconds without a new delivery before the
@@ -71,7 +71,7 @@ class Killer(threading.Thread):
                 if lost is not None:
                     self.ledger.claims_lost(target.pid, lost)
                 self.kills += 1
-                if self.rng.random() < self.pause_share:
+                if getattr(target, "pausable", True) and self.rng.random() < self.pause_share:
                     fault_id = self.ledger.kill(f"pause:{target.name}", target.pid)
                     os.kill(target.pid, signal.SIGSTOP)
                     time.sleep(CLAIM_MS / 1000 + 0.5)
@@ -138,7 +138,7 @@ def snapshot(ledger: Ledger, db_url: str, settle_s: float):
         ledger.meta(stores_checked=1)
 
 
-def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2) -> Summary:
+def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2, pg=None) -> Summary:
     t0 = time.time()
     run = f"{seed}-{random.Random().randrange(16**6):06x}"
     rng = random.Random(f"{seed}:{cls.name}")
@@ -148,7 +148,7 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
             os.remove(stale)  # a ledger holds one run; an old one in the same folder would mix in
     ledger = Ledger(ledger_path)
     ledger.meta(path=cls.name, seed=seed, run=run, messages=messages, kills_planned=kills, binary=binary)
-    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas)
+    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas, pg=pg)
     path = cls(ctx)
     problems = []
     killer = None
@@ -239,6 +239,8 @@ def main() -> int:
     ap.add_argument("--out", default=os.environ.get("QB_CHAOS_OUT", f"/tmp/queuebox-chaos/{time.strftime('%Y%m%d-%H%M%S')}"))
     ap.add_argument("--require-all", action="store_true", help="a path that cannot run (broker not configured) fails the run")
     ap.add_argument("--keep-db", action="store_true")
+    ap.add_argument("--pg-faults", action="store_true", default=os.environ.get("QB_CHAOS_PG_FAULTS") == "1",
+                    help="run on a PostgreSQL cluster of the run's own and let the http path's faults crash and restart it")
     ap.add_argument("--check", metavar="LEDGER", help="only re-check an existing ledger file")
     args = ap.parse_args()
     known_bugs = os.environ.get("QB_CHAOS_KNOWN_BUGS") == "1"
@@ -250,6 +252,20 @@ def main() -> int:
 
     server_url = os.environ.get("QUEUEBOX_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:55432/queuebox")
     os.makedirs(args.out, exist_ok=True)
+    pg = None
+    if args.pg_faults:
+        pg = PgCluster(free_port(), os.path.join(args.out, "pgdata"))
+        pg.create()
+        server_url = pg.url()
+        print(f"chaos: PostgreSQL of this run at {server_url} (the http path's faults may crash and restart it)", flush=True)
+    try:
+        return run_all(args, profile, server_url, pg, drain_default, known_bugs)
+    finally:
+        if pg:
+            pg.destroy()
+
+
+def run_all(args, profile, server_url, pg, drain_default, known_bugs) -> int:
     print(f"chaos: profile {profile}, seed {args.seed} (QB_CHAOS_SEED={args.seed} replays the same message styles and kill points), "
           f"{args.messages} messages, {args.replicas} relay replicas and {args.kills} faults (SIGKILL or SIGSTOP past the lease) per path, ledgers in {args.out}", flush=True)
     results: list[tuple[str, Summary | str]] = []
@@ -265,7 +281,7 @@ def main() -> int:
             continue
         print(f"chaos: {name}: running", flush=True)
         s = run_path(cls, messages=args.messages, kills=args.kills, drain_s=drain_default, seed=args.seed, binary=args.binary, worker_binary=args.worker_binary,
-                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas)
+                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas, pg=pg)
         results.append((name, s))
         print(f"chaos: {name}: {'passed' if s.passed else 'FAILED'} in {s.seconds:.1f}s", flush=True)
     print()

@@ -59,9 +59,10 @@ inbox:
 class Context:
     """What a path needs from the harness."""
 
-    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, concurrency=8):
+    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, pg=None, concurrency=8):
         self.ledger, self.binary, self.worker_binary, self.server_url, self.workdir = ledger, binary, worker_binary, server_url, workdir
         self.replicas = replicas
+        self.pg = pg  # a PgCluster the faults may crash, or None
         self.run, self.rng, self.concurrency = run, rng, concurrency
 
 
@@ -144,6 +145,10 @@ sources:
     idempotencyKeyPath: $.id
     topic: orders
 """)
+
+    def killables(self):
+        # With --pg-faults the database itself crashes too (pg_ctl stop -m immediate, restart).
+        return self.relays + ([self.ctx.pg] if self.ctx.pg else [])
 
     def _post(self, body) -> tuple[str, bool]:
         # Any replica, as a load balancer would pick; a dead or paused one costs a retry.

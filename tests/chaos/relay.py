@@ -10,9 +10,11 @@ the ledger and can refuse a few first tries with a 500, as a flaky real receiver
 
 from __future__ import annotations
 
+import glob
 import http.server
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -48,6 +50,66 @@ def drop_database(url: str):
     base, name = url.rsplit("/", 1)
     with psycopg.connect(f"{base}/postgres", autocommit=True) as c:
         c.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
+
+
+class PgCluster:
+    """A PostgreSQL cluster of the chaos run alone (scripts/postgres.sh on its own port and
+    data directory), so that a fault can crash and restart "the database" without touching the
+    shared test server. `kill()` is `pg_ctl stop -m immediate` — every backend dies at once,
+    as in a crash — and `start()` recovers from the WAL. Commits are synchronous here (the
+    script's default is off, which would make a crash forget acknowledged commits and blame
+    QueueBox for it)."""
+
+    pausable = False  # SIGSTOP of the postmaster would not stop its backends
+
+    def __init__(self, port: int, datadir: str):
+        self.port, self.dir, self.name = port, datadir, "postgres"
+        self.env = {**os.environ, "QB_PG_PORT": str(port), "QB_PG_DIR": datadir}
+        root = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+        self.script = os.path.join(root, "scripts", "postgres.sh")
+        self.bin = sorted(glob.glob("/usr/lib/postgresql/*/bin"), key=lambda d: int(d.split("/")[-2]))[-1] if glob.glob("/usr/lib/postgresql/*/bin") else ""
+
+    def url(self) -> str:
+        return f"postgres://postgres@127.0.0.1:{self.port}/queuebox"
+
+    def _pg_ctl(self, *args):
+        cmd = [os.path.join(self.bin, "pg_ctl"), "-D", self.dir, *args]
+        if os.getuid() == 0:
+            cmd = ["runuser", "-u", "postgres", "--"] + cmd
+        subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def create(self):
+        subprocess.run(["bash", self.script, "start"], env=self.env, check=True, stdout=subprocess.DEVNULL)
+        self.bin = self.bin or sorted(glob.glob("/usr/lib/postgresql/*/bin"))[-1]
+        import psycopg
+
+        with psycopg.connect(self.url(), autocommit=True) as c:
+            c.execute("ALTER SYSTEM SET synchronous_commit = on")
+            c.execute("SELECT pg_reload_conf()")
+
+    @property
+    def pid(self) -> int:
+        try:
+            with open(os.path.join(self.dir, "postmaster.pid")) as f:
+                return int(f.readline())
+        except (OSError, ValueError):
+            return -1
+
+    def alive(self) -> bool:
+        return self.pid > 0
+
+    def kill(self):
+        self._pg_ctl("-m", "immediate", "stop")
+
+    def start(self):
+        self._pg_ctl("-l", os.path.join(self.dir, "server.log"), "-w", "-t", "60", "start")
+
+    def claims_lost(self):
+        return None
+
+    def destroy(self):
+        subprocess.run(["bash", self.script, "stop"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class RelayDied(RuntimeError):
