@@ -1,14 +1,21 @@
-/** Stable error kinds of the core (`queuebox_core::ErrorKind::as_str`). */
-export type ErrorKind =
-  | "claim_lost"
-  | "connect"
-  | "schema_missing"
-  | "migration"
-  | "database"
-  | "config"
-  | "invalid_input"
-  | "already_finished"
-  | "cancelled";
+/**
+ * Stable error kinds of the core: `queuebox_core::ErrorKind`, the one table of QueueBox
+ * (proto-docs/error-kinds.json; test/errors.test.mjs checks this list against it exactly).
+ */
+export const ERROR_KINDS = [
+  "claim_lost",
+  "connect",
+  "schema_missing",
+  "migration",
+  "database",
+  "config",
+  "invalid_input",
+  "already_finished",
+  "cancelled",
+] as const;
+
+/** One of {@link ERROR_KINDS}. */
+export type ErrorKind = (typeof ERROR_KINDS)[number];
 
 /** An error raised by the QueueBox core; `kind` says what a caller can act on. */
 export class QueueBoxError extends Error {
@@ -26,6 +33,88 @@ export class ClaimLost extends QueueBoxError {
     super("claim_lost", message);
     this.name = "ClaimLost";
   }
+}
+
+/** The database could not be reached (refused, timed out, TLS, or unavailable mid-call). */
+export class ConnectError extends QueueBoxError {
+  constructor(message: string) {
+    super("connect", message);
+    this.name = "ConnectError";
+  }
+}
+
+/** A QueueBox table is missing: run the migrations. */
+export class SchemaMissing extends QueueBoxError {
+  constructor(message: string) {
+    super("schema_missing", message);
+    this.name = "SchemaMissing";
+  }
+}
+
+/** The migration history disagrees with this build. */
+export class MigrationError extends QueueBoxError {
+  constructor(message: string) {
+    super("migration", message);
+    this.name = "MigrationError";
+  }
+}
+
+/** A statement failed. */
+export class DatabaseError extends QueueBoxError {
+  constructor(message: string) {
+    super("database", message);
+    this.name = "DatabaseError";
+  }
+}
+
+/** An option is invalid; the message names it. */
+export class ConfigError extends QueueBoxError {
+  constructor(message: string) {
+    super("config", message);
+    this.name = "ConfigError";
+  }
+}
+
+/** A value given by the caller is invalid. */
+export class InvalidInput extends QueueBoxError {
+  constructor(message: string) {
+    super("invalid_input", message);
+    this.name = "InvalidInput";
+  }
+}
+
+/** The task was already completed, retried, dead-lettered, released or abandoned. */
+export class AlreadyFinished extends QueueBoxError {
+  constructor(message: string) {
+    super("already_finished", message);
+    this.name = "AlreadyFinished";
+  }
+}
+
+/** The task was cancelled (lease lost or shutdown grace over); it may only be abandoned. */
+export class Cancelled extends QueueBoxError {
+  constructor(message: string) {
+    super("cancelled", message);
+    this.name = "Cancelled";
+  }
+}
+
+/** The error class of each kind. */
+export const ERROR_CLASSES: { readonly [K in ErrorKind]: new (message: string) => QueueBoxError } = {
+  claim_lost: ClaimLost,
+  connect: ConnectError,
+  schema_missing: SchemaMissing,
+  migration: MigrationError,
+  database: DatabaseError,
+  config: ConfigError,
+  invalid_input: InvalidInput,
+  already_finished: AlreadyFinished,
+  cancelled: Cancelled,
+};
+
+/** The typed error of `kind` with `message`. */
+export function errorOf(kind: ErrorKind, message: string): QueueBoxError {
+  return new ERROR_CLASSES[kind](message);
 }
 
 /**
@@ -53,15 +142,20 @@ export class Dead extends Error {
   }
 }
 
-const TAG = /^\[([a-z_]+)\] ([\s\S]*)$/;
+function isKind(code: unknown): code is ErrorKind {
+  return typeof code === "string" && (ERROR_KINDS as readonly string[]).includes(code);
+}
 
-/** Turns an error thrown by the native addon (`"[kind] message"`) into a typed error. */
+/**
+ * Turns an error thrown by the native addon into a typed error. The addon sets the error's
+ * `code` to the core's kind name natively (bindings/node `Typed`); anything else passes
+ * through unchanged.
+ */
 export function fromNative(e: unknown): unknown {
   if (!(e instanceof Error)) return e;
-  const m = TAG.exec(e.message);
-  if (!m) return e;
-  const kind = m[1] as ErrorKind;
-  const err = kind === "claim_lost" ? new ClaimLost(m[2]) : new QueueBoxError(kind, m[2]);
+  const code = (e as Error & { code?: unknown }).code;
+  if (!isKind(code)) return e;
+  const err = errorOf(code, e.message);
   if (e.stack) err.stack = `${err.name}: ${err.message}\n${e.stack.split("\n").slice(1).join("\n")}`;
   return err;
 }

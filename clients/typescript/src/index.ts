@@ -1,6 +1,22 @@
 export { Worker } from "./worker.js";
 export { Database, migrate, evaluate, type NewMessage } from "./database.js";
-export { QueueBoxError, ClaimLost, Retry, Dead, type ErrorKind } from "./errors.js";
+export {
+  QueueBoxError,
+  ClaimLost,
+  ConnectError,
+  SchemaMissing,
+  MigrationError,
+  DatabaseError,
+  ConfigError,
+  InvalidInput,
+  AlreadyFinished,
+  Cancelled,
+  ERROR_KINDS,
+  ERROR_CLASSES,
+  Retry,
+  Dead,
+  type ErrorKind,
+} from "./errors.js";
 export type {
   Handler,
   InboxMessage,

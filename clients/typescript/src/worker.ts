@@ -1,5 +1,5 @@
 import native, { type NativeTask, type NativeWorker } from "./native.js";
-import { call, callSync, Dead, QueueBoxError, Retry } from "./errors.js";
+import { call, callSync, Cancelled, ConfigError, Dead, InvalidInput, QueueBoxError, Retry } from "./errors.js";
 import type { Handler, InboxMessage, Logger, QueryResult, ResolvedOptions, RunOptions, Transaction, WorkerOptions, WorkerStats } from "./types.js";
 
 const consoleLogger: Logger = {
@@ -13,7 +13,7 @@ function coreOptions(opts: WorkerOptions): Record<string, unknown> {
   const out: Record<string, unknown> = { ...rest };
   if (maxConcurrency !== undefined) {
     if (rest.concurrency !== undefined && rest.concurrency !== maxConcurrency) {
-      throw new QueueBoxError("config", "invalid configuration at `concurrency`: concurrency and maxConcurrency disagree");
+      throw new ConfigError("invalid configuration at `concurrency`: concurrency and maxConcurrency disagree");
     }
     out.concurrency = maxConcurrency;
   }
@@ -57,7 +57,7 @@ export class Worker {
   constructor(options: WorkerOptions) {
     const core = coreOptions(options);
     if (typeof options.databaseUrl !== "string" || options.databaseUrl.trim() === "") {
-      throw new QueueBoxError("config", "invalid configuration at `databaseUrl`: is required");
+      throw new ConfigError("invalid configuration at `databaseUrl`: is required");
     }
     this.options = JSON.parse(callSync(() => native.resolveOptions(JSON.stringify(core))));
     this.databaseUrl = options.databaseUrl;
@@ -78,7 +78,7 @@ export class Worker {
    */
   async run(handler: Handler, { signal }: RunOptions = {}): Promise<void> {
     if (typeof handler !== "function") throw new TypeError("The handler must be a function.");
-    if (this.running) throw new QueueBoxError("invalid_input", "invalid input: this worker is already running");
+    if (this.running) throw new InvalidInput("invalid input: this worker is already running");
     this.running = true;
     try {
       if (signal?.aborted) return;
@@ -113,7 +113,7 @@ export class Worker {
     const controller = new AbortController();
     const cancelled = task.cancelled().then((c) => {
       if (!c) return never;
-      controller.abort(new QueueBoxError("cancelled", "the lease was lost or shutdown's grace ran out"));
+      controller.abort(new Cancelled("the lease was lost or shutdown's grace ran out"));
       return CANCELLED;
     });
     const work = (async () => handler(message, new TaskTransaction(task), controller.signal))().then(
@@ -137,7 +137,9 @@ export class Worker {
         await call(task.fail(e instanceof Error ? e.message || e.name : String(e)));
       }
     } catch (e) {
-      if (e instanceof QueueBoxError && (e.kind === "claim_lost" || e.kind === "already_finished")) return;
+      // Nothing was written: fenced out, finished already, or cancelled meanwhile (the core
+      // then abandoned the task itself; a cancelled task may only be abandoned).
+      if (e instanceof QueueBoxError && (e.kind === "claim_lost" || e.kind === "already_finished" || e.kind === "cancelled")) return;
       this.logger.warn("could not finish the message; it will be redelivered after its lease", { id: message.id, error: String(e) });
       await task.abandon();
     }
