@@ -217,7 +217,7 @@ def table(results: list[tuple[str, Summary | str]]):
             if s.duplicates:
                 print(f"  {name}: duplicates by cause: " + ", ".join(f"{k}: {v}" for k, v in sorted(s.duplicates.items())))
             if s.refused_by_receiver:
-                print(f"  {name}: {s.refused_by_receiver} deliveries refused on purpose by the receiver (500) and retried")
+                print(f"  {name}: {s.refused_by_receiver} tries refused on purpose by the receiver (500, closed, hung) and retried")
             for p in s.problems:
                 print(f"  {name}: FAILED: {p}")
 

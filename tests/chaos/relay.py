@@ -212,13 +212,26 @@ class Relay:
 class HttpReceiver:
     """A real HTTP endpoint for an HTTP destination, recording each request in the ledger.
 
-    `fail_every`: the first try of every message whose number is a multiple of it is
-    answered 500 (0 = never), so retries run alongside the kills.
+    It misbehaves, on the first try of some messages only (by message number), as real
+    receivers do:
+
+    - n % 50 == 0: answers 500 (the relay retries);
+    - n % 70 == 1: closes the connection without an answer;
+    - n % 90 == 2: answers 200 only after `slow_s` — longer than the relay's lease, shorter than
+      the destination's `timeoutMs` — so the relay must renew its claim while it waits, or
+      another replica delivers the message again (a duplicate that only a counted lost claim
+      may explain);
+    - n % 150 == 3: hangs past the destination's `timeoutMs` (`hang_s`), then closes.
+
+    (The residues make the four sets disjoint.)
+
+    A refused, closed or hung try is recorded with `ok = 0`: it is not a delivery.
+    `misbehave=False` answers 200 to everything.
     """
 
-    def __init__(self, ledger, fail_every: int = 0):
-        self.ledger, self.fail_every = ledger, fail_every
-        self.seen_fail: set[int] = set()
+    def __init__(self, ledger, misbehave: bool = True, slow_s: float = 3.0, hang_s: float = 6.0):
+        self.ledger, self.misbehave, self.slow_s, self.hang_s = ledger, misbehave, slow_s, hang_s
+        self.tried: set[int] = set()
         self.lock = threading.Lock()
         receiver = self
 
@@ -233,14 +246,16 @@ class HttpReceiver:
                     n = int(payloads.parse(body)["n"])
                 except Exception:
                     dig, n = "not-json:" + body[:60].decode("utf-8", "replace"), None
-                ok = True
-                if receiver.fail_every and n is not None and n % receiver.fail_every == 0:
-                    with receiver.lock:
-                        if n not in receiver.seen_fail:
-                            receiver.seen_fail.add(n)
-                            ok = False
-                receiver.ledger.delivery(n, key, dig, self.headers.get("x-message-id"), ok, body)
-                self.send_response(200 if ok else 500)
+                act = receiver._action(n)
+                receiver.ledger.delivery(n, key, dig, self.headers.get("x-message-id"), act in ("ok", "slow"), body)
+                if act in ("close", "hang"):
+                    if act == "hang":
+                        time.sleep(receiver.hang_s)
+                    self.close_connection = True
+                    return
+                if act == "slow":
+                    time.sleep(receiver.slow_s)
+                self.send_response(500 if act == "500" else 200)
                 self.send_header("content-length", "0")
                 self.end_headers()
 
@@ -256,10 +271,22 @@ class HttpReceiver:
                     super().handle_error(request, client_address)
 
         self.server = Server(("127.0.0.1", 0), Handler)
-        self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
+
+    def _action(self, n: int | None) -> str:
+        if not self.misbehave or n is None:
+            return "ok"
+        with self.lock:
+            first = n not in self.tried
+            self.tried.add(n)
+        if not first:
+            return "ok"
+        for every, residue, act in ((50, 0, "500"), (70, 1, "close"), (90, 2, "slow"), (150, 3, "hang")):
+            if n % every == residue and n > 0:
+                return act
+        return "ok"
 
     @staticmethod
     def _read_body(h) -> bytes:
