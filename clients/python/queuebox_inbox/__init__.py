@@ -8,18 +8,39 @@ retry policy and graceful shutdown run in the Rust core through a native extensi
 from ._database import Database, evaluate, migrate
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, WorkerStats
 from ._worker import BlockingTransaction, Transaction, Worker
-from .errors import ClaimLost, Dead, QueueBoxError, Retry
+from .errors import (
+    AlreadyFinished,
+    Cancelled,
+    ClaimLost,
+    ConfigError,
+    ConnectError,
+    DatabaseError,
+    Dead,
+    InvalidInput,
+    MigrationError,
+    QueueBoxError,
+    Retry,
+    SchemaMissing,
+)
 
 __all__ = [
+    "AlreadyFinished",
     "BlockingTransaction",
+    "Cancelled",
     "ClaimLost",
+    "ConfigError",
+    "ConnectError",
     "Database",
+    "DatabaseError",
     "Dead",
     "InboxMessage",
+    "InvalidInput",
+    "MigrationError",
     "QueueBoxError",
     "ResolvedOptions",
     "Retry",
     "RetryPolicy",
+    "SchemaMissing",
     "Transaction",
     "Worker",
     "WorkerStats",

@@ -7,7 +7,6 @@ from typing import Any, Dict, Optional, Sequence
 
 from . import _native
 from ._types import Rows
-from .errors import call, call_sync
 
 
 class Database:
@@ -18,7 +17,7 @@ class Database:
 
     @staticmethod
     async def connect(database_url: str, *, max_connections: Optional[int] = None) -> "Database":
-        return Database(await call(_native.connect_database(database_url, max_connections)))
+        return Database(await _native.connect_database(database_url, max_connections))
 
     async def enqueue(
         self,
@@ -42,18 +41,18 @@ class Database:
             "headers": headers,
             "correlationId": correlation_id,
         }
-        return json.loads(await call(self._db.enqueue(json.dumps(msg))))
+        return json.loads(await self._db.enqueue(json.dumps(msg)))
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """One statement in its own transaction; returns the affected row count."""
-        return await call(self._db.execute(sql, json.dumps(list(params))))
+        return await self._db.execute(sql, json.dumps(list(params)))
 
     async def query(self, sql: str, params: Sequence[Any] = ()) -> Rows:
-        return json.loads(await call(self._db.query(sql, json.dumps(list(params)))))
+        return json.loads(await self._db.query(sql, json.dumps(list(params))))
 
     async def execute_script(self, sql: str) -> int:
         """SQL text outside a transaction (several statements, no parameters)."""
-        return await call(self._db.execute_script(sql))
+        return await self._db.execute_script(sql)
 
     async def close(self) -> None:
         await self._db.close()
@@ -61,9 +60,9 @@ class Database:
 
 async def migrate(database_url: str) -> list:
     """Applies the QueueBox migrations; returns the names applied now."""
-    return await call(_native.migrate(database_url))
+    return await _native.migrate(database_url)
 
 
 def evaluate(kind: str, input: Any) -> Any:
     """Runs one conformance vector case (proto-docs/vectors) through the core."""
-    return json.loads(call_sync(_native.evaluate, kind, json.dumps(input)))
+    return json.loads(_native.evaluate(kind, json.dumps(input)))

@@ -14,7 +14,7 @@ from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Set, Unio
 
 from . import _native
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
-from .errors import Dead, QueueBoxError, Retry, call, call_sync
+from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
 
 _log = logging.getLogger("queuebox_inbox")
 
@@ -28,10 +28,10 @@ class Transaction:
         self._task = task
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return await call(self._task.execute(sql, json.dumps(list(params))))
+        return await self._task.execute(sql, json.dumps(list(params)))
 
     async def query(self, sql: str, params: Sequence[Any] = ()) -> Rows:
-        return json.loads(await call(self._task.query(sql, json.dumps(list(params)))))
+        return json.loads(await self._task.query(sql, json.dumps(list(params))))
 
     @property
     def cancelled(self) -> bool:
@@ -129,7 +129,7 @@ class Worker:
         logger: Optional[logging.Logger] = None,
     ) -> None:
         if not isinstance(database_url, str) or not database_url.strip():
-            raise QueueBoxError("config", "invalid configuration at `databaseUrl`: is required")
+            raise ConfigError("invalid configuration at `databaseUrl`: is required")
         core = _core_options(
             source,
             batch_size=batch_size,
@@ -141,9 +141,9 @@ class Worker:
             retry=retry,
         )
         try:
-            self._options_json = call_sync(_native.resolve_options, json.dumps(core))
+            self._options_json = _native.resolve_options(json.dumps(core))
         except QueueBoxError as e:
-            raise QueueBoxError(e.kind, _python_names(e.message)) from None
+            raise type(e)(_python_names(str(e))) from None
         self.options = ResolvedOptions.from_json(self._options_json)
         self._url = database_url
         self._log = logger or _log
@@ -155,7 +155,7 @@ class Worker:
     async def connect(self) -> "Worker":
         """Connects (and checks the schema); ``async with`` does it for you."""
         if self._native is None:
-            self._native = await call(_native.connect_worker(self._url, self._options_json))
+            self._native = await _native.connect_worker(self._url, self._options_json)
             self._shutdown = None
         return self
 
@@ -193,7 +193,7 @@ class Worker:
         ``concurrency`` worker threads) until ``stop`` is set or Ctrl-C, then shuts down
         gracefully. ``tx`` is a :class:`BlockingTransaction`."""
         if self._native is not None:
-            raise QueueBoxError("invalid_input", "invalid input: run_blocking needs a worker that is not connected in an event loop")
+            raise InvalidInput("invalid input: run_blocking needs a worker that is not connected in an event loop")
 
         async def main() -> None:
             astop = asyncio.Event()
@@ -228,7 +228,7 @@ class Worker:
         cancelled = False
         try:
             while True:
-                nxt = asyncio.ensure_future(call(native.next()))
+                nxt = asyncio.ensure_future(native.next())
                 if stop_wait is not None and not nxt.done():
                     await asyncio.wait({nxt, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
                     if stop_wait.done() and self._shutdown is None:
@@ -286,17 +286,19 @@ class Worker:
                 return
             e = work.exception()
             if e is None:
-                await call(task.complete())
+                await task.complete()
             elif isinstance(e, Retry):
-                await call(task.fail(e.reason) if e.delay_ms is None else task.retry(e.delay_ms, e.reason))
+                await task.fail(e.reason) if e.delay_ms is None else task.retry(e.delay_ms, e.reason)
             elif isinstance(e, Dead):
-                await call(task.dead(e.reason))
+                await task.dead(e.reason)
             elif isinstance(e, Exception):
-                await call(task.fail(str(e) or type(e).__name__))
+                await task.fail(str(e) or type(e).__name__)
             else:
                 await task.abandon()
         except QueueBoxError as err:
-            if err.kind in ("claim_lost", "already_finished"):
+            # Nothing was written: fenced out, finished already, or cancelled meanwhile (the
+            # core then abandoned the task itself; a cancelled task may only be abandoned).
+            if isinstance(err, (ClaimLost, AlreadyFinished, Cancelled)):
                 return
             self._log.warning("could not finish message %s (%s); it will be redelivered after its lease", message.id, err)
             await task.abandon()

@@ -1,45 +1,36 @@
-"""Typed errors of the QueueBox core, and the two exceptions a handler raises."""
+"""Typed errors of the QueueBox core, and the two exceptions a handler raises.
+
+The error classes are defined by the native extension (bindings/python), one per kind of
+the core's error-kind table (``queuebox_core::ErrorKind``, proto-docs/error-kinds.json), all
+subclasses of :class:`QueueBoxError` with the kind's name as ``kind``. The extension raises
+them directly; nothing here parses a message.
+"""
 
 from __future__ import annotations
 
-import re
-from typing import Any, Awaitable, Callable, Optional, TypeVar
+from typing import Dict, Optional, Type
 
 from . import _native
 
-T = TypeVar("T")
+QueueBoxError: Type[Exception] = _native.QueueBoxError
+ClaimLost: Type[Exception] = _native.ClaimLost
+ConnectError: Type[Exception] = _native.ConnectError
+SchemaMissing: Type[Exception] = _native.SchemaMissing
+MigrationError: Type[Exception] = _native.MigrationError
+DatabaseError: Type[Exception] = _native.DatabaseError
+ConfigError: Type[Exception] = _native.ConfigError
+InvalidInput: Type[Exception] = _native.InvalidInput
+AlreadyFinished: Type[Exception] = _native.AlreadyFinished
+Cancelled: Type[Exception] = _native.Cancelled
 
-#: Stable kinds of the core (``queuebox_core::ErrorKind::as_str``).
-KINDS = (
-    "claim_lost",
-    "connect",
-    "schema_missing",
-    "migration",
-    "database",
-    "config",
-    "invalid_input",
-    "already_finished",
-    "cancelled",
-)
+#: The class of each kind, keyed by the kind's stable name (tests compare it with the core's table).
+BY_KIND: Dict[str, Type[Exception]] = {
+    cls.kind: cls  # type: ignore[attr-defined]
+    for cls in (ClaimLost, ConnectError, SchemaMissing, MigrationError, DatabaseError, ConfigError, InvalidInput, AlreadyFinished, Cancelled)
+}
 
-
-class QueueBoxError(Exception):
-    """An error raised by the QueueBox core; ``kind`` says what a caller can act on."""
-
-    def __init__(self, kind: str, message: str) -> None:
-        super().__init__(message)
-        self.kind = kind
-        self.message = message
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}(kind={self.kind!r}, message={self.message!r})"
-
-
-class ClaimLost(QueueBoxError):
-    """A fenced write matched no row: the lease expired or another worker owns the row."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__("claim_lost", message)
+#: Stable kinds of the core, in code order.
+KINDS = tuple(BY_KIND)
 
 
 class Retry(Exception):
@@ -60,32 +51,3 @@ class Dead(Exception):
     def __init__(self, reason: str = "dead-lettered by the handler") -> None:
         super().__init__(reason)
         self.reason = reason
-
-
-_TAG = re.compile(r"^\[([a-z_]+)\] (.*)$", re.S)
-
-
-def from_native(e: BaseException) -> BaseException:
-    """Turns ``NativeError("[kind] message")`` into a typed :class:`QueueBoxError`."""
-    if not isinstance(e, _native.NativeError):
-        return e
-    m = _TAG.match(str(e))
-    if not m:
-        return QueueBoxError("database", str(e))
-    kind, message = m.group(1), m.group(2)
-    return ClaimLost(message) if kind == "claim_lost" else QueueBoxError(kind, message)
-
-
-async def call(awaitable: Awaitable[T]) -> T:
-    """Awaits a native call, re-raising its error as a typed one."""
-    try:
-        return await awaitable
-    except _native.NativeError as e:
-        raise from_native(e) from None
-
-
-def call_sync(f: Callable[..., T], *args: Any) -> T:
-    try:
-        return f(*args)
-    except _native.NativeError as e:
-        raise from_native(e) from None
