@@ -66,9 +66,9 @@ pub enum DatabaseUrl {
 }
 
 impl DatabaseUrl {
-    /// Classifies `url`; a form no backend reads fails with [`Error::Config`] at
-    /// `database.url`, listing [`ACCEPTED_FORMS`] (password masked). Never transient: the
-    /// relay reports it at once instead of retrying until `database.startupTimeoutMs`.
+    /// Classifies `url`; a form no backend reads fails with [`Error::Connect`] listing
+    /// [`ACCEPTED_FORMS`] (password masked), as a PostgreSQL URL that does not parse always
+    /// has. (The relay's configuration check refuses such a URL before it ever connects.)
     pub fn parse(url: &str) -> Result<DatabaseUrl> {
         let trimmed = url.trim();
         let lower = trimmed.to_ascii_lowercase();
@@ -81,7 +81,7 @@ impl DatabaseUrl {
         if sqlserver_form(trimmed).is_some() {
             return Ok(DatabaseUrl::SqlServer(trimmed.to_string()));
         }
-        Err(url_error(format!("`{}` is not a database URL QueueBox reads; use one of: {ACCEPTED_FORMS}", redact(url))))
+        Err(Error::Connect { url: redact(url), reason: format!("not a database URL QueueBox reads; use one of: {ACCEPTED_FORMS}") })
     }
 
     pub fn backend(&self) -> Backend {
@@ -126,7 +126,7 @@ pub(crate) fn sqlserver_form(url: &str) -> Option<SqlServerForm> {
 /// (`jdbc:postgresql:db`) is refused with the equivalent `postgres://` spelled out.
 fn jdbc_postgres(jdbc: &str) -> Result<String> {
     let rest = &jdbc["jdbc:postgresql:".len()..];
-    let refuse = |why: &str| url_error(format!("`{}`: {why}; write it as postgres://user:password@host:5432/database", redact(jdbc)));
+    let refuse = |why: &str| Error::Connect { url: redact(jdbc), reason: format!("{why}; write it as postgres://user:password@host:5432/database") };
     let Some(after) = rest.strip_prefix("//") else {
         return Err(refuse("a JDBC URL without //host is not supported"));
     };
@@ -155,10 +155,6 @@ fn jdbc_postgres(jdbc: &str) -> Result<String> {
         u.query_pairs_mut().clear().extend_pairs(kept);
     }
     Ok(u.to_string())
-}
-
-fn url_error(reason: String) -> Error {
-    Error::Config { path: "database.url".into(), reason }
 }
 
 fn redact(url: &str) -> String {
@@ -197,7 +193,8 @@ pub trait Database: Send + Sync + 'static {
 }
 
 /// Connects the backend `settings.url` names. A SQL Server URL in a build without the
-/// `sqlserver` feature fails with an [`Error::Config`] naming the feature; an unreachable
+/// `sqlserver` feature fails with an [`Error::Config`] at `database.url` naming the feature
+/// (not transient: retrying cannot help, rebuilding can); an unreachable
 /// server is [`Error::Connect`] naming the server (password masked).
 pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
     match DatabaseUrl::parse(&settings.url)? {
@@ -208,10 +205,13 @@ pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
 
 #[cfg(any(not(feature = "postgres"), not(feature = "sqlserver")))]
 fn not_built(url: &str, feature: &str) -> Error {
-    url_error(format!(
-        "`{}` needs the {feature} backend, which this build lacks; build it with the cargo feature `{feature}` (e.g. `cargo build -p queuebox --features {feature}`)",
-        redact(url)
-    ))
+    Error::Config {
+        path: "database.url".into(),
+        reason: format!(
+            "`{}` needs the {feature} backend, which this build lacks; build it with the cargo feature `{feature}` (e.g. `cargo build -p queuebox --features {feature}`)",
+            redact(url)
+        ),
+    }
 }
 
 #[cfg(feature = "postgres")]
@@ -394,7 +394,7 @@ mod tests {
         for url in ["mysql://root:hunter22@db/app", "host=localhost dbname=app", "", "garbage"] {
             let e = DatabaseUrl::parse(url).unwrap_err();
             let text = e.to_string();
-            assert!(matches!(e, Error::Config { .. }) && !e.is_transient(), "{text}");
+            assert!(matches!(e, Error::Connect { .. }), "{text}");
             assert!(text.contains("postgres://") && text.contains("jdbc:postgresql://") && text.contains("sqlserver://") && text.contains("ADO.NET"), "{text}");
             assert!(!text.contains("hunter22"), "{text}");
         }

@@ -61,14 +61,11 @@ pub fn latest_version(migrations: &[Migration]) -> i32 {
 pub mod postgres {
     //! The PostgreSQL migration runner.
     use super::*;
+    use crate::store::postgres::sql::{
+        HAS_HISTORY, HAS_TABLES, HISTORY_CREATE as HISTORY, HISTORY_INSERT, HISTORY_MAX, HISTORY_SELECT, MIGRATE_LOCK, MIGRATE_UNLOCK,
+    };
     use crate::store::postgres::{db_err, PgStore};
     use sqlx::Row;
-
-    const HISTORY: &str = "CREATE TABLE IF NOT EXISTS queuebox_schema_history (
-        version    INTEGER PRIMARY KEY,
-        name       VARCHAR(255) NOT NULL,
-        checksum   VARCHAR(64)  NOT NULL,
-        applied_at TIMESTAMPTZ  NOT NULL DEFAULT CURRENT_TIMESTAMP)";
 
     /// An arbitrary constant: concurrent `migrate` runs (several replicas starting at once)
     /// take turns on this advisory lock.
@@ -77,9 +74,9 @@ pub mod postgres {
     /// Applies every pending migration. Safe to run from several processes at once.
     pub async fn run(store: &PgStore) -> Result<MigrationReport> {
         let mut conn = store.pool().acquire().await.map_err(|e| db_err("migrate", e))?;
-        sqlx::query("SELECT pg_advisory_lock($1)").bind(LOCK_KEY).execute(&mut *conn).await.map_err(|e| db_err("migrate lock", e))?;
+        sqlx::query(MIGRATE_LOCK).bind(LOCK_KEY).execute(&mut *conn).await.map_err(|e| db_err("migrate lock", e))?;
         let result = apply(&mut conn).await;
-        let _ = sqlx::query("SELECT pg_advisory_unlock($1)").bind(LOCK_KEY).execute(&mut *conn).await;
+        let _ = sqlx::query(MIGRATE_UNLOCK).bind(LOCK_KEY).execute(&mut *conn).await;
         result
     }
 
@@ -87,12 +84,12 @@ pub mod postgres {
     // defeats the compiler's `Send` proof once the runner sits behind `async_trait`
     // ([`crate::backend::Database::migrate`]).
     async fn apply(conn: &mut sqlx::PgConnection) -> Result<MigrationReport> {
-        let had_history: bool = sqlx::query_scalar("SELECT to_regclass('queuebox_schema_history') IS NOT NULL")
+        let had_history: bool = sqlx::query_scalar(HAS_HISTORY)
             .fetch_one(&mut *conn)
             .await
             .map_err(|e| db_err("migrate", e))?;
         if !had_history {
-            let existing: bool = sqlx::query_scalar("SELECT to_regclass('inbox') IS NOT NULL OR to_regclass('outbox') IS NOT NULL")
+            let existing: bool = sqlx::query_scalar(HAS_TABLES)
                 .fetch_one(&mut *conn)
                 .await
                 .map_err(|e| db_err("migrate", e))?;
@@ -105,7 +102,7 @@ pub mod postgres {
             }
         }
         sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(HISTORY)).await.map_err(|e| db_err("migrate", e))?;
-        let rows = sqlx::query("SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version")
+        let rows = sqlx::query(HISTORY_SELECT)
             .fetch_all(&mut *conn)
             .await
             .map_err(|e| db_err("migrate", e))?;
@@ -136,7 +133,7 @@ pub mod postgres {
         for m in pending {
             let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(|e| db_err("migrate", e))?;
             sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(m.sql)).await.map_err(|e| Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e))))?;
-            sqlx::query("INSERT INTO queuebox_schema_history (version, name, checksum) VALUES ($1, $2, $3)")
+            sqlx::query(HISTORY_INSERT)
                 .bind(m.version)
                 .bind(m.name)
                 .bind(m.checksum())
@@ -152,14 +149,14 @@ pub mod postgres {
 
     /// The highest applied version, 0 when the history table does not exist.
     pub async fn current_version(store: &PgStore) -> Result<i32> {
-        let exists: bool = sqlx::query_scalar("SELECT to_regclass('queuebox_schema_history') IS NOT NULL")
+        let exists: bool = sqlx::query_scalar(HAS_HISTORY)
             .fetch_one(store.pool())
             .await
             .map_err(|e| db_err("schema version", e))?;
         if !exists {
             return Ok(0);
         }
-        let v: Option<i32> = sqlx::query_scalar("SELECT max(version) FROM queuebox_schema_history")
+        let v: Option<i32> = sqlx::query_scalar(HISTORY_MAX)
             .fetch_one(store.pool())
             .await
             .map_err(|e| db_err("schema version", e))?;

@@ -335,3 +335,20 @@ fn sqlserver_migrations_have_the_postgres_final_shape() {
     assert!(inbox.contains("headers          NVARCHAR(MAX)    NOT NULL CONSTRAINT df_inbox_headers DEFAULT '{}'"));
     assert!(inbox.contains("id               UNIQUEIDENTIFIER NOT NULL CONSTRAINT df_inbox_id DEFAULT NEWID()"));
 }
+
+/// The two backends' statement modules line up by name: every statement the PostgreSQL relay
+/// and pull paths issue has a SQL Server statement of the same name (checked above), so a
+/// reader can compare `store/postgres/sql.rs` and `store/sqlserver/sql.rs` side by side.
+#[test]
+fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
+    let sqlserver: BTreeSet<String> = sql::statements().into_iter().map(|(n, _)| n.to_string()).collect();
+    // PostgreSQL-only: its migration runner's two catalogue probes (SQL Server does both in
+    // SCHEMA_CHECK).
+    let pg_only = ["HAS_HISTORY", "HAS_TABLES"];
+    let missing: Vec<&str> = queuebox_core::store::postgres::sql::statements()
+        .into_iter()
+        .map(|(n, _)| n)
+        .filter(|n| !pg_only.contains(n) && !sqlserver.contains(*n))
+        .collect();
+    assert!(missing.is_empty(), "PostgreSQL statements without a SQL Server counterpart: {missing:?}");
+}

@@ -51,6 +51,6 @@ async fn a_database_url_no_backend_reads_is_refused_naming_the_accepted_forms() 
     let out = relay_command(cfg.path(), &["migrate", "--database-url", "mysql://root:hunter22@127.0.0.1/app"]).output().await.unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{stderr}");
-    assert!(stderr.contains("database.url") && stderr.contains("jdbc:postgresql://") && stderr.contains("sqlserver://"), "{stderr}");
+    assert!(stderr.contains("not a database URL") && stderr.contains("jdbc:postgresql://") && stderr.contains("sqlserver://"), "{stderr}");
     assert!(!stderr.contains("hunter22"), "{stderr}");
 }

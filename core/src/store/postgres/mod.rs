@@ -8,6 +8,7 @@
 
 mod pull;
 mod relay;
+pub mod sql;
 mod tls;
 mod tx;
 
@@ -98,7 +99,7 @@ impl PgStore {
     /// Fails with [`Error::SchemaMissing`] unless both QueueBox tables exist.
     pub async fn check_schema(&self) -> Result<()> {
         for table in ["inbox", "outbox"] {
-            let found: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+            let found: Option<String> = sqlx::query_scalar(sql::SCHEMA_CHECK)
                 .bind(table)
                 .fetch_one(&self.pool)
                 .await

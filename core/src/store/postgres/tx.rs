@@ -56,7 +56,7 @@ impl StoreTx for PgStoreTx {
     }
 
     async fn complete_pull(&mut self, claim: &ClaimRef) -> Result<bool> {
-        let r = sqlx::query(&super::pull::complete_sql())
+        let r = sqlx::query(super::sql::COMPLETE)
             .bind(claim.id)
             .bind(claim.token)
             .execute(&mut *self.tx)

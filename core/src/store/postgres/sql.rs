@@ -1,0 +1,358 @@
+//! Every SQL statement the PostgreSQL backend sends, as named constants, so a reader can put
+//! this file next to `store::sqlserver::sql` and compare the two backends statement by
+//! statement (the names are the same where the statement is the same). [`statements`] lists
+//! them all.
+//!
+//! Rules shared by all of them (reference §2.7 and §3.3):
+//! - every lease comparison and every stamp uses `clock_timestamp()`, the database clock at the
+//!   moment of the statement, never the application's clock and never the transaction start;
+//! - parameters are positional (`$1`…); durations are bound as milliseconds (`float8`) and
+//!   turned into intervals with `make_interval(secs => $n::float8 / 1000)`;
+//! - the claims lock with `FOR UPDATE … SKIP LOCKED`, so concurrent claims never take one row.
+
+/// `clock_timestamp()` plus `$n` milliseconds (a `float8` parameter).
+macro_rules! now_plus_ms {
+    ($p:literal) => {
+        concat!("clock_timestamp() + make_interval(secs => ", $p, "::float8 / 1000)")
+    };
+}
+
+/// The fence shared by every write on a claimed inbox row: `$1` = id, `$2` = claim token;
+/// `pull` rows unless another consumption is named.
+macro_rules! fence {
+    () => {
+        fence!("pull")
+    };
+    ($consumption:literal) => {
+        concat!("id = $1 AND consumption = '", $consumption, "' AND state = 'processing' AND claim_token = $2 AND lease_expires_at > clock_timestamp()")
+    };
+}
+
+/// The fence of a claimed outbox row: `$1` = id, `$2` = claim token.
+macro_rules! outbox_fence {
+    () => {
+        "id = $1 AND state = 'processing' AND claim_token = $2 AND lease_expires_at > clock_timestamp()"
+    };
+}
+
+// ---- pull rows and the inbox insert (`pull.rs`) ----
+
+/// One inbox row; `$9` (a dead reason) stores it dead at once; a repeat of
+/// `(source, idempotency_key)` returns no row.
+pub const INSERT: &str = "
+INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, headers,
+                   correlation_id, consumption, state, last_error, scheduled_at)
+VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
+        CASE WHEN $9::text IS NULL THEN 'pending' ELSE 'dead' END, $9,
+        clock_timestamp() + make_interval(secs => $10::float8 / 1000))
+ON CONFLICT ON CONSTRAINT uq_inbox_source_idempotency DO NOTHING
+RETURNING id";
+
+/// The stored id of a duplicate insert.
+pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = $1 AND idempotency_key = $2";
+
+// Candidates: due pending rows and expired processing rows of one source, each scan bounded.
+// A row is claimable only if it heads its aggregate (reference §3.3): no earlier row of the
+// same source and aggregate that is itself claimable now (due pending, or processing with an
+// expired lease), and no live lease on another row of it. A row waiting in retry backoff (or
+// held by an initial delay) is not claimable, so it blocks nothing: "a pull retry lets later
+// messages pass" (§7). The lock step re-checks the row predicate under FOR UPDATE SKIP
+// LOCKED, so two concurrent claims can never both take one row.
+/// The pull claim: `$1` source, `$2` batch, `$3` lease (ms), `$4` candidate limit.
+pub const CLAIM: &str = "
+WITH cand AS (
+    (SELECT id, aggregate_id, sequence, scheduled_at FROM inbox
+      WHERE consumption = 'pull' AND source = $1 AND state = 'pending' AND scheduled_at <= clock_timestamp()
+      ORDER BY scheduled_at, sequence LIMIT $4)
+    UNION ALL
+    (SELECT id, aggregate_id, sequence, scheduled_at FROM inbox
+      WHERE consumption = 'pull' AND source = $1 AND state = 'processing' AND lease_expires_at <= clock_timestamp()
+      ORDER BY lease_expires_at LIMIT $4)
+), pick AS (
+    SELECT c.id FROM cand c
+     WHERE c.aggregate_id IS NULL OR (
+           -- an earlier claimable row of the aggregate (index range scan, stops at the first);
+           -- a pending row that is not due yet (retry backoff) does not count
+           NOT EXISTS (SELECT 1 FROM inbox b
+                        WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id
+                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence
+                          AND (b.state = 'processing' OR b.scheduled_at <= clock_timestamp()))
+           -- any other row of the aggregate holding a live lease
+       AND NOT EXISTS (SELECT 1 FROM inbox b
+                        WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id
+                          AND b.state = 'processing' AND b.id <> c.id AND b.lease_expires_at > clock_timestamp()))
+     ORDER BY c.scheduled_at, c.sequence
+     LIMIT $2
+), locked AS (
+    SELECT i.id FROM inbox i JOIN pick p ON p.id = i.id
+     WHERE i.consumption = 'pull' AND i.source = $1
+       AND ((i.state = 'pending' AND i.scheduled_at <= clock_timestamp())
+         OR (i.state = 'processing' AND i.lease_expires_at <= clock_timestamp()))
+     FOR UPDATE OF i SKIP LOCKED
+)
+UPDATE inbox u
+   SET state = 'processing', claim_token = gen_random_uuid(), claimed_at = clock_timestamp(),
+       lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+  FROM locked l
+ WHERE u.id = l.id
+RETURNING u.id, u.source, u.idempotency_key, u.aggregate_id, u.event_type, u.payload, u.headers,
+          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence";
+
+// Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key; the
+// `(id, token) IN (SELECT unnest …)` form made PostgreSQL scan every processing row instead.
+/// Lease renewal of many pull claims: `$1` ids, `$2` tokens, `$3` lease (ms); returns the ids
+/// renewed.
+pub const RENEW: &str = "
+UPDATE inbox i SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+  FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
+ WHERE i.id = c.id AND i.claim_token = c.token
+   AND i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
+RETURNING i.id";
+
+/// Many completions in one statement: `$1` ids, `$2` tokens; returns the ids completed.
+pub const COMPLETE_MANY: &str = "
+UPDATE inbox i SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
+  FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
+ WHERE i.id = c.id AND i.claim_token = c.token
+   AND i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
+RETURNING i.id";
+
+/// The fenced completion (autocommit, or inside a handler's transaction).
+pub const COMPLETE: &str =
+    concat!("UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL WHERE ", fence!());
+
+/// Back to pending after `$4` ms with `attempt + 1` and `last_error = $3`.
+pub const RETRY: &str = concat!(
+    "UPDATE inbox SET state = 'pending', attempt = attempt + 1, last_error = $3, claim_token = NULL, lease_expires_at = NULL,
+                scheduled_at = ",
+    now_plus_ms!("$4"),
+    " WHERE ",
+    fence!()
+);
+
+/// To dead with `last_error = $3`.
+pub const DEAD: &str = concat!("UPDATE inbox SET state = 'dead', last_error = $3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!());
+
+/// Back to pending at once, no attempt spent.
+pub const RELEASE: &str =
+    concat!("UPDATE inbox SET state = 'pending', claim_token = NULL, lease_expires_at = NULL, claimed_at = NULL WHERE ", fence!());
+
+// ---- the store itself (`mod.rs`) ----
+
+/// `$1` a table name; NULL when it does not exist.
+pub const SCHEMA_CHECK: &str = "SELECT to_regclass($1)::text";
+
+// ---- migrations (`crate::migrate::postgres`) ----
+
+/// An arbitrary constant key: concurrent `migrate` runs take turns on this advisory lock.
+pub const MIGRATE_LOCK: &str = "SELECT pg_advisory_lock($1)";
+pub const MIGRATE_UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
+pub const HAS_HISTORY: &str = "SELECT to_regclass('queuebox_schema_history') IS NOT NULL";
+pub const HAS_TABLES: &str = "SELECT to_regclass('inbox') IS NOT NULL OR to_regclass('outbox') IS NOT NULL";
+pub const HISTORY_CREATE: &str = "CREATE TABLE IF NOT EXISTS queuebox_schema_history (
+        version    INTEGER PRIMARY KEY,
+        name       VARCHAR(255) NOT NULL,
+        checksum   VARCHAR(64)  NOT NULL,
+        applied_at TIMESTAMPTZ  NOT NULL DEFAULT CURRENT_TIMESTAMP)";
+pub const HISTORY_SELECT: &str = "SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version";
+pub const HISTORY_INSERT: &str = "INSERT INTO queuebox_schema_history (version, name, checksum) VALUES ($1, $2, $3)";
+pub const HISTORY_MAX: &str = "SELECT max(version) FROM queuebox_schema_history";
+
+// ---- the relay role (`relay.rs`) ----
+
+/// Push rows whose lease expired (or has none) back to pending.
+pub const RECLAIM_PUSH: &str = "
+UPDATE inbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL
+ WHERE consumption = 'push' AND state = 'processing'
+   AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())";
+
+// Scans due push rows in claim order and keeps a row only when it heads its aggregate:
+// no earlier pending row and no processing row of that aggregate, in any source. The
+// index scan stops at the batch size; SKIP LOCKED leaves rows another replica is claiming.
+/// The push claim: `$1` batch, `$2` lease (ms).
+pub const CLAIM_PUSH: &str = concat!(
+    "
+WITH pick AS (
+    SELECT i.id FROM inbox i
+     WHERE i.consumption = 'push' AND i.state = 'pending' AND i.scheduled_at <= clock_timestamp()
+       AND (i.aggregate_id IS NULL OR NOT EXISTS (
+            SELECT 1 FROM inbox b
+             WHERE b.consumption = 'push' AND b.aggregate_id = i.aggregate_id AND b.id <> i.id
+               AND b.state IN ('pending', 'processing')
+               AND (b.sequence < i.sequence OR b.state = 'processing')))
+     ORDER BY i.scheduled_at, i.sequence
+     LIMIT $1
+     FOR UPDATE OF i SKIP LOCKED
+)
+UPDATE inbox u
+   SET state = 'processing', claim_token = gen_random_uuid(), claimed_at = clock_timestamp(), lease_expires_at = ",
+    now_plus_ms!("$2"),
+    "
+  FROM pick WHERE u.id = pick.id
+RETURNING u.id, u.source, u.idempotency_key, u.aggregate_id, u.event_type, u.payload, u.headers,
+          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence"
+);
+
+/// The fenced mark of a forwarded push row; runs first in the forward's transaction so it
+/// locks the inbox row before [`INSERT_OUTBOX`].
+pub const FORWARD_PUSH: &str = concat!(
+    "UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL WHERE ",
+    fence!("push")
+);
+
+/// A claimed push row to dead with `last_error = $3`.
+pub const DEAD_PUSH: &str =
+    concat!("UPDATE inbox SET state = 'dead', last_error = $3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!("push"));
+
+/// `$1` topic, `$2` key, `$3` payload, `$4` headers, `$5` max attempts; returns the id.
+pub const INSERT_OUTBOX: &str = "
+INSERT INTO outbox (topic, key, payload, headers, max_attempts) VALUES ($1, $2, $3, $4, $5) RETURNING id";
+
+/// Expired outbox leases back to pending, no attempt spent.
+pub const RECLAIM_OUTBOX: &str = "
+UPDATE outbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+ WHERE state = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())";
+
+// Many claims in one statement; a pair missing from RETURNING has lost its claim.
+/// `$1` ids, `$2` tokens, `$3` lease (ms); returns the ids renewed.
+pub const RENEW_OUTBOX: &str = "
+UPDATE outbox SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+ WHERE (id, claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
+   AND state = 'processing' AND lease_expires_at > clock_timestamp()
+RETURNING id";
+
+// The key head rule: a keyed row is claimable only when no row of its key with a lower
+// sequence is pending or processing, whatever that row's schedule or lease.
+/// The outbox claim: `$1` batch, `$2` lease (ms).
+pub const CLAIM_OUTBOX: &str = concat!(
+    "
+WITH pick AS (
+    SELECT o.id FROM outbox o
+     WHERE o.state = 'pending' AND o.scheduled_at <= clock_timestamp()
+       AND (o.key IS NULL OR o.key = '' OR NOT EXISTS (
+            SELECT 1 FROM outbox b
+             WHERE b.key = o.key AND b.state IN ('pending', 'processing') AND b.sequence < o.sequence))
+     ORDER BY o.scheduled_at, o.sequence
+     LIMIT $1
+     FOR UPDATE OF o SKIP LOCKED
+)
+UPDATE outbox u
+   SET state = 'processing', claim_token = gen_random_uuid(), claimed_at = clock_timestamp(),
+       updated_at = clock_timestamp(), lease_expires_at = ",
+    now_plus_ms!("$2"),
+    "
+  FROM pick WHERE u.id = pick.id
+RETURNING u.id, u.topic, u.key, u.aggregate_type, u.payload, u.headers, u.attempt, u.max_attempts,
+          u.created_at, u.claim_token, u.scheduled_at, u.sequence"
+);
+
+pub const MARK_SENT: &str =
+    concat!("UPDATE outbox SET state = 'sent', updated_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL WHERE ", outbox_fence!());
+
+/// Back to pending after `$4` ms with `attempt + 1` and `last_error = $3`.
+pub const RETRY_OUTBOX: &str = concat!(
+    "UPDATE outbox SET state = 'pending', attempt = attempt + 1, last_error = $3, claimed_at = NULL, claim_token = NULL,
+                    lease_expires_at = NULL, updated_at = clock_timestamp(),
+                    scheduled_at = ",
+    now_plus_ms!("$4"),
+    "
+              WHERE ",
+    outbox_fence!()
+);
+
+/// To dead with `last_error = $3`.
+pub const DEAD_OUTBOX: &str = concat!(
+    "UPDATE outbox SET state = 'dead', last_error = $3, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,
+                    updated_at = clock_timestamp() WHERE ",
+    outbox_fence!()
+);
+
+pub const OUTBOX_BACKLOG: &str = "SELECT count(*) AS pending,
+                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8 AS age
+               FROM outbox WHERE state = 'pending'";
+
+pub const INBOX_BACKLOG: &str = "SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE consumption = 'push')), 0)::float8 AS push_age,
+                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE consumption = 'pull')), 0)::float8 AS pull_age
+               FROM inbox WHERE state = 'pending'";
+
+/// `$1` max age (ms), `$2` batch.
+pub const DELETE_OLD_OUTBOX: &str = "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
+                SELECT id FROM outbox WHERE state IN ('sent', 'dead')
+                   AND updated_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
+
+/// `$1` rows to keep per terminal state, `$2` batch.
+pub const DELETE_EXCESS_OUTBOX: &str = "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
+                SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY state ORDER BY updated_at DESC, id DESC) AS rn
+                                  FROM outbox WHERE state IN ('sent', 'dead')) r
+                 WHERE rn > $1 LIMIT $2)";
+
+/// `$1` max age (ms), `$2` batch.
+pub const DELETE_OLD_INBOX: &str = "DELETE FROM inbox WHERE state IN ('processed', 'dead') AND id IN (
+                SELECT id FROM inbox WHERE state IN ('processed', 'dead')
+                   AND created_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
+
+pub const LIST_DEAD_OUTBOX: &str =
+    "SELECT id, topic AS name, key, attempt, last_error, updated_at FROM outbox WHERE state = 'dead' ORDER BY updated_at DESC LIMIT $1";
+
+pub const LIST_DEAD_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, attempt, last_error, COALESCE(processed_at, created_at) AS updated_at
+               FROM inbox WHERE state = 'dead' ORDER BY created_at DESC LIMIT $1";
+
+pub const INBOX_ROW: &str =
+    "SELECT id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt, correlation_id, created_at FROM inbox WHERE id = $1";
+
+/// `$1` states, then the optional filters `$2` ids … `$6` created before (NULL = any).
+pub const REPLAY_OUTBOX: &str = "UPDATE outbox SET state = 'pending', attempt = 0, last_error = NULL, scheduled_at = clock_timestamp(),
+                    claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
+              WHERE state = ANY($1)
+                AND ($2::uuid[] IS NULL OR id = ANY($2))
+                AND ($3::text IS NULL OR topic = $3)
+                AND ($4::text IS NULL OR headers ->> 'x-source' = $4)
+                AND ($5::timestamptz IS NULL OR created_at > $5)
+                AND ($6::timestamptz IS NULL OR created_at < $6)";
+
+pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state <> 'processing'";
+
+/// Every statement by name, for tests that check them against a real server.
+pub fn statements() -> Vec<(&'static str, &'static str)> {
+    vec![
+        ("INSERT", INSERT),
+        ("LOOKUP_ID", LOOKUP_ID),
+        ("CLAIM", CLAIM),
+        ("RENEW", RENEW),
+        ("COMPLETE_MANY", COMPLETE_MANY),
+        ("COMPLETE", COMPLETE),
+        ("RETRY", RETRY),
+        ("DEAD", DEAD),
+        ("RELEASE", RELEASE),
+        ("SCHEMA_CHECK", SCHEMA_CHECK),
+        ("MIGRATE_LOCK", MIGRATE_LOCK),
+        ("MIGRATE_UNLOCK", MIGRATE_UNLOCK),
+        ("HAS_HISTORY", HAS_HISTORY),
+        ("HAS_TABLES", HAS_TABLES),
+        ("HISTORY_CREATE", HISTORY_CREATE),
+        ("HISTORY_SELECT", HISTORY_SELECT),
+        ("HISTORY_INSERT", HISTORY_INSERT),
+        ("HISTORY_MAX", HISTORY_MAX),
+        ("RECLAIM_PUSH", RECLAIM_PUSH),
+        ("CLAIM_PUSH", CLAIM_PUSH),
+        ("FORWARD_PUSH", FORWARD_PUSH),
+        ("DEAD_PUSH", DEAD_PUSH),
+        ("INSERT_OUTBOX", INSERT_OUTBOX),
+        ("RECLAIM_OUTBOX", RECLAIM_OUTBOX),
+        ("RENEW_OUTBOX", RENEW_OUTBOX),
+        ("CLAIM_OUTBOX", CLAIM_OUTBOX),
+        ("MARK_SENT", MARK_SENT),
+        ("RETRY_OUTBOX", RETRY_OUTBOX),
+        ("DEAD_OUTBOX", DEAD_OUTBOX),
+        ("OUTBOX_BACKLOG", OUTBOX_BACKLOG),
+        ("INBOX_BACKLOG", INBOX_BACKLOG),
+        ("DELETE_OLD_OUTBOX", DELETE_OLD_OUTBOX),
+        ("DELETE_EXCESS_OUTBOX", DELETE_EXCESS_OUTBOX),
+        ("DELETE_OLD_INBOX", DELETE_OLD_INBOX),
+        ("LIST_DEAD_OUTBOX", LIST_DEAD_OUTBOX),
+        ("LIST_DEAD_INBOX", LIST_DEAD_INBOX),
+        ("INBOX_ROW", INBOX_ROW),
+        ("REPLAY_OUTBOX", REPLAY_OUTBOX),
+        ("DELETE_OUTBOX", DELETE_OUTBOX),
+    ]
+}
