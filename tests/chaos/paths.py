@@ -20,6 +20,7 @@ import http.client
 import json
 import os
 import random
+import shutil
 import subprocess
 import threading
 import time
@@ -68,6 +69,7 @@ class Context:
 
 class ChaosPath:
     name = "?"
+    optional = False  # True: a run that cannot do it (a client not built) skips it even with --require-all
     needs: tuple[str, ...] = ()  # environment variables naming the brokers it uses
     http_bodies = False  # may a body be sent chunked?
 
@@ -406,13 +408,14 @@ sources:
 
 # ---------------------------------------------------------------- NATS → pull worker
 class Worker:
-    """The Rust pull worker (tests/chaos/worker) as a child process whose stdout lines —
-    one per handler call — are recorded as deliveries. Killable and restartable like a relay."""
+    """A pull worker as a child process (`command` + database URL, source, lease) whose stdout
+    lines — one per handler call — are recorded as deliveries. Killable and restartable like
+    a relay."""
 
-    def __init__(self, binary, db_url, source, ledger, workdir, lease_ms=CLAIM_MS):
-        self.args = [binary, db_url, source, str(lease_ms)]
-        self.ledger, self.name = ledger, "pull-worker"
-        self.log = os.path.join(workdir, "pull-worker.log")
+    def __init__(self, command: list[str], name, db_url, source, ledger, workdir, lease_ms=CLAIM_MS):
+        self.args = [*command, db_url, source, str(lease_ms)]
+        self.ledger, self.name = ledger, name
+        self.log = os.path.join(workdir, f"{name}.log")
         self.proc: subprocess.Popen | None = None
 
     @property
@@ -463,6 +466,9 @@ class NatsToPullWorker(ChaosPath):
     name = "nats-pull"
     needs = ("QUEUEBOX_TEST_NATS_URL",)
 
+    def worker_command(self) -> list[str]:
+        return [self.ctx.worker_binary]
+
     def setup(self):
         url = os.environ["QUEUEBOX_TEST_NATS_URL"]
         self.stream = f"CHAOS_IN_{self.ctx.run}".replace("-", "_")
@@ -479,7 +485,7 @@ class NatsToPullWorker(ChaosPath):
     ackWaitMs: 3000
     batchSize: 50
 """)
-        self.worker = Worker(self.ctx.worker_binary, self.db_url, "orders", self.ctx.ledger, self.ctx.workdir)
+        self.worker = Worker(self.worker_command(), f"{self.name}-worker", self.db_url, "orders", self.ctx.ledger, self.ctx.workdir)
         self.worker.start()
 
     def killables(self):
@@ -511,4 +517,50 @@ class NatsToPullWorker(ChaosPath):
             self.nats.close()
 
 
-PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker)}
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+PYTHON_CLIENT = os.path.join(ROOT, ".venv", "python-client", "bin", "python")
+
+
+class NatsToPythonWorker(NatsToPullWorker):
+    """`nats-pull` with the Python client (queuebox_inbox over the Rust core) as the worker.
+    Optional: it runs when scripts/test.d/41-python.sh has built the client into
+    .venv/python-client, else it is reported NOT RUN (skipped, never passed)."""
+
+    name = "nats-pull-python"
+    optional = True
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        ok = os.path.exists(PYTHON_CLIENT) and subprocess.run([PYTHON_CLIENT, "-c", "import queuebox_inbox"], capture_output=True).returncode == 0
+        return super().missing() + ([] if ok else ["queuebox_inbox in .venv/python-client (scripts/test.d/41-python.sh builds it)"])
+
+    def worker_command(self) -> list[str]:
+        return [PYTHON_CLIENT, os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "python_worker.py")]
+
+
+TS_CLIENT = os.path.join(ROOT, "clients", "typescript", "dist", "esm", "index.js")
+
+
+class NatsToTypeScriptWorker(NatsToPullWorker):
+    """`nats-pull` with the TypeScript client (@alternayte/queuebox-inbox over the Rust core,
+    run by Node) as the worker. JavaScript reads JSON numbers as doubles, so deliveries are
+    compared as doubles (ledger meta `numbers = doubles`); stored rows stay exact. Optional:
+    runs when scripts/test.d/40-node.sh has built clients/typescript/dist, else NOT RUN."""
+
+    name = "nats-pull-ts"
+    optional = True
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        ok = os.path.exists(TS_CLIENT) and shutil.which("node") is not None
+        return super().missing() + ([] if ok else ["node and clients/typescript/dist (scripts/test.d/40-node.sh builds it)"])
+
+    def setup(self):
+        self.ctx.ledger.meta(numbers="doubles")
+        super().setup()
+
+    def worker_command(self) -> list[str]:
+        return ["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "ts_worker.mjs")]
+
+
+PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToPythonWorker, NatsToTypeScriptWorker)}

@@ -84,24 +84,26 @@ def _number(d: Decimal) -> str:
     return ("-" if sign else "") + stripped + (f"e{exp}" if exp else "")
 
 
-def canonical(value) -> str:
-    """The canonical text of a parsed JSON value: sorted keys, exact numbers, no spaces."""
+def canonical(value, doubles: bool = False) -> str:
+    """The canonical text of a parsed JSON value: sorted keys, exact numbers, no spaces.
+    `doubles`: every number as the nearest IEEE-754 double instead — how a JavaScript reader
+    (JSON.parse) sees it, used for the TypeScript worker's deliveries."""
     if isinstance(value, dict):
-        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + canonical(value[k]) for k in sorted(value)) + "}"
+        return "{" + ",".join(json.dumps(k, ensure_ascii=False) + ":" + canonical(value[k], doubles) for k in sorted(value)) + "}"
     if isinstance(value, list):
-        return "[" + ",".join(canonical(v) for v in value) + "]"
+        return "[" + ",".join(canonical(v, doubles) for v in value) + "]"
     if isinstance(value, bool) or value is None:
         return json.dumps(value)
     if isinstance(value, Decimal):
-        return _number(value)
+        return _number(Decimal(repr(float(value)))) if doubles else _number(value)
     if isinstance(value, str):
         return json.dumps(value, ensure_ascii=False)
     raise TypeError(f"not a JSON value: {value!r}")
 
 
-def digest(raw: bytes | str) -> str:
+def digest(raw: bytes | str, doubles: bool = False) -> str:
     """SHA-256 of the canonical form of a JSON text (raises ValueError if it is not JSON)."""
-    return hashlib.sha256(canonical(parse(raw)).encode("utf-8")).hexdigest()
+    return hashlib.sha256(canonical(parse(raw), doubles).encode("utf-8")).hexdigest()
 
 
 def _numbers_text(known_bugs: bool) -> str:

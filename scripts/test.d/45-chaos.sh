@@ -2,7 +2,9 @@
 # Chaos ledger (tests/chaos/README.md): drives the real `queuebox` binary from outside with a
 # real PostgreSQL and real brokers, SIGKILLs the relay at seeded moments, and checks the
 # ledger: every acknowledged message delivered, every duplicate explained, no row stuck, no
-# payload changed. Then the bounded fuzzer of the HTTP inbox endpoint.
+# payload changed. Then the bounded fuzzer of the HTTP inbox endpoint. Numbered after the
+# Node (40) and Python (41) parts, whose built clients its TypeScript and Python pull-worker
+# paths use when present (reported NOT RUN otherwise).
 # Short by default (500 messages, 3 kills per path); QB_CHAOS=long for 20,000 and 20 kills.
 # Starts the brokers it needs and stops, at exit, the ones it started.
 set -euo pipefail
@@ -12,7 +14,7 @@ venv="$root/.venv/chaos"
 if [ ! -x "$venv/bin/python" ]; then
   mkdir -p "$root/.venv"
   if ! python3 -m venv "$venv" 2>/dev/null; then
-    echo "25-chaos: installing python3-venv from Debian's packages"
+    echo "45-chaos: installing python3-venv from Debian's packages"
     export DEBIAN_FRONTEND=noninteractive
     apt-get update -qq && apt-get install -y -qq python3-venv python3-pip >/dev/null
     rm -rf "$venv"; python3 -m venv "$venv"
@@ -44,7 +46,7 @@ if [ ${#ours[@]} -eq 0 ] || bash scripts/brokers.sh start "${ours[@]}"; then
   export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
 else
   # --require-all below turns the broker paths into failures, never silent passes.
-  echo "25-chaos: the brokers did not start; their paths cannot run" >&2
+  echo "45-chaos: the brokers did not start; their paths cannot run" >&2
   unset QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
 fi
 
