@@ -1,6 +1,9 @@
 //! The store interface: every SQL statement of the lease protocol sits behind these traits,
 //! one implementation per database (River's driver layer). Queue logic in [`crate::worker`]
-//! speaks only to [`Store`], so the same behavioural suite runs against every backend.
+//! speaks only to [`Store`], and the relay only to [`relay::RelayStore`], so the same
+//! behavioural suite runs against every backend. Each backend keeps its statements in one
+//! `sql` module of named constants (`postgres::sql`, `sqlserver::sql`, same names on both
+//! sides); [`crate::backend`] picks the backend from the database URL.
 
 use std::any::Any;
 use std::time::Duration;
