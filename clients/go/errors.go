@@ -6,8 +6,9 @@ import (
 	"time"
 )
 
-// ErrorKind is the native library's status code (QB_ERR_* in queuebox.h); the values
-// mirror queuebox-core's ErrorKind.
+// ErrorKind is the native library's status code (QB_ERR_* in queuebox.h): the codes and
+// names of queuebox-core's ErrorKind, the one error-kind table (errors_table_test.go checks
+// them against proto-docs/error-kinds.json exactly).
 type ErrorKind int
 
 // Kinds of Error. Compare with errors.Is against the Err* sentinels.
