@@ -31,6 +31,17 @@ cp Cargo.lock tests/chaos/worker/Cargo.lock
 CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}" cargo build --quiet --manifest-path tests/chaos/worker/Cargo.toml
 export QB_CHAOS_WORKER="${CARGO_TARGET_DIR:-$root/target}/debug/queuebox-chaos-worker"
 export QB_CHAOS_BINARY="${CARGO_TARGET_DIR:-$root/target}/debug/queuebox"
+# The Go pull worker (optional path nats-pull-go): cgo over libqueuebox, when Go is there.
+# Without it the path is reported NOT RUN, never passed.
+debug="${CARGO_TARGET_DIR:-$root/target}/debug"
+export QB_CHAOS_GO_WORKER="$debug/queuebox-chaos-worker-go"
+rm -f "$QB_CHAOS_GO_WORKER"
+[ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
+if command -v go >/dev/null 2>&1; then
+  cargo build --quiet -p queuebox-c \
+    && (cd tests/chaos/workers/go && CGO_ENABLED=1 CGO_LDFLAGS="-L$debug -Wl,-rpath,$debug" go build -o "$QB_CHAOS_GO_WORKER" .) \
+    || echo "45-chaos: the Go worker did not build; path nats-pull-go will be NOT RUN" >&2
+fi
 
 # Brokers: reuse one already running on its port, start the others, stop only ours at exit.
 eval "$(bash scripts/brokers.sh env)"

@@ -563,4 +563,23 @@ class NatsToTypeScriptWorker(NatsToPullWorker):
         return ["node", os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "ts_worker.mjs")]
 
 
-PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToPythonWorker, NatsToTypeScriptWorker)}
+GO_WORKER = os.environ.get("QB_CHAOS_GO_WORKER", os.path.join(ROOT, "target", "debug", "queuebox-chaos-worker-go"))
+
+
+class NatsToGoWorker(NatsToPullWorker):
+    """`nats-pull` with the Go client (clients/go, cgo over libqueuebox) as the worker
+    (tests/chaos/workers/go). Optional: runs when scripts/test.d/45-chaos.sh could build it
+    (Go and the C library present), else NOT RUN."""
+
+    name = "nats-pull-go"
+    optional = True
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        return super().missing() + ([] if os.access(GO_WORKER, os.X_OK) else [f"{GO_WORKER} (built by scripts/test.d/45-chaos.sh when Go and libqueuebox are there)"])
+
+    def worker_command(self) -> list[str]:
+        return [GO_WORKER]
+
+
+PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToGoWorker, NatsToPythonWorker, NatsToTypeScriptWorker)}
