@@ -33,7 +33,7 @@ namespace QueueBox.Inbox.Tests
             }
         }
 
-        private static string FindVectors()
+        internal static string FindVectors()
         {
             string env = Environment.GetEnvironmentVariable("QUEUEBOX_VECTORS_DIR");
             if (!string.IsNullOrEmpty(env)) return env;

@@ -2,8 +2,9 @@ using System;
 
 namespace QueueBox.Inbox
 {
-    /// <summary>The native library's status codes (QB_ERR_* in queuebox.h), mirroring
-    /// queuebox-core's ErrorKind.</summary>
+    /// <summary>The native library's status codes (QB_ERR_* in queuebox.h): the codes and names
+    /// of queuebox-core's ErrorKind, the one error-kind table (tests/AbiTests.cs compares this
+    /// enum with proto-docs/error-kinds.json exactly; Internal is the C boundary's own status).</summary>
     public enum QueueBoxErrorKind
     {
         Internal = 1,
