@@ -547,6 +547,9 @@ static void shutdown_after_grace_cancels_and_nothing_completes(QbRuntime *rt) {
   CHECK(cancelled, "polled cancellation");
   EXPECT(qb_task_execute_blocking(t, "SELECT 1", NULL, NULL, &err), QB_CANCELLED, NULL, NULL, "execute after cancel");
   EXPECT(qb_task_complete_blocking(t, &err), QB_CANCELLED, NULL, NULL, "complete after cancel");
+  /* The core abandoned the cancelled task on that refused finish: it stays abandoned. */
+  EXPECT(qb_task_fail_blocking(t, "late", &err), QB_ERR_ALREADY_FINISHED, NULL, NULL, "fail after the refused complete");
+  EXPECT(qb_task_abandon_blocking(t, &err), QB_OK, NULL, NULL, "abandon is always allowed");
   qb_task_free(t);
   sql_expect("SELECT string_agg(state, ',' ORDER BY idempotency_key) FROM inbox WHERE source='cancel';", "processing,pending",
              "cancelled row not completed (lease kept), unstarted row released");
