@@ -69,7 +69,7 @@ pub mod postgres {
 
     /// An arbitrary constant: concurrent `migrate` runs (several replicas starting at once)
     /// take turns on this advisory lock.
-    const LOCK_KEY: i64 = 0x5155_4555_424f_58;
+    const LOCK_KEY: i64 = 0x0051_5545_5542_4f58;
 
     /// Applies every pending migration. Safe to run from several processes at once.
     pub async fn run(store: &PgStore) -> Result<MigrationReport> {

@@ -14,7 +14,7 @@ async fn every_postgres_statement_prepares_on_a_migrated_database() {
     assert!(all.len() >= 35, "statements() lists the backend's statements");
     let mut failed = Vec::new();
     for (name, text) in &all {
-        if let Err(e) = sqlx::Executor::prepare(store.pool(), *text).await {
+        if let Err(e) = sqlx::Executor::prepare(store.pool(), text).await {
             failed.push(format!("{name}: {e}"));
         }
     }

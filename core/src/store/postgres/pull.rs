@@ -60,7 +60,7 @@ pub(super) async fn claim(pool: &PgPool, source: &str, batch: u32, lease: Durati
         keyed.push((order, decode_claimed(row)));
     }
     // RETURNING has no order; hand rows out in claim order.
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.sort_by_key(|k| k.0);
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
 

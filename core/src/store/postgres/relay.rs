@@ -57,7 +57,7 @@ fn in_claim_order<T>(rows: &[PgRow], f: impl Fn(&PgRow) -> T) -> Vec<T> {
         .iter()
         .map(|r| ((r.get::<chrono::DateTime<chrono::Utc>, _>("scheduled_at"), r.get::<i64, _>("sequence")), f(r)))
         .collect();
-    keyed.sort_by(|a, b| a.0.cmp(&b.0));
+    keyed.sort_by_key(|k| k.0);
     keyed.into_iter().map(|(_, v)| v).collect()
 }
 
