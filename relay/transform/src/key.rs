@@ -33,33 +33,11 @@ impl KeyExpression {
 
 /// The text of a key from an expression's result: a string trimmed, a number normalised
 /// (`515725.0` → `515725`), a boolean as `true`/`false`; objects, arrays, `null` and blank
-/// strings are no value.
+/// strings are no value. The same rule as the JSONPath key sources
+/// ([`queuebox_core::keys::scalar_text`]), so an expression and a path that select the same
+/// value give the same key.
 pub fn key_text(value: &Value) -> Option<String> {
-    let text = match value {
-        Value::String(s) => s.trim().to_string(),
-        Value::Number(n) => normalise_number(n),
-        Value::Bool(b) => b.to_string(),
-        Value::Null | Value::Array(_) | Value::Object(_) => return None,
-    };
-    (!text.is_empty()).then_some(text)
-}
-
-/// A number as plain decimal text without a trailing `.0`: whole numbers print as integers
-/// (`515725.0` → `515725`, `1e21` → `1000000000000000000000`), others in their shortest
-/// round-tripping form (`2.5`), never in exponent notation.
-fn normalise_number(n: &serde_json::Number) -> String {
-    if let Some(i) = n.as_i64() {
-        return i.to_string();
-    }
-    if let Some(u) = n.as_u64() {
-        return u.to_string();
-    }
-    let f = n.as_f64().unwrap_or(f64::NAN);
-    if f.fract() == 0.0 {
-        format!("{f:.0}")
-    } else {
-        format!("{f}")
-    }
+    queuebox_core::keys::scalar_text(value)
 }
 
 #[cfg(test)]
