@@ -38,8 +38,7 @@ pub struct DatabaseSettings {
     /// At most this many pooled connections (at least 2).
     pub pool_size: u32,
     /// How long a statement waits for a pooled connection (opening one included) before it
-    /// fails with [`Error::Unavailable`]. PostgreSQL only; the SQL Server pool keeps its own
-    /// bounds (`store::sqlserver::pool`).
+    /// fails as unavailable (the relay's ingest answers 503), on either backend.
     pub connection_timeout: Duration,
 }
 
@@ -290,7 +289,7 @@ pub mod sqlserver {
     use crate::store::sqlserver::SqlServerStore;
 
     pub(super) async fn connect(url: &str, settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
-        Ok(Arc::new(SqlServerDatabase::new(SqlServerStore::connect(url, settings.pool_size).await?)))
+        Ok(Arc::new(SqlServerDatabase::new(SqlServerStore::connect_with(url, settings.pool_size, settings.connection_timeout).await?)))
     }
 
     /// A [`Database`] on a [`SqlServerStore`].

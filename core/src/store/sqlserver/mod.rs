@@ -53,13 +53,24 @@ impl SqlServerStore {
     /// `max_connections`, failing with [`Error::Connect`] (password redacted) when the server
     /// is unreachable or refuses the login.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
+        Self::connect_with(url, max_connections, pool::DEFAULT_ACQUIRE_TIMEOUT).await
+    }
+
+    /// [`Self::connect`] with a bound on how long a statement waits for a pooled connection
+    /// (opening one included); the backend factory passes the relay's
+    /// `database.connectionTimeoutMs`.
+    pub async fn connect_with(url: &str, max_connections: u32, acquire_timeout: Duration) -> Result<Self> {
         let config = parse_connection_string(url)?;
-        Self::connect_with_config(config, max_connections, &redact_url(url)).await
+        Self::open_pool(config, max_connections, &redact_url(url), acquire_timeout).await
     }
 
     /// Connects with a ready tiberius [`Config`]; `display` names the server in errors.
     pub async fn connect_with_config(config: Config, max_connections: u32, display: &str) -> Result<Self> {
-        let pool = Arc::new(Pool::new(config, max_connections.max(2) as usize, display.to_string()));
+        Self::open_pool(config, max_connections, display, pool::DEFAULT_ACQUIRE_TIMEOUT).await
+    }
+
+    async fn open_pool(config: Config, max_connections: u32, display: &str, acquire_timeout: Duration) -> Result<Self> {
+        let pool = Arc::new(Pool::new(config, max_connections.max(2) as usize, display.to_string(), acquire_timeout));
         // One connection first: its error says why (refused, login failed, unknown database).
         let conn = pool.get().await?;
         conn.release();
@@ -226,7 +237,8 @@ fn percent_decode(s: &str) -> std::result::Result<String, String> {
 
 /// Maps a tiberius error to [`Error`]: a server error keeps its number as the code (51000 is
 /// the claim's applock timeout, transient), a missing table (Msg 208) is
-/// [`Error::SchemaMissing`], a broken connection has no code (transient).
+/// [`Error::SchemaMissing`], a broken or unreachable connection is [`Error::Unavailable`]
+/// (transient).
 pub fn db_err(operation: &'static str, e: tiberius::error::Error) -> Error {
     match e {
         tiberius::error::Error::Server(t) => {
@@ -236,8 +248,10 @@ pub fn db_err(operation: &'static str, e: tiberius::error::Error) -> Error {
             }
             Error::Database { operation, message: t.message().to_string(), code: Some(t.code().to_string()) }
         }
+        // The server cannot be reached or the connection broke: unavailable (transient; the
+        // relay's ingest answers 503), as on PostgreSQL.
         tiberius::error::Error::Io { .. } | tiberius::error::Error::Tls(_) | tiberius::error::Error::Routing { .. } | tiberius::error::Error::Protocol(_) => {
-            Error::Database { operation, message: e.to_string(), code: None }
+            Error::Unavailable { operation, reason: e.to_string() }
         }
         other => Error::Database { operation, message: other.to_string(), code: Some("client".into()) },
     }

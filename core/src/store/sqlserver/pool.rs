@@ -18,15 +18,17 @@ use tokio_util::compat::TokioAsyncWriteCompatExt;
 use super::{db_err, sql, Client};
 use crate::error::{Error, Result};
 
-/// How long [`Pool::get`] waits for a free slot before failing.
-const ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
-/// TCP connect plus login.
+/// How long [`Pool::get`] waits for a free slot before failing, unless the store was connected
+/// with another bound (the relay passes `database.connectionTimeoutMs`).
+pub const DEFAULT_ACQUIRE_TIMEOUT: Duration = Duration::from_secs(30);
+/// TCP connect plus login, at most (and at most the acquire timeout).
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 
 pub struct Pool {
     config: Config,
     display: String,
     max: usize,
+    acquire_timeout: Duration,
     idle: Mutex<Vec<Client>>,
     slots: Arc<Semaphore>,
 }
@@ -38,8 +40,8 @@ impl std::fmt::Debug for Pool {
 }
 
 impl Pool {
-    pub(super) fn new(config: Config, max: usize, display: String) -> Self {
-        Pool { config, display, max, idle: Mutex::new(Vec::new()), slots: Arc::new(Semaphore::new(max)) }
+    pub(super) fn new(config: Config, max: usize, display: String, acquire_timeout: Duration) -> Self {
+        Pool { config, display, max, acquire_timeout, idle: Mutex::new(Vec::new()), slots: Arc::new(Semaphore::new(max)) }
     }
 
     /// `(in_use, idle)`: connections checked out now, and open ones waiting in the pool (the
@@ -56,9 +58,10 @@ impl Pool {
 
     /// A connection: an idle one, or a new one while fewer than `max` are open.
     pub async fn get(self: &Arc<Self>) -> Result<PooledConn> {
-        let permit = tokio::time::timeout(ACQUIRE_TIMEOUT, self.slots.clone().acquire_owned())
+        let wait = self.acquire_timeout;
+        let permit = tokio::time::timeout(wait, self.slots.clone().acquire_owned())
             .await
-            .map_err(|_| Error::Connect { url: self.display.clone(), reason: format!("no free pool connection within {ACQUIRE_TIMEOUT:?}") })?
+            .map_err(|_| Error::Connect { url: self.display.clone(), reason: format!("no free pool connection within {wait:?}") })?
             .expect("the pool semaphore is never closed");
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let client = match idle {
@@ -84,9 +87,8 @@ impl Pool {
             .map_err(|e| connect(e.to_string()))?;
             Ok::<_, Error>(client)
         };
-        let mut client = tokio::time::timeout(CONNECT_TIMEOUT, attempt)
-            .await
-            .map_err(|_| connect(format!("no answer within {CONNECT_TIMEOUT:?}")))??;
+        let bound = CONNECT_TIMEOUT.min(self.acquire_timeout);
+        let mut client = tokio::time::timeout(bound, attempt).await.map_err(|_| connect(format!("no answer within {bound:?}")))??;
         client
             .simple_query(sql::SESSION_SETUP)
             .await
