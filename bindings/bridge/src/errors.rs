@@ -1,7 +1,8 @@
 //! What crosses a binding's boundary with an error. The kind and its name come from the
-//! core's one table, [`ErrorKind`]; this module only adds the machine-readable detail.
+//! core's one table, [`queuebox_core::ErrorKind`]; this module only adds the machine-readable
+//! detail.
 
-use queuebox_core::{Error, ErrorKind};
+use queuebox_core::Error;
 
 /// The machine-readable detail of an error, when there is one: the SQLSTATE (or server
 /// error number) of a database error, the option path of a configuration error
@@ -14,8 +15,3 @@ pub fn detail(e: &Error) -> Option<String> {
     }
 }
 
-/// The kind of `e` and its stable name, what the Node and Python bindings raise with.
-pub fn kind_and_name(e: &Error) -> (ErrorKind, &'static str) {
-    let k = e.kind();
-    (k, k.as_str())
-}
