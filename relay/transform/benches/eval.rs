@@ -25,19 +25,36 @@ fn median(mut v: Vec<f64>) -> f64 {
 }
 
 fn main() {
-    let args: Vec<usize> = std::env::args().skip(1).filter_map(|a| a.parse().ok()).collect();
+    let args: Vec<usize> = std::env::args()
+        .skip(1)
+        .filter_map(|a| a.parse().ok())
+        .collect();
     let rounds = args.first().copied().unwrap_or(7);
     let evals = args.get(1).copied().unwrap_or(20_000);
     let payload = json!({"id":"evt_1","type":"order.created","subject":"orders/eu/515725",
         "customer":{"firstName":"Ada","lastName":"Lovelace","email":"Ada@Example.com"},
         "items":[{"sku":"A1","price":5,"qty":2},{"sku":"B2","price":25.5,"qty":1},{"sku":"C3","price":12,"qty":3}],
         "total":"81.5","tags":["new","vip"],"meta":{"a":1},"extra":{"b":2},"amount":515725.0});
-    let vars = Context::outbox("0b7f3c1e-1111-4a2b-9c3d-000000000001", "orders.created", 0, chrono::Utc::now());
+    let vars = Context::outbox(
+        "0b7f3c1e-1111-4a2b-9c3d-000000000001",
+        "orders.created",
+        0,
+        chrono::Utc::now(),
+    );
 
     let started = Instant::now();
-    let transform = Transform::compile(TYPICAL, "routes[0].transform.expression", Limits::TRANSFORM, OnError::Fail).unwrap();
+    let transform = Transform::compile(
+        TYPICAL,
+        "routes[0].transform.expression",
+        Limits::TRANSFORM,
+        OnError::Fail,
+    )
+    .unwrap();
     let compile_us = started.elapsed().as_secs_f64() * 1e6;
-    assert!(matches!(transform.apply(payload.clone(), &vars), Applied::Transformed(_)));
+    assert!(matches!(
+        transform.apply(payload.clone(), &vars),
+        Applied::Transformed(_)
+    ));
 
     let mut apply_us = Vec::new();
     let mut passthrough_us = Vec::new();

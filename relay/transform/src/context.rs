@@ -38,8 +38,19 @@ pub struct InboxContext {
 
 impl Context {
     /// The context of a route or destination transform.
-    pub fn outbox(message_id: impl Into<String>, topic: impl Into<String>, attempt: u32, timestamp: DateTime<Utc>) -> Self {
-        Context { message_id: message_id.into(), topic: topic.into(), attempt, timestamp, inbox: None }
+    pub fn outbox(
+        message_id: impl Into<String>,
+        topic: impl Into<String>,
+        attempt: u32,
+        timestamp: DateTime<Utc>,
+    ) -> Self {
+        Context {
+            message_id: message_id.into(),
+            topic: topic.into(),
+            attempt,
+            timestamp,
+            inbox: None,
+        }
     }
 
     /// Adds the source-transform variables.
@@ -63,9 +74,21 @@ impl Context {
         ];
         if let Some(inbox) = &self.inbox {
             vars.push(("source", JValue::from(inbox.source.as_str())));
-            vars.push(("headers", JValue::from(Value::Object(inbox.headers.clone()))));
-            vars.push(("idempotencyKey", JValue::from(inbox.idempotency_key.as_str())));
-            vars.push(("eventType", inbox.event_type.as_deref().map_or(JValue::Null, JValue::from)));
+            vars.push((
+                "headers",
+                JValue::from(Value::Object(inbox.headers.clone())),
+            ));
+            vars.push((
+                "idempotencyKey",
+                JValue::from(inbox.idempotency_key.as_str()),
+            ));
+            vars.push((
+                "eventType",
+                inbox
+                    .event_type
+                    .as_deref()
+                    .map_or(JValue::Null, JValue::from),
+            ));
         }
         vars
     }

@@ -54,6 +54,9 @@ pub enum EvalError {
 impl EvalError {
     /// True when the evaluation hit one of [`crate::Limits`] (time, depth, size).
     pub fn is_limit(&self) -> bool {
-        matches!(self, EvalError::Timeout { .. } | EvalError::TooDeep { .. } | EvalError::TooLarge { .. })
+        matches!(
+            self,
+            EvalError::Timeout { .. } | EvalError::TooDeep { .. } | EvalError::TooLarge { .. }
+        )
     }
 }

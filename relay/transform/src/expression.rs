@@ -24,7 +24,10 @@ pub struct Expression {
 
 impl std::fmt::Debug for Expression {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Expression").field("key_path", &self.key_path).field("source", &self.source).finish()
+        f.debug_struct("Expression")
+            .field("key_path", &self.key_path)
+            .field("source", &self.source)
+            .finish()
     }
 }
 
@@ -33,9 +36,15 @@ impl Expression {
     /// (`routes[0].transform.expression`); a syntax error names it, so start-up can stop
     /// with a message that points at the offending key.
     pub fn compile(source: &str, key_path: &str) -> Result<Expression, CompileError> {
-        let ast = jsonata_core::parser::parse(source)
-            .map_err(|e| CompileError { key_path: key_path.to_string(), message: e.to_string() })?;
-        Ok(Expression { source: source.into(), key_path: key_path.into(), ast: Arc::new(ast) })
+        let ast = jsonata_core::parser::parse(source).map_err(|e| CompileError {
+            key_path: key_path.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Expression {
+            source: source.into(),
+            key_path: key_path.into(),
+            ast: Arc::new(ast),
+        })
     }
 
     /// The expression's text, as configured.
@@ -54,7 +63,12 @@ impl Expression {
     ///
     /// The work is synchronous and CPU-bound; `limits.timeout` bounds it, so an async
     /// caller may run it inline when the timeout is short (the reference uses 100 ms).
-    pub fn evaluate(&self, input: &Value, vars: &Context, limits: Limits) -> Result<Option<Value>, EvalError> {
+    pub fn evaluate(
+        &self,
+        input: &Value,
+        vars: &Context,
+        limits: Limits,
+    ) -> Result<Option<Value>, EvalError> {
         let mut context = evaluator::Context::new();
         for (name, value) in vars.bindings() {
             context.bind(name.to_string(), value);
@@ -64,11 +78,20 @@ impl Expression {
 
     /// [`Expression::evaluate`] with no context variables: key expressions read the body
     /// alone.
-    pub fn evaluate_plain(&self, input: &Value, limits: Limits) -> Result<Option<Value>, EvalError> {
+    pub fn evaluate_plain(
+        &self,
+        input: &Value,
+        limits: Limits,
+    ) -> Result<Option<Value>, EvalError> {
         self.evaluate_in(input, evaluator::Context::new(), limits)
     }
 
-    fn evaluate_in(&self, input: &Value, context: evaluator::Context, limits: Limits) -> Result<Option<Value>, EvalError> {
+    fn evaluate_in(
+        &self,
+        input: &Value,
+        context: evaluator::Context,
+        limits: Limits,
+    ) -> Result<Option<Value>, EvalError> {
         let options = EvaluatorOptions {
             // The engine counts whole milliseconds; never let a sub-millisecond limit round
             // down to "no limit".
@@ -81,7 +104,9 @@ impl Expression {
         };
         let mut evaluator = Evaluator::with_options(context, options);
         let data = JValue::from(input.clone());
-        let result = evaluator.evaluate(&self.ast, &data).map_err(|e| classify(e, limits))?;
+        let result = evaluator
+            .evaluate(&self.ast, &data)
+            .map_err(|e| classify(e, limits))?;
         if result.is_undefined() {
             return Ok(None);
         }
@@ -92,11 +117,20 @@ impl Expression {
 /// Sorts the engine's error into the bound it hit, if it hit one.
 fn classify(error: EvaluatorError, limits: Limits) -> EvalError {
     match error.code() {
-        Some("D1012") => EvalError::Timeout { limit: limits.timeout },
+        Some("D1012") => EvalError::Timeout {
+            limit: limits.timeout,
+        },
         // D1011: our `max_depth`; U1001: the engine's own hard stack backstop.
-        Some("D1011") | Some("U1001") => EvalError::TooDeep { max_depth: limits.max_depth },
-        Some("D2015") => EvalError::TooLarge { limit_bytes: limits.max_output_bytes },
-        code => EvalError::Failed { code: code.map(str::to_string), message: error.message().to_string() },
+        Some("D1011") | Some("U1001") => EvalError::TooDeep {
+            max_depth: limits.max_depth,
+        },
+        Some("D2015") => EvalError::TooLarge {
+            limit_bytes: limits.max_output_bytes,
+        },
+        code => EvalError::Failed {
+            code: code.map(str::to_string),
+            message: error.message().to_string(),
+        },
     }
 }
 
@@ -104,12 +138,18 @@ fn classify(error: EvaluatorError, limits: Limits) -> EvalError {
 /// `limits.max_output_bytes` (counted while writing, so an oversized result is never
 /// built twice).
 fn to_json(result: &JValue, limits: Limits) -> Result<Value, EvalError> {
-    let mut counter = ByteBudget { left: limits.max_output_bytes };
+    let mut counter = ByteBudget {
+        left: limits.max_output_bytes,
+    };
     if serde_json::to_writer(&mut counter, result).is_err() {
-        return Err(EvalError::TooLarge { limit_bytes: limits.max_output_bytes });
+        return Err(EvalError::TooLarge {
+            limit_bytes: limits.max_output_bytes,
+        });
     }
-    serde_json::to_value(result)
-        .map_err(|e| EvalError::Failed { code: None, message: format!("result is not JSON: {e}") })
+    serde_json::to_value(result).map_err(|e| EvalError::Failed {
+        code: None,
+        message: format!("result is not JSON: {e}"),
+    })
 }
 
 /// A writer that only counts, and fails once more than `left` bytes arrive.
@@ -119,7 +159,10 @@ struct ByteBudget {
 
 impl Write for ByteBudget {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.left = self.left.checked_sub(buf.len()).ok_or_else(|| io::Error::other("over the size limit"))?;
+        self.left = self
+            .left
+            .checked_sub(buf.len())
+            .ok_or_else(|| io::Error::other("over the size limit"))?;
         Ok(buf.len())
     }
 
@@ -139,7 +182,9 @@ mod tests {
     }
 
     fn eval(src: &str, input: Value) -> Result<Option<Value>, EvalError> {
-        Expression::compile(src, "t").unwrap().evaluate(&input, &ctx(), Limits::TRANSFORM)
+        Expression::compile(src, "t")
+            .unwrap()
+            .evaluate(&input, &ctx(), Limits::TRANSFORM)
     }
 
     #[test]
@@ -147,7 +192,10 @@ mod tests {
         let err = Expression::compile("items[", "routes[0].transform.expression").unwrap_err();
         assert_eq!(err.key_path, "routes[0].transform.expression");
         let text = err.to_string();
-        assert!(text.starts_with("routes[0].transform.expression: invalid JSONata expression: "), "{text}");
+        assert!(
+            text.starts_with("routes[0].transform.expression: invalid JSONata expression: "),
+            "{text}"
+        );
     }
 
     #[test]
@@ -156,11 +204,19 @@ mod tests {
         let handles: Vec<_> = (0..4)
             .map(|i| {
                 let expr = expr.clone();
-                std::thread::spawn(move || expr.evaluate(&json!({ "n": i }), &ctx(), Limits::TRANSFORM).unwrap())
+                std::thread::spawn(move || {
+                    expr.evaluate(&json!({ "n": i }), &ctx(), Limits::TRANSFORM)
+                        .unwrap()
+                })
             })
             .collect();
         let got: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
-        assert_eq!(got, (0..4).map(|i| Some(json!({ "n": i * 2 }))).collect::<Vec<_>>());
+        assert_eq!(
+            got,
+            (0..4)
+                .map(|i| Some(json!({ "n": i * 2 })))
+                .collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -171,7 +227,9 @@ mod tests {
     #[test]
     fn error_function_is_a_failure_with_its_message() {
         match eval("$error(\"card declined\")", json!({})) {
-            Err(EvalError::Failed { message, .. }) => assert!(message.contains("card declined"), "{message}"),
+            Err(EvalError::Failed { message, .. }) => {
+                assert!(message.contains("card declined"), "{message}")
+            }
             other => panic!("{other:?}"),
         }
     }
@@ -187,37 +245,103 @@ mod tests {
 
     #[test]
     fn infinite_recursion_stops_at_the_timeout() {
-        let limits = Limits { timeout: Duration::from_millis(50), ..Limits::TRANSFORM };
-        let expr = Expression::compile("(function($f){ $f($f) })(function($f){ $f($f) })", "t").unwrap();
+        let limits = Limits {
+            timeout: Duration::from_millis(50),
+            ..Limits::TRANSFORM
+        };
+        let expr =
+            Expression::compile("(function($f){ $f($f) })(function($f){ $f($f) })", "t").unwrap();
         let started = std::time::Instant::now();
         let err = expr.evaluate(&json!({}), &ctx(), limits).unwrap_err();
-        assert_eq!(err, EvalError::Timeout { limit: Duration::from_millis(50) });
+        assert_eq!(
+            err,
+            EvalError::Timeout {
+                limit: Duration::from_millis(50)
+            }
+        );
         assert!(err.is_limit());
-        assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+        assert!(
+            started.elapsed() < Duration::from_secs(2),
+            "took {:?}",
+            started.elapsed()
+        );
     }
 
     #[test]
     fn deep_recursion_stops_at_max_depth() {
-        let limits = Limits { max_depth: 100, ..Limits::TRANSFORM };
-        let expr = Expression::compile("($f := function($n){ 1 + $f($n + 1) }; $f(0))", "t").unwrap();
-        assert_eq!(expr.evaluate(&json!({}), &ctx(), limits), Err(EvalError::TooDeep { max_depth: 100 }));
+        let limits = Limits {
+            max_depth: 100,
+            ..Limits::TRANSFORM
+        };
+        let expr =
+            Expression::compile("($f := function($n){ 1 + $f($n + 1) }; $f(0))", "t").unwrap();
+        assert_eq!(
+            expr.evaluate(&json!({}), &ctx(), limits),
+            Err(EvalError::TooDeep { max_depth: 100 })
+        );
+    }
+
+    #[test]
+    fn deep_recursion_within_the_limit_runs_on_a_small_thread_stack() {
+        // Relay loops run on tokio worker threads (2 MiB stacks); the engine grows its stack
+        // on the heap instead of overflowing the thread's, so a generous max_depth is safe.
+        let limits = Limits {
+            max_depth: 5000,
+            timeout: Duration::from_secs(5),
+            ..Limits::TRANSFORM
+        };
+        let expr = Expression::compile(
+            "($f := function($n){ $n = 0 ? 0 : 1 + $f($n - 1) }; $f(1000))",
+            "t",
+        )
+        .unwrap();
+        let result = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || expr.evaluate(&json!({}), &ctx(), limits))
+            .unwrap()
+            .join()
+            .unwrap();
+        assert_eq!(result, Ok(Some(json!(1000))));
     }
 
     #[test]
     fn long_sequence_is_too_large() {
-        let limits = Limits { max_output_bytes: 1000, ..Limits::TRANSFORM };
+        let limits = Limits {
+            max_output_bytes: 1000,
+            ..Limits::TRANSFORM
+        };
         let expr = Expression::compile("$sum([1..5000])", "t").unwrap();
-        assert_eq!(expr.evaluate(&json!({}), &ctx(), limits), Err(EvalError::TooLarge { limit_bytes: 1000 }));
+        assert_eq!(
+            expr.evaluate(&json!({}), &ctx(), limits),
+            Err(EvalError::TooLarge { limit_bytes: 1000 })
+        );
     }
 
     #[test]
     fn result_over_max_output_bytes_is_too_large() {
-        let limits = Limits { max_output_bytes: 100, ..Limits::TRANSFORM };
+        let limits = Limits {
+            max_output_bytes: 100,
+            ..Limits::TRANSFORM
+        };
         let expr = Expression::compile("$pad(\"\", 200)", "t").unwrap();
-        assert_eq!(expr.evaluate(&json!({}), &ctx(), limits), Err(EvalError::TooLarge { limit_bytes: 100 }));
+        assert_eq!(
+            expr.evaluate(&json!({}), &ctx(), limits),
+            Err(EvalError::TooLarge { limit_bytes: 100 })
+        );
         // The same expression fits under a larger bound.
-        let fits = Limits { max_output_bytes: 300, ..Limits::TRANSFORM };
-        assert_eq!(expr.evaluate(&json!({}), &ctx(), fits).unwrap().unwrap().as_str().unwrap().len(), 200);
+        let fits = Limits {
+            max_output_bytes: 300,
+            ..Limits::TRANSFORM
+        };
+        assert_eq!(
+            expr.evaluate(&json!({}), &ctx(), fits)
+                .unwrap()
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .len(),
+            200
+        );
     }
 
     #[test]
@@ -230,7 +354,13 @@ mod tests {
 
     #[test]
     fn whole_numbers_come_back_as_json_integers() {
-        assert_eq!(eval("amount", json!({ "amount": 515725.0 })), Ok(Some(json!(515725))));
-        assert_eq!(eval("amount / 2", json!({ "amount": 5 })), Ok(Some(json!(2.5))));
+        assert_eq!(
+            eval("amount", json!({ "amount": 515725.0 })),
+            Ok(Some(json!(515725)))
+        );
+        assert_eq!(
+            eval("amount / 2", json!({ "amount": 5 })),
+            Ok(Some(json!(2.5)))
+        );
     }
 }

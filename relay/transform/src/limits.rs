@@ -30,14 +30,20 @@ pub struct Limits {
 impl Limits {
     /// The reference's transform defaults: 100 ms, depth 100 (reference §4.3), and the
     /// inbox body cap (1 MiB) as the largest payload a transform may produce.
-    pub const TRANSFORM: Limits =
-        Limits { timeout: Duration::from_millis(100), max_depth: 100, max_output_bytes: 1024 * 1024 };
+    pub const TRANSFORM: Limits = Limits {
+        timeout: Duration::from_millis(100),
+        max_depth: 100,
+        max_output_bytes: 1024 * 1024,
+    };
 
     /// The fixed limits of key expressions (`idempotencyKeyExpression` …): 100 ms and depth
     /// 100 (reference §4.3). A key is at most 255 characters, so a result above 64 KiB is
     /// garbage however it is read.
-    pub const KEY_EXPRESSION: Limits =
-        Limits { timeout: Duration::from_millis(100), max_depth: 100, max_output_bytes: 64 * 1024 };
+    pub const KEY_EXPRESSION: Limits = Limits {
+        timeout: Duration::from_millis(100),
+        max_depth: 100,
+        max_output_bytes: 64 * 1024,
+    };
 }
 
 impl Default for Limits {

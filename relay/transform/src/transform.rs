@@ -95,7 +95,10 @@ impl Applied {
     /// The payload to go on with, if the message goes on (`Transformed` or `Skipped`).
     pub fn payload(&self) -> Option<&Value> {
         match self {
-            Applied::Transformed(payload) | Applied::Skipped { original: payload, .. } => Some(payload),
+            Applied::Transformed(payload)
+            | Applied::Skipped {
+                original: payload, ..
+            } => Some(payload),
             Applied::Retry(_) | Applied::Dead(_) => None,
         }
     }
@@ -104,7 +107,9 @@ impl Applied {
     pub fn error(&self) -> Option<&EvalError> {
         match self {
             Applied::Transformed(_) => None,
-            Applied::Skipped { error, .. } | Applied::Retry(error) | Applied::Dead(error) => Some(error),
+            Applied::Skipped { error, .. } | Applied::Retry(error) | Applied::Dead(error) => {
+                Some(error)
+            }
         }
     }
 
@@ -134,14 +139,26 @@ pub struct Transform {
 impl Transform {
     /// Compiles a transform; `key_path` is the key of its `expression`
     /// (`destinations.api.transform.expression`), named by a syntax error.
-    pub fn compile(expression: &str, key_path: &str, limits: Limits, on_error: OnError) -> Result<Transform, CompileError> {
-        Ok(Transform { expression: Expression::compile(expression, key_path)?, limits, on_error })
+    pub fn compile(
+        expression: &str,
+        key_path: &str,
+        limits: Limits,
+        on_error: OnError,
+    ) -> Result<Transform, CompileError> {
+        Ok(Transform {
+            expression: Expression::compile(expression, key_path)?,
+            limits,
+            on_error,
+        })
     }
 
     /// Transforms `payload` and applies `onError` to a failure. A result of JSONata
     /// `undefined` is a failure ([`EvalError::NoResult`]): there would be nothing to send.
     pub fn apply(&self, payload: Value, vars: &Context) -> Applied {
-        let result = self.expression.evaluate(&payload, vars, self.limits).and_then(|v| v.ok_or(EvalError::NoResult));
+        let result = self
+            .expression
+            .evaluate(&payload, vars, self.limits)
+            .and_then(|v| v.ok_or(EvalError::NoResult));
         self.on_error.apply(payload, result)
     }
 }
@@ -176,41 +193,69 @@ mod tests {
     use serde_json::json;
 
     fn ctx(attempt: u32) -> Context {
-        Context::outbox("m-1", "orders.created", attempt, chrono::DateTime::UNIX_EPOCH)
+        Context::outbox(
+            "m-1",
+            "orders.created",
+            attempt,
+            chrono::DateTime::UNIX_EPOCH,
+        )
     }
 
     fn transform(expr: &str, on_error: OnError) -> Transform {
-        Transform::compile(expr, "routes[0].transform.expression", Limits::TRANSFORM, on_error).unwrap()
+        Transform::compile(
+            expr,
+            "routes[0].transform.expression",
+            Limits::TRANSFORM,
+            on_error,
+        )
+        .unwrap()
     }
 
     #[test]
     fn on_error_accepts_the_exact_case_only() {
         assert_eq!("Skip".parse::<OnError>(), Ok(OnError::Skip));
-        assert_eq!("skip".parse::<OnError>(), Err(UnknownOnError("skip".into())));
-        assert_eq!(serde_json::from_value::<OnError>(json!("Dead")).unwrap(), OnError::Dead);
+        assert_eq!(
+            "skip".parse::<OnError>(),
+            Err(UnknownOnError("skip".into()))
+        );
+        assert_eq!(
+            serde_json::from_value::<OnError>(json!("Dead")).unwrap(),
+            OnError::Dead
+        );
         assert!(serde_json::from_value::<OnError>(json!("DEAD")).is_err());
         assert_eq!(OnError::default(), OnError::Fail);
     }
 
     #[test]
     fn success_delivers_the_transformed_payload() {
-        let applied = transform("{ \"id\": id, \"attempt\": $attempt }", OnError::Fail).apply(json!({ "id": 7 }), &ctx(0));
-        assert_eq!(applied, Applied::Transformed(json!({ "id": 7, "attempt": 0 })));
+        let applied = transform("{ \"id\": id, \"attempt\": $attempt }", OnError::Fail)
+            .apply(json!({ "id": 7 }), &ctx(0));
+        assert_eq!(
+            applied,
+            Applied::Transformed(json!({ "id": 7, "attempt": 0 }))
+        );
         assert_eq!(applied.last_error(), None);
     }
 
     #[test]
     fn fail_goes_down_the_retry_path_with_the_error_text() {
         let applied = transform("$error(\"boom\")", OnError::Fail).apply(json!({}), &ctx(0));
-        assert!(matches!(applied, Applied::Retry(EvalError::Failed { .. })), "{applied:?}");
+        assert!(
+            matches!(applied, Applied::Retry(EvalError::Failed { .. })),
+            "{applied:?}"
+        );
         assert_eq!(applied.payload(), None);
         let text = applied.last_error().unwrap();
-        assert!(text.starts_with("Transform failed: ") && text.contains("boom"), "{text}");
+        assert!(
+            text.starts_with("Transform failed: ") && text.contains("boom"),
+            "{text}"
+        );
     }
 
     #[test]
     fn skip_delivers_the_original_payload() {
-        let applied = transform("$error(\"boom\")", OnError::Skip).apply(json!({ "id": 7 }), &ctx(0));
+        let applied =
+            transform("$error(\"boom\")", OnError::Skip).apply(json!({ "id": 7 }), &ctx(0));
         assert_eq!(applied.payload(), Some(&json!({ "id": 7 })));
         assert!(applied.error().is_some());
         assert_eq!(applied.last_error(), None);
@@ -220,12 +265,18 @@ mod tests {
     fn dead_dead_letters_with_the_reference_reason() {
         let applied = transform("$error(\"boom\")", OnError::Dead).apply(json!({}), &ctx(0));
         assert!(matches!(applied, Applied::Dead(_)));
-        assert_eq!(applied.last_error().as_deref(), Some("Transform dead-lettered the message"));
+        assert_eq!(
+            applied.last_error().as_deref(),
+            Some("Transform dead-lettered the message")
+        );
     }
 
     #[test]
     fn exceeding_a_limit_follows_on_error() {
-        let mut t = transform("(function($f){ $f($f) })(function($f){ $f($f) })", OnError::Skip);
+        let mut t = transform(
+            "(function($f){ $f($f) })(function($f){ $f($f) })",
+            OnError::Skip,
+        );
         t.limits.timeout = std::time::Duration::from_millis(20);
         match t.apply(json!({ "id": 7 }), &ctx(0)) {
             Applied::Skipped { original, error } => {
@@ -245,10 +296,23 @@ mod tests {
     #[test]
     fn route_then_destination_transform_in_that_order() {
         let route = transform("$merge([$, { \"steps\": [\"route\"] }])", OnError::Fail);
-        let destination = transform("$merge([$, { \"steps\": $append(steps, \"destination\"), \"attempt\": $attempt }])", OnError::Fail);
+        let destination = transform(
+            "$merge([$, { \"steps\": $append(steps, \"destination\"), \"attempt\": $attempt }])",
+            OnError::Fail,
+        );
         let mut failed = 0;
-        let applied = apply_in_order([&route, &destination], json!({ "id": 1 }), &ctx(0), |_, _| failed += 1);
-        assert_eq!(applied, Applied::Transformed(json!({ "id": 1, "steps": ["route", "destination"], "attempt": 0 })));
+        let applied = apply_in_order(
+            [&route, &destination],
+            json!({ "id": 1 }),
+            &ctx(0),
+            |_, _| failed += 1,
+        );
+        assert_eq!(
+            applied,
+            Applied::Transformed(
+                json!({ "id": 1, "steps": ["route", "destination"], "attempt": 0 })
+            )
+        );
         assert_eq!(failed, 0);
     }
 
@@ -257,7 +321,9 @@ mod tests {
         let route = transform("$error(\"route\")", OnError::Dead);
         let destination = transform("$error(\"never runs\")", OnError::Fail);
         let mut seen = Vec::new();
-        let applied = apply_in_order([&route, &destination], json!({}), &ctx(0), |t, _| seen.push(t.on_error));
+        let applied = apply_in_order([&route, &destination], json!({}), &ctx(0), |t, _| {
+            seen.push(t.on_error)
+        });
         assert!(matches!(applied, Applied::Dead(_)));
         assert_eq!(seen, [OnError::Dead]);
     }
@@ -267,8 +333,16 @@ mod tests {
         let route = transform("$error(\"route\")", OnError::Skip);
         let destination = transform("{ \"wrapped\": $ }", OnError::Fail);
         let mut seen = 0;
-        let applied = apply_in_order([&route, &destination], json!({ "id": 1 }), &ctx(0), |_, _| seen += 1);
-        assert_eq!(applied, Applied::Transformed(json!({ "wrapped": { "id": 1 } })));
+        let applied = apply_in_order(
+            [&route, &destination],
+            json!({ "id": 1 }),
+            &ctx(0),
+            |_, _| seen += 1,
+        );
+        assert_eq!(
+            applied,
+            Applied::Transformed(json!({ "wrapped": { "id": 1 } }))
+        );
         assert_eq!(seen, 1);
     }
 }

@@ -8,8 +8,12 @@ use serde_json::Value;
 
 fn numbers_equal(a: &Value, b: &Value) -> bool {
     match (a, b) {
-        (Value::Number(x), Value::Number(y)) => (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-9,
-        (Value::Array(x), Value::Array(y)) => x.len() == y.len() && x.iter().zip(y).all(|(p, q)| numbers_equal(p, q)),
+        (Value::Number(x), Value::Number(y)) => {
+            (x.as_f64().unwrap() - y.as_f64().unwrap()).abs() < 1e-9
+        }
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(p, q)| numbers_equal(p, q))
+        }
         (Value::Object(x), Value::Object(y)) => {
             // Key order matters in JSONata results ($keys, $string): compare it too.
             x.keys().eq(y.keys()) && x.iter().all(|(k, v)| numbers_equal(v, &y[k]))
@@ -55,8 +59,17 @@ fn documented_jsonata_cases_give_the_reference_results() {
             matches!(&got, Ok(Some(value)) if numbers_equal(value, &case["expect"]))
         };
         if !ok {
-            failures.push(format!("{src}: got {got:?}, expected {}", case.get("expect").unwrap_or(&Value::Null)));
+            failures.push(format!(
+                "{src}: got {got:?}, expected {}",
+                case.get("expect").unwrap_or(&Value::Null)
+            ));
         }
     }
-    assert!(failures.is_empty(), "{} of {} cases differ:\n{}", failures.len(), cases.len(), failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "{} of {} cases differ:\n{}",
+        failures.len(),
+        cases.len(),
+        failures.join("\n")
+    );
 }
