@@ -2,7 +2,8 @@
 //!
 //! The one place QueueBox's protocol lives. The relay binary, the C ABI and every language
 //! wrapper call into this crate; none of them re-implements a claim, a fence, a backoff or
-//! a key rule.
+//! a key rule. The relay's YAML configuration is not protocol and lives in the relay's
+//! `queuebox-config` crate (`relay/config`), so no binding links a YAML parser.
 //! The FFI JSON glue and the conformance-vector runner the bindings share are not protocol
 //! either: they live in `queuebox-bridge` (`bindings/bridge`).
 //!
@@ -44,7 +45,6 @@
 
 pub mod backend;
 pub mod backoff;
-pub mod config;
 pub mod error;
 pub mod headers;
 pub mod keys;

@@ -7,7 +7,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use queuebox_core::config::render_topic;
+use queuebox_config::render_topic;
 use queuebox_core::headers::relay_headers;
 use queuebox_core::store::relay::{NewOutboxRow, ReplayFilter};
 use serde::Deserialize;

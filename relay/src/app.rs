@@ -12,7 +12,7 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
-use queuebox_core::config::Config;
+use queuebox_config::Config;
 use queuebox_core::backend::{self, Database, DatabaseSettings};
 use queuebox_core::store::relay::RelayStore;
 use serde_json::json;
@@ -176,8 +176,8 @@ struct Limits {
     max_connections: usize,
 }
 
-impl From<&queuebox_core::config::ServerConfig> for Limits {
-    fn from(s: &queuebox_core::config::ServerConfig) -> Self {
+impl From<&queuebox_config::ServerConfig> for Limits {
+    fn from(s: &queuebox_config::ServerConfig) -> Self {
         Limits { header_timeout: Duration::from_millis(s.request_header_timeout_ms), max_connections: s.max_connections as usize }
     }
 }

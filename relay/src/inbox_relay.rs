@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuebox_core::config::render_topic;
+use queuebox_config::render_topic;
 use queuebox_core::headers::relay_headers;
 use queuebox_core::metrics::{claim_lost, Component};
 use queuebox_core::store::relay::{Forwarded, NewOutboxRow};

@@ -17,7 +17,7 @@ mod sources;
 use std::path::PathBuf;
 
 use clap::{Parser, Subcommand};
-use queuebox_core::config;
+use queuebox_config as config;
 use queuebox_core::backend::{self, DatabaseSettings};
 
 #[derive(Parser)]

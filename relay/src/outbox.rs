@@ -39,8 +39,8 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
 
 /// The longest a single publish may take: the largest destination `timeoutMs`. While a
 /// batch is published, some message completes at least this often unless the loop is stuck.
-fn longest_publish(cfg: &queuebox_core::config::Config) -> Duration {
-    use queuebox_core::config::DestinationKind;
+fn longest_publish(cfg: &queuebox_config::Config) -> Duration {
+    use queuebox_config::DestinationKind;
     let ms = cfg
         .destinations
         .values()

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuebox_core::config::{parse_duration, TableRetention};
+use queuebox_config::{parse_duration, TableRetention};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
@@ -15,7 +15,7 @@ use crate::relay_loop::sleep_or_stop;
 pub(crate) const TICK: Duration = Duration::from_millis(200);
 
 /// The tables whose policy is not `DISABLED`; with none, the service does not run.
-pub(crate) fn active_tables(r: &queuebox_core::config::RetentionConfig) -> Vec<(&'static str, &TableRetention)> {
+pub(crate) fn active_tables(r: &queuebox_config::RetentionConfig) -> Vec<(&'static str, &TableRetention)> {
     [("outbox", &r.outbox), ("inbox", &r.inbox)].into_iter().filter(|(_, t)| t.policy != "DISABLED").collect()
 }
 

@@ -1,9 +1,9 @@
-//! Configuration: the broker kinds' keys live in the core config model
-//! ([`queuebox_core::config::brokers`], re-exported here); [`BrokerSourceCommon`] gathers
+//! Configuration: the broker kinds' keys live in the relay's config model
+//! ([`queuebox_config::brokers`], re-exported here); [`BrokerSourceCommon`] gathers
 //! what the attribute rule of a broker source needs from the common and the kind's keys.
 
-pub use queuebox_core::config::brokers::*;
-use queuebox_core::config::SourceCommon;
+pub use queuebox_config::brokers::*;
+use queuebox_config::SourceCommon;
 use queuebox_core::Consumption;
 
 /// The attribute settings of one broker source.
@@ -32,7 +32,7 @@ impl Default for BrokerSourceCommon {
 impl BrokerSourceCommon {
     /// From a configured source's common keys and its kind's `attributeHeaders`.
     pub fn from_config(common: &SourceCommon, attribute_headers: &AttributeHeaders) -> Self {
-        let list = |p: &Option<queuebox_core::config::PathList>| p.as_ref().map(|p| p.paths().into_iter().map(str::to_string).collect()).unwrap_or_default();
+        let list = |p: &Option<queuebox_config::PathList>| p.as_ref().map(|p| p.paths().into_iter().map(str::to_string).collect()).unwrap_or_default();
         let key_paths: Vec<String> = list(&common.idempotency_key_path);
         BrokerSourceCommon {
             consumption: common.consumption,

@@ -19,7 +19,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{KafkaDestinationConfig, KafkaSourceConfig, OffsetReset};
-use queuebox_core::config::Secret;
+use queuebox_config::Secret;
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::offsets::{Admit, OffsetTracker, Tp};

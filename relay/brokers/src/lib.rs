@@ -8,7 +8,7 @@
 //! | [`config`] | the `sources.<name>` / `destinations.<name>` keys of the three kinds |
 //! | [`ingest`] | broker message → [`queuebox_core::NewInboxMessage`]: key chain, event type, aggregate, headers, non-JSON → dead |
 //! | [`offsets`] | Kafka: the unbroken run of accepted offsets per partition |
-//! | [`template`] | address templates (`{{ topic }}`, `{{ key }}`, `{{ payload.x }}` …) |
+//! | [`template`] | the vocabulary of address templates (`{{ topic }}`, `{{ key }}`, `{{ payload.x }}` …), rendered by the relay's one renderer, `queuebox_config::Template` |
 //! | [`health`] | per-component up/down state for readiness |
 //! | [`reconnect`] | the reconnect backoff |
 //! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker |

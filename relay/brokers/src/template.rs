@@ -1,89 +1,77 @@
 //! Address templates of broker destinations (`exchange`, `topic`, `subject`, routing and
 //! record keys): `{{ topic }}`, `{{ key }}`, `{{ aggregateType }}`, `{{ payload.<field> }}`,
 //! `{{ data.<field> }}` (nested with dots). Any other placeholder fails at startup, naming the
-//! field and the destination.
+//! field and the destination. The syntax and the rendering are the relay's one template
+//! renderer, [`queuebox_config::Template`]; this module holds the vocabulary, because the
+//! values come from the [`OutboundMessage`] this crate owns.
+
+use std::borrow::Cow;
 
 use serde_json::Value;
 
 use crate::outbound::OutboundMessage;
 
-#[derive(Debug, Clone, PartialEq)]
-enum Part {
-    Text(String),
+/// What one placeholder of an address template stands for.
+enum Placeholder<'a> {
     Topic,
     Key,
     AggregateType,
-    /// `payload.a.b` or `data.a.b`: the path inside the payload.
-    Payload(Vec<String>),
+    /// `payload.a.b` or `data.a.b`: the dotted path inside the payload (`a.b`).
+    Payload(&'a str),
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct Template {
-    parts: Vec<Part>,
-    source: String,
+impl<'a> Placeholder<'a> {
+    /// The placeholder `name` stands for; `None` when it is not part of the vocabulary.
+    fn of(name: &'a str) -> Option<Self> {
+        match name {
+            "topic" => Some(Placeholder::Topic),
+            "key" => Some(Placeholder::Key),
+            "aggregateType" => Some(Placeholder::AggregateType),
+            n => {
+                let path = n.strip_prefix("payload.").or_else(|| n.strip_prefix("data."))?;
+                path.split('.').all(|s| !s.is_empty()).then_some(Placeholder::Payload(path))
+            }
+        }
+    }
+
+    /// Its value for `msg`; `None` renders as empty text.
+    fn value<'m>(self, msg: &'m OutboundMessage) -> Option<Cow<'m, str>> {
+        match self {
+            Placeholder::Topic => Some(Cow::Borrowed(&msg.topic)),
+            Placeholder::Key => msg.key.as_deref().map(Cow::Borrowed),
+            Placeholder::AggregateType => msg.aggregate_type.as_deref().map(Cow::Borrowed),
+            Placeholder::Payload(path) => match path.split('.').try_fold(&msg.payload, |v, seg| v.get(seg))? {
+                Value::String(s) => Some(Cow::Borrowed(s)),
+                Value::Null => None,
+                other => Some(Cow::Owned(other.to_string())),
+            },
+        }
+    }
 }
+
+/// An address template whose placeholders were checked against the vocabulary above.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Template(queuebox_config::Template);
 
 impl Template {
     /// Parses `text`; `field` and `destination` name the error.
     pub fn parse(text: &str, field: &str, destination: &str) -> anyhow::Result<Self> {
-        let mut parts = Vec::new();
-        let mut rest = text;
-        while let Some(start) = rest.find("{{") {
-            if start > 0 {
-                parts.push(Part::Text(rest[..start].to_string()));
-            }
-            let after = &rest[start + 2..];
-            let end = after
-                .find("}}")
-                .ok_or_else(|| anyhow::anyhow!("destinations.{destination}.{field}: unclosed `{{{{` in `{text}`"))?;
-            let name = after[..end].trim();
-            let part = match name {
-                "topic" => Part::Topic,
-                "key" => Part::Key,
-                "aggregateType" => Part::AggregateType,
-                n if (n.starts_with("payload.") || n.starts_with("data.")) && n.split('.').skip(1).all(|s| !s.is_empty()) => {
-                    Part::Payload(n.split('.').skip(1).map(str::to_string).collect())
-                }
-                other => anyhow::bail!(
-                    "destinations.{destination}.{field}: the placeholder `{{{{ {other} }}}}` is not allowed; use topic, key, aggregateType, payload.<field> or data.<field>"
-                ),
-            };
-            parts.push(part);
-            rest = &after[end + 2..];
+        let template = queuebox_config::Template::parse(text).map_err(|e| anyhow::anyhow!("destinations.{destination}.{field}: {e}"))?;
+        if let Some(other) = template.placeholders().find(|name| Placeholder::of(name).is_none()) {
+            anyhow::bail!(
+                "destinations.{destination}.{field}: the placeholder `{{{{ {other} }}}}` is not allowed; use topic, key, aggregateType, payload.<field> or data.<field>"
+            );
         }
-        if !rest.is_empty() {
-            parts.push(Part::Text(rest.to_string()));
-        }
-        Ok(Template { parts, source: text.to_string() })
+        Ok(Template(template))
     }
 
     pub fn source(&self) -> &str {
-        &self.source
+        self.0.text()
     }
 
     /// Renders for `msg`; a missing value renders as empty text.
     pub fn render(&self, msg: &OutboundMessage) -> String {
-        let mut out = String::new();
-        for p in &self.parts {
-            match p {
-                Part::Text(t) => out.push_str(t),
-                Part::Topic => out.push_str(&msg.topic),
-                Part::Key => out.push_str(msg.key.as_deref().unwrap_or("")),
-                Part::AggregateType => out.push_str(msg.aggregate_type.as_deref().unwrap_or("")),
-                Part::Payload(path) => {
-                    let mut v = Some(&msg.payload);
-                    for seg in path {
-                        v = v.and_then(|v| v.get(seg));
-                    }
-                    match v {
-                        Some(Value::String(s)) => out.push_str(s),
-                        Some(Value::Null) | None => {}
-                        Some(other) => out.push_str(&other.to_string()),
-                    }
-                }
-            }
-        }
-        out
+        self.0.render(|name| Placeholder::of(name).and_then(|p| p.value(msg)))
     }
 }
 
@@ -122,12 +110,40 @@ mod tests {
     }
 
     #[test]
-    fn templates_render_every_placeholder_and_refuse_others() {
+    fn every_placeholder_renders_from_the_message() {
         let t = Template::parse("{{ aggregateType }}.{{topic}}.{{ key }}.{{ payload.region }}.{{ data.n.m }}", "exchange", "d").unwrap();
         assert_eq!(t.render(&msg()), "order.orders.created.o-1.eu.3");
+    }
+
+    #[test]
+    fn a_missing_or_null_payload_field_renders_as_empty_text() {
+        let t = Template::parse("[{{ payload.nope }}|{{ payload.gone }}|{{ key }}]", "subject", "d").unwrap();
+        let mut m = msg();
+        m.payload = serde_json::json!({"gone": null});
+        m.key = None;
+        assert_eq!(t.render(&m), "[||]");
+    }
+
+    #[test]
+    fn an_unknown_placeholder_fails_naming_the_destination_and_field() {
         let e = Template::parse("{{ eventType }}", "subject", "bus").unwrap_err().to_string();
-        assert!(e.contains("destinations.bus.subject") && e.contains("eventType"), "{e}");
+        assert!(e.starts_with("destinations.bus.subject: ") && e.contains("eventType"), "{e}");
+    }
+
+    #[test]
+    fn an_unclosed_brace_fails_naming_the_destination_and_field() {
+        let e = Template::parse("{{ topic", "topic", "k").unwrap_err().to_string();
+        assert_eq!(e, "destinations.k.topic: unclosed `{{` in `{{ topic`");
+    }
+
+    #[test]
+    fn a_from_column_other_than_the_three_fails() {
         assert!(check_from_column("payload", "topicFrom", "d").is_err());
+    }
+
+    #[test]
+    fn a_from_column_wins_over_the_template() {
+        let t = Template::parse("{{ topic }}", "subject", "d").unwrap();
         assert_eq!(address(Some("key"), &t, &msg()), "o-1");
     }
 }

@@ -2,7 +2,7 @@
 
 use async_trait::async_trait;
 use queuebox_brokers::{kafka, nats, rabbitmq, Health};
-use queuebox_core::config::{DestinationConfig, DestinationKind};
+use queuebox_config::{DestinationConfig, DestinationKind};
 
 use super::{OutboundMessage, PublishError, Publisher};
 

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use reqwest::header::HeaderValue;
-use queuebox_core::config::{AuthConfig, HttpConfig, HttpDestination};
+use queuebox_config::{AuthConfig, HttpConfig, HttpDestination};
 
 use super::{OutboundMessage, PublishError, Publisher};
 use crate::metrics::Metrics;

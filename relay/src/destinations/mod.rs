@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use queuebox_core::config::{Config, DestinationConfig, DestinationKind};
+use queuebox_config::{Config, DestinationConfig, DestinationKind};
 
 use crate::metrics::Metrics;
 

@@ -2,7 +2,7 @@
 //! constant-time over SHA-256 digests, so neither length nor content leaks through timing.
 
 use hmac::{Hmac, Mac};
-use queuebox_core::config::AuthConfig;
+use queuebox_config::AuthConfig;
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
@@ -60,7 +60,7 @@ pub fn check(auth: &AuthConfig, headers: &[(String, String)], body: &[u8], now_u
 #[cfg(test)]
 mod tests {
     use super::*;
-    use queuebox_core::config::{HmacAuth, Secret};
+    use queuebox_config::{HmacAuth, Secret};
 
     #[test]
     fn hmac_accepts_the_right_signature_and_refuses_a_stale_timestamp() {

@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use queuebox_brokers::config::BrokerSourceCommon;
 use queuebox_brokers::ingest::{IngestError, Received as BrokerReceived, Sink, SourceRule};
 use queuebox_brokers::{kafka, nats, rabbitmq, Health};
-use queuebox_core::config::{SourceConfig, SourceKind};
+use queuebox_config::{SourceConfig, SourceKind};
 use tokio_util::sync::CancellationToken;
 
 use super::{BrokerSource, Inbox, Rejected};

@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use bytes::{Bytes, BytesMut};
 use http_body_util::BodyExt;
-use queuebox_core::config::SourceKind;
+use queuebox_config::SourceKind;
 use queuebox_core::headers;
 use serde_json::json;
 
@@ -71,7 +71,7 @@ pub async fn ingest(State(st): State<AppState>, req: Request) -> Response {
     resp
 }
 
-async fn handle(st: &AppState, source: &queuebox_core::config::SourceConfig, req: Request) -> Response {
+async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Request) -> Response {
     if st.draining.load(Ordering::SeqCst) {
         return error(StatusCode::SERVICE_UNAVAILABLE, "QueueBox is shutting down");
     }

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use queuebox_core::config::{parse_duration, SourceConfig, SourceKind};
+use queuebox_config::{parse_duration, SourceConfig, SourceKind};
 use queuebox_core::keys::{self, KeyInput, KeySource};
 use queuebox_core::{headers, NewInboxMessage, Store};
 use serde_json::Value;
@@ -112,7 +112,7 @@ impl Inbox {
             // never blocks the partition or comes back for ever.
             None => (serde_json::json!({ "raw": String::from_utf8_lossy(&msg.body) }), Some("body is not JSON".to_string()), keys::digest(&msg.body)),
         };
-        let attr = |header: Option<&String>, paths: Option<&queuebox_core::config::PathList>, fallback_header: Option<&str>| {
+        let attr = |header: Option<&String>, paths: Option<&queuebox_config::PathList>, fallback_header: Option<&str>| {
             let mut rule: Vec<KeySource> = Vec::new();
             if let Some(h) = header {
                 rule.push(KeySource::Header { name: h.clone() });

@@ -1,14 +1,14 @@
 //! The typed configuration. Structs with fixed keys derive `Deserialize`; the maps whose
 //! entries pick a kind with `type` (sources, destinations, auth blocks) are dispatched by
-//! hand in [`super::parse`], so a new kind is one struct plus one match arm.
+//! hand in [`crate::parse`], so a new kind is one struct plus one match arm.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use super::secret::Secret;
-use crate::message::Consumption;
+use crate::secret::Secret;
+use queuebox_core::Consumption;
 
 #[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -25,7 +25,7 @@ pub struct Config {
     pub sources: BTreeMap<String, SourceConfig>,
 }
 
-/// The top-level keys as read. Every section stays YAML until [`super::parse`] types it on
+/// The top-level keys as read. Every section stays YAML until [`crate::parse`] types it on
 /// its own, so a type error in one section does not hide the mistakes of the others.
 #[derive(Debug, Clone, Deserialize, Default)]
 #[serde(rename_all = "camelCase", default)]
@@ -110,7 +110,7 @@ impl Default for DatabaseConfig {
 }
 
 fn redacted_url<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_str(&crate::headers::redact_error(url, &[]))
+    s.serialize_str(&queuebox_core::headers::redact_error(url, &[]))
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -249,18 +249,18 @@ pub struct DestinationConfig {
 }
 
 /// The kinds of destination. A broker kind is one more variant (and one arm in
-/// `super::parse::destination`).
+/// `crate::parse::destination`).
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type")]
 pub enum DestinationKind {
     #[serde(rename = "http")]
     Http(HttpDestination),
     #[serde(rename = "rabbitmq")]
-    RabbitMq(super::brokers::RabbitMqDestinationConfig),
+    RabbitMq(crate::brokers::RabbitMqDestinationConfig),
     #[serde(rename = "kafka")]
-    Kafka(super::brokers::KafkaDestinationConfig),
+    Kafka(crate::brokers::KafkaDestinationConfig),
     #[serde(rename = "nats")]
-    Nats(super::brokers::NatsDestinationConfig),
+    Nats(crate::brokers::NatsDestinationConfig),
 }
 
 impl DestinationKind {
@@ -327,11 +327,11 @@ pub enum SourceKind {
     #[serde(rename = "http")]
     Http(HttpSource),
     #[serde(rename = "rabbitmq")]
-    RabbitMq(super::brokers::RabbitMqSourceConfig),
+    RabbitMq(crate::brokers::RabbitMqSourceConfig),
     #[serde(rename = "kafka")]
-    Kafka(super::brokers::KafkaSourceConfig),
+    Kafka(crate::brokers::KafkaSourceConfig),
     #[serde(rename = "nats")]
-    Nats(super::brokers::NatsSourceConfig),
+    Nats(crate::brokers::NatsSourceConfig),
 }
 
 impl SourceKind {
@@ -473,7 +473,7 @@ impl HmacAuth {
 /// Every struct's key list, for env-var mapping and "did you mean" hints. A new struct
 /// adds its `fields_of` here.
 pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
-    use super::strict::fields_of;
+    use crate::strict::fields_of;
     vec![
         fields_of::<RawConfig>(),
         fields_of::<ServerConfig>(),
@@ -492,13 +492,13 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<BearerAuth>(),
         fields_of::<ApiKeyAuth>(),
         fields_of::<HmacAuth>(),
-        fields_of::<super::brokers::RabbitMqSourceConfig>(),
-        fields_of::<super::brokers::KafkaSourceConfig>(),
-        fields_of::<super::brokers::NatsSourceConfig>(),
-        fields_of::<super::brokers::AttributeHeaders>(),
-        fields_of::<super::brokers::RabbitMqDestinationConfig>(),
-        fields_of::<super::brokers::KafkaDestinationConfig>(),
-        fields_of::<super::brokers::NatsDestinationConfig>(),
+        fields_of::<crate::brokers::RabbitMqSourceConfig>(),
+        fields_of::<crate::brokers::KafkaSourceConfig>(),
+        fields_of::<crate::brokers::NatsSourceConfig>(),
+        fields_of::<crate::brokers::AttributeHeaders>(),
+        fields_of::<crate::brokers::RabbitMqDestinationConfig>(),
+        fields_of::<crate::brokers::KafkaDestinationConfig>(),
+        fields_of::<crate::brokers::NatsDestinationConfig>(),
         &["auth"],
     ]
 }

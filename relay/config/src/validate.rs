@@ -2,11 +2,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::model::*;
-use super::strict::ConfigErrors;
-use super::template::{topic_placeholders, TOPIC_PLACEHOLDERS};
-use crate::keys::JsonPath;
-use crate::message::Consumption;
+use crate::model::*;
+use crate::strict::ConfigErrors;
+use crate::template::{Template, TOPIC_PLACEHOLDERS};
+use queuebox_core::keys::JsonPath;
+use queuebox_core::Consumption;
 
 const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "cookie"];
 
@@ -46,7 +46,7 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
             errs.push(format!("routes[{i}].topicPattern"), "must not be empty");
         }
         if !c.destinations.contains_key(&r.destination) && !broken_destinations.contains(&r.destination) {
-            let hint = super::suggest(&r.destination, c.destinations.keys().map(String::as_str)).map(|h| format!("; did you mean {h}?")).unwrap_or_default();
+            let hint = crate::suggest(&r.destination, c.destinations.keys().map(String::as_str)).map(|h| format!("; did you mean {h}?")).unwrap_or_default();
             errs.push(format!("routes[{i}].destination"), format!("destination `{}` does not exist{hint}", r.destination));
         }
     }
@@ -174,11 +174,12 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
         }
     }
     let template = s.topic_template();
-    match topic_placeholders(template) {
-        Err(e) => errs.push(format!("{path}.topic"), e),
-        Ok(names) => {
+    match Template::parse(template) {
+        Err(e) => errs.push(format!("{path}.topic"), e.to_string()),
+        Ok(t) => {
+            let names: Vec<&str> = t.placeholders().collect();
             for n in &names {
-                if !TOPIC_PLACEHOLDERS.contains(&n.as_str()) {
+                if !TOPIC_PLACEHOLDERS.contains(n) {
                     errs.push(format!("{path}.topic"), format!("unknown placeholder `{{{{ {n} }}}}` (known: {{{{ source }}}}, {{{{ eventType }}}})"));
                 }
             }
@@ -189,7 +190,7 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
                     SourceKind::Kafka(k) => k.event_type_from_header,
                     SourceKind::Nats(n) => n.event_type_from_header,
                 };
-            if c.consumption == Consumption::Push && names.iter().any(|n| n == "eventType") && !has_event_type {
+            if c.consumption == Consumption::Push && names.contains(&"eventType") && !has_event_type {
                 errs.push(
                     format!("{path}.topic"),
                     "uses {{ eventType }} but the source declares no event type (set eventTypePath or eventTypeHeader, or a topic such as \"{{ source }}\")",

@@ -1,9 +1,7 @@
-//! `${VAR}` substitution, relay topic templates and route globs.
+//! `${VAR}` and `${VAR:-default}` substitution in the file's text, and the problem each
+//! unset variable causes, named at the key that references it.
 
-use super::strict::ConfigErrors;
-
-/// The placeholders a source's relay topic template may use.
-pub const TOPIC_PLACEHOLDERS: [&str; 2] = ["source", "eventType"];
+use crate::strict::ConfigErrors;
 
 /// Replaces `${VAR}` and `${VAR:-default}`; `$${` is a literal `${`. Returns the text and
 /// the names of the variables that are unset and have no default, in order; the caller
@@ -83,7 +81,7 @@ fn paths_referencing(v: &serde_yaml::Value, path: &str, reference: &str, out: &m
                     Value::String(s) => s.clone(),
                     other => serde_yaml::to_string(other).unwrap_or_default().trim().to_string(),
                 };
-                let child_path = super::strict::join(path, &key);
+                let child_path = crate::strict::join(path, &key);
                 if holds(&key) {
                     out.push(child_path);
                 } else {
@@ -99,66 +97,4 @@ fn paths_referencing(v: &serde_yaml::Value, path: &str, reference: &str, out: &m
         Value::Tagged(t) => paths_referencing(&t.value, path, reference, out),
         _ => {}
     }
-}
-
-/// The placeholder names in a `{{ name }}` template, in order.
-pub fn topic_placeholders(template: &str) -> Result<Vec<String>, String> {
-    let mut names = Vec::new();
-    let mut rest = template;
-    while let Some(pos) = rest.find("{{") {
-        let after = &rest[pos + 2..];
-        let end = after.find("}}").ok_or_else(|| format!("unclosed `{{{{` in `{template}`"))?;
-        names.push(after[..end].trim().to_string());
-        rest = &after[end + 2..];
-    }
-    Ok(names)
-}
-
-/// Renders a relay topic template; a missing event type renders as empty, and the result
-/// is trimmed (an empty topic dead-letters the inbox row).
-pub fn render_topic(template: &str, source: &str, event_type: Option<&str>) -> String {
-    let mut out = String::new();
-    let mut rest = template;
-    while let Some(pos) = rest.find("{{") {
-        out.push_str(&rest[..pos]);
-        let after = &rest[pos + 2..];
-        let Some(end) = after.find("}}") else {
-            out.push_str(&rest[pos..]);
-            rest = "";
-            break;
-        };
-        match after[..end].trim() {
-            "source" => out.push_str(source),
-            "eventType" => out.push_str(event_type.unwrap_or("")),
-            _ => {}
-        }
-        rest = &after[end + 2..];
-    }
-    out.push_str(rest);
-    out.trim().to_string()
-}
-
-/// Anchored glob over a dotted topic: `*` is one segment without dots, `**` is any text
-/// including dots, every other character is literal.
-pub fn glob_match(pattern: &str, topic: &str) -> bool {
-    fn go(p: &[u8], t: &[u8]) -> bool {
-        match p {
-            [] => t.is_empty(),
-            [b'*', b'*', rest @ ..] => (0..=t.len()).any(|i| go(rest, &t[i..])),
-            [b'*', rest @ ..] => {
-                let mut i = 0;
-                loop {
-                    if go(rest, &t[i..]) {
-                        return true;
-                    }
-                    if i == t.len() || t[i] == b'.' {
-                        return false;
-                    }
-                    i += 1;
-                }
-            }
-            [c, rest @ ..] => t.first() == Some(c) && go(rest, &t[1..]),
-        }
-    }
-    go(pattern.as_bytes(), topic.as_bytes())
 }

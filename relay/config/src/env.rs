@@ -2,7 +2,7 @@
 
 use serde_yaml::{Mapping, Value};
 
-use super::strict::{all_known_keys, ConfigErrors};
+use crate::strict::{all_known_keys, ConfigErrors};
 
 /// Keys whose children are names chosen by the user, not fields.
 const NAME_MAPS: [&str; 4] = ["sources", "destinations", "headers", "extraParams"];
@@ -10,7 +10,7 @@ const NAME_MAPS: [&str; 4] = ["sources", "destinations", "headers", "extraParams
 /// Variables that never configure anything.
 fn ignored(var: &str) -> bool {
     let rest = &var["QUEUEBOX_".len()..];
-    if var == super::CONFIG_FILE_ENV || rest.starts_with("TEST_") || rest.is_empty() {
+    if var == crate::CONFIG_FILE_ENV || rest.starts_with("TEST_") || rest.is_empty() {
         return true;
     }
     // Kubernetes service links: *_SERVICE_HOST, *_SERVICE_PORT*, *_PORT, *_PORT_<n>_<proto>*.
@@ -31,7 +31,7 @@ pub(super) fn apply(root: &mut Value, vars: &[(String, String)], errs: &mut Conf
         let body = &var["QUEUEBOX_".len()..];
         let segments: Vec<String> = body.split("__").map(|s| s.to_string()).collect::<Vec<_>>().join("\u{0}").split('_').map(|s| s.replace('\u{0}', "_").to_ascii_lowercase()).collect();
         if segments.iter().any(|s| s.is_empty()) {
-            errs.problems.push(super::Problem { path: body.to_ascii_lowercase(), env: Some(var.clone()), message: "cannot be mapped to a configuration key".into() });
+            errs.problems.push(crate::Problem { path: body.to_ascii_lowercase(), env: Some(var.clone()), message: "cannot be mapped to a configuration key".into() });
             continue;
         }
         let mut node = &mut *root;

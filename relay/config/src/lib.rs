@@ -1,10 +1,31 @@
+//! # queuebox-config
+//!
 //! The relay's configuration: one YAML file, `${VAR}` / `${VAR:-default}` substitution,
 //! `QUEUEBOX_*` environment overrides, and a strict check that reports every offending key
 //! path at once (unknown keys with a "did you mean" hint, routes to missing destinations,
-//! templates with unknown placeholders, bad URLs, ...).
+//! templates with unknown placeholders, bad URLs, ...). It is a crate of the relay, apart
+//! from `queuebox-core`, so the language bindings that link the core never link a YAML
+//! parser; it uses the core only for protocol types ([`queuebox_core::Consumption`], JSONPath
+//! keys, error redaction, [`queuebox_core::Error::Config`]).
+//!
+//! ## Module map
+//!
+//! | module | what it owns |
+//! |---|---|
+//! | (crate root) | [`load`] and [`from_yaml_with_env`]: text → substitution → overrides → typed → validated [`Config`] |
+//! | `model` | the typed configuration ([`Config`] and its sections), re-exported at the root |
+//! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations |
+//! | `substitute` | `${VAR}` substitution and the problem an unset variable causes at its key |
+//! | `env` | `QUEUEBOX_*` overrides mapped onto key paths |
+//! | `parse` | section by section typing; `type`-dispatched maps (sources, destinations, auth) |
+//! | `strict` | path-aware deserialisation: unknown keys, type errors, hints ([`ConfigErrors`], [`Problem`], [`suggest`]) |
+//! | `validate` | semantic checks after parsing, each naming its key path |
+//! | [`template`] | the one `{{ name }}` template renderer ([`Template`], [`render_topic`]) |
+//! | `glob` | route globs ([`glob_match`]) |
+//! | `secret` | [`Secret`]: a value printed as `***` |
 //!
 //! ```no_run
-//! let cfg = queuebox_core::config::load(Some("examples/relay.yml".as_ref())).unwrap();
+//! let cfg = queuebox_config::load(Some("examples/relay.yml".as_ref())).unwrap();
 //! println!("{}", cfg.to_redacted_yaml());
 //! ```
 //!
@@ -16,11 +37,13 @@
 
 pub mod brokers;
 mod env;
+mod glob;
 mod model;
 mod parse;
 mod secret;
 mod strict;
-mod template;
+mod substitute;
+pub mod template;
 mod validate;
 
 use std::path::Path;
@@ -28,7 +51,8 @@ use std::path::Path;
 pub use model::*;
 pub use secret::Secret;
 pub use strict::{suggest, ConfigErrors, Problem};
-pub use template::{glob_match, render_topic, topic_placeholders, TOPIC_PLACEHOLDERS};
+pub use glob::glob_match;
+pub use template::{render_topic, Template, TemplateError, TOPIC_PLACEHOLDERS};
 
 /// The variable naming the configuration file when `--config` is not given.
 pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";
@@ -54,10 +78,10 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
 /// validates. The pure core of [`load`], used by tests.
 pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Config, ConfigErrors> {
     let mut errs = ConfigErrors::default();
-    let (text, missing) = template::substitute_vars(yaml, |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()));
+    let (text, missing) = substitute::substitute_vars(yaml, |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()));
     // Keys whose value references an unset variable: that is their one problem, whatever
     // the empty value then breaks at the same key.
-    let unset_keys = template::unset_var_problems(yaml, &missing, &mut errs);
+    let unset_keys = substitute::unset_var_problems(yaml, &missing, &mut errs);
     let reported = errs.problems.len();
     let mut root: serde_yaml::Value = if text.trim().is_empty() {
         serde_yaml::Value::Mapping(Default::default())

@@ -104,17 +104,6 @@ fn admin_without_auth_and_pull_sources_without_topics() {
     assert!(from_yaml_with_env(&y, &[]).unwrap_err().mentions("sources.hooks2.topic"));
 }
 
-#[test]
-fn globs_are_anchored_and_segment_aware() {
-    assert!(glob_match("order.*", "order.created"));
-    assert!(!glob_match("order.*", "order"));
-    assert!(!glob_match("order.*", "order.item.added"));
-    assert!(glob_match("order.**", "order.item.added"));
-    assert!(glob_match("**", "anything.at.all"));
-    assert_eq!(render_topic(" {{source}}.{{ eventType }} ", "s", Some("e")), "s.e");
-    assert_eq!(render_topic("{{ eventType }}", "s", None), "");
-}
-
 /// The problems of `yaml` under `vars`, as (path, message) pairs.
 fn problems(yaml: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
     let e = from_yaml_with_env(yaml, &env(vars)).expect_err("the configuration must fail");

@@ -6,8 +6,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
-use super::model::*;
-use super::strict::{join, suggest, typed, ConfigErrors};
+use crate::model::*;
+use crate::strict::{join, suggest, typed, ConfigErrors};
 
 /// What parsing produced: the typed configuration, and the destinations that are declared
 /// but could not be built (their problem is already reported, so a route naming one must
@@ -146,7 +146,7 @@ pub const SOURCE_TYPES: &[&str] = &["http", "rabbitmq", "kafka", "nats"];
 fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig> {
     let path = format!("sources.{name}");
     let (rest, kind, auth_v) = split_kind(v, &path, errs)?;
-    let common_fields = super::strict::fields_of::<SourceCommon>();
+    let common_fields = crate::strict::fields_of::<SourceCommon>();
     // Common keys go to SourceCommon, the others to the kind's struct, so each struct
     // reports the unknown keys of its own part.
     let (common_map, kind_map): (Mapping, Mapping) = {

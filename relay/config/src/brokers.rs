@@ -1,12 +1,12 @@
 //! The kind-specific keys of the broker sources and destinations (RabbitMQ, Kafka, NATS),
 //! reference §4.3. The keys every source shares (`consumption`, `topic`, the `*Path` keys)
-//! stay in [`super::SourceCommon`]. The clients live in the `queuebox-brokers` crate.
+//! stay in [`crate::SourceCommon`]. The clients live in the `queuebox-brokers` crate.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
-use super::secret::Secret;
+use crate::secret::Secret;
 
 fn prefetch() -> u16 {
     10
@@ -207,7 +207,7 @@ pub struct KafkaDestinationConfig {
 
 #[cfg(test)]
 mod tests {
-    use super::super::{from_yaml_with_env, DestinationKind, SourceKind};
+    use crate::{from_yaml_with_env, DestinationKind, SourceKind};
     use super::*;
 
     const YAML: &str = "

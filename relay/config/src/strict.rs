@@ -54,10 +54,10 @@ impl fmt::Display for ConfigErrors {
 
 impl std::error::Error for ConfigErrors {}
 
-impl From<ConfigErrors> for crate::Error {
+impl From<ConfigErrors> for queuebox_core::Error {
     fn from(e: ConfigErrors) -> Self {
         let path = e.problems.first().map(|p| p.path.clone()).unwrap_or_default();
-        crate::Error::Config { path, reason: e.to_string() }
+        queuebox_core::Error::Config { path, reason: e.to_string() }
     }
 }
 
@@ -209,7 +209,7 @@ pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
 pub fn all_known_keys() -> impl Iterator<Item = &'static str> {
     static KEYS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
     KEYS.get_or_init(|| {
-        let mut s: BTreeSet<&'static str> = super::model::known_key_lists().into_iter().flatten().copied().collect();
+        let mut s: BTreeSet<&'static str> = crate::model::known_key_lists().into_iter().flatten().copied().collect();
         s.insert("type");
         s
     })
