@@ -171,7 +171,7 @@ def make_request(rng: random.Random, i: int) -> tuple[str, list[tuple[bytes, byt
     framing = rng.random()
     if framing < 0.2 and body:
         cuts = sorted(rng.sample(range(1, len(body) + 1), min(len(body), rng.randint(1, 6))))
-        chunks = [body[a:b] for a, b in zip([0] + cuts, cuts) if body[a:b]]
+        chunks = [body[a:b] for a, b in zip([0] + cuts, cuts + [len(body)]) if body[a:b]]
         headers.append((b"Transfer-Encoding", b"chunked"))
     elif framing < 0.23:
         headers.append((b"Content-Length", str(max(0, len(body) - rng.randint(1, 5))).encode()))  # shorter: the rest is a next "request"
