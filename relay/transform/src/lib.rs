@@ -21,6 +21,7 @@
 //! | `transform` | [`Transform`], [`OnError`] (`Fail`/`Skip`/`Dead`), [`Applied`], [`apply_in_order`] (route, then destination) |
 //! | `key` | [`KeyExpression`] and [`key_text`]: a result as key text, or no value |
 //! | `error` | [`CompileError`] (names the key path), [`EvalError`] (one variant per bound) |
+//! | `admin_test` | [`run_transform_test`]: the 200/400 answers of `POST /admin/transform/test` |
 //!
 //! ```
 //! use queuebox_transform::{Applied, Context, Limits, OnError, Transform};
@@ -37,6 +38,7 @@
 //! # Ok::<(), queuebox_transform::CompileError>(())
 //! ```
 
+mod admin_test;
 mod context;
 mod error;
 mod expression;
@@ -44,6 +46,10 @@ mod key;
 mod limits;
 mod transform;
 
+pub use admin_test::{
+    run_transform_test, TransformTestRequest, TransformTestResponse, DEFAULT_TEST_TIMEOUT,
+    DEFAULT_TEST_TOPIC,
+};
 pub use context::{Context, InboxContext};
 pub use error::{CompileError, EvalError};
 pub use expression::Expression;
