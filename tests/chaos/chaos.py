@@ -1,16 +1,18 @@
 #!/usr/bin/env python3
-"""Chaos ledger: sends N numbered messages through each path of the real `queuebox` binary,
-SIGKILLs the relay at random moments (and restarts it), records every acknowledgement,
-store and delivery in a ledger, and checks that nothing acknowledged was lost, every
-duplicate has a cause, no row is left stuck and no payload changed.
+"""Chaos ledger: sends N numbered messages through each path of the real `queuebox` binary
+(two replicas), strikes the relays, the pull worker and (with --pg-faults) the database at
+seeded moments — SIGKILL and restart, SIGSTOP past the lease, crash and recovery — records
+every acknowledgement, store and delivery in a ledger, and checks that nothing acknowledged
+was lost, every duplicate has a cause, no row is left stuck and no payload changed.
 
     python3 tests/chaos/chaos.py [--paths http,rabbit-kafka,...] [--seed N]
-    QB_CHAOS=long python3 tests/chaos/chaos.py      # 20,000 messages and 20 kills per path
-    python3 tests/chaos/chaos.py --check LEDGER --path-name http   # re-check a kept ledger
+    QB_CHAOS=long python3 tests/chaos/chaos.py      # 20,000 messages and 20 faults per path
+    python3 tests/chaos/chaos.py --check LEDGER      # re-check a kept ledger file
 
 Modules: `payloads` (bodies and the canonical JSON compare), `ledger` (the SQLite ledger and
-its checks), `relay` (the binary, the database, the HTTP receiver), `paths` (one class per
-path). See tests/chaos/README.md.
+its checks), `relay` (the binary, the databases, the HTTP receiver), `paths` (one class per
+path, the pull workers), `fuzz` (the ingest fuzzer, a separate entry point). See
+tests/chaos/README.md.
 """
 
 from __future__ import annotations
