@@ -165,7 +165,7 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
         if not wait_for_deliveries(ledger, drain_s):
             problems.append(f"deliveries stopped: none arrived for {drain_s}s while some acknowledged messages were still missing")
         killer.done.set()
-        killer.join(30)
+        killer.join(30 + 5 * kills)  # faults still queued run to the end (a pause takes 2.5 s)
         if killer.error:
             problems.append(f"the killer failed: {killer.error!r}")
         if killer.kills < kills:
