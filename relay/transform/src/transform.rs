@@ -81,10 +81,11 @@ pub enum Applied {
         error: EvalError,
     },
     /// The transform failed under `Fail`: the delivery goes down the retry path with
-    /// [`Applied::last_error`] as its error text; at receipt, a 422.
+    /// [`Applied::last_error`] as its error text. At receipt: refused with
+    /// [`Applied::rejection`] (422 on HTTP, stored dead on a broker source).
     Retry(EvalError),
-    /// The transform failed under `Dead`: the row is dead with [`DEAD_REASON`]; at receipt,
-    /// a 422.
+    /// The transform failed under `Dead`: the row is dead with [`DEAD_REASON`]. At receipt:
+    /// refused like `Retry`.
     Dead(EvalError),
 }
 
@@ -113,13 +114,24 @@ impl Applied {
         }
     }
 
-    /// The text for the row's `last_error` when the message does not go on: `Transform
-    /// failed: <reason>` for a retry, [`DEAD_REASON`] for a dead row. It is also the body
-    /// text of the 422 at receipt (`{"error": "Transform failed: <reason>"}`).
+    /// The text for the outbox row's `last_error` when the message does not go on at
+    /// delivery: `Transform failed: <reason>` for a retry, [`DEAD_REASON`] for a dead row.
     pub fn last_error(&self) -> Option<String> {
         match self {
             Applied::Retry(error) => Some(format!("Transform failed: {error}")),
             Applied::Dead(_) => Some(DEAD_REASON.to_string()),
+            Applied::Transformed(_) | Applied::Skipped { .. } => None,
+        }
+    }
+
+    /// The refusal at receipt when the message does not go on (`Fail` and `Dead` alike,
+    /// reference §5.1 step 8): `Transform failed: <reason>`, the `error` of the 422 body on
+    /// an HTTP source and the `last_error` of the row a broker source stores dead.
+    pub fn rejection(&self) -> Option<String> {
+        match self {
+            Applied::Retry(error) | Applied::Dead(error) => {
+                Some(format!("Transform failed: {error}"))
+            }
             Applied::Transformed(_) | Applied::Skipped { .. } => None,
         }
     }
@@ -269,6 +281,22 @@ mod tests {
             applied.last_error().as_deref(),
             Some("Transform dead-lettered the message")
         );
+    }
+
+    #[test]
+    fn at_receipt_fail_and_dead_are_both_refused_with_the_reason() {
+        for on_error in [OnError::Fail, OnError::Dead] {
+            let applied =
+                transform("$error(\"card declined\")", on_error).apply(json!({}), &ctx(0));
+            let text = applied.rejection().unwrap();
+            assert!(
+                text.starts_with("Transform failed: ") && text.contains("card declined"),
+                "{text}"
+            );
+        }
+        let skipped =
+            transform("$error(\"card declined\")", OnError::Skip).apply(json!({}), &ctx(0));
+        assert_eq!(skipped.rejection(), None);
     }
 
     #[test]
