@@ -128,15 +128,25 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let data = data.fallback(crate::sources::http::ingest).with_state(st.clone());
     let http_stop = CancellationToken::new();
     let bind = &cfg.server.bind_address;
+    // `server.tls`: both ports speak HTTPS only; SIGHUP re-reads the certificate.
+    let tls = match &cfg.server.tls {
+        Some(t) => {
+            let tls = crate::listener_tls::ListenerTls::load(t)?;
+            tls.clone().reload_on_sighup()?;
+            Some(tls)
+        }
+        None => None,
+    };
+    let scheme = if tls.is_some() { "HTTPS" } else { "HTTP" };
     let listener = tokio::net::TcpListener::bind((bind.as_str(), cfg.server.http_port)).await?;
-    tracing::info!(addr = %listener.local_addr()?, "inbox HTTP listening");
+    tracing::info!(addr = %listener.local_addr()?, "inbox {scheme} listening");
     let limits = Limits::from(&cfg.server);
-    let mut servers = vec![serve(listener, data, limits, http_stop.clone())];
+    let mut servers = vec![serve(listener, data, limits, tls.clone(), http_stop.clone())];
     if let Some(port) = cfg.server.management_port {
         let l = tokio::net::TcpListener::bind((bind.as_str(), port)).await?;
-        tracing::info!(addr = %l.local_addr()?, "management HTTP listening");
+        tracing::info!(addr = %l.local_addr()?, "management {scheme} listening");
         let mgmt = ops.fallback(|| async { StatusCode::NOT_FOUND }).with_state(st.clone());
-        servers.push(serve(l, mgmt, limits, http_stop.clone()));
+        servers.push(serve(l, mgmt, limits, tls.clone(), http_stop.clone()));
     }
     tracing::info!("QueueBox started");
 
@@ -186,8 +196,16 @@ impl From<&queuebox_config::ServerConfig> for Limits {
 /// connection loop instead of `axum::serve`, which cannot set a header read timeout: a
 /// connection that does not deliver a request head within the timeout (a stalled client,
 /// or an idle keep-alive) is closed, and at most `max_connections` are open at once (the
-/// next accept waits for a permit, so extra clients wait in the listen backlog).
-fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limits, stop: CancellationToken) -> tokio::task::JoinHandle<()> {
+/// next accept waits for a permit, so extra clients wait in the listen backlog). With
+/// `tls`, the TLS handshake must also finish within the header timeout, and a client that
+/// speaks plain HTTP fails the handshake: there is no fallback to plain text.
+fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    limits: Limits,
+    tls: Option<Arc<crate::listener_tls::ListenerTls>>,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
     use hyper_util::rt::{TokioIo, TokioTimer};
     tokio::spawn(async move {
         let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
@@ -212,10 +230,26 @@ fn serve(listener: tokio::net::TcpListener, app: Router, limits: Limits, stop: C
                 _ = stop.cancelled() => break,
             };
             let service = hyper_util::service::TowerToHyperService::new(app.clone());
-            let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+            let Some(acceptor) = tls.as_ref().map(|t| t.acceptor()) else {
+                let conn = graceful.watch(http.serve_connection(TokioIo::new(stream), service));
+                tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::debug!(error = %e, "HTTP connection closed with an error");
+                    }
+                    drop(permit);
+                });
+                continue;
+            };
+            let (http, watcher) = (http.clone(), graceful.watcher());
             tokio::spawn(async move {
-                if let Err(e) = conn.await {
-                    tracing::debug!(error = %e, "HTTP connection closed with an error");
+                match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        if let Err(e) = watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await {
+                            tracing::debug!(error = %e, "HTTPS connection closed with an error");
+                        }
+                    }
+                    Ok(Err(e)) => tracing::debug!(error = %e, "TLS handshake failed"),
+                    Err(_) => tracing::debug!("TLS handshake timed out"),
                 }
                 drop(permit);
             });

@@ -8,6 +8,7 @@ mod app;
 mod destinations;
 mod inbox_relay;
 mod liveness;
+mod listener_tls;
 mod metrics;
 mod outbox;
 mod relay_loop;

@@ -60,6 +60,19 @@ pub struct ServerConfig {
     /// Open connections per port; beyond it new connections wait in the listen backlog
     /// until one closes.
     pub max_connections: u32,
+    /// When set, both ports speak HTTPS only (for deployments without a terminating proxy).
+    pub tls: Option<ServerTls>,
+}
+
+/// `server.tls`: the listener's certificate chain and private key, PEM files. The relay
+/// re-reads both on SIGHUP, so a renewed certificate needs no restart.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ServerTls {
+    /// The server certificate first, then any intermediates.
+    pub cert_file: String,
+    /// The private key (PKCS#8, PKCS#1 or SEC1).
+    pub key_file: String,
 }
 impl Default for ServerConfig {
     fn default() -> Self {
@@ -71,6 +84,7 @@ impl Default for ServerConfig {
             request_header_timeout_ms: 10_000,
             request_body_timeout_ms: 30_000,
             max_connections: 10_000,
+            tls: None,
         }
     }
 }
@@ -477,6 +491,7 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
     vec![
         fields_of::<RawConfig>(),
         fields_of::<ServerConfig>(),
+        fields_of::<ServerTls>(),
         fields_of::<DatabaseConfig>(),
         fields_of::<OutboxConfig>(),
         fields_of::<InboxConfig>(),

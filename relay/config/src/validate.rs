@@ -32,6 +32,10 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     if !c.inbox.base_path.starts_with('/') || c.inbox.base_path.ends_with('/') && c.inbox.base_path.len() > 1 {
         errs.push("inbox.basePath", "must start with `/` and not end with `/` (e.g. /inbox)");
     }
+    if let Some(tls) = &c.server.tls {
+        readable(errs, "server.tls.certFile", &tls.cert_file);
+        readable(errs, "server.tls.keyFile", &tls.key_file);
+    }
     if c.server.management_port == Some(c.server.http_port) {
         errs.push("server.managementPort", "must differ from server.httpPort");
     }
@@ -96,6 +100,15 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
 fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
     if v == 0 {
         errs.push(path, "must be greater than 0");
+    }
+}
+
+/// A certificate or key file must be readable at start-up, not at the first handshake.
+fn readable(errs: &mut ConfigErrors, path: &str, file: &str) {
+    if file.trim().is_empty() {
+        errs.push(path, "required (a PEM file)");
+    } else if let Err(e) = std::fs::read(file) {
+        errs.push(path, format!("cannot read {file}: {e}"));
     }
 }
 
