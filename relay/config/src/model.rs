@@ -92,7 +92,7 @@ impl Default for ServerConfig {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct DatabaseConfig {
-    /// `postgresql` (SQL Server comes later).
+    /// `postgresql` or `sqlserver`; must match the form of `url` (`queuebox_core::backend`).
     #[serde(rename = "type")]
     pub kind: String,
     /// `postgres://user@host:port/db`; the password may sit here or in `password`.

@@ -113,17 +113,29 @@ fn readable(errs: &mut ConfigErrors, path: &str, file: &str) {
 }
 
 fn database(d: &DatabaseConfig, errs: &mut ConfigErrors) {
-    if d.kind != "postgresql" {
-        errs.push("database.type", format!("`{}` is not supported by this build (postgresql)", d.kind));
-    }
+    use queuebox_core::backend::DatabaseUrl;
+    use queuebox_core::store::Backend;
+    let kind = match d.kind.as_str() {
+        "postgresql" => Some(Backend::Postgres),
+        "sqlserver" => Some(Backend::SqlServer),
+        other => {
+            errs.push("database.type", format!("`{other}` is not one of postgresql, sqlserver"));
+            None
+        }
+    };
     if d.url.trim().is_empty() {
-        errs.push("database.url", "required (postgres://user@host:5432/db)");
+        errs.push("database.url", "required (postgres://user@host:5432/db or sqlserver://user@host:1433/db)");
     } else if d.url.starts_with("file:") {
         errs.push("database.url", "`file:` is only read for secret fields; put the password in database.password: file:/path");
     } else {
-        match url::Url::parse(&d.url) {
-            Ok(u) if matches!(u.scheme(), "postgres" | "postgresql") && u.host_str().is_some() => {}
-            _ => errs.push("database.url", "must be a URL like postgres://user@host:5432/db"),
+        // The backend factory is the one reader of URL forms.
+        match DatabaseUrl::parse(&d.url) {
+            Ok(u) if kind.is_some_and(|k| k != u.backend()) => {
+                errs.push("database.url", format!("names a {:?} database but database.type is `{}`", u.backend(), d.kind))
+            }
+            Ok(_) => {}
+            Err(queuebox_core::Error::Connect { reason, .. } | queuebox_core::Error::Config { reason, .. }) => errs.push("database.url", reason),
+            Err(e) => errs.push("database.url", e.to_string()),
         }
     }
     positive(errs, "database.poolSize", d.pool_size as u64);
