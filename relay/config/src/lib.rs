@@ -14,6 +14,7 @@
 //! |---|---|
 //! | (crate root) | [`load`] and [`from_yaml_with_env`]: text → substitution → overrides → typed → validated [`Config`] |
 //! | `model` | the typed configuration ([`Config`] and its sections), re-exported at the root |
+//! | `destination_auth` | an HTTP destination's outbound auth ([`DestinationAuth`]: bearer, api-key, basic, header, oauth2, hmac signing) |
 //! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations |
 //! | `substitute` | `${VAR}` substitution and the problem an unset variable causes at its key |
 //! | `env` | `QUEUEBOX_*` overrides mapped onto key paths |
@@ -36,6 +37,7 @@
 //! `destinations.my_api.baseUrl`, `QUEUEBOX_ROUTES_0_TOPICPATTERN` → `routes[0].topicPattern`.
 
 pub mod brokers;
+mod destination_auth;
 mod env;
 mod glob;
 mod model;
@@ -48,6 +50,7 @@ mod validate;
 
 use std::path::Path;
 
+pub use destination_auth::{BasicAuth, DestinationAuth, HeaderAuth, HmacSigning, OAuth2Auth, DESTINATION_AUTH_TYPES};
 pub use model::*;
 pub use secret::Secret;
 pub use strict::{suggest, ConfigErrors, Problem};
@@ -184,7 +187,7 @@ impl Config {
         }
         for d in self.destinations.values() {
             match &d.kind {
-                DestinationKind::Http(h) => auth(&h.auth),
+                DestinationKind::Http(h) => extra.extend(h.auth.iter().flat_map(|a| a.secrets())),
                 DestinationKind::Nats(n) => extra.extend([&n.password, &n.token].into_iter().flatten().map(|s| s.expose().to_string())),
                 DestinationKind::Kafka(k) => extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string())),
                 DestinationKind::RabbitMq(_) => {}

@@ -299,8 +299,9 @@ pub struct HttpDestination {
     pub timeout_ms: u64,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+    /// Outbound authentication, typed in `crate::parse` (kinds: [`crate::DestinationAuth`]).
     #[serde(skip_deserializing)]
-    pub auth: Option<AuthConfig>,
+    pub auth: Option<crate::DestinationAuth>,
 }
 fn slash() -> String {
     "/".into()
@@ -516,6 +517,9 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<crate::brokers::NatsDestinationConfig>(),
         &["auth"],
     ]
+    .into_iter()
+    .chain(crate::destination_auth::key_lists())
+    .collect()
 }
 
 /// Parses `30s`, `5m`, `2h`, `7d` (a bare number or a negative value is refused).

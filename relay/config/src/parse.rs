@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
+use crate::destination_auth::DestinationAuth;
 use crate::model::*;
 use crate::strict::{join, suggest, typed, ConfigErrors};
 
@@ -124,7 +125,7 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
         Some("http") => {
             let mut h: HttpDestination = typed(&rest, &path, errs)?;
             h.auth = match &auth_v {
-                Some(a) => Some(auth(a, &join(&path, "auth"), errs)?),
+                Some(a) => Some(destination_auth(a, &join(&path, "auth"), errs)?),
                 None => None,
             };
             DestinationKind::Http(h)
@@ -184,6 +185,32 @@ fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig
 }
 
 pub const AUTH_TYPES: &[&str] = &["bearer", "api-key", "hmac"];
+
+/// An HTTP destination's `auth`: its own kinds (outbound), see [`DestinationAuth`].
+fn destination_auth(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<DestinationAuth> {
+    use crate::destination_auth::DESTINATION_AUTH_TYPES as TYPES;
+    let (rest, kind, nested) = split_kind(v, path, errs)?;
+    if nested.is_some() {
+        errs.push(join(path, "auth"), "unknown key");
+    }
+    let rest = Value::Mapping(rest);
+    match kind.as_deref() {
+        None => {
+            errs.push(join(path, "type"), format!("required (one of {})", TYPES.join(", ")));
+            None
+        }
+        Some("bearer") => typed(&rest, path, errs).map(DestinationAuth::Bearer),
+        Some("api-key") => typed(&rest, path, errs).map(DestinationAuth::ApiKey),
+        Some("basic") => typed(&rest, path, errs).map(DestinationAuth::Basic),
+        Some("header") => typed(&rest, path, errs).map(DestinationAuth::Header),
+        Some("oauth2") => typed(&rest, path, errs).map(DestinationAuth::OAuth2),
+        Some("hmac") => typed(&rest, path, errs).map(DestinationAuth::Hmac),
+        Some(other) => {
+            unknown_kind(path, other, TYPES, errs);
+            None
+        }
+    }
+}
 
 fn auth(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AuthConfig> {
     let (rest, kind, nested) = split_kind(v, path, errs)?;

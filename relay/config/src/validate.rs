@@ -170,7 +170,7 @@ fn http_destination(h: &HttpDestination, path: &str, errs: &mut ConfigErrors) {
         }
     }
     if let Some(a) = &h.auth {
-        auth(a, &format!("{path}.auth"), errs);
+        crate::destination_auth::validate(a, &format!("{path}.auth"), errs);
     }
 }
 

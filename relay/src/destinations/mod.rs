@@ -4,9 +4,18 @@
 //!
 //! A new kind (RabbitMQ, Kafka, NATS) is a module with a type implementing [`Publisher`]
 //! and one arm in [`build`] for its `DestinationKind` variant.
+//!
+//! | module | role |
+//! |---|---|
+//! | [`http`] | the HTTP publisher and its outbound auth (bearer, api-key, basic, header, hmac signing) |
+//! | [`oauth2`] | the OAuth2 client-credentials token of an HTTP destination: fetched once, cached, refreshed |
+//! | [`address_guard`] | `http.blockPrivateAddresses`: the start-up check and the connect-time resolver |
+//! | [`brokers`] | RabbitMQ, Kafka and NATS through `queuebox-brokers` |
 
+pub mod address_guard;
 pub mod brokers;
 pub mod http;
+pub mod oauth2;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,6 +42,10 @@ pub enum PublishError {
     /// The destination could not be reached (connection refused, DNS, TLS, broker down).
     #[error("{0}")]
     Unavailable(String),
+    /// The destination's credentials could not be obtained (the OAuth2 token endpoint
+    /// refused or could not be reached); nothing was sent to the destination.
+    #[error("{0}")]
+    Credentials(String),
 }
 
 /// Sends outbox messages to one destination.
