@@ -15,38 +15,97 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{NatsDestinationConfig, NatsSourceConfig};
+use queuebox_config::brokers::NatsLogin;
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::outbound::OutboundMessage;
 use crate::reconnect::Backoff;
 use crate::template::{self, Template};
 
-/// Connects to `servers` (comma separated) with the optional credentials.
-pub async fn connect(
-    servers: &str,
-    username: Option<&str>,
-    password: Option<&str>,
-    token: Option<&str>,
-    name: &str,
-) -> anyhow::Result<async_nats::Client> {
+/// Connects to `servers` (comma separated) with `login` (token, user/password, NKey seed or
+/// `.creds` file; TLS with a CA and client certificate).
+///
+/// The first attempt runs without retries, so a wrong certificate, an expired one, a host
+/// name the certificate does not name, a missing client certificate or refused credentials
+/// come back at once as an error naming the connection and the cause (async-nats would
+/// otherwise retry in the background and report only "tls error"). Only a server that is
+/// not reachable yet is retried in the background, as before.
+pub async fn connect(servers: &str, login: NatsLogin<'_>, name: &str) -> anyhow::Result<async_nats::Client> {
     let addrs: Vec<ServerAddr> = servers
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| s.parse::<ServerAddr>().map_err(|e| anyhow::anyhow!("NATS server `{}`: {e}", redact_error(s, &[]))))
         .collect::<anyhow::Result<_>>()?;
-    let mut opts = async_nats::ConnectOptions::new()
-        .name(format!("queuebox-{name}"))
-        .connection_timeout(Duration::from_secs(5))
-        // async-nats reconnects by itself (with its own backoff); keep it trying for ever.
-        .retry_on_initial_connect();
-    if let Some(t) = token {
-        opts = opts.token(t.to_string());
-    } else if let (Some(u), Some(p)) = (username, password) {
-        opts = opts.user_and_password(u.to_string(), p.to_string());
+    let at = || format!("NATS `{name}` at {}", redact_error(servers, &[]));
+    let options = || async {
+        let mut opts = async_nats::ConnectOptions::new().name(format!("queuebox-{name}")).connection_timeout(Duration::from_secs(5));
+        if let Some(path) = login.creds_file {
+            opts = opts.credentials_file(path).await.map_err(|e| anyhow::anyhow!("{}: cannot read the credentials file {path}: {e}", at()))?;
+        } else if let Some(seed) = login.nkey_seed {
+            opts = opts.nkey(seed.expose().to_string());
+        } else if let Some(t) = login.token {
+            opts = opts.token(t.expose().to_string());
+        } else if let (Some(u), Some(p)) = (login.username, login.password) {
+            opts = opts.user_and_password(u.to_string(), p.expose().to_string());
+        }
+        if let Some(tls) = login.tls {
+            opts = opts.require_tls(true);
+            if let Some(ca) = &tls.ca_file {
+                opts = opts.add_root_certificates(ca.into());
+            }
+            if let (Some(cert), Some(key)) = (&tls.cert_file, &tls.key_file) {
+                opts = opts.add_client_certificate(cert.into(), key.into());
+            }
+        }
+        anyhow::Ok(opts)
+    };
+    match options().await?.connect(addrs.clone()).await {
+        Ok(client) => Ok(client),
+        Err(e) if unreachable(&e) => {
+            tracing::warn!(connection = %at(), error = %chain(&e), "NATS is not reachable yet; retrying in the background");
+            // async-nats reconnects by itself (with its own backoff); keep it trying for ever.
+            // retry_on_initial_connect returns at once; the first operation waits for the link.
+            options().await?.retry_on_initial_connect().connect(addrs).await.map_err(|e| anyhow::anyhow!("{}: {}", at(), chain(&e)))
+        }
+        Err(e) => Err(anyhow::anyhow!("{}: {}", at(), chain(&e))),
     }
-    // retry_on_initial_connect returns at once; the first operation waits for the link.
-    opts.connect(addrs).await.map_err(|e| anyhow::anyhow!("NATS at {}: {e}", redact_error(servers, &[])))
+}
+
+/// True when no server answered at all (refused, timed out, no route, no DNS answer): the
+/// one case worth retrying in the background. A TLS failure surfaces as an I/O error too,
+/// so the kind alone does not tell; the underlying `io::ErrorKind` does.
+fn unreachable(e: &async_nats::ConnectError) -> bool {
+    use async_nats::ConnectErrorKind as K;
+    use std::io::ErrorKind as Io;
+    match e.kind() {
+        K::TimedOut | K::Dns => true,
+        K::Io => {
+            let mut cause = std::error::Error::source(e);
+            while let Some(c) = cause {
+                if let Some(io) = c.downcast_ref::<std::io::Error>() {
+                    return matches!(io.kind(), Io::ConnectionRefused | Io::TimedOut | Io::HostUnreachable | Io::NetworkUnreachable | Io::AddrNotAvailable);
+                }
+                cause = c.source();
+            }
+            false
+        }
+        _ => false,
+    }
+}
+
+/// An error and its causes on one line (`tls error: invalid peer certificate: UnknownIssuer`).
+fn chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = e.to_string();
+    let mut cause = e.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text = format!("{text}: {more}");
+        }
+        cause = c.source();
+    }
+    text
 }
 
 fn header_pairs(h: Option<&HeaderMap>) -> Vec<(String, String)> {
@@ -125,7 +184,7 @@ impl NatsSource {
 
     async fn run_once(&self, stop: &CancellationToken, backoff: &mut Backoff) -> RunEnd {
         let c = &self.config;
-        let client = match connect(&c.servers, c.username.as_deref(), c.password.as_ref().map(|s| s.expose()), c.token.as_ref().map(|s| s.expose()), &self.name).await {
+        let client = match connect(&c.servers, c.login(), &self.name).await {
             Ok(cl) => cl,
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
@@ -221,7 +280,7 @@ impl NatsPublisher {
     async fn client(&self) -> anyhow::Result<&async_nats::Client> {
         let c = &self.config;
         self.client
-            .get_or_try_init(|| connect(&c.servers, c.username.as_deref(), c.password.as_ref().map(|s| s.expose()), c.token.as_ref().map(|s| s.expose()), &self.name))
+            .get_or_try_init(|| connect(&c.servers, c.login(), &self.name))
             .await
     }
 

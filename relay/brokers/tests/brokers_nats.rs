@@ -50,6 +50,9 @@ fn source_config(stream: &str) -> NatsSourceConfig {
         username: None,
         password: None,
         token: None,
+        nkey_seed: None,
+        creds_file: None,
+        tls: None,
         event_type_from_header: false,
         attribute_headers: Default::default(),
     }
@@ -209,6 +212,9 @@ fn dest_config(subject: &str, jet_stream: bool) -> NatsDestinationConfig {
         username: None,
         password: None,
         token: None,
+        nkey_seed: None,
+        creds_file: None,
+        tls: None,
         headers: [("x-static".to_string(), "s".to_string())].into_iter().collect(),
     }
 }

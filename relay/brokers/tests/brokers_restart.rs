@@ -171,6 +171,9 @@ async fn nats_restart_mid_run_reconnects_and_loses_nothing() {
         username: None,
         password: None,
         token: None,
+        nkey_seed: None,
+        creds_file: None,
+        tls: None,
         event_type_from_header: false,
         attribute_headers: Default::default(),
     };

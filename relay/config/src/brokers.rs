@@ -27,6 +27,31 @@ fn key_placeholder() -> String {
     "{{ key }}".into()
 }
 
+/// `tls:` of a broker connection: the CA that signs the broker's certificate (else the
+/// system's roots) and, when the broker asks for one, the client certificate and key (PEM
+/// files). A `tls:` block makes TLS required: there is no fallback to plain text.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct BrokerTls {
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub cert_file: Option<String>,
+    #[serde(default)]
+    pub key_file: Option<String>,
+}
+
+/// How a NATS source or destination logs in and encrypts, shared by both.
+#[derive(Debug, Clone, Copy)]
+pub struct NatsLogin<'a> {
+    pub username: Option<&'a str>,
+    pub password: Option<&'a Secret>,
+    pub token: Option<&'a Secret>,
+    pub nkey_seed: Option<&'a Secret>,
+    pub creds_file: Option<&'a str>,
+    pub tls: Option<&'a BrokerTls>,
+}
+
 /// Header names a broker source reads the attributes from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
@@ -80,6 +105,14 @@ pub struct NatsSourceConfig {
     pub password: Option<Secret>,
     #[serde(default)]
     pub token: Option<Secret>,
+    /// An NKey seed (`SU…`, best as `file:/path`): the server checks a signature of its nonce.
+    #[serde(default)]
+    pub nkey_seed: Option<Secret>,
+    /// A `.creds` file (a user JWT and its NKey seed, as `nsc` writes it).
+    #[serde(default)]
+    pub creds_file: Option<String>,
+    #[serde(default)]
+    pub tls: Option<BrokerTls>,
     #[serde(default)]
     pub event_type_from_header: bool,
     #[serde(default)]
@@ -177,6 +210,14 @@ pub struct NatsDestinationConfig {
     pub password: Option<Secret>,
     #[serde(default)]
     pub token: Option<Secret>,
+    /// An NKey seed (`SU…`, best as `file:/path`): the server checks a signature of its nonce.
+    #[serde(default)]
+    pub nkey_seed: Option<Secret>,
+    /// A `.creds` file (a user JWT and its NKey seed, as `nsc` writes it).
+    #[serde(default)]
+    pub creds_file: Option<String>,
+    #[serde(default)]
+    pub tls: Option<BrokerTls>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
 }
@@ -204,6 +245,25 @@ pub struct KafkaDestinationConfig {
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
 }
+
+macro_rules! nats_login {
+    ($t:ty) => {
+        impl $t {
+            pub fn login(&self) -> NatsLogin<'_> {
+                NatsLogin {
+                    username: self.username.as_deref(),
+                    password: self.password.as_ref(),
+                    token: self.token.as_ref(),
+                    nkey_seed: self.nkey_seed.as_ref(),
+                    creds_file: self.creds_file.as_deref(),
+                    tls: self.tls.as_ref(),
+                }
+            }
+        }
+    };
+}
+nats_login!(NatsSourceConfig);
+nats_login!(NatsDestinationConfig);
 
 #[cfg(test)]
 mod tests {

@@ -493,6 +493,7 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<RawConfig>(),
         fields_of::<ServerConfig>(),
         fields_of::<ServerTls>(),
+        fields_of::<crate::brokers::BrokerTls>(),
         fields_of::<DatabaseConfig>(),
         fields_of::<OutboxConfig>(),
         fields_of::<InboxConfig>(),

@@ -93,6 +93,16 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
             SourceKind::RabbitMq(_) => {}
         }
     }
+    for (name, d) in &c.destinations {
+        if let DestinationKind::Nats(n) = &d.kind {
+            nats_login(n.login(), &format!("destinations.{name}"), errs);
+        }
+    }
+    for (name, s) in &c.sources {
+        if let SourceKind::Nats(n) = &s.kind {
+            nats_login(n.login(), &format!("sources.{name}"), errs);
+        }
+    }
     retention(&c.retention.outbox, "retention.outbox", true, errs);
     retention(&c.retention.inbox, "retention.inbox", false, errs);
 }
@@ -100,6 +110,35 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
 fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
     if v == 0 {
         errs.push(path, "must be greater than 0");
+    }
+}
+
+/// One way to log in to NATS, and readable certificate files.
+fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErrors) {
+    let ways = [l.token.is_some(), l.username.is_some() || l.password.is_some(), l.nkey_seed.is_some(), l.creds_file.is_some()];
+    if ways.iter().filter(|w| **w).count() > 1 {
+        errs.push(path, "set only one of token, username/password, nkeySeed, credsFile");
+    }
+    if l.username.is_some() != l.password.is_some() {
+        errs.push(path, "username and password go together");
+    }
+    if let Some(f) = l.creds_file {
+        readable(errs, &format!("{path}.credsFile"), f);
+    }
+    if let Some(t) = l.tls {
+        broker_tls(t, &format!("{path}.tls"), errs);
+    }
+}
+
+/// A broker's `tls:` block: readable files, and a client certificate with its key.
+pub(crate) fn broker_tls(t: &crate::brokers::BrokerTls, path: &str, errs: &mut ConfigErrors) {
+    for (key, file) in [("caFile", &t.ca_file), ("certFile", &t.cert_file), ("keyFile", &t.key_file)] {
+        if let Some(f) = file {
+            readable(errs, &format!("{path}.{key}"), f);
+        }
+    }
+    if t.cert_file.is_some() != t.key_file.is_some() {
+        errs.push(path, "certFile and keyFile go together (the client certificate and its key)");
     }
 }
 
