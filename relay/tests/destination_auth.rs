@@ -178,11 +178,14 @@ async fn hmac_signs_the_exact_body_bytes_sent_and_a_queuebox_source_accepts_the_
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state <> 'sent'").await, 0);
 }
 
-/// A token endpoint: records each request; answers `status` with a numbered token.
+/// A token endpoint: records each request; answers `status` with a numbered token. It also
+/// serves `/echo`, a destination that refuses every request with 401 and echoes the
+/// `Authorization` header it got (recorded in `echoed`).
 #[derive(Clone, Default)]
 struct TokenServer {
     requests: Arc<Mutex<Vec<(HeaderMap, String)>>>,
     status: Arc<Mutex<u16>>,
+    echoed: Arc<Mutex<Vec<String>>>,
 }
 
 impl TokenServer {
@@ -207,6 +210,14 @@ impl TokenServer {
                         let basic = t.requests.lock().unwrap()[n - 1].0.get("authorization").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
                         (status, format!("invalid_client: client-secret-xyz ({basic})")).into_response()
                     }
+                }),
+            )
+            .route(
+                "/echo",
+                axum::routing::post(|State(t): State<TokenServer>, headers: HeaderMap| async move {
+                    let auth = headers.get("authorization").map(|v| v.to_str().unwrap().to_string()).unwrap_or_default();
+                    t.echoed.lock().unwrap().push(auth.clone());
+                    (StatusCode::UNAUTHORIZED, format!("unauthorized: {auth}"))
                 }),
             )
             .with_state(t.clone());
@@ -291,6 +302,26 @@ async fn a_refused_token_request_fails_the_attempt_with_a_redacted_error() {
     let basic = base64::engine::general_purpose::STANDARD.encode("relay-client:client-secret-xyz");
     assert!(!error.contains(&basic), "the Basic credentials are masked: {error}");
     assert!(rx.to("/api").is_empty(), "nothing reached the destination");
+    drop(relay);
+}
+
+#[tokio::test]
+async fn a_token_the_destination_refuses_is_dropped_and_never_shown_in_last_error() {
+    let (url, store) = fresh_db("dauth_oauth_echo").await;
+    let rx = Receiver::start().await;
+    let (tokens, token_url) = TokenServer::start(200, 3600).await;
+    let echo = token_url.replace("/oauth/token", "");
+    let dest = oauth2_destination(&echo, &token_url).replace("path: /api", "path: /echo");
+    let relay = Relay::start(&config(&url, &rx.url(), &dest, &[("api", "api")])).await;
+    post(&relay, "m-1", "api").await;
+    eventually("the row goes dead", 20, || async { scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'dead'").await == 1 }).await;
+    let (attempt, error): (i32, Option<String>) = sqlx::query_as("SELECT attempt, last_error FROM outbox").fetch_one(store.pool()).await.unwrap();
+    let error = error.unwrap_or_default();
+    let echoed = tokens.echoed.lock().unwrap().clone();
+    let expected: Vec<String> = (1..=attempt + 1).map(|n| format!("Bearer tok-{n}")).collect();
+    assert_eq!(echoed, expected, "a 401 drops the token: each attempt sent a new one");
+    assert_eq!(tokens.count(), attempt as usize + 1);
+    assert!(error.starts_with("HTTP 401: Unauthorized - unauthorized: Bearer ***"), "the echoed token is masked: {error}");
     drop(relay);
 }
 

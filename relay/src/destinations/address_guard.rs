@@ -136,7 +136,64 @@ impl reqwest::dns::Resolve for PublicOnly {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+
     use super::private_kind;
+    use crate::destinations::http::HttpPublisher;
+    use crate::destinations::{OutboundMessage, Publisher};
+
+    /// A publisher to `http://localhost:<port>` (a name, so it goes through the resolver), and
+    /// how many connections the listener behind it accepted.
+    async fn publish_to_localhost(block: bool) -> (Result<(), String>, usize) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let accepted = Arc::new(AtomicUsize::new(0));
+        let count = accepted.clone();
+        tokio::spawn(async move {
+            while let Ok((mut s, _)) = listener.accept().await {
+                count.fetch_add(1, Ordering::SeqCst);
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                // The whole small request (head and `{"n":1}`), then a 200.
+                let mut got = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !got.ends_with(br#"{"n":1}"#) {
+                    match s.read(&mut buf).await {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => got.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+            }
+        });
+        let d: queuebox_config::HttpDestination = serde_json::from_value(serde_json::json!({"baseUrl": format!("http://localhost:{port}"), "timeoutMs": 2000})).unwrap();
+        let http = queuebox_config::HttpConfig { block_private_addresses: block, ..Default::default() };
+        let p = HttpPublisher::new(&d, &http, Arc::new(crate::metrics::Metrics::new())).unwrap();
+        let msg = OutboundMessage {
+            id: uuid::Uuid::new_v4(),
+            topic: "t".into(),
+            key: None,
+            aggregate_type: None,
+            payload: serde_json::json!({"n": 1}),
+            headers: Default::default(),
+            attempt: 0,
+            routing_key: None,
+        };
+        let r = p.publish(&msg).await.map_err(|e| e.to_string());
+        (r, accepted.load(Ordering::SeqCst))
+    }
+
+    #[tokio::test]
+    async fn the_destination_resolver_never_connects_to_a_private_address() {
+        let (r, accepted) = publish_to_localhost(true).await;
+        let e = r.unwrap_err();
+        assert!(e.contains("localhost resolves only to private addresses") && e.contains("http.blockPrivateAddresses"), "{e}");
+        assert_eq!(accepted, 0, "no connection was made");
+        // The same destination without the setting connects: the refusal is the guard's.
+        let (r, accepted) = publish_to_localhost(false).await;
+        assert_eq!(r, Ok(()));
+        assert_eq!(accepted, 1);
+    }
 
     #[test]
     fn private_ranges_are_recognised_and_public_ones_pass() {
