@@ -308,6 +308,7 @@ async fn kafka_bench(n: usize) -> serde_json::Value {
         sasl_mechanism: None,
         sasl_username: None,
         sasl_password: None,
+        tls: None,
         event_type_from_header: false,
         attribute_headers: Default::default(),
     };
@@ -345,6 +346,7 @@ async fn kafka_bench(n: usize) -> serde_json::Value {
             sasl_mechanism: None,
             sasl_username: None,
             sasl_password: None,
+            tls: None,
             headers: Default::default(),
         },
         Health::new(),

@@ -18,7 +18,7 @@ use rdkafka::types::RDKafkaErrorCode;
 use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{KafkaDestinationConfig, KafkaSourceConfig, OffsetReset};
+use crate::config::{BrokerTls, KafkaDestinationConfig, KafkaSourceConfig, OffsetReset};
 use queuebox_config::Secret;
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
@@ -37,7 +37,11 @@ impl ClientContext for HealthContext {
     fn error(&self, error: KafkaError, reason: &str) {
         let down = matches!(
             error.rdkafka_error_code(),
-            Some(RDKafkaErrorCode::AllBrokersDown) | Some(RDKafkaErrorCode::BrokerTransportFailure)
+            Some(RDKafkaErrorCode::AllBrokersDown)
+                | Some(RDKafkaErrorCode::BrokerTransportFailure)
+                // A refused certificate or SASL login: readiness says why, by name.
+                | Some(RDKafkaErrorCode::SSL)
+                | Some(RDKafkaErrorCode::Authentication)
         ) || matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown));
         if down {
             self.health.set_down(&self.component, &format!("{error}: {reason}"));
@@ -54,9 +58,16 @@ impl ClientContext for HealthContext {
 
 impl ConsumerContext for HealthContext {}
 
-fn apply_security(cfg: &mut ClientConfig, protocol: &Option<String>, mechanism: &Option<String>, username: &Option<String>, password: &Option<Secret>) {
+/// `securityProtocol` (PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL), the SASL login and the
+/// `tls:` files, as librdkafka properties. The broker's host name is always checked against
+/// its certificate (`ssl.endpoint.identification.algorithm=https`), and validation refuses a
+/// `tls:` block without an SSL protocol, so certificates are never set and then unused.
+fn apply_security(cfg: &mut ClientConfig, protocol: &Option<String>, mechanism: &Option<String>, username: &Option<String>, password: &Option<Secret>, tls: &Option<BrokerTls>) {
     if let Some(p) = protocol {
         cfg.set("security.protocol", p);
+        if p.to_ascii_uppercase().ends_with("SSL") {
+            cfg.set("ssl.endpoint.identification.algorithm", "https");
+        }
     }
     if let Some(m) = mechanism {
         cfg.set("sasl.mechanism", m);
@@ -66,6 +77,17 @@ fn apply_security(cfg: &mut ClientConfig, protocol: &Option<String>, mechanism: 
     }
     if let Some(p) = password {
         cfg.set("sasl.password", p.expose());
+    }
+    if let Some(t) = tls {
+        if let Some(ca) = &t.ca_file {
+            cfg.set("ssl.ca.location", ca);
+        }
+        if let Some(cert) = &t.cert_file {
+            cfg.set("ssl.certificate.location", cert);
+        }
+        if let Some(key) = &t.key_file {
+            cfg.set("ssl.key.location", key);
+        }
     }
 }
 
@@ -125,7 +147,7 @@ impl KafkaSource {
             .set("reconnect.backoff.ms", "200")
             .set("reconnect.backoff.max.ms", "10000")
             .set("topic.metadata.refresh.interval.ms", "5000");
-        apply_security(&mut cfg, &c.security_protocol, &c.sasl_mechanism, &c.sasl_username, &c.sasl_password);
+        apply_security(&mut cfg, &c.security_protocol, &c.sasl_mechanism, &c.sasl_username, &c.sasl_password, &c.tls);
         let ctx = HealthContext { health: self.health.clone(), component: self.component() };
         Ok(cfg.create_with_context(ctx)?)
     }
@@ -275,7 +297,7 @@ impl KafkaPublisher {
             .set("request.timeout.ms", config.timeout_ms.saturating_sub(1000).max(1000).to_string())
             .set("reconnect.backoff.ms", "200")
             .set("reconnect.backoff.max.ms", "10000");
-        apply_security(&mut cfg, &config.security_protocol, &config.sasl_mechanism, &config.sasl_username, &config.sasl_password);
+        apply_security(&mut cfg, &config.security_protocol, &config.sasl_mechanism, &config.sasl_username, &config.sasl_password, &config.tls);
         let component = format!("kafka.{name}");
         let producer = cfg.create_with_context(HealthContext { health: health.clone(), component })?;
         Ok(KafkaPublisher { name: name.to_string(), config, topic, key, producer, health })

@@ -178,6 +178,7 @@ async fn kafka_destination_publishes_acked_records_with_key_and_headers_to_a_rea
         sasl_mechanism: None,
         sasl_username: None,
         sasl_password: None,
+        tls: None,
         headers: [("x-static".to_string(), "s".to_string())].into_iter().collect(),
     };
     let publisher = KafkaPublisher::new("events", cfg, Health::new()).unwrap();

@@ -147,6 +147,9 @@ pub struct KafkaSourceConfig {
     pub sasl_username: Option<String>,
     #[serde(default)]
     pub sasl_password: Option<Secret>,
+    /// CA, client certificate and key for `securityProtocol: SSL` or `SASL_SSL`.
+    #[serde(default)]
+    pub tls: Option<BrokerTls>,
     #[serde(default)]
     pub event_type_from_header: bool,
     #[serde(default)]
@@ -242,6 +245,9 @@ pub struct KafkaDestinationConfig {
     pub sasl_username: Option<String>,
     #[serde(default)]
     pub sasl_password: Option<Secret>,
+    /// CA, client certificate and key for `securityProtocol: SSL` or `SASL_SSL`.
+    #[serde(default)]
+    pub tls: Option<BrokerTls>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
 }

@@ -103,6 +103,16 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
             nats_login(n.login(), &format!("sources.{name}"), errs);
         }
     }
+    for (name, d) in &c.destinations {
+        if let DestinationKind::Kafka(k) = &d.kind {
+            kafka_security(&k.security_protocol, &k.sasl_mechanism, &k.tls, &format!("destinations.{name}"), errs);
+        }
+    }
+    for (name, s) in &c.sources {
+        if let SourceKind::Kafka(k) = &s.kind {
+            kafka_security(&k.security_protocol, &k.sasl_mechanism, &k.tls, &format!("sources.{name}"), errs);
+        }
+    }
     retention(&c.retention.outbox, "retention.outbox", true, errs);
     retention(&c.retention.inbox, "retention.inbox", false, errs);
 }
@@ -126,6 +136,26 @@ fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErr
         readable(errs, &format!("{path}.credsFile"), f);
     }
     if let Some(t) = l.tls {
+        broker_tls(t, &format!("{path}.tls"), errs);
+    }
+}
+
+/// Kafka's `securityProtocol` and `saslMechanism` are librdkafka's names; a `tls:` block
+/// needs an SSL protocol (else its certificates would be set and never used).
+fn kafka_security(protocol: &Option<String>, mechanism: &Option<String>, tls: &Option<crate::brokers::BrokerTls>, path: &str, errs: &mut ConfigErrors) {
+    let p = protocol.as_deref().unwrap_or("PLAINTEXT").to_ascii_uppercase();
+    if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&p.as_str()) {
+        errs.push(format!("{path}.securityProtocol"), format!("`{p}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"));
+    }
+    if let Some(m) = mechanism {
+        if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&m.to_ascii_uppercase().as_str()) {
+            errs.push(format!("{path}.saslMechanism"), format!("`{m}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"));
+        }
+    }
+    if let Some(t) = tls {
+        if !p.ends_with("SSL") {
+            errs.push(format!("{path}.tls"), format!("needs securityProtocol SSL or SASL_SSL (it is {p}): nothing would be encrypted"));
+        }
         broker_tls(t, &format!("{path}.tls"), errs);
     }
 }

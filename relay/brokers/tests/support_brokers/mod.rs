@@ -33,6 +33,7 @@ pub fn kafka_source_config(topic: &str, group: &str) -> queuebox_brokers::config
         sasl_mechanism: None,
         sasl_username: None,
         sasl_password: None,
+        tls: None,
         event_type_from_header: false,
         attribute_headers: Default::default(),
     }
