@@ -197,6 +197,9 @@ impl Default for RelayConfig {
 #[serde(rename_all = "camelCase", default)]
 pub struct HttpConfig {
     pub max_error_body_bytes: usize,
+    /// HTTP destinations (and OAuth2 token endpoints) may only reach public addresses:
+    /// checked at start-up and again by the destination client's DNS resolver at connect
+    /// time (the relay's `destinations::address_guard`; proto-docs/http-destination.md).
     pub block_private_addresses: bool,
 }
 impl Default for HttpConfig {
