@@ -260,11 +260,16 @@ def main() -> int:
         pg.create()
         server_url = pg.url()
         print(f"chaos: PostgreSQL of this run at {server_url} (the http path's faults may crash and restart it)", flush=True)
+    status = 1
     try:
-        return run_all(args, profile, server_url, pg, drain_default, known_bugs)
+        status = run_all(args, profile, server_url, pg, drain_default, known_bugs)
+        return status
     finally:
-        if pg:
+        if pg and status == 0 and not args.keep_db:
             pg.destroy()
+        elif pg:
+            pg.stop()
+            print(f"chaos: the run's PostgreSQL is kept for inspection: scripts/postgres.sh start with QB_PG_PORT={pg.port} QB_PG_DIR={pg.dir}")
 
 
 def run_all(args, profile, server_url, pg, drain_default, known_bugs) -> int:

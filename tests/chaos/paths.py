@@ -430,6 +430,8 @@ class Worker:
 
     def _read(self, out):
         for line in out:  # `{"id", "key", "attempt"}` TAB payload
+            if not line.endswith(b"\n"):
+                continue  # cut by a SIGKILL mid-write: that handler never returned, the row comes back
             meta, _, raw = line.rstrip(b"\n").partition(b"\t")
             try:
                 call = json.loads(meta)

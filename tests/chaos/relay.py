@@ -107,6 +107,9 @@ class PgCluster:
     def claims_lost(self):
         return None
 
+    def stop(self):
+        subprocess.run(["bash", self.script, "stop"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
     def destroy(self):
         subprocess.run(["bash", self.script, "stop"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(self.dir, ignore_errors=True)
