@@ -1,6 +1,11 @@
 //! Idempotency keys (and the other extracted attributes): where a message's identity comes
-//! from. A rule is an ordered list of sources; the first that yields a value wins, and the
-//! SHA-256 digest of the raw body is the last resort for broker sources.
+//! from. A chain is an ordered list of [`KeySource`]s; the first that yields a value wins.
+//! [`AttributeRule`] is the one rule every source (HTTP and broker) stores by: three chains,
+//! for the idempotency key, the event type and the aggregate id. It is plain data, so core
+//! knows nothing of the relay's configuration: the relay builds the rule of an HTTP source,
+//! `queuebox-brokers` the rule of a broker source, each from its own config, and their
+//! differences (HTTP tries its key header first and falls back to the digest only when the
+//! source declares no key; brokers try the message id, then the digest) are the chains.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -44,11 +49,11 @@ pub struct KeyInput<'a> {
     pub message_id: Option<&'a str>,
 }
 
-/// Runs `sources` in order and returns the first value with where it came from.
-/// `Ok(None)` when none yields a value; an error when the value exceeds the column.
-pub fn extract(sources: &[KeySource], input: &KeyInput<'_>) -> Result<Option<(String, KeyOrigin)>> {
-    for source in sources {
-        let found = match source {
+impl KeySource {
+    /// The value this source yields for `input`, if any. A path that does not parse is an
+    /// error (sources check their paths at startup, so this names a programming error).
+    fn find(&self, input: &KeyInput<'_>) -> Result<Option<(String, KeyOrigin)>> {
+        Ok(match self {
             KeySource::Header { name } => header(input.headers, name).map(|v| (v, KeyOrigin::Header)),
             KeySource::Path { path } => {
                 let p = JsonPath::parse(path)?;
@@ -60,8 +65,78 @@ pub fn extract(sources: &[KeySource], input: &KeyInput<'_>) -> Result<Option<(St
                 .filter(|s| !s.is_empty())
                 .map(|s| (s.to_string(), KeyOrigin::MessageId)),
             KeySource::Digest => Some((digest(input.body), KeyOrigin::Digest)),
-        };
-        if let Some((value, origin)) = found {
+        })
+    }
+
+    /// How a refusal names this source: `header X-Key`, `path $.id`, `message id`, `digest`.
+    pub fn describe(&self) -> String {
+        match self {
+            KeySource::Header { name } => format!("header {name}"),
+            KeySource::Path { path } => format!("path {path}"),
+            KeySource::MessageId => "message id".to_string(),
+            KeySource::Digest => "digest".to_string(),
+        }
+    }
+}
+
+/// Where one source takes the attributes of an inbox row from: three chains, each tried in
+/// order, the first value winning. Built once per source at startup (HTTP in the relay,
+/// brokers in `queuebox-brokers`); see the module doc for why it is plain data.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct AttributeRule {
+    /// The idempotency-key chain. Without a final [`KeySource::Digest`] a message may have
+    /// no key; the source then refuses it (HTTP 400, [`AttributeRule::missing_key`]).
+    pub key: Vec<KeySource>,
+    pub event_type: Vec<KeySource>,
+    pub aggregate_id: Vec<KeySource>,
+}
+
+impl AttributeRule {
+    /// Parses every path of the three chains, so a bad path fails at startup, not per message.
+    pub fn check(&self) -> Result<()> {
+        for s in self.key.iter().chain(&self.event_type).chain(&self.aggregate_id) {
+            if let KeySource::Path { path } = s {
+                JsonPath::parse(path)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The idempotency key and where it was found; `Ok(None)` when the chain found none, an
+    /// error when the key would not fit its column (see [`extract`]).
+    pub fn key(&self, input: &KeyInput<'_>) -> Result<Option<(String, KeyOrigin)>> {
+        extract(&self.key, input)
+    }
+
+    /// The event type, if the chain finds one. Not length-checked: [`crate::NewInboxMessage::validate`]
+    /// judges every attribute of the row.
+    pub fn event_type(&self, input: &KeyInput<'_>) -> Option<String> {
+        first(&self.event_type, input)
+    }
+
+    /// The aggregate id, if the chain finds one (checked like [`AttributeRule::event_type`]).
+    pub fn aggregate_id(&self, input: &KeyInput<'_>) -> Option<String> {
+        first(&self.aggregate_id, input)
+    }
+
+    /// Why a message without a key is refused, naming what was tried:
+    /// `No idempotency key found (tried header X-Key, path $.id, header x-idempotency-key)`.
+    pub fn missing_key(&self) -> String {
+        let tried: Vec<String> = self.key.iter().map(KeySource::describe).collect();
+        format!("No idempotency key found (tried {})", tried.join(", "))
+    }
+}
+
+/// The first value of `chain` for `input`, without the key's length check.
+fn first(chain: &[KeySource], input: &KeyInput<'_>) -> Option<String> {
+    chain.iter().find_map(|s| s.find(input).ok().flatten()).map(|(v, _)| v)
+}
+
+/// Runs `sources` in order and returns the first value with where it came from.
+/// `Ok(None)` when none yields a value; an error when the value exceeds the column.
+pub fn extract(sources: &[KeySource], input: &KeyInput<'_>) -> Result<Option<(String, KeyOrigin)>> {
+    for source in sources {
+        if let Some((value, origin)) = source.find(input)? {
             let n = value.chars().count();
             if n > MAX_KEY_CHARS {
                 return Err(Error::InvalidInput(format!(
@@ -200,6 +275,34 @@ mod tests {
         assert_eq!(extract(&rule, &input).unwrap(), Some(("7".into(), KeyOrigin::Path)));
         let d = extract(&[KeySource::Digest], &input).unwrap().unwrap();
         assert!(d.0.starts_with("sha256:") && d.0.len() == 71);
+    }
+
+    #[test]
+    fn a_rule_takes_each_attribute_from_the_first_source_of_its_chain_and_names_what_it_tried() {
+        let body = br#"{"type":"from-path","acct":"a-1"}"#;
+        let json: Value = serde_json::from_slice(body).unwrap();
+        let headers = vec![("X-Type".to_string(), "from-header".to_string())];
+        let input = KeyInput { body, json: Some(&json), headers: &headers, message_id: Some("m-1") };
+        let header = |n: &str| KeySource::Header { name: n.into() };
+        let path = |p: &str| KeySource::Path { path: p.into() };
+        let rule = AttributeRule {
+            key: vec![header("X-Key"), path("$.id")],
+            event_type: vec![path("$.type"), header("X-Type")],
+            aggregate_id: vec![header("X-Acct"), path("$.acct"), KeySource::MessageId],
+        };
+        rule.check().unwrap();
+        assert_eq!(rule.key(&input).unwrap(), None, "no digest in the chain: no key");
+        assert_eq!(rule.missing_key(), "No idempotency key found (tried header X-Key, path $.id)");
+        assert_eq!(rule.event_type(&input).as_deref(), Some("from-path"));
+        let header_first = AttributeRule { event_type: vec![header("X-Type"), path("$.type")], ..rule.clone() };
+        assert_eq!(header_first.event_type(&input).as_deref(), Some("from-header"));
+        assert_eq!(rule.aggregate_id(&input).as_deref(), Some("a-1"));
+        let long = "x".repeat(MAX_KEY_CHARS + 1);
+        let headers = vec![("X-Type".to_string(), long.clone())];
+        let input = KeyInput { json: None, headers: &headers, ..input };
+        assert_eq!(rule.event_type(&input), Some(long), "attributes are judged by NewInboxMessage::validate, not cut here");
+        assert_eq!(rule.aggregate_id(&input).as_deref(), Some("m-1"));
+        assert!(AttributeRule { event_type: vec![path("type")], ..Default::default() }.check().is_err());
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`]) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`), each with its statements in one `sql` module |
 //! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown |
 //! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
-//! | [`keys`] | idempotency-key extraction: header, JSONPath, broker message id, SHA-256 digest |
+//! | [`keys`] | idempotency-key extraction (header, JSONPath, broker message id, SHA-256 digest) and `AttributeRule`, the one key / event type / aggregate id rule of every source |
 //! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
 //! | [`migrate`] | embedded migrations and their runner |
 //! | [`metrics`] | process-wide counters such as claims lost |

@@ -170,6 +170,19 @@ async fn keys_that_could_never_be_sent_are_refused_at_receipt_naming_the_field()
     eventually("the row is sent", 10, || async { scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 1 }).await;
 }
 
+/// HTTP and broker sources share one attribute rule (`queuebox_core::keys::AttributeRule`):
+/// an aggregate id longer than its column is judged by `NewInboxMessage::validate` for both
+/// (a broker stores it dead, HTTP answers 400 naming the field) instead of being dropped.
+#[tokio::test]
+async fn an_aggregate_id_longer_than_its_column_answers_400_naming_the_field() {
+    let (relay, _rx, store) = start("longagg").await;
+    let body = format!(r#"{{"id":"k-long","orderId":"{}"}}"#, "o".repeat(256));
+    let (s, b) = relay.post("/inbox/orders", &body, &[]).await;
+    assert_eq!(s, 400, "{b}");
+    assert!(b.contains("aggregate_id has 256 characters"), "{b}");
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 0, "nothing stored");
+}
+
 #[tokio::test]
 async fn a_nul_in_the_key_or_payload_answers_400_and_raises_no_storage_alarm() {
     let (relay, _rx, store) = start("nul").await;

@@ -11,24 +11,22 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use queuebox_core::headers::{correlation_id, stored_headers, X_CORRELATION_ID};
-use queuebox_core::keys::{self, JsonPath, KeyInput, KeySource};
+use queuebox_core::keys::{self, AttributeRule, JsonPath, KeyInput, KeySource};
 use queuebox_core::{Consumption, InsertOutcome, NewInboxMessage, Store};
 use serde_json::{json, Value};
 
 use crate::config::BrokerSourceCommon;
 
-/// What one source does with a message: parsed once at startup.
+/// What one source does with a message: parsed once at startup. The attributes come from
+/// the shared [`AttributeRule`] of `queuebox_core::keys` (the HTTP sources use the same
+/// type); this crate only builds a broker source's chains from its config.
 #[derive(Debug, Clone)]
 pub struct SourceRule {
     pub source: String,
     pub consumption: Consumption,
     /// Kafka: the record key is the last aggregate-id fallback.
     pub record_key_is_aggregate: bool,
-    key_sources: Vec<KeySource>,
-    event_type_paths: Vec<JsonPath>,
-    aggregate_id_paths: Vec<JsonPath>,
-    event_type_header: String,
-    aggregate_id_header: String,
+    attributes: AttributeRule,
 }
 
 /// One message as a broker delivered it.
@@ -44,31 +42,41 @@ pub struct Received<'a> {
 }
 
 impl SourceRule {
-    /// Builds the rule of source `name`, failing (naming the key) on a JSONPath it cannot parse.
+    /// Builds the rule of source `name`, failing (naming the key) on a JSONPath it cannot
+    /// parse. The chains: key = `attributeHeaders.idempotencyKey` → `idempotencyKeyPath` →
+    /// broker message id → digest; event type = `eventTypePath` → header; aggregate id =
+    /// `aggregateIdPath` → header → the Kafka record key (offered as the message id of the
+    /// aggregate chain, see [`SourceRule::build`]).
     pub fn new(name: &str, common: &BrokerSourceCommon) -> anyhow::Result<Self> {
-        let parse = |key: &str, paths: &[String]| -> anyhow::Result<Vec<JsonPath>> {
-            paths.iter().map(|p| JsonPath::parse(p).map_err(|e| anyhow::anyhow!("sources.{name}.{key}: {e}"))).collect()
+        let paths = |key: &str, paths: &[String]| -> anyhow::Result<Vec<KeySource>> {
+            paths
+                .iter()
+                .map(|p| match JsonPath::parse(p) {
+                    Ok(_) => Ok(KeySource::Path { path: p.clone() }),
+                    Err(e) => Err(anyhow::anyhow!("sources.{name}.{key}: {e}")),
+                })
+                .collect()
         };
-        parse("idempotencyKeyPath", &common.key_paths)?;
-        let mut key_sources = vec![KeySource::Header { name: common.attribute_headers.idempotency_key.clone() }];
-        key_sources.extend(common.key_paths.iter().map(|p| KeySource::Path { path: p.clone() }));
-        key_sources.push(KeySource::MessageId);
-        key_sources.push(KeySource::Digest);
+        let header = |name: &String| KeySource::Header { name: name.clone() };
+        let headers = &common.attribute_headers;
+        let mut key = vec![header(&headers.idempotency_key)];
+        key.extend(paths("idempotencyKeyPath", &common.key_paths)?);
+        key.extend([KeySource::MessageId, KeySource::Digest]);
+        let mut event_type = paths("eventTypePath", &common.event_type_paths)?;
+        event_type.push(header(&headers.event_type));
+        let mut aggregate_id = paths("aggregateIdPath", &common.aggregate_id_paths)?;
+        aggregate_id.extend([header(&headers.aggregate_id), KeySource::MessageId]);
         Ok(SourceRule {
             source: name.to_string(),
             consumption: common.consumption,
             record_key_is_aggregate: false,
-            key_sources,
-            event_type_paths: parse("eventTypePath", &common.event_type_paths)?,
-            aggregate_id_paths: parse("aggregateIdPath", &common.aggregate_id_paths)?,
-            event_type_header: common.attribute_headers.event_type.clone(),
-            aggregate_id_header: common.attribute_headers.aggregate_id.clone(),
+            attributes: AttributeRule { key, event_type, aggregate_id },
         })
     }
 
     /// The key chain of this source, in order.
     pub fn key_sources(&self) -> &[KeySource] {
-        &self.key_sources
+        &self.attributes.key
     }
 
     /// The inbox row for `msg`. Never fails: what cannot be stored as a pending row (a body
@@ -84,7 +92,7 @@ impl SourceRule {
             ),
         };
         let input = KeyInput { body: msg.body, json: json.as_ref(), headers: &msg.headers, message_id: msg.message_id.as_deref() };
-        let key = match keys::extract(&self.key_sources, &input) {
+        let key = match self.attributes.key(&input) {
             Ok(Some((k, _))) => k,
             Ok(None) => keys::digest(msg.body),
             Err(e) => {
@@ -92,11 +100,9 @@ impl SourceRule {
                 keys::digest(msg.body)
             }
         };
-        let from_paths = |ps: &[JsonPath]| ps.iter().find_map(|p| json.as_ref().and_then(|j| p.select(j)).and_then(keys::scalar_text));
-        let event_type = from_paths(&self.event_type_paths).or_else(|| keys::header(&msg.headers, &self.event_type_header));
-        let aggregate_id = from_paths(&self.aggregate_id_paths)
-            .or_else(|| keys::header(&msg.headers, &self.aggregate_id_header))
-            .or_else(|| msg.record_key.as_deref().map(str::trim).filter(|s| !s.is_empty()).map(str::to_string));
+        let event_type = self.attributes.event_type(&input);
+        // The aggregate chain's broker step is the Kafka record key, never an AMQP messageId.
+        let aggregate_id = self.attributes.aggregate_id(&KeyInput { message_id: msg.record_key.as_deref(), ..input });
         let received_correlation = keys::header(&msg.headers, X_CORRELATION_ID);
         let mut row = NewInboxMessage {
             source: self.source.clone(),

@@ -1,6 +1,7 @@
 //! Sources: how a received message becomes an inbox row. Every source, HTTP or broker,
 //! hands its message to [`Inbox::receive`], which extracts the idempotency key, event
-//! type and aggregate id (through `queuebox_core::keys`), stores the row with
+//! type and aggregate id by the source's `queuebox_core::keys::AttributeRule` (built by
+//! [`http_rule`] for HTTP, by `queuebox_brokers::ingest::SourceRule` for brokers), stores the row with
 //! `Store::insert_inbox` and reports the outcome. A broker source acknowledges only
 //! after `receive` returned `Ok` (a new row, a duplicate or a row stored dead) and
 //! negatively acknowledges / requeues / seeks back on `Err(Rejected::Storage)`.
@@ -15,8 +16,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use queuebox_config::{parse_duration, SourceConfig, SourceKind};
-use queuebox_core::keys::{self, KeyInput, KeySource};
+use queuebox_config::{parse_duration, HttpSource, PathList, SourceConfig, SourceKind};
+use queuebox_core::keys::{self, AttributeRule, KeyInput, KeySource};
 use queuebox_core::{headers, NewInboxMessage, Store};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -85,63 +86,35 @@ impl Inbox {
             let rule = brokers::rule(source).map_err(|e| Rejected::MissingKey(e.to_string()))?;
             return self.receive_broker(&rule, &msg.body, msg.headers, msg.message_id).await;
         }
+        let SourceKind::Http(http) = &source.kind else { unreachable!("broker kinds returned above") };
         let correlation_id = headers::correlation_id(keys::header(&msg.headers, headers::X_CORRELATION_ID).as_deref());
-        let json: Option<Value> = serde_json::from_slice(&msg.body).ok();
-        let is_http = matches!(source.kind, SourceKind::Http(_));
-        let auth_header = match &source.kind {
-            SourceKind::Http(h) => h.auth.as_ref().map(|a| a.header_name().to_string()),
-            _ => None,
+        let Ok(json) = serde_json::from_slice::<Value>(&msg.body) else {
+            return Err(self.reject("extraction_failed", Rejected::NotJson));
         };
+        let auth_header = http.auth.as_ref().map(|a| a.header_name().to_string());
         let stored = headers::stored_headers(msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())), auth_header.as_deref());
         let size = headers::stored_size(&stored);
         if size > self.max_header_bytes {
             return Err(self.reject("extraction_failed", Rejected::HeadersTooLarge { size, limit: self.max_header_bytes }));
         }
-        let input = KeyInput { body: &msg.body, json: json.as_ref(), headers: &msg.headers, message_id: msg.message_id.as_deref() };
-
-        let (payload, dead_reason, key) = match &json {
-            Some(j) => {
-                let key = keys::extract(&key_sources(source), &input).map_err(|e| self.reject("extraction_failed", Rejected::MissingKey(e.to_string())))?;
-                let Some((key, _)) = key else {
-                    return Err(self.reject("extraction_failed", Rejected::MissingKey(missing_key_reason(source))));
-                };
-                (j.clone(), None, key)
-            }
-            None if is_http => return Err(self.reject("extraction_failed", Rejected::NotJson)),
-            // A broker body nothing downstream can read: stored dead and acknowledged, so it
-            // never blocks the partition or comes back for ever.
-            None => (serde_json::json!({ "raw": String::from_utf8_lossy(&msg.body) }), Some("body is not JSON".to_string()), keys::digest(&msg.body)),
+        let input = KeyInput { body: &msg.body, json: Some(&json), headers: &msg.headers, message_id: msg.message_id.as_deref() };
+        let rule = http_rule(source, http);
+        let key = match rule.key(&input) {
+            Ok(Some((key, _))) => key,
+            Ok(None) => return Err(self.reject("extraction_failed", Rejected::MissingKey(rule.missing_key()))),
+            Err(e) => return Err(self.reject("extraction_failed", Rejected::MissingKey(e.to_string()))),
         };
-        let attr = |header: Option<&String>, paths: Option<&queuebox_config::PathList>, fallback_header: Option<&str>| {
-            let mut rule: Vec<KeySource> = Vec::new();
-            if let Some(h) = header {
-                rule.push(KeySource::Header { name: h.clone() });
-            }
-            for p in paths.map(|p| p.paths()).unwrap_or_default() {
-                rule.push(KeySource::Path { path: p.to_string() });
-            }
-            if let Some(h) = fallback_header {
-                rule.push(KeySource::Header { name: h.to_string() });
-            }
-            keys::extract(&rule, &input).ok().flatten().map(|(v, _)| v)
-        };
-        let (event_type, aggregate_id) = match &source.kind {
-            SourceKind::Http(h) => (
-                attr(h.event_type_header.as_ref(), source.common.event_type_path.as_ref(), None),
-                attr(h.aggregate_id_header.as_ref(), source.common.aggregate_id_path.as_ref(), None),
-            ),
-            _ => (None, None), // broker kinds return early above
-        };
+        let (event_type, aggregate_id) = (rule.event_type(&input), rule.aggregate_id(&input));
         let new = NewInboxMessage {
             source: source.name.clone(),
             idempotency_key: key,
             aggregate_id,
             event_type,
-            payload,
+            payload: json,
             headers: stored,
             correlation_id: Some(correlation_id.clone()),
             consumption: source.common.consumption,
-            dead_reason: dead_reason.clone(),
+            dead_reason: None,
             delay: source.common.initial_delay.as_deref().and_then(parse_duration),
         };
         self.insert(&new, correlation_id).await
@@ -193,48 +166,30 @@ impl Inbox {
     }
 }
 
-/// The idempotency-key rule of a source. HTTP: `idempotencyKeyHeader`, then
-/// `idempotencyKeyPath`, then the `x-idempotency-key` header; the SHA-256 digest of the
-/// body only when the source declares neither a key header nor a key path (so a source
-/// that names its key answers 400 when a message lacks it).
-pub fn key_sources(source: &SourceConfig) -> Vec<KeySource> {
-    let mut rule = Vec::new();
-    let paths: Vec<KeySource> =
-        source.common.idempotency_key_path.as_ref().map(|p| p.paths()).unwrap_or_default().into_iter().map(|p| KeySource::Path { path: p.to_string() }).collect();
-    match &source.kind {
-        SourceKind::Http(h) => {
-            let declared = h.idempotency_key_header.is_some() || !paths.is_empty();
-            if let Some(name) = &h.idempotency_key_header {
-                rule.push(KeySource::Header { name: name.clone() });
-            }
-            rule.extend(paths);
-            rule.push(KeySource::Header { name: headers::X_IDEMPOTENCY_KEY.to_string() });
-            if !declared {
-                rule.push(KeySource::Digest);
-            }
-        }
-        _ => {
-            if let Ok(r) = brokers::rule(source) {
-                rule = r.key_sources().to_vec();
-            }
-        }
+/// The attribute rule of an HTTP source (the type broker sources use too, built there by
+/// `queuebox_brokers::ingest::SourceRule`). Key: `idempotencyKeyHeader`, then
+/// `idempotencyKeyPath`, then the `x-idempotency-key` header; the SHA-256 digest of the body
+/// only when the source declares neither a key header nor a key path, so a source that names
+/// its key answers 400 naming what it tried when a message lacks it. Event type and
+/// aggregate id: the declared header first, then the path(s).
+pub fn http_rule(source: &SourceConfig, http: &HttpSource) -> AttributeRule {
+    let header = |name: &str| KeySource::Header { name: name.to_string() };
+    let paths = |p: &Option<PathList>| -> Vec<KeySource> {
+        p.as_ref().map(|p| p.paths()).unwrap_or_default().into_iter().map(|p| KeySource::Path { path: p.to_string() }).collect()
+    };
+    let chain = |h: &Option<String>, p: &Option<PathList>| h.as_deref().map(header).into_iter().chain(paths(p)).collect();
+    let common = &source.common;
+    let mut key: Vec<KeySource> = chain(&http.idempotency_key_header, &common.idempotency_key_path);
+    let declared = !key.is_empty();
+    key.push(header(headers::X_IDEMPOTENCY_KEY));
+    if !declared {
+        key.push(KeySource::Digest);
     }
-    rule
-}
-
-fn missing_key_reason(source: &SourceConfig) -> String {
-    let mut tried = Vec::new();
-    #[allow(irrefutable_let_patterns)] // broker kinds have no key header
-    if let SourceKind::Http(h) = &source.kind {
-        if let Some(n) = &h.idempotency_key_header {
-            tried.push(format!("header {n}"));
-        }
+    AttributeRule {
+        key,
+        event_type: chain(&http.event_type_header, &common.event_type_path),
+        aggregate_id: chain(&http.aggregate_id_header, &common.aggregate_id_path),
     }
-    for p in source.common.idempotency_key_path.as_ref().map(|p| p.paths()).unwrap_or_default() {
-        tried.push(format!("path {p}"));
-    }
-    tried.push(format!("header {}", headers::X_IDEMPOTENCY_KEY));
-    format!("No idempotency key found (tried {})", tried.join(", "))
 }
 
 /// A source that consumes a broker (RabbitMQ queue, Kafka group, NATS durable).
