@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
-"""Reproduction of an open bug (fails today): valid JSON numbers are acknowledged with 202 and
-then stored — and delivered — as different numbers.
+"""Regression test of a fixed bug: valid JSON numbers were acknowledged with 202 and then stored
+— and delivered — as different numbers (fixed by serde_json's arbitrary_precision, 79c4fba).
 
-    .venv/chaos/bin/python tests/chaos/repro/number_payload.py   # exit 1 while the bug stands
+    .venv/chaos/bin/python tests/chaos/repro/number_payload.py   # exit 1 if the bug comes back
 
 Starts the real relay with one HTTP source, POSTs one message per case, and compares the value
 stored in `inbox.payload` with the value sent (exact decimal values: payloads.canonical).
@@ -22,8 +22,8 @@ without `arbitrary_precision` it turns every number beyond u64/i64 into an f64. 
 exact value (those features, or storing the received text after validating it) or refuses the
 body with a 400 naming the number — never a 202 and a different value.
 
-Not part of scripts/test.sh (CI stays green until the fix lands); the chaos ledger and the
-fuzzer include these numbers with QB_CHAOS_KNOWN_BUGS=1.
+Runs in scripts/test.d/45-chaos.sh; the chaos ledger and the fuzzer include these numbers
+with QB_CHAOS_KNOWN_BUGS=1.
 """
 import os
 import shutil
