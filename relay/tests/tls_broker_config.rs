@@ -61,4 +61,18 @@ async fn broker_tls_and_login_mistakes_stop_start_up_naming_their_key_paths() {
     assert!(err.contains("destinations.bus.credsFile:") && err.contains("/nonexistent/user.creds"), "{err}");
     assert!(err.contains("destinations.bus.tls.certFile:"), "{err}");
     assert!(err.contains("destinations.bus.tls:") && err.contains("certFile and keyFile go together"), "{err}");
+
+    let err = problems_of(
+        "destinations:
+  rabbit:
+    type: rabbitmq
+    url: amqp://guest:guest@127.0.0.1:5672/%2f
+    exchange: e
+    tls:
+      caFile: /nonexistent/rabbit-ca.pem
+",
+    )
+    .await;
+    assert!(err.contains("destinations.rabbit.tls:") && err.contains("amqps://"), "{err}");
+    assert!(err.contains("destinations.rabbit.tls.caFile:") && err.contains("/nonexistent/rabbit-ca.pem"), "{err}");
 }

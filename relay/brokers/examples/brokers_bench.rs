@@ -98,7 +98,7 @@ async fn rabbit(n: usize) -> serde_json::Value {
     let q = uniq("bench_qb_");
     fill(q.clone()).await;
     let (store, pool) = fresh_db().await;
-    let cfg = RabbitMqSourceConfig { queue_name: q, connection_url: url.clone(), prefetch_count: 10, declare_queue: false, event_type_from_header: false, attribute_headers: Default::default() };
+    let cfg = RabbitMqSourceConfig { queue_name: q, connection_url: url.clone(), tls: None, prefetch_count: 10, declare_queue: false, event_type_from_header: false, attribute_headers: Default::default() };
     let ingest = Ingest::new(SourceRule::new("rmq", &BrokerSourceCommon::default()).unwrap(), store);
     let src = Arc::new(rabbitmq::RabbitMqSource::new("rmq", cfg, Arc::new(ingest), Health::new()));
     let stop = CancellationToken::new();
@@ -131,6 +131,7 @@ async fn rabbit(n: usize) -> serde_json::Value {
         "bench",
         RabbitMqDestinationConfig {
             url,
+            tls: None,
             exchange: ex,
             exchange_from: None,
             exchange_type: ExchangeType::Topic,

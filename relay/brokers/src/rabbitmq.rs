@@ -18,7 +18,7 @@ use queuebox_core::headers::redact_error;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig};
+use crate::config::{BrokerTls, DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig};
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::outbound::OutboundMessage;
@@ -61,7 +61,7 @@ impl RabbitMqSource {
 
     /// Connects once and checks the queue, so that a missing queue fails startup loudly.
     pub async fn check(&self) -> anyhow::Result<()> {
-        let conn = connect(&self.config.connection_url).await?;
+        let conn = connect(&self.config.connection_url, self.config.tls.as_ref(), &self.name).await?;
         let channel = conn.create_channel().await?;
         let r = self.declare(&channel).await;
         let _ = conn.close(200, "check done".into()).await;
@@ -114,7 +114,7 @@ impl RabbitMqSource {
     }
 
     async fn run_once(&self, stop: &CancellationToken, backoff: &mut Backoff) -> RunEnd {
-        let conn = match connect(&self.config.connection_url).await {
+        let conn = match connect(&self.config.connection_url, self.config.tls.as_ref(), &self.name).await {
             Ok(c) => c,
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
@@ -215,12 +215,27 @@ impl RabbitMqSource {
     }
 }
 
-async fn connect(url: &str) -> anyhow::Result<Connection> {
-    let props = ConnectionProperties::default().with_connection_name("queuebox".into());
-    tokio::time::timeout(Duration::from_secs(10), Connection::connect(url, props))
+/// Connects to `url`; an `amqps://` URL speaks TLS (rustls, system roots plus the `tls:`
+/// CA, and the client certificate when given). A refused certificate or login comes back
+/// as an error naming the connection and the cause; there is no plain-text fallback.
+async fn connect(url: &str, tls: Option<&BrokerTls>, name: &str) -> anyhow::Result<Connection> {
+    let at = || format!("RabbitMQ `{name}` at {}", redact_error(url, &[]));
+    let props = ConnectionProperties::default().with_connection_name(format!("queuebox-{name}").into());
+    let read = |path: &str| std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read {path}: {e}", at()));
+    let mut config = lapin::tcp::OwnedTLSConfig::default();
+    if let Some(t) = tls {
+        if let Some(ca) = &t.ca_file {
+            config.cert_chain = Some(String::from_utf8_lossy(&read(ca)?).into_owned());
+        }
+        if let (Some(cert), Some(key)) = (&t.cert_file, &t.key_file) {
+            config.identity = Some(lapin::tcp::OwnedIdentity::PKCS8 { pem: read(cert)?, key: read(key)? });
+        }
+    }
+    let runtime = lapin::runtime::default_runtime().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+    tokio::time::timeout(Duration::from_secs(10), Connection::connect_with_config(url, props, config, runtime))
         .await
-        .map_err(|_| anyhow::anyhow!("RabbitMQ at {}: no connection within 10 s", redact_error(url, &[])))?
-        .map_err(|e| anyhow::anyhow!("RabbitMQ at {}: {}", redact_error(url, &[]), redact_error(&e.to_string(), &[])))
+        .map_err(|_| anyhow::anyhow!("{}: no connection within 10 s", at()))?
+        .map_err(|e| anyhow::anyhow!("{}: {}", at(), redact_error(&e.to_string(), &[])))
 }
 
 /// AMQP headers as strings (reference 6.4): typed values as their text, nested tables and
@@ -309,7 +324,7 @@ impl RabbitMqPublisher {
     }
 
     async fn open(&self) -> anyhow::Result<(Connection, Channel)> {
-        let conn = connect(&self.config.url).await?;
+        let conn = connect(&self.config.url, self.config.tls.as_ref(), &self.name).await?;
         let channel = conn.create_channel().await?;
         channel.confirm_select(ConfirmSelectOptions::default()).await?;
         Ok((conn, channel))

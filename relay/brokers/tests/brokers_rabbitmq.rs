@@ -46,6 +46,7 @@ fn source_config(queue: &str, prefetch: u16) -> RabbitMqSourceConfig {
     RabbitMqSourceConfig {
         queue_name: queue.into(),
         connection_url: amqp_url(),
+        tls: None,
         prefetch_count: prefetch,
         declare_queue: false,
         event_type_from_header: false,
@@ -265,6 +266,7 @@ async fn rabbitmq_destination_delivers_persistent_confirmed_messages_with_header
     static_headers.insert("x-static".to_string(), "s".to_string());
     let cfg = RabbitMqDestinationConfig {
         url: amqp_url(),
+        tls: None,
         exchange: exchange.clone(),
         exchange_from: None,
         exchange_type: Default::default(),

@@ -66,7 +66,7 @@ async fn rabbitmq_restart_mid_run_reconnects_source_and_publisher_and_loses_noth
         }
     };
     publish_batch(0, 0).await.unwrap(); // declares the queue
-    let cfg = RabbitMqSourceConfig { queue_name: q.clone(), connection_url: amqp_url(), prefetch_count: 10, declare_queue: false, event_type_from_header: false, attribute_headers: Default::default() };
+    let cfg = RabbitMqSourceConfig { queue_name: q.clone(), connection_url: amqp_url(), tls: None, prefetch_count: 10, declare_queue: false, event_type_from_header: false, attribute_headers: Default::default() };
     let health = Health::new();
     let ingest = Ingest::new(SourceRule::new("r", &BrokerSourceCommon::default()).unwrap(), store);
     let source = Arc::new(rabbitmq::RabbitMqSource::new("r", cfg, Arc::new(ingest), health.clone()));
@@ -82,6 +82,7 @@ async fn rabbitmq_restart_mid_run_reconnects_source_and_publisher_and_loses_noth
         "d",
         RabbitMqDestinationConfig {
             url: amqp_url(),
+            tls: None,
             exchange: exchange.clone(),
             exchange_from: None,
             exchange_type: Default::default(),

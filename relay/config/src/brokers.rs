@@ -73,6 +73,9 @@ impl Default for AttributeHeaders {
 pub struct RabbitMqSourceConfig {
     pub queue_name: String,
     pub connection_url: String,
+    /// CA and client certificate for an `amqps://` URL (validation refuses it on `amqp://`).
+    #[serde(default)]
+    pub tls: Option<BrokerTls>,
     #[serde(default = "prefetch")]
     pub prefetch_count: u16,
     #[serde(default)]
@@ -180,6 +183,9 @@ pub enum DeliveryMode {
 #[serde(rename_all = "camelCase")]
 pub struct RabbitMqDestinationConfig {
     pub url: String,
+    /// CA and client certificate for an `amqps://` URL (validation refuses it on `amqp://`).
+    #[serde(default)]
+    pub tls: Option<BrokerTls>,
     pub exchange: String,
     #[serde(default)]
     pub exchange_from: Option<String>,

@@ -113,6 +113,16 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
             kafka_security(&k.security_protocol, &k.sasl_mechanism, &k.tls, &format!("sources.{name}"), errs);
         }
     }
+    for (name, d) in &c.destinations {
+        if let DestinationKind::RabbitMq(r) = &d.kind {
+            amqp_tls(&r.url, &r.tls, &format!("destinations.{name}"), errs);
+        }
+    }
+    for (name, s) in &c.sources {
+        if let SourceKind::RabbitMq(r) = &s.kind {
+            amqp_tls(&r.connection_url, &r.tls, &format!("sources.{name}"), errs);
+        }
+    }
     retention(&c.retention.outbox, "retention.outbox", true, errs);
     retention(&c.retention.inbox, "retention.inbox", false, errs);
 }
@@ -155,6 +165,16 @@ fn kafka_security(protocol: &Option<String>, mechanism: &Option<String>, tls: &O
     if let Some(t) = tls {
         if !p.ends_with("SSL") {
             errs.push(format!("{path}.tls"), format!("needs securityProtocol SSL or SASL_SSL (it is {p}): nothing would be encrypted"));
+        }
+        broker_tls(t, &format!("{path}.tls"), errs);
+    }
+}
+
+/// A RabbitMQ `tls:` block needs an `amqps://` URL (lapin speaks TLS by the scheme alone).
+fn amqp_tls(url: &str, tls: &Option<crate::brokers::BrokerTls>, path: &str, errs: &mut ConfigErrors) {
+    if let Some(t) = tls {
+        if !url.trim_start().to_ascii_lowercase().starts_with("amqps://") {
+            errs.push(format!("{path}.tls"), "needs an amqps:// URL: nothing would be encrypted");
         }
         broker_tls(t, &format!("{path}.tls"), errs);
     }
