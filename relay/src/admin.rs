@@ -7,14 +7,13 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use queuebox_config::render_topic;
-use queuebox_core::headers::relay_headers;
-use queuebox_core::store::relay::{NewOutboxRow, ReplayFilter};
+use queuebox_core::store::relay::ReplayFilter;
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
 use crate::app::AppState;
+use crate::inbox_relay::outbox_row;
 
 pub fn router() -> Router<AppState> {
     Router::new()
@@ -104,20 +103,9 @@ async fn replay_inbox(State(st): State<AppState>, Path(id): Path<Uuid>, headers:
         Ok(None) => return err(StatusCode::NOT_FOUND, "no such inbox row"),
         Err(e) => return db_error(e),
     };
-    let Some(source) = st.cfg.sources.get(&m.source) else {
-        return err(StatusCode::CONFLICT, format!("source '{}' is not configured", m.source));
-    };
-    let topic = render_topic(source.topic_template(), &m.source, m.event_type.as_deref());
-    if topic.is_empty() {
-        return err(StatusCode::CONFLICT, "the source's topic template renders empty for this row");
-    }
-    let corr = m.correlation_id.clone().unwrap_or_else(|| queuebox_core::headers::correlation_id(None));
-    let row = NewOutboxRow {
-        topic,
-        key: m.aggregate_id.clone(),
-        payload: m.payload.clone(),
-        headers: relay_headers(&m.headers, m.id, &m.source, &m.idempotency_key, &corr),
-        max_attempts: st.cfg.inbox.relay.max_attempts.unwrap_or(st.cfg.outbox.max_attempts),
+    let row = match outbox_row(&st.cfg, &m) {
+        Ok(row) => row,
+        Err(e) => return err(StatusCode::CONFLICT, e.to_string()),
     };
     match st.store.insert_outbox(&row).await {
         Ok(oid) => {

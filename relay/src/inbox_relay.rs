@@ -1,15 +1,16 @@
 //! The inbox relay: claims push rows (never pull rows), renders the source's topic
 //! template, and in one fenced transaction writes the outbox row with the relay headers
-//! and marks the inbox row processed.
+//! and marks the inbox row processed. [`outbox_row`] is the one inbox-row → outbox-row
+//! mapping, shared with the admin replay (`POST /admin/inbox/{id}/replay`).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuebox_config::render_topic;
-use queuebox_core::headers::relay_headers;
+use queuebox_config::{render_topic, Config};
+use queuebox_core::headers::{relay_headers, X_CORRELATION_ID};
 use queuebox_core::metrics::{claim_lost, Component};
 use queuebox_core::store::relay::{Forwarded, NewOutboxRow};
-use queuebox_core::ClaimedRow;
+use queuebox_core::{ClaimedRow, InboxMessage};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
@@ -67,32 +68,58 @@ impl Relay for InboxRelay {
     }
 }
 
-async fn forward(st: &AppState, row: ClaimedRow) {
-    let m = &row.message;
-    let Some(source) = st.cfg.sources.get(&m.source) else {
-        // A source removed from the configuration: leave the row for reclaim rather than guess.
-        tracing::error!(source = %m.source, inbox_id = %m.id, "push row of a source that is not configured; it stays for reclaim");
-        st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-        return;
-    };
+/// Why an inbox row has no outbox row.
+#[derive(Debug, thiserror::Error)]
+pub enum Unroutable {
+    /// The row's source was removed from the configuration.
+    #[error("source '{0}' is not configured")]
+    SourceNotConfigured(String),
+    /// The source's topic template (e.g. `{eventType}` on a row without one) rendered empty.
+    #[error("the source's topic template renders empty for this row")]
+    EmptyTopic,
+}
+
+/// The outbox row inbox row `m` becomes, for the relay's forward and the admin replay alike:
+/// the source's topic template rendered, key = aggregate id, the payload, the four relay
+/// headers over the stored ones (the correlation id generated when the row has none), and
+/// `inbox.relay.maxAttempts` falling back to `outbox.maxAttempts`.
+pub fn outbox_row(cfg: &Config, m: &InboxMessage) -> Result<NewOutboxRow, Unroutable> {
+    let source = cfg.sources.get(&m.source).ok_or_else(|| Unroutable::SourceNotConfigured(m.source.clone()))?;
     let topic = render_topic(source.topic_template(), &m.source, m.event_type.as_deref());
     if topic.is_empty() {
-        tracing::error!(source = %m.source, inbox_id = %m.id, "the topic template rendered empty; set the source's topic or send an event type. The row is dead.");
-        st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-        let ok = st.store.dead_push(&row.claim, "the topic template rendered an empty topic").await.unwrap_or(false);
-        if !ok {
-            claim_lost(Component::Inbox);
-        }
-        return;
+        return Err(Unroutable::EmptyTopic);
     }
     let correlation = m.correlation_id.clone().unwrap_or_else(|| queuebox_core::headers::correlation_id(None));
-    let out = NewOutboxRow {
+    Ok(NewOutboxRow {
         topic,
         key: m.aggregate_id.clone(),
         payload: m.payload.clone(),
         headers: relay_headers(&m.headers, m.id, &m.source, &m.idempotency_key, &correlation),
-        max_attempts: st.cfg.inbox.relay.max_attempts.unwrap_or(st.cfg.outbox.max_attempts),
+        max_attempts: cfg.inbox.relay.max_attempts.unwrap_or(cfg.outbox.max_attempts),
+    })
+}
+
+async fn forward(st: &AppState, row: ClaimedRow) {
+    let m = &row.message;
+    let out = match outbox_row(&st.cfg, m) {
+        Ok(out) => out,
+        Err(Unroutable::SourceNotConfigured(_)) => {
+            // A source removed from the configuration: leave the row for reclaim rather than guess.
+            tracing::error!(source = %m.source, inbox_id = %m.id, "push row of a source that is not configured; it stays for reclaim");
+            st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
+            return;
+        }
+        Err(Unroutable::EmptyTopic) => {
+            tracing::error!(source = %m.source, inbox_id = %m.id, "the topic template rendered empty; set the source's topic or send an event type. The row is dead.");
+            st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
+            let ok = st.store.dead_push(&row.claim, "the topic template rendered an empty topic").await.unwrap_or(false);
+            if !ok {
+                claim_lost(Component::Inbox);
+            }
+            return;
+        }
     };
+    let correlation = out.headers.get(X_CORRELATION_ID).and_then(|v| v.as_str()).unwrap_or_default().to_string();
     match st.store.forward_push(&row.claim, &out).await {
         Ok(Forwarded::Done { outbox_id }) => {
             st.metrics.inc("queuebox_inbox_messages_total", &[("status", "forwarded")]);
