@@ -15,6 +15,7 @@
 //! | [`backend`] | the backend factory: a database URL → a [`backend::Database`] (pull store, relay store, migrations, pool gauges); the only place that reads URL schemes |
 //! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`]) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`), each with its statements in one `sql` module |
 //! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown |
+//! | [`lease`] | lease renewal (every third of the lease; a lost claim cancels its work), shared by the pull worker and the relay's outbox |
 //! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
 //! | [`keys`] | idempotency-key extraction (header, JSONPath, broker message id, SHA-256 digest) and `AttributeRule`, the one key / event type / aggregate id rule of every source |
 //! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
@@ -48,6 +49,7 @@ pub mod backoff;
 pub mod error;
 pub mod headers;
 pub mod keys;
+pub mod lease;
 pub mod message;
 pub mod metrics;
 pub mod migrate;

@@ -2,21 +2,23 @@
 //! routes each by topic (first matching glob), publishes with at most
 //! `outbox.concurrency` in flight, and records the outcome with fenced writes. While a
 //! batch is being published, one background ticker renews its live claims every
-//! `claimTimeoutMs / 3` (one statement on the pool, outside any transaction); a claim the
+//! `claimTimeoutMs / 3` (one statement on the pool, outside any transaction; the round is
+//! `queuebox_core::lease`, shared with the pull worker); a claim the
 //! renewal reports lost cancels its publish if it has not completed (the publish future is
 //! dropped), is logged and counted once, and nothing is written for it. A publish that
 //! completed after its claim was lost is a duplicate delivery: logged and counted.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use queuebox_core::backoff::{Decision, RetryPolicy};
 use queuebox_core::headers::redact_error;
+use queuebox_core::lease::{self, Leases};
 use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
-use queuebox_core::store::relay::ClaimedOutbox;
+use queuebox_core::store::relay::{ClaimedOutbox, RelayStore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -120,33 +122,45 @@ impl Drop for AbortOnDrop {
     }
 }
 
+/// The live claims of a batch, renewed by the shared `queuebox_core::lease` rule. A lost
+/// claim leaves the map and its token cancels the publish; the loss is counted once, where
+/// the publish notices it ([`lost_unpublished`]) or, if the publish ended meanwhile (gone
+/// from the map), by its fenced outcome write.
+struct OutboxLeases {
+    store: Arc<dyn RelayStore>,
+    live: Live,
+}
+
+#[async_trait::async_trait]
+impl Leases for OutboxLeases {
+    fn live(&self) -> Vec<ClaimRef> {
+        self.live.lock().unwrap().values().map(|(c, _)| *c).collect()
+    }
+
+    async fn renew(&self, claims: &[ClaimRef], lease: Duration) -> queuebox_core::Result<Vec<Uuid>> {
+        self.store.renew_outbox(claims, lease).await
+    }
+
+    fn lost(&self, c: &ClaimRef) {
+        if let Some((_, token)) = self.live.lock().unwrap().remove(&c.id) {
+            token.cancel();
+        }
+    }
+
+    fn failed(&self, claims: usize, e: &queuebox_core::Error) {
+        tracing::warn!(error = %e, rows = claims, "outbox lease renewal failed");
+    }
+}
+
 fn spawn_renewal(st: &AppState, live: Live, lease: Duration) -> tokio::task::JoinHandle<()> {
-    let store = st.store.clone();
-    let every = (lease / 3).max(Duration::from_millis(10));
+    let leases = OutboxLeases { store: st.store.clone(), live };
+    let every = lease::renewal_interval(lease).max(Duration::from_millis(10));
     tokio::spawn(async move {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
-            let claims: Vec<ClaimRef> = live.lock().unwrap().values().map(|(c, _)| *c).collect();
-            if claims.is_empty() {
-                continue;
-            }
-            match store.renew_outbox(&claims, lease).await {
-                Ok(renewed) => {
-                    let renewed: HashSet<Uuid> = renewed.into_iter().collect();
-                    let mut l = live.lock().unwrap();
-                    for c in claims.iter().filter(|c| !renewed.contains(&c.id)) {
-                        // Gone from the map: its publish ended meanwhile and its fenced
-                        // outcome write decides.
-                        if let Some((_, token)) = l.remove(&c.id) {
-                            token.cancel();
-                        }
-                    }
-                }
-                // The fenced outcome writes still protect the rows; try again next tick.
-                Err(e) => tracing::warn!(error = %e, rows = claims.len(), "outbox lease renewal failed"),
-            }
+            lease::renew_once(&leases, lease).await;
         }
     })
 }

@@ -76,6 +76,6 @@ impl WorkerOptions {
 
     /// How often the leases are renewed: a third of the lease.
     pub fn renewal_interval(&self) -> Duration {
-        self.lease / 3
+        crate::lease::renewal_interval(self.lease)
     }
 }

@@ -1,13 +1,18 @@
 //! Background duties of a worker: renew every live lease each third of the lease on the
-//! pool (never inside a handler's transaction), and turn LISTEN/NOTIFY into wake-ups.
+//! pool (never inside a handler's transaction; the round is the shared `crate::lease` rule,
+//! also used by the relay's outbox), and turn LISTEN/NOTIFY into wake-ups.
 //! Both hold only a weak reference, so they end when the worker is dropped.
 
-use std::collections::HashSet;
 use std::sync::atomic::Ordering;
 use std::sync::Weak;
 use std::time::Duration;
 
+use async_trait::async_trait;
+use uuid::Uuid;
+
 use super::Inner;
+use crate::error::{Error, Result};
+use crate::lease::{self, Leases};
 use crate::message::ClaimRef;
 use crate::metrics::{self, Component};
 
@@ -23,42 +28,49 @@ pub(super) fn spawn_renewer(worker: Weak<Inner>) {
                 _ = stop.cancelled() => return,
             }
             let Some(w) = worker.upgrade() else { return };
-            renew_once(&w, lease).await;
+            lease::renew_once(&PullLeases(&w), lease).await;
         }
     });
 }
 
-async fn renew_once(w: &Inner, lease: Duration) {
-    let claims: Vec<ClaimRef> = {
-        let st = w.state.lock().unwrap();
+/// The live claims of a worker, renewed by the shared [`lease`] rule. A lost claim cancels
+/// its handler unless it is already finishing (its completion's fenced write decides), and
+/// is counted here, once.
+struct PullLeases<'a>(&'a Inner);
+
+#[async_trait]
+impl Leases for PullLeases<'_> {
+    fn live(&self) -> Vec<ClaimRef> {
+        let st = self.0.state.lock().unwrap();
         st.live.values().filter(|l| !l.finishing.load(Ordering::SeqCst)).map(|l| l.claim).collect()
-    };
-    if claims.is_empty() {
-        return;
     }
-    match w.store.renew_pull(&claims, lease).await {
-        Ok(renewed) => {
-            let renewed: HashSet<_> = renewed.into_iter().collect();
-            let mut st = w.state.lock().unwrap();
-            for c in claims.iter().filter(|c| !renewed.contains(&c.id)) {
-                let gone = match st.live.get(&c.id) {
-                    Some(l) if !l.finishing.load(Ordering::SeqCst) => {
-                        l.cancel.cancel();
-                        true
-                    }
-                    _ => false,
-                };
-                if gone {
-                    st.live.remove(&c.id);
-                    st.buffer.retain(|r| r.claim.id != c.id);
-                    w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
-                    metrics::claim_lost(Component::Pull);
-                    tracing::warn!(id = %c.id, source = %w.opts.source,
-                        "lease lost before renewal (the handler ran longer than the lease allows, or the database was unreachable); cancelling the handler");
-                }
+
+    async fn renew(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+        self.0.store.renew_pull(claims, lease).await
+    }
+
+    fn lost(&self, c: &ClaimRef) {
+        let w = self.0;
+        let mut st = w.state.lock().unwrap();
+        let gone = match st.live.get(&c.id) {
+            Some(l) if !l.finishing.load(Ordering::SeqCst) => {
+                l.cancel.cancel();
+                true
             }
+            _ => false,
+        };
+        if gone {
+            st.live.remove(&c.id);
+            st.buffer.retain(|r| r.claim.id != c.id);
+            w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
+            metrics::claim_lost(Component::Pull);
+            tracing::warn!(id = %c.id, source = %w.opts.source,
+                "lease lost before renewal (the handler ran longer than the lease allows, or the database was unreachable); cancelling the handler");
         }
-        Err(e) => tracing::warn!(source = %w.opts.source, error = %e, "lease renewal failed; retrying at the next interval"),
+    }
+
+    fn failed(&self, _claims: usize, e: &Error) {
+        tracing::warn!(source = %self.0.opts.source, error = %e, "lease renewal failed; retrying at the next interval");
     }
 }
 

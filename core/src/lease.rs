@@ -1,0 +1,52 @@
+//! Lease renewal, one rule for the pull worker (`worker`) and the relay's outbox claims:
+//! every third of the lease, the claims still live are renewed in one statement on the pool
+//! (never inside a handler's transaction); a claim the renewal matched no row for is lost
+//! (the lease expired and the row was reclaimed), and its work is cancelled. What is live,
+//! which statement renews and how a loss is cancelled and counted (exactly once) is the
+//! caller's [`Leases`]; the renewal round itself is [`renew_once`].
+
+use std::collections::HashSet;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use uuid::Uuid;
+
+use crate::error::{Error, Result};
+use crate::message::ClaimRef;
+
+/// The claims one renewer keeps alive.
+#[async_trait]
+pub trait Leases: Send + Sync {
+    /// The claims to renew now: those whose work has not finished.
+    fn live(&self) -> Vec<ClaimRef>;
+    /// Renews `claims` for `lease`, returning the ids whose claim still held.
+    async fn renew(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>>;
+    /// `claim` was lost: cancel its work if it is still running, and count the loss once
+    /// (here, or where the cancelled work notices it, never both).
+    fn lost(&self, claim: &ClaimRef);
+    /// The renewal statement failed (e.g. the database is unreachable): the fenced writes
+    /// still protect the rows; the next round tries again.
+    fn failed(&self, claims: usize, error: &Error);
+}
+
+/// How often a lease is renewed: every third of it, so one missed round still leaves time.
+pub fn renewal_interval(lease: Duration) -> Duration {
+    lease / 3
+}
+
+/// One renewal round: renews the live claims and reports every claim that did not hold.
+pub async fn renew_once(leases: &dyn Leases, lease: Duration) {
+    let claims = leases.live();
+    if claims.is_empty() {
+        return;
+    }
+    match leases.renew(&claims, lease).await {
+        Ok(renewed) => {
+            let renewed: HashSet<Uuid> = renewed.into_iter().collect();
+            for c in claims.iter().filter(|c| !renewed.contains(&c.id)) {
+                leases.lost(c);
+            }
+        }
+        Err(e) => leases.failed(claims.len(), &e),
+    }
+}
