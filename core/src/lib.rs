@@ -14,6 +14,7 @@
 //! | [`message`] | rows and states: [`InboxMessage`], [`InboxState`], [`Consumption`], [`NewInboxMessage`] |
 //! | [`backend`] | the backend factory: a database URL → a [`backend::Database`] (pull store, relay store, migrations, pool gauges); the only place that reads URL schemes |
 //! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`]) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`), each with its statements in one `sql` module |
+//! | [`tls`] | the process-wide rustls crypto provider every TLS client installs first |
 //! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown |
 //! | [`lease`] | lease renewal (every third of the lease; a lost claim cancels its work), shared by the pull worker and the relay's outbox |
 //! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
@@ -54,6 +55,8 @@ pub mod message;
 pub mod metrics;
 pub mod migrate;
 pub mod store;
+#[cfg(feature = "postgres")]
+pub mod tls;
 pub mod worker;
 
 pub use backend::{Database, DatabaseSettings};

@@ -57,6 +57,8 @@ async fn main() -> std::process::ExitCode {
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()))
         .with_writer(std::io::stderr)
         .init();
+    // One rustls provider for every TLS client of the process (see queuebox_core::tls).
+    queuebox_core::tls::install_provider();
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command.unwrap_or(Command::Run) {
         Command::Run => async { app::run(load(cli.config.as_deref())?).await }.await,

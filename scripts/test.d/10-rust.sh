@@ -3,5 +3,15 @@
 # the relay's tests (the relay binary is built first so tests can spawn it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+# The TLS tests make throwaway certificates with openssl and start their own nats-server;
+# without them they fail saying NOT RUN, so install them here.
+need=()
+command -v openssl >/dev/null 2>&1 || need+=(openssl)
+command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
+if [ ${#need[@]} -gt 0 ]; then
+  echo "10-rust: installing ${need[*]} from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
+fi
 cargo build --workspace --bins --quiet
 cargo test --workspace --quiet --no-fail-fast -- --test-threads=4

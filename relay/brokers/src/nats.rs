@@ -50,6 +50,7 @@ pub async fn connect(servers: &str, login: NatsLogin<'_>, name: &str) -> anyhow:
             opts = opts.user_and_password(u.to_string(), p.expose().to_string());
         }
         if let Some(tls) = login.tls {
+            queuebox_core::tls::install_provider();
             opts = opts.require_tls(true);
             if let Some(ca) = &tls.ca_file {
                 opts = opts.add_root_certificates(ca.into());

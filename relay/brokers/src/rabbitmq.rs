@@ -220,6 +220,7 @@ impl RabbitMqSource {
 /// as an error naming the connection and the cause; there is no plain-text fallback.
 async fn connect(url: &str, tls: Option<&BrokerTls>, name: &str) -> anyhow::Result<Connection> {
     let at = || format!("RabbitMQ `{name}` at {}", redact_error(url, &[]));
+    queuebox_core::tls::install_provider();
     let props = ConnectionProperties::default().with_connection_name(format!("queuebox-{name}").into());
     let read = |path: &str| std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read {path}: {e}", at()));
     let mut config = lapin::tcp::OwnedTLSConfig::default();

@@ -30,12 +30,9 @@ const CLIENT_KEY: [&str; 2] = ["sslkey", "ssl-key"];
 /// Checks the TLS parameters of `url` before connecting and applies libpq's
 /// `require`-with-a-CA rule to `opts` (parsed from the same URL).
 pub(super) fn prepare(url: &str, opts: PgConnectOptions) -> Result<PgConnectOptions> {
-    // sqlx's `verify-ca` verifier asks rustls for the process-wide crypto provider, which
-    // rustls cannot choose by itself when a build enables both of its providers (ring and
-    // aws-lc-rs: other dependencies of the relay do): it would panic. Install ring, the one
-    // sqlx's handshake uses, unless the application has installed one already.
+    // sqlx's `verify-ca` verifier asks rustls for the process-wide crypto provider.
     if !matches!(opts.get_ssl_mode(), PgSslMode::Disable) {
-        let _ = rustls::crypto::ring::default_provider().install_default();
+        crate::tls::install_provider();
     }
     let Ok(parsed) = url::Url::parse(url) else {
         return Ok(opts);
