@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{ApiKeyAuth, BearerAuth};
+use crate::model::{hmac_sha256, sha256_prefix, x_signature, ApiKeyAuth, BearerAuth};
 use crate::secret::Secret;
 use crate::strict::ConfigErrors;
 
@@ -124,23 +124,10 @@ pub struct HmacSigning {
     #[serde(default)]
     pub signature_payload_format: Option<String>,
 }
-fn x_signature() -> String {
-    "X-Signature".into()
-}
-fn hmac_sha256() -> String {
-    "HmacSHA256".into()
-}
-fn sha256_prefix() -> String {
-    "sha256=".into()
-}
-
 impl HmacSigning {
-    /// True when the signed bytes are `timestamp + "." + body`.
+    /// True when the signed bytes are `timestamp + "." + body` (the source's rule).
     pub fn signs_timestamp(&self) -> bool {
-        match self.signature_payload_format.as_deref().map(|s| s.to_ascii_lowercase().replace('_', "-")) {
-            Some(f) => f == "timestamp-dot-body",
-            None => self.timestamp_header.is_some(),
-        }
+        crate::model::signs_timestamp(self.signature_payload_format.as_deref(), self.timestamp_header.is_some())
     }
 }
 

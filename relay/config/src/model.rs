@@ -465,13 +465,13 @@ pub struct HmacAuth {
     #[serde(default)]
     pub signature_payload_format: Option<String>,
 }
-fn x_signature() -> String {
+pub(crate) fn x_signature() -> String {
     "X-Signature".into()
 }
-fn hmac_sha256() -> String {
+pub(crate) fn hmac_sha256() -> String {
     "HmacSHA256".into()
 }
-fn sha256_prefix() -> String {
+pub(crate) fn sha256_prefix() -> String {
     "sha256=".into()
 }
 fn five_minutes() -> u64 {
@@ -481,10 +481,17 @@ fn five_minutes() -> u64 {
 impl HmacAuth {
     /// True when the signed bytes are `timestamp + "." + body`.
     pub fn signs_timestamp(&self) -> bool {
-        match self.signature_payload_format.as_deref().map(|s| s.to_ascii_lowercase().replace('_', "-")) {
-            Some(f) => f == "timestamp-dot-body",
-            None => self.timestamp_header.is_some(),
-        }
+        signs_timestamp(self.signature_payload_format.as_deref(), self.timestamp_header.is_some())
+    }
+}
+
+/// The HMAC `signaturePayloadFormat` rule, the same for a source that verifies and a
+/// destination that signs: `timestamp-dot-body` (also `TIMESTAMP_DOT_BODY`) signs
+/// `timestamp + "." + body`; unset, that is the default when a timestamp header is set.
+pub(crate) fn signs_timestamp(format: Option<&str>, has_timestamp_header: bool) -> bool {
+    match format.map(|s| s.to_ascii_lowercase().replace('_', "-")) {
+        Some(f) => f == "timestamp-dot-body",
+        None => has_timestamp_header,
     }
 }
 

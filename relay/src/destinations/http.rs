@@ -6,10 +6,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use base64::Engine;
-use hmac::{Hmac, Mac};
 use queuebox_config::{DestinationAuth, HmacSigning, HttpConfig, HttpDestination};
 use reqwest::header::HeaderValue;
-use sha2::Sha256;
 
 use super::oauth2::TokenSource;
 use super::{OutboundMessage, PublishError, Publisher};
@@ -98,13 +96,7 @@ impl HttpPublisher {
 /// The signature header value: `prefix` + hex HMAC-SHA256 over `timestamp + "." + body`
 /// (with a timestamp) or `body` — what an HTTP source with `auth.type: hmac` verifies.
 pub fn sign(h: &HmacSigning, timestamp: Option<&str>, body: &[u8]) -> String {
-    let mut mac = Hmac::<Sha256>::new_from_slice(h.secret.expose().as_bytes()).expect("HMAC takes a key of any length");
-    if let Some(ts) = timestamp {
-        mac.update(ts.as_bytes());
-        mac.update(b".");
-    }
-    mac.update(body);
-    format!("{}{}", h.signature_prefix, hex::encode(mac.finalize().into_bytes()))
+    crate::sources::auth::hmac_signature(h.secret.expose().as_bytes(), &h.signature_prefix, timestamp, body)
 }
 
 /// `http://h/a/` + `/b` → `http://h/a/b` (exactly one slash between them).
