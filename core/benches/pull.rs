@@ -23,8 +23,14 @@ use sqlx::PgPool;
 
 async fn fresh(admin: &str, name: &str) -> (String, PgPool) {
     let pool = PgPool::connect(admin).await.unwrap();
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)")).execute(&pool).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(&pool)
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .unwrap();
     let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
     let store = PgStore::connect(&url, 4).await.unwrap();
     migrate::postgres::run(&store).await.unwrap();
@@ -41,14 +47,22 @@ async fn seed(pool: &PgPool, rows: usize) {
     .execute(pool)
     .await
     .unwrap();
-    sqlx::query("VACUUM ANALYZE inbox").execute(pool).await.unwrap();
+    sqlx::query("VACUUM ANALYZE inbox")
+        .execute(pool)
+        .await
+        .unwrap();
 }
 
 async fn worker_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u32) -> f64 {
     seed(pool, rows).await;
     let w = Worker::connect(
         url,
-        WorkerOptions { batch_size: batch, concurrency: conc, poll_interval: Duration::from_millis(20), ..WorkerOptions::new("bench") },
+        WorkerOptions {
+            batch_size: batch,
+            concurrency: conc,
+            poll_interval: Duration::from_millis(20),
+            ..WorkerOptions::new("bench")
+        },
     )
     .await
     .unwrap();
@@ -73,16 +87,28 @@ async fn worker_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u32
     let secs = start.elapsed().as_secs_f64();
     let st = w.stats();
     if std::env::var("QB_BENCH_ONLY").is_ok() {
-        println!("claims {} rows {} rows/claim {:.1}", st.claims, st.claimed, st.claimed as f64 / st.claims.max(1) as f64);
+        println!(
+            "claims {} rows {} rows/claim {:.1}",
+            st.claims,
+            st.claimed,
+            st.claimed as f64 / st.claims.max(1) as f64
+        );
     }
-    let processed: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processed'").fetch_one(pool).await.unwrap();
+    let processed: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processed'")
+        .fetch_one(pool)
+        .await
+        .unwrap();
     assert_eq!(processed as usize, rows, "every row processed");
     rows as f64 / secs
 }
 
 async fn baseline_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u32) -> f64 {
     seed(pool, rows).await;
-    let bp = sqlx::postgres::PgPoolOptions::new().max_connections(conc + 1).connect(url).await.unwrap();
+    let bp = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(conc + 1)
+        .connect(url)
+        .await
+        .unwrap();
     let start = Instant::now();
     let mut js = tokio::task::JoinSet::new();
     for _ in 0..conc {
@@ -102,7 +128,13 @@ async fn baseline_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u
                     return;
                 }
                 for id in ids {
-                    sqlx::query("UPDATE inbox SET state = 'processed', processed_at = now() WHERE id = $1").bind(id).execute(&bp).await.unwrap();
+                    sqlx::query(
+                        "UPDATE inbox SET state = 'processed', processed_at = now() WHERE id = $1",
+                    )
+                    .bind(id)
+                    .execute(&bp)
+                    .await
+                    .unwrap();
                 }
             }
         });
@@ -113,8 +145,21 @@ async fn baseline_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u
 
 async fn latency(url: &str, pool: &PgPool, listen: bool, n: usize) -> (f64, f64) {
     sqlx::query("TRUNCATE inbox").execute(pool).await.unwrap();
-    let poll = if listen { Duration::from_secs(1) } else { Duration::from_millis(100) };
-    let w = Worker::connect(url, WorkerOptions { listen, poll_interval: poll, ..WorkerOptions::new("lat") }).await.unwrap();
+    let poll = if listen {
+        Duration::from_secs(1)
+    } else {
+        Duration::from_millis(100)
+    };
+    let w = Worker::connect(
+        url,
+        WorkerOptions {
+            listen,
+            poll_interval: poll,
+            ..WorkerOptions::new("lat")
+        },
+    )
+    .await
+    .unwrap();
     let sent: Arc<std::sync::Mutex<std::collections::HashMap<String, Instant>>> = Arc::default();
     let lat: Arc<std::sync::Mutex<Vec<f64>>> = Arc::default();
     let (s2, l2) = (sent.clone(), lat.clone());
@@ -161,20 +206,33 @@ async fn latency(url: &str, pool: &PgPool, listen: bool, n: usize) -> (f64, f64)
 
 #[tokio::main]
 async fn main() {
-    let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL").expect("QUEUEBOX_TEST_DATABASE_URL (source scripts/postgres.sh)");
-    let rows: usize = std::env::var("QB_BENCH_ROWS").ok().and_then(|s| s.parse().ok()).unwrap_or(4000);
+    let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
+        .expect("QUEUEBOX_TEST_DATABASE_URL (source scripts/postgres.sh)");
+    let rows: usize = std::env::var("QB_BENCH_ROWS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(4000);
     let (url, pool) = fresh(&admin, "qb_bench_pull").await;
     let mut results = Vec::new();
-    println!("{:>5} {:>5} {:>12} {:>12} {:>7}", "batch", "conc", "worker r/s", "baseline r/s", "ratio");
+    println!(
+        "{:>5} {:>5} {:>12} {:>12} {:>7}",
+        "batch", "conc", "worker r/s", "baseline r/s", "ratio"
+    );
     let only = std::env::var("QB_BENCH_ONLY").ok(); // e.g. "100x4"
     for batch in [1u32, 10, 100] {
         for conc in [1u32, 4, 16] {
-            if only.as_deref().is_some_and(|o| o != format!("{batch}x{conc}")) {
+            if only
+                .as_deref()
+                .is_some_and(|o| o != format!("{batch}x{conc}"))
+            {
                 continue;
             }
             let base = baseline_run(&url, &pool, rows, batch, conc).await;
             let qb = worker_run(&url, &pool, rows, batch, conc).await;
-            println!("{batch:>5} {conc:>5} {qb:>12.0} {base:>12.0} {:>7.2}", qb / base);
+            println!(
+                "{batch:>5} {conc:>5} {qb:>12.0} {base:>12.0} {:>7.2}",
+                qb / base
+            );
             results.push(json!({"batch": batch, "concurrency": conc, "rows": rows, "worker_rows_per_s": qb.round(), "baseline_rows_per_s": base.round(), "ratio": (qb / base * 100.0).round() / 100.0}));
         }
     }
@@ -184,14 +242,19 @@ async fn main() {
     let (l50, l99) = latency(&url, &pool, true, 200).await;
     let (p50, p99) = latency(&url, &pool, false, 200).await;
     println!("insert->handler latency ms: LISTEN/NOTIFY p50 {l50:.1} p99 {l99:.1}; poll 100 ms p50 {p50:.1} p99 {p99:.1}; p50 ratio {:.2}", l50 / p50);
-    let cpus = std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0);
+    let cpus = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(0);
     let out = json!({
         "benchmark": "pull",
         "machine": {"cpus": cpus, "loadavg": std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim()},
         "throughput": results,
         "latency_ms": {"notify": {"p50": l50, "p99": l99}, "poll_100ms": {"p50": p50, "p99": p99}, "p50_ratio_notify_vs_poll": l50 / p50},
     });
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/results/pull.json");
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../benchmarks/results/pull.json"
+    );
     std::fs::write(path, serde_json::to_string_pretty(&out).unwrap() + "\n").unwrap();
     println!("wrote {path}");
 }

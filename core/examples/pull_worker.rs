@@ -13,8 +13,20 @@ use queuebox_core::{NewInboxMessage, Outcome, Worker, WorkerOptions};
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let url = std::env::args().nth(1).or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok()).ok_or("usage: pull_worker <database-url>")?;
-    let worker = Worker::connect(&url, WorkerOptions { batch_size: 10, concurrency: 4, poll_interval: Duration::from_millis(200), ..WorkerOptions::new("orders") }).await?;
+    let url = std::env::args()
+        .nth(1)
+        .or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok())
+        .ok_or("usage: pull_worker <database-url>")?;
+    let worker = Worker::connect(
+        &url,
+        WorkerOptions {
+            batch_size: 10,
+            concurrency: 4,
+            poll_interval: Duration::from_millis(200),
+            ..WorkerOptions::new("orders")
+        },
+    )
+    .await?;
 
     let sample = 12usize;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
@@ -23,7 +35,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     tx.commit().await?;
     for i in 0..sample {
         let payload = serde_json::json!({ "orderId": format!("{run_id}-{i}"), "total": 10 + i, "customer": format!("c{}", i % 3) });
-        let msg = NewInboxMessage::new("orders", format!("order-{run_id}-{i}"), payload).pull().aggregate(format!("c{}", i % 3));
+        let msg = NewInboxMessage::new("orders", format!("order-{run_id}-{i}"), payload)
+            .pull()
+            .aggregate(format!("c{}", i % 3));
         worker.store().insert_inbox(&msg).await?;
         // Sent twice on purpose: the second is a duplicate and is stored once.
         worker.store().insert_inbox(&msg).await?;
@@ -37,21 +51,38 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         let (d, f) = (d.clone(), f.clone());
         async move {
             let m = task.message();
-            let order = m.payload["orderId"].as_str().unwrap_or_default().to_string();
+            let order = m.payload["orderId"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
             task.execute(
                 "INSERT INTO example_orders (order_id, total, inbox_id) VALUES ($1, $2, $3::uuid)",
-                &[order.as_str().into(), m.payload["total"].as_i64().unwrap_or(0).into(), m.id.to_string().into()],
+                &[
+                    order.as_str().into(),
+                    m.payload["total"].as_i64().unwrap_or(0).into(),
+                    m.id.to_string().into(),
+                ],
             )
             .await?;
-            println!("processed {} (customer {}, attempt {}) -> example_orders", order, m.aggregate_id.as_deref().unwrap_or("-"), m.attempt);
+            println!(
+                "processed {} (customer {}, attempt {}) -> example_orders",
+                order,
+                m.aggregate_id.as_deref().unwrap_or("-"),
+                m.attempt
+            );
             if d.fetch_add(1, Ordering::SeqCst) + 1 == sample {
                 f.notify_one();
             }
             Ok(Outcome::Complete)
         }
     };
-    worker.run(handler, async move { finished.notified().await }).await?;
+    worker
+        .run(handler, async move { finished.notified().await })
+        .await?;
     let s = worker.stats();
-    println!("done: {} completed, {} retried, {} dead, {} claims lost", s.completed, s.retried, s.dead, s.claims_lost);
+    println!(
+        "done: {} completed, {} retried, {} dead, {} claims lost",
+        s.completed, s.retried, s.dead, s.claims_lost
+    );
     Ok(())
 }

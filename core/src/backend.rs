@@ -45,7 +45,11 @@ pub struct DatabaseSettings {
 impl DatabaseSettings {
     /// `url` with a pool of 10 and a 10 s connection timeout.
     pub fn new(url: impl Into<String>) -> Self {
-        DatabaseSettings { url: url.into(), pool_size: 10, connection_timeout: Duration::from_secs(10) }
+        DatabaseSettings {
+            url: url.into(),
+            pool_size: 10,
+            connection_timeout: Duration::from_secs(10),
+        }
     }
 
     pub fn pool_size(mut self, n: u32) -> Self {
@@ -80,7 +84,10 @@ impl DatabaseUrl {
         if sqlserver_form(trimmed).is_some() {
             return Ok(DatabaseUrl::SqlServer(trimmed.to_string()));
         }
-        Err(Error::Connect { url: redact(url), reason: format!("not a database URL QueueBox reads; use one of: {ACCEPTED_FORMS}") })
+        Err(Error::Connect {
+            url: redact(url),
+            reason: format!("not a database URL QueueBox reads; use one of: {ACCEPTED_FORMS}"),
+        })
     }
 
     pub fn backend(&self) -> Backend {
@@ -115,7 +122,10 @@ pub(crate) fn sqlserver_form(url: &str) -> Option<SqlServerForm> {
     let ado = !lower.contains("://")
         && lower.split(';').any(|pair| {
             let key = pair.split('=').next().unwrap_or("").trim();
-            matches!(key, "server" | "data source" | "address" | "addr" | "network address")
+            matches!(
+                key,
+                "server" | "data source" | "address" | "addr" | "network address"
+            )
         });
     ado.then_some(SqlServerForm::Ado)
 }
@@ -125,11 +135,15 @@ pub(crate) fn sqlserver_form(url: &str) -> Option<SqlServerForm> {
 /// (`jdbc:postgresql:db`) is refused with the equivalent `postgres://` spelled out.
 fn jdbc_postgres(jdbc: &str) -> Result<String> {
     let rest = &jdbc["jdbc:postgresql:".len()..];
-    let refuse = |why: &str| Error::Connect { url: redact(jdbc), reason: format!("{why}; write it as postgres://user:password@host:5432/database") };
+    let refuse = |why: &str| Error::Connect {
+        url: redact(jdbc),
+        reason: format!("{why}; write it as postgres://user:password@host:5432/database"),
+    };
     let Some(after) = rest.strip_prefix("//") else {
         return Err(refuse("a JDBC URL without //host is not supported"));
     };
-    let mut u = url::Url::parse(&format!("postgres://{after}")).map_err(|e| refuse(&format!("not a JDBC PostgreSQL URL ({e})")))?;
+    let mut u = url::Url::parse(&format!("postgres://{after}"))
+        .map_err(|e| refuse(&format!("not a JDBC PostgreSQL URL ({e})")))?;
     if !matches!(u.host_str(), Some(h) if !h.is_empty()) {
         return Err(refuse("the JDBC URL names no host"));
     }
@@ -143,10 +157,12 @@ fn jdbc_postgres(jdbc: &str) -> Result<String> {
         }
     }
     if let Some(user) = user {
-        u.set_username(&user).map_err(|_| refuse("the user cannot be written into the URL"))?;
+        u.set_username(&user)
+            .map_err(|_| refuse("the user cannot be written into the URL"))?;
     }
     if let Some(pw) = password {
-        u.set_password(Some(&pw)).map_err(|_| refuse("the password cannot be written into the URL"))?;
+        u.set_password(Some(&pw))
+            .map_err(|_| refuse("the password cannot be written into the URL"))?;
     }
     if kept.is_empty() {
         u.set_query(None);
@@ -219,9 +235,17 @@ pub mod postgres {
     use super::*;
     use crate::store::postgres::{PgStore, PoolSettings};
 
-    pub(super) async fn connect(url: &str, settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
-        let pool = PoolSettings { max_connections: settings.pool_size, acquire_timeout: settings.connection_timeout };
-        Ok(Arc::new(PostgresDatabase::new(PgStore::connect_with(url, &pool).await?)))
+    pub(super) async fn connect(
+        url: &str,
+        settings: &DatabaseSettings,
+    ) -> Result<Arc<dyn Database>> {
+        let pool = PoolSettings {
+            max_connections: settings.pool_size,
+            acquire_timeout: settings.connection_timeout,
+        };
+        Ok(Arc::new(PostgresDatabase::new(
+            PgStore::connect_with(url, &pool).await?,
+        )))
     }
 
     /// A [`Database`] on a [`PgStore`].
@@ -232,7 +256,9 @@ pub mod postgres {
 
     impl PostgresDatabase {
         pub fn new(store: PgStore) -> Self {
-            PostgresDatabase { store: Arc::new(store) }
+            PostgresDatabase {
+                store: Arc::new(store),
+            }
         }
 
         pub fn pg_store(&self) -> &Arc<PgStore> {
@@ -266,7 +292,10 @@ pub mod postgres {
         fn pool_gauges(&self) -> PoolGauges {
             let pool = self.store.pool();
             let idle = pool.num_idle() as u64;
-            PoolGauges { active: (pool.size() as u64).saturating_sub(idle), idle }
+            PoolGauges {
+                active: (pool.size() as u64).saturating_sub(idle),
+                idle,
+            }
         }
         async fn close(&self) {
             self.store.pool().close().await;
@@ -277,7 +306,10 @@ pub mod postgres {
 #[cfg(not(feature = "postgres"))]
 mod postgres {
     use super::*;
-    pub(super) async fn connect(url: &str, _settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
+    pub(super) async fn connect(
+        url: &str,
+        _settings: &DatabaseSettings,
+    ) -> Result<Arc<dyn Database>> {
         Err(not_built(url, "postgres"))
     }
 }
@@ -288,8 +320,14 @@ pub mod sqlserver {
     use super::*;
     use crate::store::sqlserver::SqlServerStore;
 
-    pub(super) async fn connect(url: &str, settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
-        Ok(Arc::new(SqlServerDatabase::new(SqlServerStore::connect_with(url, settings.pool_size, settings.connection_timeout).await?)))
+    pub(super) async fn connect(
+        url: &str,
+        settings: &DatabaseSettings,
+    ) -> Result<Arc<dyn Database>> {
+        Ok(Arc::new(SqlServerDatabase::new(
+            SqlServerStore::connect_with(url, settings.pool_size, settings.connection_timeout)
+                .await?,
+        )))
     }
 
     /// A [`Database`] on a [`SqlServerStore`].
@@ -300,7 +338,9 @@ pub mod sqlserver {
 
     impl SqlServerDatabase {
         pub fn new(store: SqlServerStore) -> Self {
-            SqlServerDatabase { store: Arc::new(store) }
+            SqlServerDatabase {
+                store: Arc::new(store),
+            }
         }
     }
 
@@ -329,7 +369,10 @@ pub mod sqlserver {
         }
         fn pool_gauges(&self) -> PoolGauges {
             let (active, idle) = self.store.pool().gauges();
-            PoolGauges { active: active as u64, idle: idle as u64 }
+            PoolGauges {
+                active: active as u64,
+                idle: idle as u64,
+            }
         }
         async fn close(&self) {
             // Idle connections close when the last handle to the pool drops.
@@ -340,7 +383,10 @@ pub mod sqlserver {
 #[cfg(not(feature = "sqlserver"))]
 mod sqlserver {
     use super::*;
-    pub(super) async fn connect(url: &str, _settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
+    pub(super) async fn connect(
+        url: &str,
+        _settings: &DatabaseSettings,
+    ) -> Result<Arc<dyn Database>> {
         Err(not_built(url, "sqlserver"))
     }
 }
@@ -358,18 +404,38 @@ mod tests {
 
     #[test]
     fn postgres_urls_are_read_as_they_are() {
-        assert_eq!(pg("postgres://qb:pw@db:5432/app"), "postgres://qb:pw@db:5432/app");
-        assert_eq!(pg(" postgresql://db/app?sslmode=require "), "postgresql://db/app?sslmode=require");
-        assert_eq!(DatabaseUrl::parse("POSTGRES://db/app").unwrap().backend(), Backend::Postgres);
+        assert_eq!(
+            pg("postgres://qb:pw@db:5432/app"),
+            "postgres://qb:pw@db:5432/app"
+        );
+        assert_eq!(
+            pg(" postgresql://db/app?sslmode=require "),
+            "postgresql://db/app?sslmode=require"
+        );
+        assert_eq!(
+            DatabaseUrl::parse("POSTGRES://db/app").unwrap().backend(),
+            Backend::Postgres
+        );
     }
 
     #[test]
     fn jdbc_postgres_urls_become_postgres_urls() {
-        assert_eq!(pg("jdbc:postgresql://db.example:5432/app?user=qb&password=p%40ss"), "postgres://qb:p%40ss@db.example:5432/app");
-        assert_eq!(pg("jdbc:postgresql://db:5432/app?user=qb&sslmode=require"), "postgres://qb@db:5432/app?sslmode=require");
+        assert_eq!(
+            pg("jdbc:postgresql://db.example:5432/app?user=qb&password=p%40ss"),
+            "postgres://qb:p%40ss@db.example:5432/app"
+        );
+        assert_eq!(
+            pg("jdbc:postgresql://db:5432/app?user=qb&sslmode=require"),
+            "postgres://qb@db:5432/app?sslmode=require"
+        );
         assert_eq!(pg("jdbc:postgresql://db/app"), "postgres://db/app");
-        let e = DatabaseUrl::parse("jdbc:postgresql:app?password=hunter22").unwrap_err().to_string();
-        assert!(e.contains("postgres://user:password@host:5432/database") && !e.contains("hunter22"), "{e}");
+        let e = DatabaseUrl::parse("jdbc:postgresql:app?password=hunter22")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("postgres://user:password@host:5432/database") && !e.contains("hunter22"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -381,20 +447,41 @@ mod tests {
             "Server=tcp:localhost,1433;Database=app;User Id=sa;Password=pw",
             "Data Source=localhost;Initial Catalog=app",
         ] {
-            assert_eq!(DatabaseUrl::parse(url).unwrap(), DatabaseUrl::SqlServer(url.to_string()), "{url}");
+            assert_eq!(
+                DatabaseUrl::parse(url).unwrap(),
+                DatabaseUrl::SqlServer(url.to_string()),
+                "{url}"
+            );
         }
-        assert_eq!(sqlserver_form("jdbc:sqlserver://h;databaseName=a"), Some(SqlServerForm::Jdbc));
-        assert_eq!(sqlserver_form("Server=h;Database=a"), Some(SqlServerForm::Ado));
+        assert_eq!(
+            sqlserver_form("jdbc:sqlserver://h;databaseName=a"),
+            Some(SqlServerForm::Jdbc)
+        );
+        assert_eq!(
+            sqlserver_form("Server=h;Database=a"),
+            Some(SqlServerForm::Ado)
+        );
         assert_eq!(sqlserver_form("postgres://h/a"), None);
     }
 
     #[test]
     fn an_unknown_url_fails_naming_the_accepted_forms() {
-        for url in ["mysql://root:hunter22@db/app", "host=localhost dbname=app", "", "garbage"] {
+        for url in [
+            "mysql://root:hunter22@db/app",
+            "host=localhost dbname=app",
+            "",
+            "garbage",
+        ] {
             let e = DatabaseUrl::parse(url).unwrap_err();
             let text = e.to_string();
             assert!(matches!(e, Error::Connect { .. }), "{text}");
-            assert!(text.contains("postgres://") && text.contains("jdbc:postgresql://") && text.contains("sqlserver://") && text.contains("ADO.NET"), "{text}");
+            assert!(
+                text.contains("postgres://")
+                    && text.contains("jdbc:postgresql://")
+                    && text.contains("sqlserver://")
+                    && text.contains("ADO.NET"),
+                "{text}"
+            );
             assert!(!text.contains("hunter22"), "{text}");
         }
     }
@@ -402,15 +489,34 @@ mod tests {
     #[cfg(not(feature = "sqlserver"))]
     #[tokio::test]
     async fn a_sqlserver_url_without_the_feature_names_the_feature() {
-        let e = connect(&DatabaseSettings::new("sqlserver://sa:pw@127.0.0.1:1/app")).await.err().unwrap().to_string();
+        let e = connect(&DatabaseSettings::new("sqlserver://sa:pw@127.0.0.1:1/app"))
+            .await
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.contains("`sqlserver`"), "{e}");
     }
 
     #[cfg(feature = "sqlserver")]
     #[tokio::test]
     async fn a_sqlserver_url_reaches_the_sqlserver_store() {
-        let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
-        let e = connect(&DatabaseSettings::new(format!("sqlserver://sa:hunter22@127.0.0.1:{port}/app"))).await.err().unwrap().to_string();
-        assert!(e.contains(&format!("127.0.0.1:{port}")) && !e.contains("hunter22") && !e.contains("PostgreSQL"), "{e}");
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let e = connect(&DatabaseSettings::new(format!(
+            "sqlserver://sa:hunter22@127.0.0.1:{port}/app"
+        )))
+        .await
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.contains(&format!("127.0.0.1:{port}"))
+                && !e.contains("hunter22")
+                && !e.contains("PostgreSQL"),
+            "{e}"
+        );
     }
 }

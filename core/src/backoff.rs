@@ -75,7 +75,12 @@ impl RetryPolicy {
     /// The relay's default for outbox deliveries, the server formula of reference §3.1:
     /// 1 s doubling, +0–25 % jitter, never above 60 s (`outbox.retryBaseDelayMs` sets the base).
     pub fn relay_default() -> Self {
-        RetryPolicy { max_delay: Duration::from_secs(60), jitter: 0.25, formula: Formula::Server, ..Self::default() }
+        RetryPolicy {
+            max_delay: Duration::from_secs(60),
+            jitter: 0.25,
+            formula: Formula::Server,
+            ..Self::default()
+        }
     }
 
     /// Rejects a policy that cannot work, naming the field.
@@ -84,7 +89,10 @@ impl RetryPolicy {
             return Err(Error::config("retry.baseDelayMs", "must be greater than 0"));
         }
         if self.max_delay < self.base_delay {
-            return Err(Error::config("retry.maxDelayMs", "must not be less than retry.baseDelayMs"));
+            return Err(Error::config(
+                "retry.maxDelayMs",
+                "must not be less than retry.baseDelayMs",
+            ));
         }
         if !(0.0..=1.0).contains(&self.jitter) || self.jitter.is_nan() {
             return Err(Error::config("retry.jitter", "must be between 0 and 1"));
@@ -107,7 +115,11 @@ impl RetryPolicy {
             Formula::Server => {
                 let base = u64::try_from(self.base_delay.as_millis()).unwrap_or(u64::MAX);
                 let exp = base.saturating_mul(1 << attempt.min(20));
-                let span = if self.jitter > 0.0 { ((exp as f64 * self.jitter).floor() as u64).max(1) } else { 0 };
+                let span = if self.jitter > 0.0 {
+                    ((exp as f64 * self.jitter).floor() as u64).max(1)
+                } else {
+                    0
+                };
                 // A uniform integer in [0, span]; u = 1 is the upper edge.
                 let jitter = ((u * (span as f64 + 1.0)).floor() as u64).min(span);
                 let cap = u64::try_from(self.max_delay.as_millis()).unwrap_or(u64::MAX);
@@ -148,7 +160,10 @@ mod tests {
 
     #[test]
     fn dead_once_attempts_reach_the_ceiling() {
-        let p = RetryPolicy { max_attempts: 2, ..Default::default() };
+        let p = RetryPolicy {
+            max_attempts: 2,
+            ..Default::default()
+        };
         assert!(matches!(p.decide(0, 0.5), Decision::Retry(_)));
         assert!(matches!(p.decide(1, 0.5), Decision::Retry(_)));
         assert_eq!(p.decide(2, 0.5), Decision::Dead);
@@ -173,9 +188,19 @@ mod tests {
         assert_eq!(p.delay(3, 0.9999), Duration::from_millis(10_000));
         assert_eq!(p.delay(5, 1.0), Duration::from_millis(40_000));
         assert_eq!(p.delay(6, 0.0), Duration::from_secs(60), "64 s is capped");
-        assert_eq!(p.delay(u32::MAX, 1.0), Duration::from_secs(60), "the exponent saturates");
+        assert_eq!(
+            p.delay(u32::MAX, 1.0),
+            Duration::from_secs(60),
+            "the exponent saturates"
+        );
         // The smallest jitter span is 1 ms.
-        let tiny = RetryPolicy { base_delay: Duration::from_millis(1), ..p };
-        assert_eq!((tiny.delay(0, 0.0), tiny.delay(0, 1.0)), (Duration::from_millis(1), Duration::from_millis(2)));
+        let tiny = RetryPolicy {
+            base_delay: Duration::from_millis(1),
+            ..p
+        };
+        assert_eq!(
+            (tiny.delay(0, 0.0), tiny.delay(0, 1.0)),
+            (Duration::from_millis(1), Duration::from_millis(2))
+        );
     }
 }

@@ -39,7 +39,10 @@ pub enum Error {
     /// error, or the server shutting down. Nothing was written; the same call may succeed
     /// once the database is back. Its kind is [`ErrorKind::Connect`].
     #[error("database unavailable during {operation}: {reason}")]
-    Unavailable { operation: &'static str, reason: String },
+    Unavailable {
+        operation: &'static str,
+        reason: String,
+    },
 
     /// A database statement failed.
     #[error("database error during {operation}: {message}")]
@@ -72,7 +75,9 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::ClaimLost { .. } => ErrorKind::ClaimLost,
-            Error::Connect { .. } | Error::Tls { .. } | Error::Unavailable { .. } => ErrorKind::Connect,
+            Error::Connect { .. } | Error::Tls { .. } | Error::Unavailable { .. } => {
+                ErrorKind::Connect
+            }
             Error::SchemaMissing { .. } => ErrorKind::SchemaMissing,
             Error::Migration(_) => ErrorKind::Migration,
             Error::Database { .. } => ErrorKind::Database,
@@ -84,7 +89,10 @@ impl Error {
     }
 
     pub(crate) fn config(path: impl Into<String>, reason: impl Into<String>) -> Self {
-        Error::Config { path: path.into(), reason: reason.into() }
+        Error::Config {
+            path: path.into(),
+            reason: reason.into(),
+        }
     }
 
     /// True when the database could not be reached (as opposed to a statement the database
@@ -104,7 +112,19 @@ impl Error {
                 // SQL Server error numbers: 1205 deadlock victim, 1222 lock request timeout.
                 None => true,
                 Some(c) => {
-                    c.starts_with("08") || matches!(c, "40001" | "40P01" | "55P03" | "57P01" | "57P02" | "57P03" | "51000" | "1205" | "1222")
+                    c.starts_with("08")
+                        || matches!(
+                            c,
+                            "40001"
+                                | "40P01"
+                                | "55P03"
+                                | "57P01"
+                                | "57P02"
+                                | "57P03"
+                                | "51000"
+                                | "1205"
+                                | "1222"
+                        )
                 }
             },
             _ => false,
@@ -179,7 +199,10 @@ impl ErrorKind {
     /// The table as JSON: `{"kinds": [{"code": 2, "name": "claim_lost"}, ...]}`, the content
     /// of `proto-docs/error-kinds.json`.
     pub fn table_json() -> serde_json::Value {
-        let kinds: Vec<_> = ErrorKind::ALL.iter().map(|k| serde_json::json!({"code": k.code(), "name": k.as_str()})).collect();
+        let kinds: Vec<_> = ErrorKind::ALL
+            .iter()
+            .map(|k| serde_json::json!({"code": k.code(), "name": k.as_str()}))
+            .collect();
         serde_json::json!({ "kinds": kinds })
     }
 }
@@ -192,13 +215,19 @@ mod tests {
     /// exactly what [`ErrorKind`] says. `QB_BLESS=1` rewrites it after a deliberate change.
     #[test]
     fn error_kinds_json_matches_the_core_table() {
-        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto-docs/error-kinds.json");
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto-docs/error-kinds.json");
         let fresh = serde_json::to_string_pretty(&ErrorKind::table_json()).unwrap() + "\n";
         if std::env::var_os("QB_BLESS").is_some() {
             std::fs::write(&path, &fresh).unwrap();
         }
         let on_disk = std::fs::read_to_string(&path).unwrap_or_default();
-        assert_eq!(on_disk, fresh, "{} is stale: rerun with QB_BLESS=1 to rewrite it", path.display());
+        assert_eq!(
+            on_disk,
+            fresh,
+            "{} is stale: rerun with QB_BLESS=1 to rewrite it",
+            path.display()
+        );
     }
 
     #[test]
@@ -207,7 +236,8 @@ mod tests {
             assert_eq!(ErrorKind::from_code(k.code()), Some(k));
         }
         assert_eq!(ErrorKind::from_code(0), None);
-        let names: std::collections::HashSet<_> = ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
+        let names: std::collections::HashSet<_> =
+            ErrorKind::ALL.iter().map(|k| k.as_str()).collect();
         assert_eq!(names.len(), ErrorKind::ALL.len(), "names are unique");
     }
 }

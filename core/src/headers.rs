@@ -57,9 +57,15 @@ pub fn is_hop_by_hop(name: &str) -> bool {
 /// control character. The text names the header (never its value: it may be a secret).
 pub fn check_field(name: &str, value: &str) -> Result<(), String> {
     if name.is_empty() || !name.bytes().all(is_tchar) {
-        return Err(format!("header name {name:?} is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)"));
+        return Err(format!(
+            "header name {name:?} is not an HTTP token (letters, digits and !#$%&'*+-.^_`|~ only)"
+        ));
     }
-    if let Some((at, c)) = value.chars().enumerate().find(|(_, c)| c.is_control() && *c != '\t') {
+    if let Some((at, c)) = value
+        .chars()
+        .enumerate()
+        .find(|(_, c)| c.is_control() && *c != '\t')
+    {
         return Err(format!("header {name} holds the control character U+{:04X} at character {at}; header values cannot carry it", c as u32));
     }
     Ok(())
@@ -81,7 +87,9 @@ pub fn first_control(text: &str) -> Option<(usize, char)> {
 /// version may hold such a header; the publisher skips it rather than fail a good message.
 pub fn forwardable(name: &str, value: &str) -> Result<(), String> {
     if is_hop_by_hop(name) {
-        return Err(format!("header {name} describes the sender's connection, not the message"));
+        return Err(format!(
+            "header {name} describes the sender's connection, not the message"
+        ));
     }
     check_field(name, value)
 }
@@ -89,7 +97,10 @@ pub fn forwardable(name: &str, value: &str) -> Result<(), String> {
 /// The bytes a header map takes on a row, counted as names plus values (the bound
 /// `inbox.maxHeaderBytes` applies to this).
 pub fn stored_size(headers: &Map<String, Value>) -> usize {
-    headers.iter().map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len)).sum()
+    headers
+        .iter()
+        .map(|(k, v)| k.len() + v.as_str().map_or_else(|| v.to_string().len(), str::len))
+        .sum()
 }
 
 /// The longest `last_error` text written to a row.
@@ -122,7 +133,10 @@ pub fn relay_headers(
 /// name wins), names as received, minus credentials, the source's own auth header, the
 /// framing and hop-by-hop fields ([`HOP_BY_HOP`]) and every field the sender's
 /// `Connection` header names as connection-specific.
-pub fn stored_headers<'a>(received: impl IntoIterator<Item = (&'a str, &'a str)>, auth_header: Option<&str>) -> Map<String, Value> {
+pub fn stored_headers<'a>(
+    received: impl IntoIterator<Item = (&'a str, &'a str)>,
+    auth_header: Option<&str>,
+) -> Map<String, Value> {
     let received: Vec<(&str, &str)> = received.into_iter().collect();
     let connection_options: Vec<&str> = received
         .iter()
@@ -134,7 +148,10 @@ pub fn stored_headers<'a>(received: impl IntoIterator<Item = (&'a str, &'a str)>
     for (name, value) in received {
         let secret = NEVER_STORED.iter().any(|n| n.eq_ignore_ascii_case(name))
             || auth_header.is_some_and(|a| a.eq_ignore_ascii_case(name));
-        let hop = is_hop_by_hop(name) || connection_options.iter().any(|o| o.eq_ignore_ascii_case(name));
+        let hop = is_hop_by_hop(name)
+            || connection_options
+                .iter()
+                .any(|o| o.eq_ignore_ascii_case(name));
         if !secret && !hop {
             set_replacing(&mut out, name, value);
         }
@@ -145,7 +162,12 @@ pub fn stored_headers<'a>(received: impl IntoIterator<Item = (&'a str, &'a str)>
 /// A usable correlation id: control characters removed, at most 128 characters, and a
 /// fresh UUID when the sender gave none or only blanks.
 pub fn correlation_id(received: Option<&str>) -> String {
-    let cleaned: String = received.unwrap_or("").chars().filter(|c| !c.is_control()).take(MAX_CORRELATION_CHARS).collect();
+    let cleaned: String = received
+        .unwrap_or("")
+        .chars()
+        .filter(|c| !c.is_control())
+        .take(MAX_CORRELATION_CHARS)
+        .collect();
     let cleaned = cleaned.trim();
     if cleaned.is_empty() {
         Uuid::new_v4().to_string()
@@ -178,7 +200,9 @@ fn mask_url_passwords(text: &str) -> String {
         out.push_str(head);
         // The authority ends at the first '/', whitespace or end; the password sits between
         // the first ':' and the last '@' inside it.
-        let end = tail.find(|c: char| c == '/' || c.is_whitespace()).unwrap_or(tail.len());
+        let end = tail
+            .find(|c: char| c == '/' || c.is_whitespace())
+            .unwrap_or(tail.len());
         let authority = &tail[..end];
         match (authority.find(':'), authority.rfind('@')) {
             (Some(colon), Some(at)) if colon < at => {
@@ -202,7 +226,9 @@ fn mask_pairs(text: &str) -> String {
     let mut i = 0;
     let bytes = text.as_bytes();
     while i < text.len() {
-        let hit = KEYS.iter().find(|k| lower[i..].starts_with(*k) && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric()));
+        let hit = KEYS.iter().find(|k| {
+            lower[i..].starts_with(*k) && (i == 0 || !bytes[i - 1].is_ascii_alphanumeric())
+        });
         if let Some(k) = hit {
             let mut j = i + k.len();
             while j < text.len() && bytes[j] == b' ' {
@@ -214,7 +240,9 @@ fn mask_pairs(text: &str) -> String {
                     j += 1;
                 }
                 let start = j;
-                while j < text.len() && !matches!(bytes[j], b';' | b'&' | b',' | b' ' | b'\n' | b'"' | b'\'') {
+                while j < text.len()
+                    && !matches!(bytes[j], b';' | b'&' | b',' | b' ' | b'\n' | b'"' | b'\'')
+                {
                     j += 1;
                 }
                 out.push_str(&text[i..start]);
@@ -271,17 +299,32 @@ mod tests {
     #[test]
     fn a_field_with_a_control_character_or_a_bad_name_cannot_be_sent() {
         assert!(check_field("X-Ok", "tab\tis fine, é too").is_ok());
-        assert!(check_field("X-Bad", "line\nbreak").unwrap_err().contains("U+000A"));
-        assert!(check_field("X-Bad", "nul\0").unwrap_err().contains("U+0000"));
-        assert!(check_field("Bad Name", "v").unwrap_err().contains("not an HTTP token"));
+        assert!(check_field("X-Bad", "line\nbreak")
+            .unwrap_err()
+            .contains("U+000A"));
+        assert!(check_field("X-Bad", "nul\0")
+            .unwrap_err()
+            .contains("U+0000"));
+        assert!(check_field("Bad Name", "v")
+            .unwrap_err()
+            .contains("not an HTTP token"));
         assert!(forwardable("content-length", "3").is_err());
         assert!(forwardable("x-custom", "3").is_ok());
     }
 
     #[test]
     fn redaction_masks_passwords() {
-        let s = redact_error("connect postgres://app:hunter2@db:5432/x failed; password=abc;x", &[]);
-        assert_eq!(s, "connect postgres://app:***@db:5432/x failed; password=***;x");
-        assert_eq!(redact_error(&"x".repeat(5000), &[]).chars().count(), MAX_ERROR_CHARS);
+        let s = redact_error(
+            "connect postgres://app:hunter2@db:5432/x failed; password=abc;x",
+            &[],
+        );
+        assert_eq!(
+            s,
+            "connect postgres://app:***@db:5432/x failed; password=***;x"
+        );
+        assert_eq!(
+            redact_error(&"x".repeat(5000), &[]).chars().count(),
+            MAX_ERROR_CHARS
+        );
     }
 }

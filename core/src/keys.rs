@@ -54,10 +54,16 @@ impl KeySource {
     /// error (sources check their paths at startup, so this names a programming error).
     fn find(&self, input: &KeyInput<'_>) -> Result<Option<(String, KeyOrigin)>> {
         Ok(match self {
-            KeySource::Header { name } => header(input.headers, name).map(|v| (v, KeyOrigin::Header)),
+            KeySource::Header { name } => {
+                header(input.headers, name).map(|v| (v, KeyOrigin::Header))
+            }
             KeySource::Path { path } => {
                 let p = JsonPath::parse(path)?;
-                input.json.and_then(|j| p.select(j)).and_then(scalar_text).map(|v| (v, KeyOrigin::Path))
+                input
+                    .json
+                    .and_then(|j| p.select(j))
+                    .and_then(scalar_text)
+                    .map(|v| (v, KeyOrigin::Path))
             }
             KeySource::MessageId => input
                 .message_id
@@ -94,7 +100,12 @@ pub struct AttributeRule {
 impl AttributeRule {
     /// Parses every path of the three chains, so a bad path fails at startup, not per message.
     pub fn check(&self) -> Result<()> {
-        for s in self.key.iter().chain(&self.event_type).chain(&self.aggregate_id) {
+        for s in self
+            .key
+            .iter()
+            .chain(&self.event_type)
+            .chain(&self.aggregate_id)
+        {
             if let KeySource::Path { path } = s {
                 JsonPath::parse(path)?;
             }
@@ -129,7 +140,10 @@ impl AttributeRule {
 
 /// The first value of `chain` for `input`, without the key's length check.
 fn first(chain: &[KeySource], input: &KeyInput<'_>) -> Option<String> {
-    chain.iter().find_map(|s| s.find(input).ok().flatten()).map(|(v, _)| v)
+    chain
+        .iter()
+        .find_map(|s| s.find(input).ok().flatten())
+        .map(|(v, _)| v)
 }
 
 /// Runs `sources` in order and returns the first value with where it came from.
@@ -204,7 +218,9 @@ enum Step {
 impl JsonPath {
     /// Parses `path`, naming the position of the first thing it does not accept.
     pub fn parse(path: &str) -> Result<Self> {
-        let bad = |at: usize, why: &str| Error::InvalidInput(format!("JSONPath `{path}` at character {at}: {why}"));
+        let bad = |at: usize, why: &str| {
+            Error::InvalidInput(format!("JSONPath `{path}` at character {at}: {why}"))
+        };
         let chars: Vec<char> = path.trim().chars().collect();
         if chars.first() != Some(&'$') {
             return Err(bad(0, "must start with `$`"));
@@ -216,7 +232,9 @@ impl JsonPath {
                 '.' => {
                     let start = i + 1;
                     let mut j = start;
-                    while j < chars.len() && (chars[j].is_alphanumeric() || chars[j] == '_' || chars[j] == '-') {
+                    while j < chars.len()
+                        && (chars[j].is_alphanumeric() || chars[j] == '_' || chars[j] == '-')
+                    {
                         j += 1;
                     }
                     if j == start {
@@ -226,12 +244,18 @@ impl JsonPath {
                     i = j;
                 }
                 '[' => {
-                    let close = chars[i..].iter().position(|&c| c == ']').map(|p| p + i).ok_or_else(|| bad(i, "unclosed `[`"))?;
+                    let close = chars[i..]
+                        .iter()
+                        .position(|&c| c == ']')
+                        .map(|p| p + i)
+                        .ok_or_else(|| bad(i, "unclosed `[`"))?;
                     let inner: String = chars[i + 1..close].iter().collect();
                     let inner = inner.trim();
                     if let Some(q) = inner.strip_prefix('\'').and_then(|s| s.strip_suffix('\'')) {
                         steps.push(Step::Field(q.to_string()));
-                    } else if let Some(q) = inner.strip_prefix('"').and_then(|s| s.strip_suffix('"')) {
+                    } else if let Some(q) =
+                        inner.strip_prefix('"').and_then(|s| s.strip_suffix('"'))
+                    {
                         steps.push(Step::Field(q.to_string()));
                     } else if let Ok(n) = inner.parse::<usize>() {
                         steps.push(Step::Index(n));
@@ -268,11 +292,32 @@ mod tests {
         let body = br#"{"id": 7}"#;
         let json: Value = serde_json::from_slice(body).unwrap();
         let headers = vec![("X-Idempotency-Key".to_string(), " h1 ".to_string())];
-        let input = KeyInput { body, json: Some(&json), headers: &headers, message_id: None };
-        let rule = [KeySource::Header { name: "x-idempotency-key".into() }, KeySource::Path { path: "$.id".into() }];
-        assert_eq!(extract(&rule, &input).unwrap(), Some(("h1".into(), KeyOrigin::Header)));
-        let input = KeyInput { headers: &[], ..input };
-        assert_eq!(extract(&rule, &input).unwrap(), Some(("7".into(), KeyOrigin::Path)));
+        let input = KeyInput {
+            body,
+            json: Some(&json),
+            headers: &headers,
+            message_id: None,
+        };
+        let rule = [
+            KeySource::Header {
+                name: "x-idempotency-key".into(),
+            },
+            KeySource::Path {
+                path: "$.id".into(),
+            },
+        ];
+        assert_eq!(
+            extract(&rule, &input).unwrap(),
+            Some(("h1".into(), KeyOrigin::Header))
+        );
+        let input = KeyInput {
+            headers: &[],
+            ..input
+        };
+        assert_eq!(
+            extract(&rule, &input).unwrap(),
+            Some(("7".into(), KeyOrigin::Path))
+        );
         let d = extract(&[KeySource::Digest], &input).unwrap().unwrap();
         assert!(d.0.starts_with("sha256:") && d.0.len() == 71);
     }
@@ -282,7 +327,12 @@ mod tests {
         let body = br#"{"type":"from-path","acct":"a-1"}"#;
         let json: Value = serde_json::from_slice(body).unwrap();
         let headers = vec![("X-Type".to_string(), "from-header".to_string())];
-        let input = KeyInput { body, json: Some(&json), headers: &headers, message_id: Some("m-1") };
+        let input = KeyInput {
+            body,
+            json: Some(&json),
+            headers: &headers,
+            message_id: Some("m-1"),
+        };
         let header = |n: &str| KeySource::Header { name: n.into() };
         let path = |p: &str| KeySource::Path { path: p.into() };
         let rule = AttributeRule {
@@ -291,18 +341,44 @@ mod tests {
             aggregate_id: vec![header("X-Acct"), path("$.acct"), KeySource::MessageId],
         };
         rule.check().unwrap();
-        assert_eq!(rule.key(&input).unwrap(), None, "no digest in the chain: no key");
-        assert_eq!(rule.missing_key(), "No idempotency key found (tried header X-Key, path $.id)");
+        assert_eq!(
+            rule.key(&input).unwrap(),
+            None,
+            "no digest in the chain: no key"
+        );
+        assert_eq!(
+            rule.missing_key(),
+            "No idempotency key found (tried header X-Key, path $.id)"
+        );
         assert_eq!(rule.event_type(&input).as_deref(), Some("from-path"));
-        let header_first = AttributeRule { event_type: vec![header("X-Type"), path("$.type")], ..rule.clone() };
-        assert_eq!(header_first.event_type(&input).as_deref(), Some("from-header"));
+        let header_first = AttributeRule {
+            event_type: vec![header("X-Type"), path("$.type")],
+            ..rule.clone()
+        };
+        assert_eq!(
+            header_first.event_type(&input).as_deref(),
+            Some("from-header")
+        );
         assert_eq!(rule.aggregate_id(&input).as_deref(), Some("a-1"));
         let long = "x".repeat(MAX_KEY_CHARS + 1);
         let headers = vec![("X-Type".to_string(), long.clone())];
-        let input = KeyInput { json: None, headers: &headers, ..input };
-        assert_eq!(rule.event_type(&input), Some(long), "attributes are judged by NewInboxMessage::validate, not cut here");
+        let input = KeyInput {
+            json: None,
+            headers: &headers,
+            ..input
+        };
+        assert_eq!(
+            rule.event_type(&input),
+            Some(long),
+            "attributes are judged by NewInboxMessage::validate, not cut here"
+        );
         assert_eq!(rule.aggregate_id(&input).as_deref(), Some("m-1"));
-        assert!(AttributeRule { event_type: vec![path("type")], ..Default::default() }.check().is_err());
+        assert!(AttributeRule {
+            event_type: vec![path("type")],
+            ..Default::default()
+        }
+        .check()
+        .is_err());
     }
 
     #[test]

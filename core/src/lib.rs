@@ -62,7 +62,10 @@ pub mod worker;
 pub use backend::{Database, DatabaseSettings};
 pub use backoff::{Decision, RetryPolicy};
 pub use error::{Error, ErrorKind, Result};
-pub use message::{ClaimRef, ClaimedRow, Consumption, InboxMessage, InboxState, InsertOutcome, NewInboxMessage, OutboxState};
+pub use message::{
+    ClaimRef, ClaimedRow, Consumption, InboxMessage, InboxState, InsertOutcome, NewInboxMessage,
+    OutboxState,
+};
 pub use store::{SqlValue, Store, StoreTx};
 pub use worker::{HandlerError, Outcome, Task, Worker, WorkerOptions};
 

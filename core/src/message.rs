@@ -142,7 +142,11 @@ pub struct NewInboxMessage {
 
 impl NewInboxMessage {
     /// A pending message with no optional attributes.
-    pub fn new(source: impl Into<String>, idempotency_key: impl Into<String>, payload: Value) -> Self {
+    pub fn new(
+        source: impl Into<String>,
+        idempotency_key: impl Into<String>,
+        payload: Value,
+    ) -> Self {
         NewInboxMessage {
             source: source.into(),
             idempotency_key: idempotency_key.into(),
@@ -170,7 +174,12 @@ impl NewInboxMessage {
     /// Checks the column limits, naming the field that is too long or empty.
     pub fn validate(&self) -> Result<()> {
         check_text("source", &self.source, MAX_KEY_CHARS, false)?;
-        check_text("idempotency_key", &self.idempotency_key, MAX_KEY_CHARS, false)?;
+        check_text(
+            "idempotency_key",
+            &self.idempotency_key,
+            MAX_KEY_CHARS,
+            false,
+        )?;
         if let Some(a) = &self.aggregate_id {
             check_text("aggregate_id", a, MAX_KEY_CHARS, true)?;
         }
@@ -181,7 +190,9 @@ impl NewInboxMessage {
             check_text("correlation_id", c, MAX_CORRELATION_CHARS, true)?;
         }
         for (name, value) in &self.headers {
-            let value = value.as_str().ok_or_else(|| Error::InvalidInput("headers must map names to string values".into()))?;
+            let value = value.as_str().ok_or_else(|| {
+                Error::InvalidInput("headers must map names to string values".into())
+            })?;
             headers::check_field(name, value).map_err(Error::InvalidInput)?;
         }
         if let Some(at) = nul_path(&self.payload) {
@@ -199,15 +210,33 @@ impl NewInboxMessage {
     /// bytes. Broker sources store such a message dead and acknowledge it, because a
     /// redelivery could not change it and a refusal would block the queue for ever.
     pub fn quarantine(&mut self, raw_body: &[u8], reason: &str) {
-        self.dead_reason.get_or_insert_with(|| format!("{reason}; stored dead"));
-        if check_text("idempotency_key", &self.idempotency_key, MAX_KEY_CHARS, false).is_err() {
+        self.dead_reason
+            .get_or_insert_with(|| format!("{reason}; stored dead"));
+        if check_text(
+            "idempotency_key",
+            &self.idempotency_key,
+            MAX_KEY_CHARS,
+            false,
+        )
+        .is_err()
+        {
             self.idempotency_key = crate::keys::digest(raw_body);
         }
-        let usable = |field: &str, v: &Option<String>, max: usize| v.clone().filter(|v| check_text(field, v, max, true).is_ok());
+        let usable = |field: &str, v: &Option<String>, max: usize| {
+            v.clone()
+                .filter(|v| check_text(field, v, max, true).is_ok())
+        };
         self.aggregate_id = usable("aggregate_id", &self.aggregate_id, MAX_KEY_CHARS);
         self.event_type = usable("event_type", &self.event_type, MAX_KEY_CHARS);
-        self.correlation_id = usable("correlation_id", &self.correlation_id, MAX_CORRELATION_CHARS);
-        self.headers.retain(|k, v| v.as_str().is_some_and(|v| headers::check_field(k, v).is_ok()));
+        self.correlation_id = usable(
+            "correlation_id",
+            &self.correlation_id,
+            MAX_CORRELATION_CHARS,
+        );
+        self.headers.retain(|k, v| {
+            v.as_str()
+                .is_some_and(|v| headers::check_field(k, v).is_ok())
+        });
         if nul_path(&self.payload).is_some() {
             use base64::Engine as _;
             self.payload = serde_json::json!({ "rawBase64": base64::engine::general_purpose::STANDARD.encode(raw_body) });
@@ -224,7 +253,9 @@ fn check_text(field: &str, value: &str, max: usize, empty_ok: bool) -> Result<()
     }
     let n = value.chars().count();
     if n > max {
-        return Err(Error::InvalidInput(format!("{field} has {n} characters; the column holds {max}")));
+        return Err(Error::InvalidInput(format!(
+            "{field} has {n} characters; the column holds {max}"
+        )));
     }
     if let Some((at, c)) = headers::first_control(value) {
         return Err(Error::InvalidInput(format!(
@@ -242,7 +273,12 @@ fn nul_path(value: &Value) -> Option<String> {
     while let Some((path, v)) = stack.pop() {
         match v {
             Value::String(s) if s.contains('\0') => return Some(path),
-            Value::Array(items) => stack.extend(items.iter().enumerate().map(|(i, item)| (format!("{path}[{i}]"), item))),
+            Value::Array(items) => stack.extend(
+                items
+                    .iter()
+                    .enumerate()
+                    .map(|(i, item)| (format!("{path}[{i}]"), item)),
+            ),
             Value::Object(map) => {
                 for (k, item) in map {
                     if k.contains('\0') {
@@ -288,7 +324,11 @@ mod tests {
         let e = m.validate().unwrap_err().to_string();
         assert!(e.contains("idempotency_key") && e.contains("U+0001"), "{e}");
         let m = NewInboxMessage::new("orders", "k", json!({})).aggregate("acct\n9");
-        assert!(m.validate().unwrap_err().to_string().contains("aggregate_id"));
+        assert!(m
+            .validate()
+            .unwrap_err()
+            .to_string()
+            .contains("aggregate_id"));
     }
 
     #[test]

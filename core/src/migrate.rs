@@ -25,7 +25,12 @@ macro_rules! migration {
         Migration {
             version: $version,
             name: $name,
-            sql: include_str!(concat!("../../migrations/", $dir, "/", concat!($name, ".sql"))),
+            sql: include_str!(concat!(
+                "../../migrations/",
+                $dir,
+                "/",
+                concat!($name, ".sql")
+            )),
         }
     };
 }
@@ -62,7 +67,8 @@ pub mod postgres {
     //! The PostgreSQL migration runner.
     use super::*;
     use crate::store::postgres::sql::{
-        HAS_HISTORY, HAS_TABLES, HISTORY_CREATE as HISTORY, HISTORY_INSERT, HISTORY_MAX, HISTORY_SELECT, MIGRATE_LOCK, MIGRATE_UNLOCK,
+        HAS_HISTORY, HAS_TABLES, HISTORY_CREATE as HISTORY, HISTORY_INSERT, HISTORY_MAX,
+        HISTORY_SELECT, MIGRATE_LOCK, MIGRATE_UNLOCK,
     };
     use crate::store::postgres::{db_err, PgStore};
     use sqlx::Row;
@@ -73,10 +79,21 @@ pub mod postgres {
 
     /// Applies every pending migration. Safe to run from several processes at once.
     pub async fn run(store: &PgStore) -> Result<MigrationReport> {
-        let mut conn = store.pool().acquire().await.map_err(|e| db_err("migrate", e))?;
-        sqlx::query(MIGRATE_LOCK).bind(LOCK_KEY).execute(&mut *conn).await.map_err(|e| db_err("migrate lock", e))?;
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| db_err("migrate", e))?;
+        sqlx::query(MIGRATE_LOCK)
+            .bind(LOCK_KEY)
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| db_err("migrate lock", e))?;
         let result = apply(&mut conn).await;
-        let _ = sqlx::query(MIGRATE_UNLOCK).bind(LOCK_KEY).execute(&mut *conn).await;
+        let _ = sqlx::query(MIGRATE_UNLOCK)
+            .bind(LOCK_KEY)
+            .execute(&mut *conn)
+            .await;
         result
     }
 
@@ -101,7 +118,9 @@ pub mod postgres {
                 ));
             }
         }
-        sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(HISTORY)).await.map_err(|e| db_err("migrate", e))?;
+        sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(HISTORY))
+            .await
+            .map_err(|e| db_err("migrate", e))?;
         let rows = sqlx::query(HISTORY_SELECT)
             .fetch_all(&mut *conn)
             .await
@@ -128,11 +147,20 @@ pub mod postgres {
             }
         }
         let applied: Vec<i32> = rows.iter().map(|r| r.get::<i32, _>("version")).collect();
-        let pending: Vec<&Migration> = POSTGRES.iter().filter(|m| !applied.contains(&m.version)).collect();
+        let pending: Vec<&Migration> = POSTGRES
+            .iter()
+            .filter(|m| !applied.contains(&m.version))
+            .collect();
         drop(rows);
         for m in pending {
-            let mut tx = sqlx::Connection::begin(&mut *conn).await.map_err(|e| db_err("migrate", e))?;
-            sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(m.sql)).await.map_err(|e| Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e))))?;
+            let mut tx = sqlx::Connection::begin(&mut *conn)
+                .await
+                .map_err(|e| db_err("migrate", e))?;
+            sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(m.sql))
+                .await
+                .map_err(|e| {
+                    Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e)))
+                })?;
             sqlx::query(HISTORY_INSERT)
                 .bind(m.version)
                 .bind(m.name)

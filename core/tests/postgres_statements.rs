@@ -11,14 +11,21 @@ use queuebox_core::store::postgres::sql;
 async fn every_postgres_statement_prepares_on_a_migrated_database() {
     let (store, _) = support::fresh_store("statements").await;
     let all = sql::statements();
-    assert!(all.len() >= 35, "statements() lists the backend's statements");
+    assert!(
+        all.len() >= 35,
+        "statements() lists the backend's statements"
+    );
     let mut failed = Vec::new();
     for (name, text) in &all {
         if let Err(e) = sqlx::Executor::prepare(store.pool(), text).await {
             failed.push(format!("{name}: {e}"));
         }
     }
-    assert!(failed.is_empty(), "statements that do not prepare:\n{}", failed.join("\n"));
+    assert!(
+        failed.is_empty(),
+        "statements that do not prepare:\n{}",
+        failed.join("\n")
+    );
 }
 
 #[test]

@@ -19,7 +19,12 @@ use sqlparser::parser::Parser;
 fn split_batch(batch: &str) -> Vec<String> {
     let chars: Vec<char> = batch.chars().collect();
     let (mut out, mut cur, mut depth, mut i) = (Vec::new(), String::new(), 0i32, 0usize);
-    let word_at = |i: usize| -> String { chars[i..].iter().take_while(|c| c.is_ascii_alphanumeric() || **c == '_').collect() };
+    let word_at = |i: usize| -> String {
+        chars[i..]
+            .iter()
+            .take_while(|c| c.is_ascii_alphanumeric() || **c == '_')
+            .collect()
+    };
     while i < chars.len() {
         let c = chars[i];
         let next = chars.get(i + 1).copied();
@@ -31,8 +36,12 @@ fn split_batch(batch: &str) -> Vec<String> {
             continue;
         }
         if c == '/' && next == Some('*') {
-            let end = batch[batch.char_indices().nth(i).unwrap().0..].find("*/").expect("unterminated comment");
-            i += batch[batch.char_indices().nth(i).unwrap().0..][..end + 2].chars().count();
+            let end = batch[batch.char_indices().nth(i).unwrap().0..]
+                .find("*/")
+                .expect("unterminated comment");
+            i += batch[batch.char_indices().nth(i).unwrap().0..][..end + 2]
+                .chars()
+                .count();
             cur.push(' ');
             continue;
         }
@@ -54,14 +63,22 @@ fn split_batch(batch: &str) -> Vec<String> {
             i += 1;
             continue;
         }
-        let starts_word = (c.is_ascii_alphabetic() || c == '_') && (i == 0 || !(chars[i - 1].is_ascii_alphanumeric() || chars[i - 1] == '_' || chars[i - 1] == '@'));
+        let starts_word = (c.is_ascii_alphabetic() || c == '_')
+            && (i == 0
+                || !(chars[i - 1].is_ascii_alphanumeric()
+                    || chars[i - 1] == '_'
+                    || chars[i - 1] == '@'));
         if starts_word {
             let w = word_at(i);
             let upper = w.to_ascii_uppercase();
             let following = chars[i + w.len()..].iter().collect::<String>();
             let following = following.trim_start().to_ascii_uppercase();
             match upper.as_str() {
-                "BEGIN" if !(following.starts_with("TRAN") || following.starts_with("DISTRIBUTED")) => depth += 1,
+                "BEGIN"
+                    if !(following.starts_with("TRAN") || following.starts_with("DISTRIBUTED")) =>
+                {
+                    depth += 1
+                }
                 "CASE" => depth += 1,
                 "END" => depth -= 1,
                 _ => {}
@@ -118,7 +135,11 @@ fn parse_tsql(what: &str, batch: &str) -> Vec<Statement> {
         let text = rewrite_known_gaps(&stmt);
         match Parser::parse_sql(&MsSqlDialect {}, &text) {
             Ok(mut v) => {
-                assert_eq!(v.len(), 1, "{what}: one statement expected from:\n{text}\nparsed as {v:?}");
+                assert_eq!(
+                    v.len(),
+                    1,
+                    "{what}: one statement expected from:\n{text}\nparsed as {v:?}"
+                );
                 parsed.push(v.remove(0));
             }
             Err(e) => panic!("{what}: T-SQL does not parse: {e}\n{text}"),
@@ -130,17 +151,35 @@ fn parse_tsql(what: &str, batch: &str) -> Vec<Statement> {
 #[test]
 fn every_backend_statement_parses_as_tsql() {
     let all = sql::statements();
-    assert!(all.len() >= 15, "statements() lists the backend's statements");
+    assert!(
+        all.len() >= 15,
+        "statements() lists the backend's statements"
+    );
     for (name, text) in &all {
         assert!(!parse_tsql(name, text).is_empty(), "{name} is empty");
     }
     // The claim is one batch of several statements, the protocol of reference 3.3 step by step.
     let claim = parse_tsql("CLAIM", sql::CLAIM);
-    let kinds: Vec<String> = claim.iter().map(|s| s.to_string().split_whitespace().take(2).collect::<Vec<_>>().join(" ")).collect();
+    let kinds: Vec<String> = claim
+        .iter()
+        .map(|s| {
+            s.to_string()
+                .split_whitespace()
+                .take(2)
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
     assert!(kinds.iter().any(|k| k.starts_with("BEGIN")), "{kinds:?}");
-    assert!(kinds.iter().any(|k| k == "EXECUTE sp_getapplock"), "{kinds:?}");
+    assert!(
+        kinds.iter().any(|k| k == "EXECUTE sp_getapplock"),
+        "{kinds:?}"
+    );
     assert!(kinds.iter().any(|k| k.starts_with("IF")), "{kinds:?}");
-    assert!(kinds.iter().any(|k| k.starts_with("WITH cand")), "{kinds:?}");
+    assert!(
+        kinds.iter().any(|k| k.starts_with("WITH cand")),
+        "{kinds:?}"
+    );
     assert_eq!(kinds.last().map(String::as_str), Some("COMMIT"));
 }
 
@@ -151,7 +190,12 @@ fn every_migration_parses_as_tsql() {
         if m.version == 3 {
             assert!(stmts.is_empty(), "0003 is comment-only on SQL Server");
         } else {
-            assert!(stmts.len() >= 5, "{} has {} statements", m.name, stmts.len());
+            assert!(
+                stmts.len() >= 5,
+                "{} has {} statements",
+                m.name,
+                stmts.len()
+            );
         }
     }
 }
@@ -178,43 +222,84 @@ fn the_check_rejects_broken_tsql() {
 
 /// Every T-SQL text the backend ships: (name, text).
 fn all_tsql() -> Vec<(String, String)> {
-    let mut v: Vec<(String, String)> = sql::statements().into_iter().map(|(n, s)| (n.to_string(), s)).collect();
-    v.extend(SQLSERVER.iter().map(|m| (m.name.to_string(), m.sql.to_string())));
+    let mut v: Vec<(String, String)> = sql::statements()
+        .into_iter()
+        .map(|(n, s)| (n.to_string(), s))
+        .collect();
+    v.extend(
+        SQLSERVER
+            .iter()
+            .map(|m| (m.name.to_string(), m.sql.to_string())),
+    );
     v
 }
 
 fn code_only(text: &str) -> String {
-    text.lines().map(|l| l.split("--").next().unwrap_or("")).collect::<Vec<_>>().join("\n").to_ascii_uppercase()
+    text.lines()
+        .map(|l| l.split("--").next().unwrap_or(""))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .to_ascii_uppercase()
 }
 
 #[test]
 fn tsql_uses_the_utc_clock_and_no_postgresql_syntax() {
     const FORBIDDEN: [&str; 16] = [
-        "GETDATE(", "GETUTCDATE(", "SYSDATETIME(", "SYSDATETIMEOFFSET(", "CURRENT_TIMESTAMP", "CLOCK_TIMESTAMP", "MAKE_INTERVAL",
-        "GEN_RANDOM_UUID", "ON CONFLICT", "RETURNING", "SKIP LOCKED", "FOR UPDATE", "::", "$1", "JSONB", "TIMESTAMPTZ",
+        "GETDATE(",
+        "GETUTCDATE(",
+        "SYSDATETIME(",
+        "SYSDATETIMEOFFSET(",
+        "CURRENT_TIMESTAMP",
+        "CLOCK_TIMESTAMP",
+        "MAKE_INTERVAL",
+        "GEN_RANDOM_UUID",
+        "ON CONFLICT",
+        "RETURNING",
+        "SKIP LOCKED",
+        "FOR UPDATE",
+        "::",
+        "$1",
+        "JSONB",
+        "TIMESTAMPTZ",
     ];
     for (name, text) in all_tsql() {
         let code = code_only(&text);
         for f in FORBIDDEN {
             assert!(!code.contains(f), "{name} contains `{f}`");
         }
-        assert!(!code.contains(" LIMIT "), "{name}: LIMIT is not T-SQL (TOP)");
-        assert!(!code.lines().any(|l| l.trim() == "GO"), "{name}: GO is a client batch separator, not T-SQL");
+        assert!(
+            !code.contains(" LIMIT "),
+            "{name}: LIMIT is not T-SQL (TOP)"
+        );
+        assert!(
+            !code.lines().any(|l| l.trim() == "GO"),
+            "{name}: GO is a client batch separator, not T-SQL"
+        );
         // Every DATETIME column is DATETIME2 (UTC by convention), never DATETIME or a zoned type.
         for (i, _) in code.match_indices("DATETIME") {
             let after = &code[i + "DATETIME".len()..];
-            assert!(after.starts_with('2') || code[..i].ends_with("SYSUTC"), "{name}: a DATETIME that is not DATETIME2");
+            assert!(
+                after.starts_with('2') || code[..i].ends_with("SYSUTC"),
+                "{name}: a DATETIME that is not DATETIME2"
+            );
         }
         // Parameters are @P1…@Pn without gaps.
         let mut used = BTreeSet::new();
         for (i, _) in code.match_indices("@P") {
-            let digits: String = code[i + 2..].chars().take_while(|c| c.is_ascii_digit()).collect();
+            let digits: String = code[i + 2..]
+                .chars()
+                .take_while(|c| c.is_ascii_digit())
+                .collect();
             if let Ok(n) = digits.parse::<u32>() {
                 used.insert(n);
             }
         }
         if let Some(max) = used.iter().max() {
-            assert_eq!(used, (1..=*max).collect(), "{name}: parameters @P1..@P{max} without gaps");
+            assert_eq!(
+                used,
+                (1..=*max).collect(),
+                "{name}: parameters @P1..@P{max} without gaps"
+            );
         }
     }
 }
@@ -244,9 +329,14 @@ fn claim_protocol_is_intact() {
     // locking hint beside it.
     for (name, text) in all_tsql() {
         for (i, _) in text.match_indices("READPAST") {
-            let open = text[..i].rfind("WITH (").expect("READPAST inside WITH (...)");
+            let open = text[..i]
+                .rfind("WITH (")
+                .expect("READPAST inside WITH (...)");
             let hints = &text[open..i + text[i..].find(')').unwrap()];
-            assert!(hints.contains("UPDLOCK") || hints.contains("READCOMMITTEDLOCK"), "{name}: `{hints})` needs a locking hint");
+            assert!(
+                hints.contains("UPDLOCK") || hints.contains("READCOMMITTEDLOCK"),
+                "{name}: `{hints})` needs a locking hint"
+            );
         }
     }
     // The lock comes before any read of inbox, the commit after the update.
@@ -257,10 +347,18 @@ fn claim_protocol_is_intact() {
     assert!(c.find("ROLLBACK TRANSACTION").unwrap() < c.find("THROW 51000").unwrap());
     // Bound parameters are read once into the @qb variables and never used again after.
     let body = &c[c.find("BEGIN TRANSACTION").unwrap()..];
-    assert!(!body.contains("@P"), "the claim body uses only @qb variables");
+    assert!(
+        !body.contains("@P"),
+        "the claim body uses only @qb variables"
+    );
     // Every fenced write carries the same fence as PostgreSQL.
     let fence = "id = @P1 AND consumption = 'pull' AND state = 'processing' AND claim_token = @P2 AND lease_expires_at > SYSUTCDATETIME()";
-    for (name, s) in [("COMPLETE", sql::COMPLETE), ("RETRY", sql::RETRY), ("DEAD", sql::DEAD), ("RELEASE", sql::RELEASE)] {
+    for (name, s) in [
+        ("COMPLETE", sql::COMPLETE),
+        ("RETRY", sql::RETRY),
+        ("DEAD", sql::DEAD),
+        ("RELEASE", sql::RELEASE),
+    ] {
         assert!(s.ends_with(fence), "{name} ends with the fence");
     }
 }
@@ -269,8 +367,14 @@ fn claim_protocol_is_intact() {
 fn sequence_defaults_name_a_created_sequence() {
     for m in SQLSERVER {
         for (i, _) in m.sql.match_indices("NEXT VALUE FOR ") {
-            let seq: String = m.sql[i + 15..].chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
-            let created = m.sql.find(&format!("CREATE SEQUENCE {seq} ")).unwrap_or_else(|| panic!("{}: {seq} is not created", m.name));
+            let seq: String = m.sql[i + 15..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            let created = m
+                .sql
+                .find(&format!("CREATE SEQUENCE {seq} "))
+                .unwrap_or_else(|| panic!("{}: {seq} is not created", m.name));
             assert!(created < i, "{}: {seq} is created after its use", m.name);
         }
     }
@@ -289,18 +393,33 @@ fn shape(stmts: &[Statement]) -> Shape {
     for st in stmts {
         match st {
             Statement::CreateTable(t) => {
-                s.tables.insert(t.name.to_string(), t.columns.iter().map(|c| c.name.value.clone()).collect());
+                s.tables.insert(
+                    t.name.to_string(),
+                    t.columns.iter().map(|c| c.name.value.clone()).collect(),
+                );
                 for c in &t.constraints {
-                    if let Some(name) = c.to_string().strip_prefix("CONSTRAINT ").and_then(|r| r.split_whitespace().next()) {
+                    if let Some(name) = c
+                        .to_string()
+                        .strip_prefix("CONSTRAINT ")
+                        .and_then(|r| r.split_whitespace().next())
+                    {
                         s.constraints.insert(name.to_string());
                     }
                 }
             }
             Statement::CreateIndex(ix) => {
                 let name = ix.name.as_ref().expect("indexes are named").to_string();
-                let cols = ix.columns.iter().map(|c| c.to_string().trim_matches(['[', ']', '"']).to_string()).collect();
-                let filter = ix.predicate.as_ref().map(|p| p.to_string().replace(['[', ']'], ""));
-                s.indexes.insert(name, (ix.table_name.to_string(), cols, filter));
+                let cols = ix
+                    .columns
+                    .iter()
+                    .map(|c| c.to_string().trim_matches(['[', ']', '"']).to_string())
+                    .collect();
+                let filter = ix
+                    .predicate
+                    .as_ref()
+                    .map(|p| p.to_string().replace(['[', ']'], ""));
+                s.indexes
+                    .insert(name, (ix.table_name.to_string(), cols, filter));
             }
             _ => {}
         }
@@ -311,29 +430,66 @@ fn shape(stmts: &[Statement]) -> Shape {
 fn postgres_statements(m: &Migration) -> Vec<Statement> {
     // sqlparser's PostgreSQL dialect does not parse `ALTER SEQUENCE … OWNED BY`, which has no
     // SQL Server counterpart (the sequence is a separate object there); leave it out.
-    let text: Vec<&str> = m.sql.split(';').filter(|s| !code_only(s).trim().starts_with("ALTER SEQUENCE")).collect();
-    Parser::parse_sql(&PostgreSqlDialect {}, &text.join(";")).unwrap_or_else(|e| panic!("{}: {e}", m.name))
+    let text: Vec<&str> = m
+        .sql
+        .split(';')
+        .filter(|s| !code_only(s).trim().starts_with("ALTER SEQUENCE"))
+        .collect();
+    Parser::parse_sql(&PostgreSqlDialect {}, &text.join(";"))
+        .unwrap_or_else(|e| panic!("{}: {e}", m.name))
 }
 
 #[test]
 fn sqlserver_migrations_have_the_postgres_final_shape() {
     let pg_versions: Vec<(i32, &str)> = POSTGRES.iter().map(|m| (m.version, m.name)).collect();
     let ms_versions: Vec<(i32, &str)> = SQLSERVER.iter().map(|m| (m.version, m.name)).collect();
-    assert_eq!(pg_versions, ms_versions, "same versions and names on both engines");
+    assert_eq!(
+        pg_versions, ms_versions,
+        "same versions and names on both engines"
+    );
     // Version 3 is the PostgreSQL NOTIFY trigger; it adds no table, column or index.
-    let pg: Vec<Statement> = POSTGRES.iter().filter(|m| m.version != 3).flat_map(postgres_statements).collect();
-    let ms: Vec<Statement> = SQLSERVER.iter().flat_map(|m| parse_tsql(m.name, m.sql)).collect();
+    let pg: Vec<Statement> = POSTGRES
+        .iter()
+        .filter(|m| m.version != 3)
+        .flat_map(postgres_statements)
+        .collect();
+    let ms: Vec<Statement> = SQLSERVER
+        .iter()
+        .flat_map(|m| parse_tsql(m.name, m.sql))
+        .collect();
     let (pg, ms) = (shape(&pg), shape(&ms));
-    assert_eq!(pg.tables, ms.tables, "the same tables with the same columns in the same order");
+    assert_eq!(
+        pg.tables, ms.tables,
+        "the same tables with the same columns in the same order"
+    );
     for (name, def) in &pg.indexes {
-        assert_eq!(ms.indexes.get(name), Some(def), "index {name}: same table, columns and filter on SQL Server");
+        assert_eq!(
+            ms.indexes.get(name),
+            Some(def),
+            "index {name}: same table, columns and filter on SQL Server"
+        );
     }
-    let extra: Vec<&String> = ms.indexes.keys().filter(|k| !pg.indexes.contains_key(*k)).collect();
-    assert!(extra.iter().all(|k| k.starts_with("cx_")), "SQL Server adds only the clustered indexes: {extra:?}");
-    assert!(ms.constraints.contains("uq_inbox_source_idempotency"), "{:?}", ms.constraints);
+    let extra: Vec<&String> = ms
+        .indexes
+        .keys()
+        .filter(|k| !pg.indexes.contains_key(*k))
+        .collect();
+    assert!(
+        extra.iter().all(|k| k.starts_with("cx_")),
+        "SQL Server adds only the clustered indexes: {extra:?}"
+    );
+    assert!(
+        ms.constraints.contains("uq_inbox_source_idempotency"),
+        "{:?}",
+        ms.constraints
+    );
     let inbox = SQLSERVER.iter().find(|m| m.version == 2).unwrap().sql;
-    assert!(inbox.contains("headers          NVARCHAR(MAX)    NOT NULL CONSTRAINT df_inbox_headers DEFAULT '{}'"));
-    assert!(inbox.contains("id               UNIQUEIDENTIFIER NOT NULL CONSTRAINT df_inbox_id DEFAULT NEWID()"));
+    assert!(inbox.contains(
+        "headers          NVARCHAR(MAX)    NOT NULL CONSTRAINT df_inbox_headers DEFAULT '{}'"
+    ));
+    assert!(inbox.contains(
+        "id               UNIQUEIDENTIFIER NOT NULL CONSTRAINT df_inbox_id DEFAULT NEWID()"
+    ));
 }
 
 /// The two backends' statement modules line up by name: every statement the PostgreSQL relay
@@ -341,7 +497,10 @@ fn sqlserver_migrations_have_the_postgres_final_shape() {
 /// reader can compare `store/postgres/sql.rs` and `store/sqlserver/sql.rs` side by side.
 #[test]
 fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
-    let sqlserver: BTreeSet<String> = sql::statements().into_iter().map(|(n, _)| n.to_string()).collect();
+    let sqlserver: BTreeSet<String> = sql::statements()
+        .into_iter()
+        .map(|(n, _)| n.to_string())
+        .collect();
     // PostgreSQL-only: its migration runner's two catalogue probes (SQL Server does both in
     // SCHEMA_CHECK).
     let pg_only = ["HAS_HISTORY", "HAS_TABLES"];
@@ -350,5 +509,8 @@ fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
         .map(|(n, _)| n)
         .filter(|n| !pg_only.contains(n) && !sqlserver.contains(*n))
         .collect();
-    assert!(missing.is_empty(), "PostgreSQL statements without a SQL Server counterpart: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "PostgreSQL statements without a SQL Server counterpart: {missing:?}"
+    );
 }

@@ -14,7 +14,9 @@ use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
-use queuebox_core::store::relay::{ClaimedOutbox, Forwarded, NewOutboxRow, RelayStore, ReplayFilter};
+use queuebox_core::store::relay::{
+    ClaimedOutbox, Forwarded, NewOutboxRow, RelayStore, ReplayFilter,
+};
 use queuebox_core::store::{JsonRow, Store};
 use queuebox_core::{ClaimRef, InsertOutcome, NewInboxMessage, SqlValue};
 use serde_json::{json, Value};
@@ -57,7 +59,10 @@ struct RowState {
 
 async fn query_one(store: &Arc<dyn Store>, sql: &str, p1: &str) -> JsonRow {
     let mut tx = store.begin().await.expect("begin");
-    let mut rows = tx.query(sql, &[SqlValue::Text(p1.to_string())]).await.expect("inspection query");
+    let mut rows = tx
+        .query(sql, &[SqlValue::Text(p1.to_string())])
+        .await
+        .expect("inspection query");
     tx.rollback().await.expect("rollback");
     assert_eq!(rows.len(), 1, "expected one row for {p1}");
     rows.remove(0)
@@ -70,14 +75,18 @@ async fn row(store: &Arc<dyn Store>, h: &dyn Harness, id: Uuid) -> RowState {
         state: r["state"].as_str().expect("state").to_string(),
         attempt: int("attempt").expect("attempt"),
         last_error: r["last_error"].as_str().map(str::to_string),
-        claim_token: r["claim_token"].as_str().map(|t| t.parse().expect("token is a uuid")),
+        claim_token: r["claim_token"]
+            .as_str()
+            .map(|t| t.parse().expect("token is a uuid")),
         due_in_ms: int("due_in_ms").expect("due_in_ms"),
         lease_left_ms: int("lease_left_ms"),
     }
 }
 
 async fn business_count(store: &Arc<dyn Store>, h: &dyn Harness, key: &str) -> i64 {
-    query_one(store, h.dialect().business_count, key).await["n"].as_i64().expect("count")
+    query_one(store, h.dialect().business_count, key).await["n"]
+        .as_i64()
+        .expect("count")
 }
 
 fn source(test: &str) -> String {
@@ -102,7 +111,10 @@ const LEASE: Duration = Duration::from_secs(30);
 const SHORT_LEASE: Duration = Duration::from_millis(1500);
 
 fn stranger(c: &ClaimRef) -> ClaimRef {
-    ClaimRef { id: c.id, token: Uuid::new_v4() }
+    ClaimRef {
+        id: c.id,
+        token: Uuid::new_v4(),
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -113,18 +125,29 @@ async fn insert_dedup_returns_duplicate_with_the_stored_id(store: Arc<dyn Store>
     let mut m = pull(&src, "k1", Some("agg"));
     m.headers.insert("x-trace".into(), json!("abc"));
     let first = store.insert_inbox(&m).await.unwrap();
-    let InsertOutcome::Inserted(id) = first else { panic!("first insert must insert, got {first:?}") };
+    let InsertOutcome::Inserted(id) = first else {
+        panic!("first insert must insert, got {first:?}")
+    };
     let mut again = m.clone();
     again.payload = json!({"different": true});
-    assert_eq!(store.insert_inbox(&again).await.unwrap(), InsertOutcome::Duplicate(id));
+    assert_eq!(
+        store.insert_inbox(&again).await.unwrap(),
+        InsertOutcome::Duplicate(id)
+    );
     // The same key in another source is a different message.
-    let other = store.insert_inbox(&pull(&format!("{src}-other"), "k1", None)).await.unwrap();
+    let other = store
+        .insert_inbox(&pull(&format!("{src}-other"), "k1", None))
+        .await
+        .unwrap();
     assert!(!other.is_duplicate() && other.id() != id);
     // The first payload and headers are what a claim hands out.
     let claimed = store.claim_pull(&src, 10, LEASE).await.unwrap();
     assert_eq!(claimed.len(), 1);
     assert_eq!(claimed[0].message.payload, json!({"key": "k1"}));
-    assert_eq!(claimed[0].message.headers.get("x-trace"), Some(&json!("abc")));
+    assert_eq!(
+        claimed[0].message.headers.get("x-trace"),
+        Some(&json!("abc"))
+    );
     assert_eq!(claimed[0].message.aggregate_id.as_deref(), Some("agg"));
     assert_eq!(row(&store, h, id).await.state, "processing");
 }
@@ -140,12 +163,22 @@ async fn claim_returns_due_rows_in_order_one_per_aggregate(store: Arc<dyn Store>
     later.delay = Some(Duration::from_secs(3600));
     let later = insert(&store, later).await;
     // A push row of the same source is never a pull claim's business.
-    insert(&store, NewInboxMessage::new(src.as_str(), "push", json!({}))).await;
+    insert(
+        &store,
+        NewInboxMessage::new(src.as_str(), "push", json!({})),
+    )
+    .await;
 
     let claimed = store.claim_pull(&src, 10, LEASE).await.unwrap();
     let ids: Vec<Uuid> = claimed.iter().map(|c| c.message.id).collect();
-    assert_eq!(ids, vec![a1, b1, n1, n2], "due rows in arrival order, only the head of aggregate A");
-    assert!(claimed.iter().all(|c| c.message.attempt == 0 && c.message.source == src));
+    assert_eq!(
+        ids,
+        vec![a1, b1, n1, n2],
+        "due rows in arrival order, only the head of aggregate A"
+    );
+    assert!(claimed
+        .iter()
+        .all(|c| c.message.attempt == 0 && c.message.source == src));
     assert_eq!(row(&store, h, a2).await.state, "pending");
     assert_eq!(row(&store, h, later).await.state, "pending");
     assert!(row(&store, h, later).await.due_in_ms > 3_000_000);
@@ -154,7 +187,10 @@ async fn claim_returns_due_rows_in_order_one_per_aggregate(store: Arc<dyn Store>
     assert!(store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty());
     assert!(store.complete_pull(&claimed[0].claim).await.unwrap());
     let next = store.claim_pull(&src, 10, LEASE).await.unwrap();
-    assert_eq!(next.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![a2]);
+    assert_eq!(
+        next.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![a2]
+    );
 
     // The batch size bounds a claim.
     let src2 = source("batch");
@@ -170,7 +206,11 @@ async fn concurrent_claims_never_return_the_same_row(store: Arc<dyn Store>, _h: 
     const ROWS: usize = 60;
     for i in 0..ROWS {
         // A third of the rows share aggregates: the head rule and the row locks race together.
-        let agg = if i % 3 == 0 { Some(format!("g{}", i % 4)) } else { None };
+        let agg = if i % 3 == 0 {
+            Some(format!("g{}", i % 4))
+        } else {
+            None
+        };
         insert(&store, pull(&src, &format!("k{i}"), agg.as_deref())).await;
     }
     let done = Arc::new(std::sync::atomic::AtomicUsize::new(0));
@@ -186,7 +226,10 @@ async fn concurrent_claims_never_return_the_same_row(store: Arc<dyn Store>, _h: 
                 let batch = store.claim_pull(&src, 3, LEASE).await.expect("claim");
                 for c in &batch {
                     // Completing lets the next row of an aggregate become claimable.
-                    assert!(store.complete_pull(&c.claim).await.expect("complete"), "a fresh claim must complete");
+                    assert!(
+                        store.complete_pull(&c.claim).await.expect("complete"),
+                        "a fresh claim must complete"
+                    );
                 }
                 done.fetch_add(batch.len(), std::sync::atomic::Ordering::SeqCst);
                 mine.extend(batch.into_iter().map(|c| c.message.id));
@@ -207,7 +250,12 @@ async fn concurrent_claims_never_return_the_same_row(store: Arc<dyn Store>, _h: 
 async fn fenced_writes_with_a_stale_token_change_nothing(store: Arc<dyn Store>, h: &dyn Harness) {
     let src = source("fence");
     let id = insert(&store, pull(&src, "k", None)).await;
-    let claim = store.claim_pull(&src, 1, LEASE).await.unwrap().remove(0).claim;
+    let claim = store
+        .claim_pull(&src, 1, LEASE)
+        .await
+        .unwrap()
+        .remove(0)
+        .claim;
     let before = row(&store, h, id).await;
     assert_eq!(before.claim_token, Some(claim.token));
     let wrong = stranger(&claim);
@@ -220,16 +268,33 @@ async fn fenced_writes_with_a_stale_token_change_nothing(store: Arc<dyn Store>, 
     assert!(!tx.complete_pull(&wrong).await.unwrap());
     tx.commit().await.unwrap();
     let after = row(&store, h, id).await;
-    assert_eq!((after.state.as_str(), after.attempt, &after.last_error, after.claim_token), ("processing", 0, &None, Some(claim.token)));
+    assert_eq!(
+        (
+            after.state.as_str(),
+            after.attempt,
+            &after.last_error,
+            after.claim_token
+        ),
+        ("processing", 0, &None, Some(claim.token))
+    );
     // A row id that does not exist is fenced out too.
-    assert!(!store.complete_pull(&ClaimRef { id: Uuid::new_v4(), token: claim.token }).await.unwrap());
+    assert!(!store
+        .complete_pull(&ClaimRef {
+            id: Uuid::new_v4(),
+            token: claim.token
+        })
+        .await
+        .unwrap());
     assert!(store.complete_pull(&claim).await.unwrap());
     // Finished: the same token no longer matches.
     assert!(!store.complete_pull(&claim).await.unwrap());
     assert_eq!(row(&store, h, id).await.state, "processed");
 }
 
-async fn an_expired_lease_is_claimed_again_and_fences_the_old_token(store: Arc<dyn Store>, h: &dyn Harness) {
+async fn an_expired_lease_is_claimed_again_and_fences_the_old_token(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
     let src = source("expiry");
     let id = insert(&store, pull(&src, "k", Some("A"))).await;
     let next = insert(&store, pull(&src, "k2", Some("A"))).await;
@@ -239,25 +304,45 @@ async fn an_expired_lease_is_claimed_again_and_fences_the_old_token(store: Arc<d
     tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
     // The expired row is the head of its aggregate again; its successor still waits.
     let again = store.claim_pull(&src, 5, LEASE).await.unwrap();
-    assert_eq!(again.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![id]);
+    assert_eq!(
+        again.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![id]
+    );
     let new = again[0].claim;
     assert_ne!(new.token, old.token);
     assert_eq!(again[0].message.attempt, 0, "a reclaim spends no attempt");
-    assert!(!store.complete_pull(&old).await.unwrap(), "the old token is fenced out");
-    assert!(!store.retry_pull(&old, Duration::ZERO, "late").await.unwrap());
+    assert!(
+        !store.complete_pull(&old).await.unwrap(),
+        "the old token is fenced out"
+    );
+    assert!(!store
+        .retry_pull(&old, Duration::ZERO, "late")
+        .await
+        .unwrap());
     assert!(store.renew_pull(&[old], LEASE).await.unwrap().is_empty());
     assert_eq!(row(&store, h, id).await.claim_token, Some(new.token));
     assert!(store.complete_pull(&new).await.unwrap());
     assert_eq!(row(&store, h, next).await.state, "pending");
-    assert_eq!(store.claim_pull(&src, 5, LEASE).await.unwrap()[0].message.id, next);
+    assert_eq!(
+        store.claim_pull(&src, 5, LEASE).await.unwrap()[0]
+            .message
+            .id,
+        next
+    );
 }
 
-async fn an_expired_claim_cannot_complete_even_before_it_is_reclaimed(store: Arc<dyn Store>, h: &dyn Harness) {
+async fn an_expired_claim_cannot_complete_even_before_it_is_reclaimed(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
     let src = source("lapsed");
     let id = insert(&store, pull(&src, "k", None)).await;
     let claim = store.claim_pull(&src, 1, SHORT_LEASE).await.unwrap()[0].claim;
     tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
-    assert!(!store.complete_pull(&claim).await.unwrap(), "the fence compares the lease with the database clock");
+    assert!(
+        !store.complete_pull(&claim).await.unwrap(),
+        "the fence compares the lease with the database clock"
+    );
     assert_eq!(row(&store, h, id).await.state, "processing");
 }
 
@@ -265,13 +350,37 @@ async fn retry_spends_an_attempt_and_moves_the_row_later(store: Arc<dyn Store>, 
     let src = source("retry");
     let id = insert(&store, pull(&src, "k", None)).await;
     let claim = store.claim_pull(&src, 1, LEASE).await.unwrap()[0].claim;
-    assert!(store.retry_pull(&claim, Duration::from_secs(60), "boom 1").await.unwrap());
+    assert!(store
+        .retry_pull(&claim, Duration::from_secs(60), "boom 1")
+        .await
+        .unwrap());
     let r = row(&store, h, id).await;
-    assert_eq!((r.state.as_str(), r.attempt, r.last_error.as_deref(), r.claim_token), ("pending", 1, Some("boom 1"), None));
-    assert!(r.due_in_ms > 55_000 && r.due_in_ms <= 60_000, "scheduled about 60 s ahead, got {} ms", r.due_in_ms);
+    assert_eq!(
+        (
+            r.state.as_str(),
+            r.attempt,
+            r.last_error.as_deref(),
+            r.claim_token
+        ),
+        ("pending", 1, Some("boom 1"), None)
+    );
+    assert!(
+        r.due_in_ms > 55_000 && r.due_in_ms <= 60_000,
+        "scheduled about 60 s ahead, got {} ms",
+        r.due_in_ms
+    );
     assert_eq!(r.lease_left_ms, None);
-    assert!(store.claim_pull(&src, 1, LEASE).await.unwrap().is_empty(), "not due yet");
-    assert!(!store.retry_pull(&claim, Duration::ZERO, "again").await.unwrap(), "the retried claim is over");
+    assert!(
+        store.claim_pull(&src, 1, LEASE).await.unwrap().is_empty(),
+        "not due yet"
+    );
+    assert!(
+        !store
+            .retry_pull(&claim, Duration::ZERO, "again")
+            .await
+            .unwrap(),
+        "the retried claim is over"
+    );
 
     // With no delay the row is due at once, and the claim shows the attempts so far.
     let src2 = source("retry-now");
@@ -280,7 +389,10 @@ async fn retry_spends_an_attempt_and_moves_the_row_later(store: Arc<dyn Store>, 
     assert!(store.retry_pull(&c, Duration::ZERO, "boom").await.unwrap());
     let again = store.claim_pull(&src2, 1, LEASE).await.unwrap();
     assert_eq!((again[0].message.id, again[0].message.attempt), (id2, 1));
-    assert!(store.retry_pull(&again[0].claim, Duration::ZERO, "boom 2").await.unwrap());
+    assert!(store
+        .retry_pull(&again[0].claim, Duration::ZERO, "boom 2")
+        .await
+        .unwrap());
     let r = row(&store, h, id2).await;
     assert_eq!((r.attempt, r.last_error.as_deref()), (2, Some("boom 2")));
 }
@@ -289,7 +401,10 @@ async fn retry_spends_an_attempt_and_moves_the_row_later(store: Arc<dyn Store>, 
 /// is not in flight, so the next row of its aggregate is claimed meanwhile; one row per
 /// aggregate still holds a live lease at a time, and the retried row comes back when it is
 /// due and its aggregate is free.
-async fn a_pull_row_in_retry_backoff_lets_later_rows_of_its_aggregate_pass(store: Arc<dyn Store>, h: &dyn Harness) {
+async fn a_pull_row_in_retry_backoff_lets_later_rows_of_its_aggregate_pass(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
     let src = source("retry-pass");
     let a1 = insert(&store, pull(&src, "a1", Some("A"))).await;
     let a2 = insert(&store, pull(&src, "a2", Some("A"))).await;
@@ -299,24 +414,41 @@ async fn a_pull_row_in_retry_backoff_lets_later_rows_of_its_aggregate_pass(store
     let first = store.claim_pull(&src, 10, LEASE).await.unwrap();
     assert_eq!(ids(&first), vec![a1], "one row of the aggregate in flight");
     const BACKOFF: Duration = Duration::from_millis(2500);
-    assert!(store.retry_pull(&first[0].claim, BACKOFF, "boom").await.unwrap());
+    assert!(store
+        .retry_pull(&first[0].claim, BACKOFF, "boom")
+        .await
+        .unwrap());
     let r = row(&store, h, a1).await;
     assert_eq!((r.state.as_str(), r.attempt), ("pending", 1));
     assert!(r.due_in_ms > 0, "a1 waits in backoff");
 
     // a1 is in backoff: a2 passes it, and a3 still waits behind a2's live lease.
     let second = store.claim_pull(&src, 10, LEASE).await.unwrap();
-    assert_eq!(ids(&second), vec![a2], "the row after the one in backoff is claimed");
-    assert!(store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty(), "a2 holds the aggregate's live lease");
+    assert_eq!(
+        ids(&second),
+        vec![a2],
+        "the row after the one in backoff is claimed"
+    );
+    assert!(
+        store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty(),
+        "a2 holds the aggregate's live lease"
+    );
     assert!(store.complete_pull(&second[0].claim).await.unwrap());
     let third = store.claim_pull(&src, 10, LEASE).await.unwrap();
     assert_eq!(ids(&third), vec![a3]);
-    assert_eq!(row(&store, h, a1).await.state, "pending", "a1 is still not due");
+    assert_eq!(
+        row(&store, h, a1).await.state,
+        "pending",
+        "a1 is still not due"
+    );
 
     // a1 falls due while a3 holds the lease: it waits; once a3 is done, it comes back.
     tokio::time::sleep(BACKOFF + Duration::from_millis(300)).await;
     assert!(row(&store, h, a1).await.due_in_ms <= 0);
-    assert!(store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty(), "a due row still waits for a live lease");
+    assert!(
+        store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty(),
+        "a due row still waits for a live lease"
+    );
     assert!(store.complete_pull(&third[0].claim).await.unwrap());
     let back = store.claim_pull(&src, 10, LEASE).await.unwrap();
     assert_eq!(ids(&back), vec![a1]);
@@ -328,86 +460,153 @@ async fn dead_sets_last_error_and_ends_the_row(store: Arc<dyn Store>, h: &dyn Ha
     let id = insert(&store, pull(&src, "k", Some("A"))).await;
     let next = insert(&store, pull(&src, "k2", Some("A"))).await;
     let claim = store.claim_pull(&src, 5, LEASE).await.unwrap()[0].claim;
-    assert!(store.dead_pull(&claim, "poison: field `x` missing").await.unwrap());
+    assert!(store
+        .dead_pull(&claim, "poison: field `x` missing")
+        .await
+        .unwrap());
     let r = row(&store, h, id).await;
-    assert_eq!((r.state.as_str(), r.attempt, r.last_error.as_deref(), r.claim_token), ("dead", 0, Some("poison: field `x` missing"), None));
+    assert_eq!(
+        (
+            r.state.as_str(),
+            r.attempt,
+            r.last_error.as_deref(),
+            r.claim_token
+        ),
+        ("dead", 0, Some("poison: field `x` missing"), None)
+    );
     // A dead row no longer blocks its aggregate, and is never claimed again.
     let claimed = store.claim_pull(&src, 5, LEASE).await.unwrap();
-    assert_eq!(claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![next]);
+    assert_eq!(
+        claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![next]
+    );
 
     // A message inserted as dead (a broker body that is not JSON) is never claimable.
     let mut bad = pull(&src, "bad", None);
     bad.dead_reason = Some("body is not JSON".into());
     let bad = insert(&store, bad).await;
     let r = row(&store, h, bad).await;
-    assert_eq!((r.state.as_str(), r.last_error.as_deref()), ("dead", Some("body is not JSON")));
+    assert_eq!(
+        (r.state.as_str(), r.last_error.as_deref()),
+        ("dead", Some("body is not JSON"))
+    );
     assert!(store.claim_pull(&src, 5, LEASE).await.unwrap().is_empty());
 }
 
-async fn release_returns_to_pending_without_spending_an_attempt(store: Arc<dyn Store>, h: &dyn Harness) {
+async fn release_returns_to_pending_without_spending_an_attempt(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
     let src = source("release");
     let id = insert(&store, pull(&src, "k", None)).await;
     let claim = store.claim_pull(&src, 1, LEASE).await.unwrap()[0].claim;
     assert!(store.release_pull(&claim).await.unwrap());
     let r = row(&store, h, id).await;
-    assert_eq!((r.state.as_str(), r.attempt, r.last_error, r.claim_token), ("pending", 0, None, None));
+    assert_eq!(
+        (r.state.as_str(), r.attempt, r.last_error, r.claim_token),
+        ("pending", 0, None, None)
+    );
     assert!(r.due_in_ms <= 0, "due at once");
     let again = store.claim_pull(&src, 1, LEASE).await.unwrap();
     assert_eq!((again[0].message.id, again[0].message.attempt), (id, 0));
-    assert!(!store.release_pull(&claim).await.unwrap(), "the released claim is over");
+    assert!(
+        !store.release_pull(&claim).await.unwrap(),
+        "the released claim is over"
+    );
 }
 
-async fn complete_inside_a_transaction_commits_or_rolls_back_with_the_business_write(store: Arc<dyn Store>, h: &dyn Harness) {
+async fn complete_inside_a_transaction_commits_or_rolls_back_with_the_business_write(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
     let src = source("tx");
     let committed = insert(&store, pull(&src, "commit", None)).await;
     let rolled = insert(&store, pull(&src, "rollback", None)).await;
     let claims = store.claim_pull(&src, 2, LEASE).await.unwrap();
     let (c1, c2) = (claims[0].claim, claims[1].claim);
     assert_eq!((c1.id, c2.id), (committed, rolled));
-    let (k1, k2) = (format!("order-{}", Uuid::new_v4()), format!("order-{}", Uuid::new_v4()));
+    let (k1, k2) = (
+        format!("order-{}", Uuid::new_v4()),
+        format!("order-{}", Uuid::new_v4()),
+    );
 
     let mut tx = store.begin().await.unwrap();
-    assert_eq!(tx.execute(h.dialect().business_insert, &[SqlValue::Text(k1.clone())]).await.unwrap(), 1);
+    assert_eq!(
+        tx.execute(h.dialect().business_insert, &[SqlValue::Text(k1.clone())])
+            .await
+            .unwrap(),
+        1
+    );
     assert!(tx.complete_pull(&c1).await.unwrap());
     // Inside the transaction the write is visible to the handler itself.
-    assert_eq!(tx.query(h.dialect().business_count, &[SqlValue::Text(k1.clone())]).await.unwrap()[0]["n"], json!(1));
+    assert_eq!(
+        tx.query(h.dialect().business_count, &[SqlValue::Text(k1.clone())])
+            .await
+            .unwrap()[0]["n"],
+        json!(1)
+    );
     tx.commit().await.unwrap();
     assert_eq!(row(&store, h, committed).await.state, "processed");
     assert_eq!(business_count(&store, h, &k1).await, 1);
 
     let mut tx = store.begin().await.unwrap();
-    tx.execute(h.dialect().business_insert, &[SqlValue::Text(k2.clone())]).await.unwrap();
+    tx.execute(h.dialect().business_insert, &[SqlValue::Text(k2.clone())])
+        .await
+        .unwrap();
     assert!(tx.complete_pull(&c2).await.unwrap());
     tx.rollback().await.unwrap();
     let r = row(&store, h, rolled).await;
-    assert_eq!((r.state.as_str(), r.claim_token), ("processing", Some(c2.token)), "rollback keeps the claim as it was");
+    assert_eq!(
+        (r.state.as_str(), r.claim_token),
+        ("processing", Some(c2.token)),
+        "rollback keeps the claim as it was"
+    );
     assert_eq!(business_count(&store, h, &k2).await, 0);
 
     // A transaction dropped without commit or rollback leaves nothing behind either.
     {
         let mut tx = store.begin().await.unwrap();
-        tx.execute(h.dialect().business_insert, &[SqlValue::Text(k2.clone())]).await.unwrap();
+        tx.execute(h.dialect().business_insert, &[SqlValue::Text(k2.clone())])
+            .await
+            .unwrap();
         assert!(tx.complete_pull(&c2).await.unwrap());
     }
     assert_eq!(business_count(&store, h, &k2).await, 0);
     assert_eq!(row(&store, h, rolled).await.state, "processing");
-    assert!(store.complete_pull(&c2).await.unwrap(), "the claim is still live after the rollbacks");
+    assert!(
+        store.complete_pull(&c2).await.unwrap(),
+        "the claim is still live after the rollbacks"
+    );
 }
 
-async fn a_failed_statement_ends_the_transaction_without_completing(store: Arc<dyn Store>, h: &dyn Harness) {
+async fn a_failed_statement_ends_the_transaction_without_completing(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
     let src = source("txfail");
     let id = insert(&store, pull(&src, "k", None)).await;
     let claim = store.claim_pull(&src, 1, LEASE).await.unwrap()[0].claim;
     let key = format!("order-{}", Uuid::new_v4());
     let mut tx = store.begin().await.unwrap();
-    tx.execute(h.dialect().business_insert, &[SqlValue::Text(key.clone())]).await.unwrap();
+    tx.execute(h.dialect().business_insert, &[SqlValue::Text(key.clone())])
+        .await
+        .unwrap();
     // The same primary key again: the statement fails, and with it the transaction.
-    assert!(tx.execute(h.dialect().business_insert, &[SqlValue::Text(key.clone())]).await.is_err());
+    assert!(tx
+        .execute(h.dialect().business_insert, &[SqlValue::Text(key.clone())])
+        .await
+        .is_err());
     // A completion after the failure must not commit on its own.
-    assert!(tx.complete_pull(&claim).await.is_err(), "completing in a failed transaction is an error");
+    assert!(
+        tx.complete_pull(&claim).await.is_err(),
+        "completing in a failed transaction is an error"
+    );
     tx.rollback().await.unwrap();
     let r = row(&store, h, id).await;
-    assert_eq!((r.state.as_str(), r.claim_token), ("processing", Some(claim.token)));
+    assert_eq!(
+        (r.state.as_str(), r.claim_token),
+        ("processing", Some(claim.token))
+    );
     assert_eq!(business_count(&store, h, &key).await, 0);
     assert!(store.complete_pull(&claim).await.unwrap());
 }
@@ -422,41 +621,83 @@ async fn renew_extends_only_live_claims(store: Arc<dyn Store>, h: &dyn Harness) 
     let (c_lapsing, c_kept, c_done) = (by_id(lapsing), by_id(kept), by_id(done));
     // Renewed in time: one call for many claims.
     let renewed = store.renew_pull(&[c_kept, c_done], LEASE).await.unwrap();
-    assert_eq!(renewed.into_iter().collect::<HashSet<_>>(), HashSet::from([kept, done]));
+    assert_eq!(
+        renewed.into_iter().collect::<HashSet<_>>(),
+        HashSet::from([kept, done])
+    );
     assert!(store.complete_pull(&c_done).await.unwrap());
     tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
     // Now: `lapsing` expired, `done` is processed, `kept` is live, plus a stranger's token.
-    let renewed = store.renew_pull(&[c_lapsing, c_kept, c_done, stranger(&c_kept)], LEASE).await.unwrap();
+    let renewed = store
+        .renew_pull(&[c_lapsing, c_kept, c_done, stranger(&c_kept)], LEASE)
+        .await
+        .unwrap();
     assert_eq!(renewed, vec![kept]);
     let left = row(&store, h, kept).await.lease_left_ms.unwrap();
-    assert!(left > 25_000 && left <= 30_000, "lease renewed to about 30 s, got {left} ms");
+    assert!(
+        left > 25_000 && left <= 30_000,
+        "lease renewed to about 30 s, got {left} ms"
+    );
     assert_eq!(row(&store, h, lapsing).await.state, "processing");
     assert!(!store.complete_pull(&c_lapsing).await.unwrap());
     assert!(store.complete_pull(&c_kept).await.unwrap());
     assert!(store.renew_pull(&[], LEASE).await.unwrap().is_empty());
 }
 
-async fn complete_many_completes_only_live_claims_in_one_call(store: Arc<dyn Store>, h: &dyn Harness) {
+async fn complete_many_completes_only_live_claims_in_one_call(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
     let src = source("many");
     let mut ids = Vec::new();
     for i in 0..4 {
         ids.push(insert(&store, pull(&src, &format!("k{i}"), None)).await);
     }
     let lapsing = insert(&store, pull(&format!("{src}-lapsing"), "k", None)).await;
-    let claims: Vec<ClaimRef> = store.claim_pull(&src, 10, LEASE).await.unwrap().into_iter().map(|c| c.claim).collect();
-    let lapsed = store.claim_pull(&format!("{src}-lapsing"), 1, SHORT_LEASE).await.unwrap()[0].claim;
+    let claims: Vec<ClaimRef> = store
+        .claim_pull(&src, 10, LEASE)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.claim)
+        .collect();
+    let lapsed = store
+        .claim_pull(&format!("{src}-lapsing"), 1, SHORT_LEASE)
+        .await
+        .unwrap()[0]
+        .claim;
     assert_eq!(claims.len(), 4);
     assert!(store.release_pull(&claims[3]).await.unwrap());
     tokio::time::sleep(SHORT_LEASE + Duration::from_millis(700)).await;
     // Live: 0 and 1. Fenced out: a stranger's token for 2, the released 3, the lapsed lease.
-    let done = store.complete_pull_many(&[claims[0], claims[1], stranger(&claims[2]), claims[3], lapsed]).await.unwrap();
-    assert_eq!(done.into_iter().collect::<HashSet<_>>(), HashSet::from([ids[0], ids[1]]));
-    for (i, want) in [(0, "processed"), (1, "processed"), (2, "processing"), (3, "pending")] {
+    let done = store
+        .complete_pull_many(&[
+            claims[0],
+            claims[1],
+            stranger(&claims[2]),
+            claims[3],
+            lapsed,
+        ])
+        .await
+        .unwrap();
+    assert_eq!(
+        done.into_iter().collect::<HashSet<_>>(),
+        HashSet::from([ids[0], ids[1]])
+    );
+    for (i, want) in [
+        (0, "processed"),
+        (1, "processed"),
+        (2, "processing"),
+        (3, "pending"),
+    ] {
         assert_eq!(row(&store, h, ids[i]).await.state, want, "row {i}");
     }
     assert_eq!(row(&store, h, lapsing).await.state, "processing");
     assert!(store.complete_pull_many(&[]).await.unwrap().is_empty());
-    assert_eq!(store.complete_pull_many(&[claims[2]]).await.unwrap(), vec![ids[2]]);
+    assert_eq!(
+        store.complete_pull_many(&[claims[2]]).await.unwrap(),
+        vec![ids[2]]
+    );
 }
 
 async fn handler_queries_return_rows_as_json(store: Arc<dyn Store>, h: &dyn Harness) {
@@ -476,120 +717,358 @@ async fn handler_queries_return_rows_as_json(store: Arc<dyn Store>, h: &dyn Harn
 fn outbox_row(topic: &str, key: Option<&str>) -> NewOutboxRow {
     let mut headers = serde_json::Map::new();
     headers.insert("x-source".into(), json!("orders"));
-    NewOutboxRow { topic: topic.into(), key: key.map(str::to_string), payload: json!({ "topic": topic }), headers, max_attempts: 3 }
+    NewOutboxRow {
+        topic: topic.into(),
+        key: key.map(str::to_string),
+        payload: json!({ "topic": topic }),
+        headers,
+        max_attempts: 3,
+    }
 }
 
 fn outbox_ids(claimed: &[ClaimedOutbox]) -> Vec<Uuid> {
     claimed.iter().map(|c| c.row.id).collect()
 }
 
-async fn outbox_claims_keep_the_key_head_rule_and_fence_every_outcome(relay: Arc<dyn RelayStore>, _store: &Arc<dyn Store>) {
-    let a1 = relay.insert_outbox(&outbox_row("t", Some("k"))).await.unwrap();
-    let a2 = relay.insert_outbox(&outbox_row("t", Some("k"))).await.unwrap();
+async fn outbox_claims_keep_the_key_head_rule_and_fence_every_outcome(
+    relay: Arc<dyn RelayStore>,
+    _store: &Arc<dyn Store>,
+) {
+    let a1 = relay
+        .insert_outbox(&outbox_row("t", Some("k")))
+        .await
+        .unwrap();
+    let a2 = relay
+        .insert_outbox(&outbox_row("t", Some("k")))
+        .await
+        .unwrap();
     let n = relay.insert_outbox(&outbox_row("t", None)).await.unwrap();
-    let e = relay.insert_outbox(&outbox_row("t", Some(""))).await.unwrap();
+    let e = relay
+        .insert_outbox(&outbox_row("t", Some("")))
+        .await
+        .unwrap();
     let first = relay.claim_outbox(10, LEASE).await.unwrap();
-    assert_eq!(outbox_ids(&first), vec![a1, n, e], "the second row of key k waits for the first; keyless rows do not");
+    assert_eq!(
+        outbox_ids(&first),
+        vec![a1, n, e],
+        "the second row of key k waits for the first; keyless rows do not"
+    );
     let r = &first[0].row;
-    assert_eq!((r.topic.as_str(), r.key.as_deref(), r.attempt, r.max_attempts), ("t", Some("k"), 0, 3));
-    assert_eq!((r.payload.clone(), r.headers["x-source"].clone()), (json!({"topic": "t"}), json!("orders")));
-    assert!(relay.claim_outbox(10, LEASE).await.unwrap().is_empty(), "a2 waits while a1 is processing");
-    let renewed = relay.renew_outbox(&[first[1].claim, stranger(&first[2].claim)], LEASE).await.unwrap();
+    assert_eq!(
+        (
+            r.topic.as_str(),
+            r.key.as_deref(),
+            r.attempt,
+            r.max_attempts
+        ),
+        ("t", Some("k"), 0, 3)
+    );
+    assert_eq!(
+        (r.payload.clone(), r.headers["x-source"].clone()),
+        (json!({"topic": "t"}), json!("orders"))
+    );
+    assert!(
+        relay.claim_outbox(10, LEASE).await.unwrap().is_empty(),
+        "a2 waits while a1 is processing"
+    );
+    let renewed = relay
+        .renew_outbox(&[first[1].claim, stranger(&first[2].claim)], LEASE)
+        .await
+        .unwrap();
     assert_eq!(renewed, vec![n], "a renewal extends live claims only");
     assert!(relay.renew_outbox(&[], LEASE).await.unwrap().is_empty());
 
     let c1 = first[0].claim;
     assert!(!relay.mark_sent(&stranger(&c1)).await.unwrap());
-    assert!(!relay.retry_outbox(&stranger(&c1), Duration::ZERO, "x").await.unwrap());
+    assert!(!relay
+        .retry_outbox(&stranger(&c1), Duration::ZERO, "x")
+        .await
+        .unwrap());
     assert!(!relay.dead_outbox(&stranger(&c1), "x").await.unwrap());
     assert!(relay.mark_sent(&c1).await.unwrap());
-    assert!(!relay.mark_sent(&c1).await.unwrap(), "a claim ends with its first outcome");
+    assert!(
+        !relay.mark_sent(&c1).await.unwrap(),
+        "a claim ends with its first outcome"
+    );
 
     let second = relay.claim_outbox(10, LEASE).await.unwrap();
     assert_eq!(outbox_ids(&second), vec![a2]);
-    assert!(relay.retry_outbox(&second[0].claim, Duration::ZERO, "broker down").await.unwrap());
+    assert!(relay
+        .retry_outbox(&second[0].claim, Duration::ZERO, "broker down")
+        .await
+        .unwrap());
     let third = relay.claim_outbox(10, LEASE).await.unwrap();
-    assert_eq!((outbox_ids(&third), third[0].row.attempt), (vec![a2], 1), "a retry spends an attempt");
+    assert_eq!(
+        (outbox_ids(&third), third[0].row.attempt),
+        (vec![a2], 1),
+        "a retry spends an attempt"
+    );
     assert!(relay.dead_outbox(&third[0].claim, "gave up").await.unwrap());
     let dead = relay.list_dead_outbox(10).await.unwrap();
     assert_eq!(dead.len(), 1);
-    assert_eq!((dead[0].id, dead[0].topic_or_source.as_str(), dead[0].key.as_deref()), (a2, "t", Some("k")));
-    assert_eq!((dead[0].attempt, dead[0].last_error.as_deref()), (1, Some("gave up")));
+    assert_eq!(
+        (
+            dead[0].id,
+            dead[0].topic_or_source.as_str(),
+            dead[0].key.as_deref()
+        ),
+        (a2, "t", Some("k"))
+    );
+    assert_eq!(
+        (dead[0].attempt, dead[0].last_error.as_deref()),
+        (1, Some("gave up"))
+    );
 
     // A retry with a delay is not due yet.
-    assert!(relay.retry_outbox(&first[1].claim, Duration::from_secs(60), "later").await.unwrap());
+    assert!(relay
+        .retry_outbox(&first[1].claim, Duration::from_secs(60), "later")
+        .await
+        .unwrap());
     assert!(relay.claim_outbox(10, LEASE).await.unwrap().is_empty());
 
-    let replay_t = ReplayFilter { topic: Some("t".into()), ..Default::default() };
-    assert_eq!(relay.replay_outbox(&replay_t).await.unwrap(), 2, "the sent a1 and the dead a2; the delayed n and the claimed e stay");
+    let replay_t = ReplayFilter {
+        topic: Some("t".into()),
+        ..Default::default()
+    };
+    assert_eq!(
+        relay.replay_outbox(&replay_t).await.unwrap(),
+        2,
+        "the sent a1 and the dead a2; the delayed n and the claimed e stay"
+    );
     let replayed = relay.claim_outbox(10, LEASE).await.unwrap();
-    assert_eq!(outbox_ids(&replayed), vec![a1], "the replay moved the sent a1 and the dead a2 back; a2 waits for a1");
+    assert_eq!(
+        outbox_ids(&replayed),
+        vec![a1],
+        "the replay moved the sent a1 and the dead a2 back; a2 waits for a1"
+    );
     assert_eq!(replayed[0].row.attempt, 0);
     assert!(relay.mark_sent(&replayed[0].claim).await.unwrap());
     let a2_again = relay.claim_outbox(10, LEASE).await.unwrap();
-    assert_eq!((outbox_ids(&a2_again), a2_again[0].row.attempt), (vec![a2], 0), "a replay resets the attempts");
-    assert_eq!(relay.delete_outbox(&[a1, a2]).await.unwrap(), 1, "a row being delivered is not deleted");
+    assert_eq!(
+        (outbox_ids(&a2_again), a2_again[0].row.attempt),
+        (vec![a2], 0),
+        "a replay resets the attempts"
+    );
+    assert_eq!(
+        relay.delete_outbox(&[a1, a2]).await.unwrap(),
+        1,
+        "a row being delivered is not deleted"
+    );
     assert!(relay.mark_sent(&a2_again[0].claim).await.unwrap());
     // Filters: the x-source header, dead only, ids.
-    assert_eq!(relay.replay_outbox(&ReplayFilter { source: Some("other".into()), ..Default::default() }).await.unwrap(), 0);
-    assert_eq!(relay.replay_outbox(&ReplayFilter { source: Some("orders".into()), dead_only: true, ..Default::default() }).await.unwrap(), 0);
-    assert_eq!(relay.replay_outbox(&ReplayFilter { ids: Some(vec![n, a2]), ..Default::default() }).await.unwrap(), 1, "n is pending");
-    assert_eq!(relay.replay_outbox(&ReplayFilter { source: Some("orders".into()), ..Default::default() }).await.unwrap(), 0, "a2 is pending again");
+    assert_eq!(
+        relay
+            .replay_outbox(&ReplayFilter {
+                source: Some("other".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        relay
+            .replay_outbox(&ReplayFilter {
+                source: Some("orders".into()),
+                dead_only: true,
+                ..Default::default()
+            })
+            .await
+            .unwrap(),
+        0
+    );
+    assert_eq!(
+        relay
+            .replay_outbox(&ReplayFilter {
+                ids: Some(vec![n, a2]),
+                ..Default::default()
+            })
+            .await
+            .unwrap(),
+        1,
+        "n is pending"
+    );
+    assert_eq!(
+        relay
+            .replay_outbox(&ReplayFilter {
+                source: Some("orders".into()),
+                ..Default::default()
+            })
+            .await
+            .unwrap(),
+        0,
+        "a2 is pending again"
+    );
 }
 
-async fn push_claims_take_one_row_per_aggregate_and_forward_exactly_once(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+async fn push_claims_take_one_row_per_aggregate_and_forward_exactly_once(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+) {
     let src = source("push");
-    let p1 = insert(store, NewInboxMessage::new(&src, "1", json!({"n": 1})).aggregate("agg")).await;
-    let p2 = insert(store, NewInboxMessage::new(&src, "2", json!({"n": 2})).aggregate("agg")).await;
+    let p1 = insert(
+        store,
+        NewInboxMessage::new(&src, "1", json!({"n": 1})).aggregate("agg"),
+    )
+    .await;
+    let p2 = insert(
+        store,
+        NewInboxMessage::new(&src, "2", json!({"n": 2})).aggregate("agg"),
+    )
+    .await;
     let p3 = insert(store, NewInboxMessage::new(&src, "3", json!({"n": 3}))).await;
     insert(store, pull(&src, "4", None)).await; // a pull row is not the relay's
     let claimed = relay.claim_push(10, LEASE).await.unwrap();
-    assert_eq!(claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![p1, p3], "one row per aggregate, in order");
+    assert_eq!(
+        claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![p1, p3],
+        "one row per aggregate, in order"
+    );
     assert_eq!(claimed[0].message.aggregate_id.as_deref(), Some("agg"));
-    assert!(relay.claim_push(10, LEASE).await.unwrap().is_empty(), "p2 waits while its aggregate is processing");
+    assert!(
+        relay.claim_push(10, LEASE).await.unwrap().is_empty(),
+        "p2 waits while its aggregate is processing"
+    );
 
-    let row = NewOutboxRow { topic: format!("{src}.out"), key: Some("agg".into()), payload: claimed[0].message.payload.clone(), headers: Default::default(), max_attempts: 5 };
-    assert_eq!(relay.forward_push(&stranger(&claimed[0].claim), &row).await.unwrap(), Forwarded::ClaimLost);
-    let Forwarded::Done { outbox_id } = relay.forward_push(&claimed[0].claim, &row).await.unwrap() else { panic!("the live claim forwards") };
-    assert_eq!(relay.forward_push(&claimed[0].claim, &row).await.unwrap(), Forwarded::ClaimLost, "a second forward inserts nothing");
+    let row = NewOutboxRow {
+        topic: format!("{src}.out"),
+        key: Some("agg".into()),
+        payload: claimed[0].message.payload.clone(),
+        headers: Default::default(),
+        max_attempts: 5,
+    };
+    assert_eq!(
+        relay
+            .forward_push(&stranger(&claimed[0].claim), &row)
+            .await
+            .unwrap(),
+        Forwarded::ClaimLost
+    );
+    let Forwarded::Done { outbox_id } = relay.forward_push(&claimed[0].claim, &row).await.unwrap()
+    else {
+        panic!("the live claim forwards")
+    };
+    assert_eq!(
+        relay.forward_push(&claimed[0].claim, &row).await.unwrap(),
+        Forwarded::ClaimLost,
+        "a second forward inserts nothing"
+    );
     let out = relay.claim_outbox(10, LEASE).await.unwrap();
-    assert_eq!(outbox_ids(&out), vec![outbox_id], "exactly one outbox row, from the live forward");
-    assert_eq!((out[0].row.topic.clone(), out[0].row.payload.clone(), out[0].row.max_attempts), (format!("{src}.out"), json!({"n": 1}), 5));
+    assert_eq!(
+        outbox_ids(&out),
+        vec![outbox_id],
+        "exactly one outbox row, from the live forward"
+    );
+    assert_eq!(
+        (
+            out[0].row.topic.clone(),
+            out[0].row.payload.clone(),
+            out[0].row.max_attempts
+        ),
+        (format!("{src}.out"), json!({"n": 1}), 5)
+    );
 
-    assert!(!relay.dead_push(&stranger(&claimed[1].claim), "x").await.unwrap());
-    assert!(relay.dead_push(&claimed[1].claim, "no topic").await.unwrap());
+    assert!(!relay
+        .dead_push(&stranger(&claimed[1].claim), "x")
+        .await
+        .unwrap());
+    assert!(relay
+        .dead_push(&claimed[1].claim, "no topic")
+        .await
+        .unwrap());
     let next = relay.claim_push(10, LEASE).await.unwrap();
-    assert_eq!(next.iter().map(|c| c.message.id).collect::<Vec<_>>(), vec![p2], "the aggregate is free once p1 is processed");
+    assert_eq!(
+        next.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![p2],
+        "the aggregate is free once p1 is processed"
+    );
     let dead = relay.list_dead_inbox(10).await.unwrap();
     assert_eq!(dead.len(), 1);
-    assert_eq!((dead[0].id, dead[0].topic_or_source.as_str(), dead[0].key.as_deref(), dead[0].last_error.as_deref()), (p3, src.as_str(), Some("3"), Some("no topic")));
+    assert_eq!(
+        (
+            dead[0].id,
+            dead[0].topic_or_source.as_str(),
+            dead[0].key.as_deref(),
+            dead[0].last_error.as_deref()
+        ),
+        (p3, src.as_str(), Some("3"), Some("no topic"))
+    );
     let r = relay.inbox_row(p1).await.unwrap().expect("p1 exists");
-    assert_eq!((r.source.as_str(), r.idempotency_key.as_str(), r.payload.clone()), (src.as_str(), "1", json!({"n": 1})));
+    assert_eq!(
+        (
+            r.source.as_str(),
+            r.idempotency_key.as_str(),
+            r.payload.clone()
+        ),
+        (src.as_str(), "1", json!({"n": 1}))
+    );
     assert!(relay.inbox_row(Uuid::new_v4()).await.unwrap().is_none());
 }
 
-async fn expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+async fn expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+) {
     let p = insert(store, NewInboxMessage::new(source("lease"), "1", json!({}))).await;
-    let o = relay.insert_outbox(&outbox_row("lease", Some("k"))).await.unwrap();
+    let o = relay
+        .insert_outbox(&outbox_row("lease", Some("k")))
+        .await
+        .unwrap();
     let push = relay.claim_push(1, SHORT_LEASE).await.unwrap();
     let out = relay.claim_outbox(1, SHORT_LEASE).await.unwrap();
     assert_eq!((push.len(), out.len()), (1, 1));
-    assert_eq!((relay.reclaim_push().await.unwrap(), relay.reclaim_outbox().await.unwrap()), (0, 0), "live leases stay");
+    assert_eq!(
+        (
+            relay.reclaim_push().await.unwrap(),
+            relay.reclaim_outbox().await.unwrap()
+        ),
+        (0, 0),
+        "live leases stay"
+    );
     tokio::time::sleep(SHORT_LEASE + Duration::from_millis(500)).await;
-    assert_eq!(relay.forward_push(&push[0].claim, &outbox_row("lost", None)).await.unwrap(), Forwarded::ClaimLost);
-    assert!(!relay.mark_sent(&out[0].claim).await.unwrap(), "an expired lease fences the outcome");
-    assert_eq!((relay.reclaim_push().await.unwrap(), relay.reclaim_outbox().await.unwrap()), (1, 1));
+    assert_eq!(
+        relay
+            .forward_push(&push[0].claim, &outbox_row("lost", None))
+            .await
+            .unwrap(),
+        Forwarded::ClaimLost
+    );
+    assert!(
+        !relay.mark_sent(&out[0].claim).await.unwrap(),
+        "an expired lease fences the outcome"
+    );
+    assert_eq!(
+        (
+            relay.reclaim_push().await.unwrap(),
+            relay.reclaim_outbox().await.unwrap()
+        ),
+        (1, 1)
+    );
     let push2 = relay.claim_push(1, LEASE).await.unwrap();
     assert_eq!(push2[0].message.id, p);
     assert_ne!(push2[0].claim.token, push[0].claim.token);
     let out2 = relay.claim_outbox(10, LEASE).await.unwrap();
-    assert_eq!(outbox_ids(&out2), vec![o], "the lost forward inserted nothing");
+    assert_eq!(
+        outbox_ids(&out2),
+        vec![o],
+        "the lost forward inserted nothing"
+    );
     assert_eq!(out2[0].row.attempt, 0, "a reclaim spends no attempt");
 }
 
-async fn backlog_and_retention_count_and_delete_only_terminal_rows(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+async fn backlog_and_retention_count_and_delete_only_terminal_rows(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+) {
     let b = relay.outbox_backlog().await.unwrap();
-    assert_eq!((b.pending, b.oldest_pending_age, relay.inbox_backlog().await.unwrap().push_oldest_pending_age), (0, 0.0, 0.0));
+    assert_eq!(
+        (
+            b.pending,
+            b.oldest_pending_age,
+            relay.inbox_backlog().await.unwrap().push_oldest_pending_age
+        ),
+        (0, 0.0, 0.0)
+    );
     for _ in 0..4 {
         relay.insert_outbox(&outbox_row("r", None)).await.unwrap();
     }
@@ -603,12 +1082,30 @@ async fn backlog_and_retention_count_and_delete_only_terminal_rows(relay: Arc<dy
     }
     assert!(relay.dead_outbox(&claimed[3].claim, "x").await.unwrap());
     assert_eq!(relay.outbox_backlog().await.unwrap().pending, 0);
-    assert_eq!(relay.delete_old_outbox(Duration::from_secs(3600), 100).await.unwrap(), 0, "too young");
-    assert_eq!(relay.delete_excess_outbox(1, 1).await.unwrap(), 1, "the batch bounds a delete");
-    assert_eq!(relay.delete_excess_outbox(1, 100).await.unwrap(), 1, "the newest sent and dead rows stay");
+    assert_eq!(
+        relay
+            .delete_old_outbox(Duration::from_secs(3600), 100)
+            .await
+            .unwrap(),
+        0,
+        "too young"
+    );
+    assert_eq!(
+        relay.delete_excess_outbox(1, 1).await.unwrap(),
+        1,
+        "the batch bounds a delete"
+    );
+    assert_eq!(
+        relay.delete_excess_outbox(1, 100).await.unwrap(),
+        1,
+        "the newest sent and dead rows stay"
+    );
     assert_eq!(relay.delete_excess_outbox(1, 100).await.unwrap(), 0);
     tokio::time::sleep(Duration::from_millis(20)).await;
-    assert_eq!(relay.delete_old_outbox(Duration::ZERO, 100).await.unwrap(), 2);
+    assert_eq!(
+        relay.delete_old_outbox(Duration::ZERO, 100).await.unwrap(),
+        2
+    );
 
     let src = source("retention");
     let done = insert(store, NewInboxMessage::new(&src, "1", json!({}))).await;
@@ -617,7 +1114,13 @@ async fn backlog_and_retention_count_and_delete_only_terminal_rows(relay: Arc<dy
     assert_eq!(claimed.len(), 2);
     for c in &claimed {
         if c.message.id == done {
-            assert!(matches!(relay.forward_push(&c.claim, &outbox_row("r", None)).await.unwrap(), Forwarded::Done { .. }));
+            assert!(matches!(
+                relay
+                    .forward_push(&c.claim, &outbox_row("r", None))
+                    .await
+                    .unwrap(),
+                Forwarded::Done { .. }
+            ));
         } else {
             assert!(relay.dead_push(&c.claim, "x").await.unwrap());
         }
@@ -625,23 +1128,49 @@ async fn backlog_and_retention_count_and_delete_only_terminal_rows(relay: Arc<dy
     let waiting = insert(store, NewInboxMessage::new(&src, "3", json!({}))).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     assert!(relay.inbox_backlog().await.unwrap().push_oldest_pending_age >= 0.05);
-    assert_eq!(relay.delete_old_inbox(Duration::from_secs(3600), 100).await.unwrap(), 0, "too young");
-    assert_eq!(relay.delete_old_inbox(Duration::ZERO, 100).await.unwrap(), 2, "processed and dead rows go");
-    assert!(relay.inbox_row(done).await.unwrap().is_none() && relay.inbox_row(dead).await.unwrap().is_none());
-    assert!(relay.inbox_row(waiting).await.unwrap().is_some(), "a pending row stays");
+    assert_eq!(
+        relay
+            .delete_old_inbox(Duration::from_secs(3600), 100)
+            .await
+            .unwrap(),
+        0,
+        "too young"
+    );
+    assert_eq!(
+        relay.delete_old_inbox(Duration::ZERO, 100).await.unwrap(),
+        2,
+        "processed and dead rows go"
+    );
+    assert!(
+        relay.inbox_row(done).await.unwrap().is_none()
+            && relay.inbox_row(dead).await.unwrap().is_none()
+    );
+    assert!(
+        relay.inbox_row(waiting).await.unwrap().is_some(),
+        "a pending row stays"
+    );
 }
 
-async fn the_inbox_backlog_ages_push_and_pull_rows_apart(relay: Arc<dyn RelayStore>, store: &Arc<dyn Store>) {
+async fn the_inbox_backlog_ages_push_and_pull_rows_apart(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+) {
     let src = source("backlog");
     insert(store, pull(&src, "p1", None)).await;
     tokio::time::sleep(Duration::from_millis(300)).await;
     let b = relay.inbox_backlog().await.unwrap();
-    assert_eq!(b.push_oldest_pending_age, 0.0, "a waiting pull row is not the relay's backlog: {b:?}");
+    assert_eq!(
+        b.push_oldest_pending_age, 0.0,
+        "a waiting pull row is not the relay's backlog: {b:?}"
+    );
     assert!(b.pull_oldest_pending_age >= 0.25, "{b:?}");
     insert(store, NewInboxMessage::new(&src, "s1", json!({}))).await;
     tokio::time::sleep(Duration::from_millis(100)).await;
     let b = relay.inbox_backlog().await.unwrap();
-    assert!(b.push_oldest_pending_age >= 0.05 && b.push_oldest_pending_age < b.pull_oldest_pending_age, "{b:?}");
+    assert!(
+        b.push_oldest_pending_age >= 0.05 && b.push_oldest_pending_age < b.pull_oldest_pending_age,
+        "{b:?}"
+    );
     // A claimed push row is no longer pending; the pull row still waits.
     assert_eq!(relay.claim_push(10, LEASE).await.unwrap().len(), 1);
     let b = relay.inbox_backlog().await.unwrap();
@@ -739,14 +1268,22 @@ mod pg {
         let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
             .expect("QUEUEBOX_TEST_DATABASE_URL is not set: run `source scripts/postgres.sh` or `bash scripts/test.sh`");
         let name = format!("qb_contract_{}", Uuid::new_v4().simple());
-        let pool = sqlx::PgPool::connect(&admin).await.expect("connect to the test server");
-        sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create database");
+        let pool = sqlx::PgPool::connect(&admin)
+            .await
+            .expect("connect to the test server");
+        sqlx::query(&format!("CREATE DATABASE {name}"))
+            .execute(&pool)
+            .await
+            .expect("create database");
         pool.close().await;
         let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
         let url = format!("{base}/{name}");
         let store = PgStore::connect(&url, 2).await.expect("connect");
         migrate::postgres::run(&store).await.expect("migrate");
-        sqlx::query("CREATE TABLE contract_orders (id TEXT PRIMARY KEY)").execute(store.pool()).await.expect("business table");
+        sqlx::query("CREATE TABLE contract_orders (id TEXT PRIMARY KEY)")
+            .execute(store.pool())
+            .await
+            .expect("business table");
         store.pool().close().await;
         url
     }
@@ -760,8 +1297,14 @@ mod pg {
     /// The relay role on a fresh database of its own, through the backend factory (what the
     /// relay calls): the relay store and the pull store of one [`Database`].
     pub async fn relay_setup() -> (Arc<dyn RelayStore>, Arc<dyn Store>) {
-        let db = backend::connect(&DatabaseSettings::new(database().await).pool_size(8)).await.expect("connect");
-        assert_eq!(db.schema_version().await.unwrap(), db.latest_version(), "migrated to this build's version");
+        let db = backend::connect(&DatabaseSettings::new(database().await).pool_size(8))
+            .await
+            .expect("connect");
+        assert_eq!(
+            db.schema_version().await.unwrap(),
+            db.latest_version(),
+            "migrated to this build's version"
+        );
         (db.relay_store(), db.store())
     }
 }
@@ -771,7 +1314,8 @@ mod mssql {
     use super::*;
 
     #[cfg(not(feature = "sqlserver"))]
-    pub const SKIP_REASON: &str = "built without the `sqlserver` feature (cargo test -p queuebox-core --features sqlserver)";
+    pub const SKIP_REASON: &str =
+        "built without the `sqlserver` feature (cargo test -p queuebox-core --features sqlserver)";
     #[cfg(feature = "sqlserver")]
     pub const SKIP_REASON: &str = "QUEUEBOX_TEST_MSSQL_URL is not set";
 
@@ -810,8 +1354,12 @@ mod mssql {
         static DATABASE: OnceCell<Option<tiberius::Config>> = OnceCell::const_new();
 
         async fn database() -> Option<tiberius::Config> {
-            let url = std::env::var("QUEUEBOX_TEST_MSSQL_URL").ok().filter(|u| !u.trim().is_empty())?;
-            let admin = SqlServerStore::connect(&url, 2).await.expect("connect to QUEUEBOX_TEST_MSSQL_URL");
+            let url = std::env::var("QUEUEBOX_TEST_MSSQL_URL")
+                .ok()
+                .filter(|u| !u.trim().is_empty())?;
+            let admin = SqlServerStore::connect(&url, 2)
+                .await
+                .expect("connect to QUEUEBOX_TEST_MSSQL_URL");
             let name = format!("qb_contract_{}", Uuid::new_v4().simple());
             {
                 // CREATE DATABASE cannot run inside a transaction: straight on a connection.
@@ -827,20 +1375,31 @@ mod mssql {
             }
             let mut config = parse_connection_string(&url).expect("URL");
             config.database(&name);
-            let store = SqlServerStore::connect_with_config(config.clone(), 2, &name).await.expect("connect to the new database");
+            let store = SqlServerStore::connect_with_config(config.clone(), 2, &name)
+                .await
+                .expect("connect to the new database");
             migrate::sqlserver::run(&store).await.expect("migrate");
             // Applying again is a no-op.
-            let again = migrate::sqlserver::run(&store).await.expect("migrate again");
+            let again = migrate::sqlserver::run(&store)
+                .await
+                .expect("migrate again");
             assert!(again.applied.is_empty());
             let mut tx = store.begin().await.expect("begin");
-            tx.execute("CREATE TABLE contract_orders (id NVARCHAR(100) NOT NULL PRIMARY KEY)", &[]).await.expect("business table");
+            tx.execute(
+                "CREATE TABLE contract_orders (id NVARCHAR(100) NOT NULL PRIMARY KEY)",
+                &[],
+            )
+            .await
+            .expect("business table");
             tx.commit().await.expect("commit");
             Some(config)
         }
 
         pub async fn setup() -> Option<(Arc<dyn Store>, Sql)> {
             let config = DATABASE.get_or_init(database).await.clone()?;
-            let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL").await.expect("connect");
+            let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL")
+                .await
+                .expect("connect");
             Some((Arc::new(store), Sql(DIALECT)))
         }
 
@@ -849,10 +1408,18 @@ mod mssql {
         /// the store is connected by config and wrapped the way `backend::connect` wraps it).
         pub async fn relay_setup() -> Option<(Arc<dyn RelayStore>, Arc<dyn Store>)> {
             let config = database().await?;
-            let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL").await.expect("connect");
+            let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL")
+                .await
+                .expect("connect");
             let db: Arc<dyn Database> = Arc::new(SqlServerDatabase::new(store));
-            assert_eq!(db.schema_version().await.unwrap(), db.latest_version(), "migrated to this build's version");
-            db.migrate().await.expect("migrating again through the backend is a no-op");
+            assert_eq!(
+                db.schema_version().await.unwrap(),
+                db.latest_version(),
+                "migrated to this build's version"
+            );
+            db.migrate()
+                .await
+                .expect("migrating again through the backend is a no-op");
             Some((db.relay_store(), db.store()))
         }
     }

@@ -20,14 +20,23 @@ const SECONDS: u64 = 5;
 const ROWS: usize = 3000;
 
 fn server() -> String {
-    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
+    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
     url.rsplit_once('/').unwrap().0.to_string()
 }
 
 async fn fresh_db(tag: &str) -> (String, PgStore) {
-    let name = format!("qb_bench_{tag}_{}", &uuid::Uuid::new_v4().simple().to_string()[..8]);
-    let admin = PgStore::connect(&format!("{}/postgres", server()), 2).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(admin.pool()).await.unwrap();
+    let name = format!(
+        "qb_bench_{tag}_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..8]
+    );
+    let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
+        .await
+        .unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(admin.pool())
+        .await
+        .unwrap();
     let url = format!("{}/{name}", server());
     let store = PgStore::connect(&url, 16).await.unwrap();
     queuebox_core::migrate::postgres::run(&store).await.unwrap();
@@ -36,19 +45,34 @@ async fn fresh_db(tag: &str) -> (String, PgStore) {
 
 /// Closed-loop load: CLIENTS tasks POST for SECONDS; `key(i)` gives each request's id.
 async fn load(url: String, key: Arc<dyn Fn(u64) -> String + Send + Sync>) -> (f64, u64) {
-    let client = reqwest::Client::builder().pool_max_idle_per_host(CLIENTS).build().unwrap();
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(CLIENTS)
+        .build()
+        .unwrap();
     let n = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
     let end = Instant::now() + Duration::from_secs(SECONDS);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
-        let (client, n, errors, url, key) = (client.clone(), n.clone(), errors.clone(), url.clone(), key.clone());
+        let (client, n, errors, url, key) = (
+            client.clone(),
+            n.clone(),
+            errors.clone(),
+            url.clone(),
+            key.clone(),
+        );
         tasks.push(tokio::spawn(async move {
             while Instant::now() < end {
                 let i = n.fetch_add(1, Ordering::Relaxed);
                 let body = format!(r#"{{"id":"{}","type":"created","amount":12.5}}"#, key(i));
-                match client.post(&url).header("content-type", "application/json").body(body).send().await {
+                match client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body)
+                    .send()
+                    .await
+                {
                     Ok(r) if r.status().as_u16() == 202 || r.status().as_u16() == 200 => {}
                     _ => {
                         errors.fetch_add(1, Ordering::Relaxed);
@@ -60,7 +84,10 @@ async fn load(url: String, key: Arc<dyn Fn(u64) -> String + Send + Sync>) -> (f6
     for t in tasks {
         t.await.unwrap();
     }
-    (n.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64(), errors.load(Ordering::Relaxed))
+    (
+        n.load(Ordering::Relaxed) as f64 / t0.elapsed().as_secs_f64(),
+        errors.load(Ordering::Relaxed),
+    )
 }
 
 async fn baseline_insert(State(store): State<PgStore>, body: Bytes) -> StatusCode {
@@ -82,7 +109,11 @@ async fn baseline_insert(State(store): State<PgStore>, body: Bytes) -> StatusCod
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 fn relay_config(db: &str, port: u16, receiver: u16, outbox: bool) -> tempfile::NamedTempFile {
@@ -99,9 +130,19 @@ async fn spawn_relay(cfg: &std::path::Path, port: u16) -> tokio::process::Child 
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("QUEUEBOX_")) {
         cmd.env_remove(k);
     }
-    let child = cmd.arg("--config").arg(cfg).arg("run").env("RUST_LOG", "error").kill_on_drop(true).spawn().unwrap();
+    let child = cmd
+        .arg("--config")
+        .arg(cfg)
+        .arg("run")
+        .env("RUST_LOG", "error")
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
     for _ in 0..600 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -120,7 +161,10 @@ async fn insert_rows(store: &PgStore) {
 async fn wait_sent(store: &PgStore) -> f64 {
     let t0 = Instant::now();
     loop {
-        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE state = 'sent'").fetch_one(store.pool()).await.unwrap();
+        let n: i64 = sqlx::query_scalar("SELECT count(*) FROM outbox WHERE state = 'sent'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
         if n as usize >= ROWS {
             return ROWS as f64 / t0.elapsed().as_secs_f64();
         }
@@ -135,8 +179,12 @@ async fn baseline_delivery(store: &PgStore, receiver: u16) -> f64 {
     let url = format!("http://127.0.0.1:{receiver}/");
     let t0 = Instant::now();
     loop {
-        let rows: Vec<(uuid::Uuid, serde_json::Value)> =
-            sqlx::query_as("SELECT id, payload FROM outbox WHERE state = 'pending' ORDER BY sequence LIMIT 100").fetch_all(store.pool()).await.unwrap();
+        let rows: Vec<(uuid::Uuid, serde_json::Value)> = sqlx::query_as(
+            "SELECT id, payload FROM outbox WHERE state = 'pending' ORDER BY sequence LIMIT 100",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
         if rows.is_empty() {
             return ROWS as f64 / t0.elapsed().as_secs_f64();
         }
@@ -144,9 +192,20 @@ async fn baseline_delivery(store: &PgStore, receiver: u16) -> f64 {
             .for_each_concurrent(16, |(id, payload)| {
                 let (client, url) = (client.clone(), url.clone());
                 async move {
-                    let ok = client.post(&url).header("X-Message-Id", id.to_string()).json_body(&payload).send().await.map(|r| r.status().is_success()).unwrap_or(false);
+                    let ok = client
+                        .post(&url)
+                        .header("X-Message-Id", id.to_string())
+                        .json_body(&payload)
+                        .send()
+                        .await
+                        .map(|r| r.status().is_success())
+                        .unwrap_or(false);
                     if ok {
-                        sqlx::query("UPDATE outbox SET state = 'sent' WHERE id = $1").bind(id).execute(store.pool()).await.unwrap();
+                        sqlx::query("UPDATE outbox SET state = 'sent' WHERE id = $1")
+                            .bind(id)
+                            .execute(store.pool())
+                            .await
+                            .unwrap();
                     }
                 }
             })
@@ -159,7 +218,8 @@ trait JsonBody {
 }
 impl JsonBody for reqwest::RequestBuilder {
     fn json_body(self, v: &serde_json::Value) -> Self {
-        self.header("content-type", "application/json").body(serde_json::to_vec(v).unwrap())
+        self.header("content-type", "application/json")
+            .body(serde_json::to_vec(v).unwrap())
     }
 }
 
@@ -168,7 +228,11 @@ async fn main() {
     // A receiver that answers 200 at once.
     let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rx_port = rx.local_addr().unwrap().port();
-    tokio::spawn(async move { axum::serve(rx, axum::Router::new().fallback(|| async { "ok" })).await.unwrap() });
+    tokio::spawn(async move {
+        axum::serve(rx, axum::Router::new().fallback(|| async { "ok" }))
+            .await
+            .unwrap()
+    });
 
     // Ingest: the relay (outbox off, relay off) vs a bare axum INSERT handler.
     let (db, _store) = fresh_db("ingest").await;
@@ -184,7 +248,9 @@ async fn main() {
     let _ = db2;
     let bl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let bl_port = bl.local_addr().unwrap().port();
-    let app = axum::Router::new().route("/inbox/orders", axum::routing::post(baseline_insert)).with_state(store2.clone());
+    let app = axum::Router::new()
+        .route("/inbox/orders", axum::routing::post(baseline_insert))
+        .with_state(store2.clone());
     tokio::spawn(async move { axum::serve(bl, app).await.unwrap() });
     let burl = format!("http://127.0.0.1:{bl_port}/inbox/orders");
     let (base_fresh, e3) = load(burl.clone(), Arc::new(|i| format!("k{i}"))).await;
@@ -215,6 +281,10 @@ async fn main() {
     });
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/results");
     std::fs::create_dir_all(dir).unwrap();
-    std::fs::write(format!("{dir}/relay.json"), serde_json::to_string_pretty(&out).unwrap()).unwrap();
+    std::fs::write(
+        format!("{dir}/relay.json"),
+        serde_json::to_string_pretty(&out).unwrap(),
+    )
+    .unwrap();
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
 }

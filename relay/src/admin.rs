@@ -28,13 +28,26 @@ fn err(status: StatusCode, msg: impl Into<String>) -> Response {
 }
 
 fn guard(st: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Response> {
-    let Some(auth) = &st.cfg.admin.auth else { return Ok(()) };
-    let hs: Vec<(String, String)> = headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string()))).collect();
-    crate::sources::auth::check(auth, &hs, body, chrono::Utc::now().timestamp_millis()).map_err(|r| err(StatusCode::UNAUTHORIZED, r))
+    let Some(auth) = &st.cfg.admin.auth else {
+        return Ok(());
+    };
+    let hs: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            v.to_str()
+                .ok()
+                .map(|v| (k.as_str().to_string(), v.to_string()))
+        })
+        .collect();
+    crate::sources::auth::check(auth, &hs, body, chrono::Utc::now().timestamp_millis())
+        .map_err(|r| err(StatusCode::UNAUTHORIZED, r))
 }
 
 fn db_error(e: queuebox_core::Error) -> Response {
-    err(StatusCode::INTERNAL_SERVER_ERROR, queuebox_core::headers::redact_error(&e.to_string(), &[]))
+    err(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        queuebox_core::headers::redact_error(&e.to_string(), &[]),
+    )
 }
 
 #[derive(Deserialize)]
@@ -42,7 +55,12 @@ struct Limit {
     limit: Option<u32>,
 }
 
-async fn list_dead(State(st): State<AppState>, Path(table): Path<String>, Query(q): Query<Limit>, headers: HeaderMap) -> Response {
+async fn list_dead(
+    State(st): State<AppState>,
+    Path(table): Path<String>,
+    Query(q): Query<Limit>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(r) = guard(&st, &headers, b"") {
         return r;
     }
@@ -79,9 +97,19 @@ async fn replay_outbox(State(st): State<AppState>, headers: HeaderMap, body: Byt
         Ok(b) => b,
         Err(e) => return err(StatusCode::BAD_REQUEST, format!("Invalid request: {e}")),
     };
-    let f = ReplayFilter { ids: b.ids, topic: b.topic, source: b.source, created_after: b.created_after, created_before: b.created_before, dead_only: b.dead_only };
+    let f = ReplayFilter {
+        ids: b.ids,
+        topic: b.topic,
+        source: b.source,
+        created_after: b.created_after,
+        created_before: b.created_before,
+        dead_only: b.dead_only,
+    };
     if f.is_empty() {
-        return err(StatusCode::BAD_REQUEST, "Give at least one filter: ids, topic, source, createdAfter or createdBefore");
+        return err(
+            StatusCode::BAD_REQUEST,
+            "Give at least one filter: ids, topic, source, createdAfter or createdBefore",
+        );
     }
     match st.store.replay_outbox(&f).await {
         Ok(n) => {
@@ -94,7 +122,12 @@ async fn replay_outbox(State(st): State<AppState>, headers: HeaderMap, body: Byt
 
 /// `POST /admin/inbox/{id}/replay`: a new outbox row (new `X-Message-Id`) with the same
 /// `x-idempotency-key`, so receivers deduplicating on it see the repeat.
-async fn replay_inbox(State(st): State<AppState>, Path(id): Path<Uuid>, headers: HeaderMap, body: Bytes) -> Response {
+async fn replay_inbox(
+    State(st): State<AppState>,
+    Path(id): Path<Uuid>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     if let Err(r) = guard(&st, &headers, &body) {
         return r;
     }
@@ -116,7 +149,11 @@ async fn replay_inbox(State(st): State<AppState>, Path(id): Path<Uuid>, headers:
     }
 }
 
-async fn delete_outbox(State(st): State<AppState>, Path(id): Path<Uuid>, headers: HeaderMap) -> Response {
+async fn delete_outbox(
+    State(st): State<AppState>,
+    Path(id): Path<Uuid>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(r) = guard(&st, &headers, b"") {
         return r;
     }

@@ -74,22 +74,33 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let blocked = destinations::address_guard::check_startup(&cfg).await;
     if !blocked.is_empty() {
         let list: Vec<String> = blocked.iter().map(|b| format!("\n  - {b}")).collect();
-        anyhow::bail!("QueueBox refuses to start: a destination host is private.{}", list.concat());
+        anyhow::bail!(
+            "QueueBox refuses to start: a destination host is private.{}",
+            list.concat()
+        );
     }
     let db = connect(&cfg).await?;
     if cfg.database.migrate {
-        let report = db.migrate().await.map_err(|e| anyhow::anyhow!("QueueBox could not apply the database migrations. Reason: {e}"))?;
+        let report = db.migrate().await.map_err(|e| {
+            anyhow::anyhow!("QueueBox could not apply the database migrations. Reason: {e}")
+        })?;
         for m in &report.applied {
             tracing::info!(migration = %m, "applied migration");
         }
     }
-    db.check_schema().await.map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
+    db.check_schema()
+        .await
+        .map_err(|e| anyhow::anyhow!("QueueBox could not find its tables. Reason: {e}"))?;
     // No start-up check of destination timeouts against outbox.claimTimeoutMs: the outbox
     // relay renews its claims every claimTimeoutMs/3 while a publish runs.
     let metrics = Arc::new(Metrics::new());
     let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
     let st = AppState {
-        inbox: Inbox { store: db.store(), metrics: metrics.clone(), max_header_bytes: cfg.inbox.max_header_bytes },
+        inbox: Inbox {
+            store: db.store(),
+            metrics: metrics.clone(),
+            max_header_bytes: cfg.inbox.max_header_bytes,
+        },
         cfg: cfg.clone(),
         store: db.relay_store(),
         db: db.clone(),
@@ -104,20 +115,32 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let mut loops = Vec::new();
     let pool_wait = Duration::from_millis(cfg.database.connection_timeout_ms);
     if cfg.outbox.enabled {
-        let grace = liveness::grace(Duration::from_millis(cfg.outbox.poll_interval_ms), pool_wait);
-        loops.push(st.loops.spawn("outbox-poller", grace, |hb| crate::outbox::run(st.clone(), stop.clone(), hb)));
+        let grace = liveness::grace(
+            Duration::from_millis(cfg.outbox.poll_interval_ms),
+            pool_wait,
+        );
+        loops.push(st.loops.spawn("outbox-poller", grace, |hb| {
+            crate::outbox::run(st.clone(), stop.clone(), hb)
+        }));
     } else {
         st.loops.disabled("outbox-poller");
     }
     if cfg.inbox.relay.enabled {
-        let grace = liveness::grace(Duration::from_millis(cfg.inbox.relay.poll_interval_ms), pool_wait);
-        loops.push(st.loops.spawn("inbox-relay", grace, |hb| crate::inbox_relay::run(st.clone(), stop.clone(), hb)));
+        let grace = liveness::grace(
+            Duration::from_millis(cfg.inbox.relay.poll_interval_ms),
+            pool_wait,
+        );
+        loops.push(st.loops.spawn("inbox-relay", grace, |hb| {
+            crate::inbox_relay::run(st.clone(), stop.clone(), hb)
+        }));
     } else {
         st.loops.disabled("inbox-relay");
     }
     if cfg.retention.enabled && !crate::retention::active_tables(&cfg.retention).is_empty() {
         let grace = liveness::grace(crate::retention::TICK, pool_wait);
-        loops.push(st.loops.spawn("retention-service", grace, |hb| crate::retention::run(st.clone(), stop.clone(), hb)));
+        loops.push(st.loops.spawn("retention-service", grace, |hb| {
+            crate::retention::run(st.clone(), stop.clone(), hb)
+        }));
     } else {
         st.loops.disabled("retention-service");
     }
@@ -125,13 +148,23 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     for source in cfg.sources.values() {
         if let Some(b) = crate::sources::build_broker(source) {
             let b = b?;
-            brokers.push(tokio::spawn(b.run(st.inbox.clone(), source.clone(), stop.clone())));
+            brokers.push(tokio::spawn(b.run(
+                st.inbox.clone(),
+                source.clone(),
+                stop.clone(),
+            )));
         }
     }
 
     let ops = ops_router(st.clone());
-    let data = if cfg.server.management_port.is_some() { Router::new() } else { ops.clone() };
-    let data = data.fallback(crate::sources::http::ingest).with_state(st.clone());
+    let data = if cfg.server.management_port.is_some() {
+        Router::new()
+    } else {
+        ops.clone()
+    };
+    let data = data
+        .fallback(crate::sources::http::ingest)
+        .with_state(st.clone());
     let http_stop = CancellationToken::new();
     let bind = &cfg.server.bind_address;
     // `server.tls`: both ports speak HTTPS only; SIGHUP re-reads the certificate.
@@ -147,11 +180,19 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let listener = tokio::net::TcpListener::bind((bind.as_str(), cfg.server.http_port)).await?;
     tracing::info!(addr = %listener.local_addr()?, "inbox {scheme} listening");
     let limits = Limits::from(&cfg.server);
-    let mut servers = vec![serve(listener, data, limits, tls.clone(), http_stop.clone())];
+    let mut servers = vec![serve(
+        listener,
+        data,
+        limits,
+        tls.clone(),
+        http_stop.clone(),
+    )];
     if let Some(port) = cfg.server.management_port {
         let l = tokio::net::TcpListener::bind((bind.as_str(), port)).await?;
         tracing::info!(addr = %l.local_addr()?, "management {scheme} listening");
-        let mgmt = ops.fallback(|| async { StatusCode::NOT_FOUND }).with_state(st.clone());
+        let mgmt = ops
+            .fallback(|| async { StatusCode::NOT_FOUND })
+            .with_state(st.clone());
         servers.push(serve(l, mgmt, limits, tls.clone(), http_stop.clone()));
     }
     tracing::info!("QueueBox started");
@@ -171,7 +212,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     // 2. Background loops stop claiming and finish their in-flight work.
     stop.cancel();
     let budget = Duration::from_millis(cfg.outbox.shutdown_timeout_ms);
-    for l in loops.into_iter().chain(brokers.into_iter().map(|h| tokio::spawn(async move { let _ = h.await; }))) {
+    for l in loops.into_iter().chain(brokers.into_iter().map(|h| {
+        tokio::spawn(async move {
+            let _ = h.await;
+        })
+    })) {
         if tokio::time::timeout(budget, l).await.is_err() {
             tracing::warn!("Shutdown step 'background services' timed out; unfinished claims are reclaimed after their lease");
         }
@@ -194,7 +239,10 @@ struct Limits {
 
 impl From<&queuebox_config::ServerConfig> for Limits {
     fn from(s: &queuebox_config::ServerConfig) -> Self {
-        Limits { header_timeout: Duration::from_millis(s.request_header_timeout_ms), max_connections: s.max_connections as usize }
+        Limits {
+            header_timeout: Duration::from_millis(s.request_header_timeout_ms),
+            max_connections: s.max_connections as usize,
+        }
     }
 }
 
@@ -217,7 +265,8 @@ fn serve(
         let permits = Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
         let graceful = hyper_util::server::graceful::GracefulShutdown::new();
         let mut http = hyper::server::conn::http1::Builder::new();
-        http.timer(TokioTimer::new()).header_read_timeout(limits.header_timeout);
+        http.timer(TokioTimer::new())
+            .header_read_timeout(limits.header_timeout);
         loop {
             let permit = tokio::select! {
                 p = permits.clone().acquire_owned() => p.expect("the semaphore is never closed"),
@@ -250,7 +299,10 @@ fn serve(
             tokio::spawn(async move {
                 match tokio::time::timeout(limits.header_timeout, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => {
-                        if let Err(e) = watcher.watch(http.serve_connection(TokioIo::new(stream), service)).await {
+                        if let Err(e) = watcher
+                            .watch(http.serve_connection(TokioIo::new(stream), service))
+                            .await
+                        {
                             tracing::debug!(error = %e, "HTTPS connection closed with an error");
                         }
                     }
@@ -266,7 +318,8 @@ fn serve(
 }
 
 async fn shutdown_signal() {
-    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).expect("SIGTERM handler");
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .expect("SIGTERM handler");
     tokio::select! {
         _ = term.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
@@ -278,7 +331,12 @@ fn ops_router(st: AppState) -> Router<AppState> {
     let mut r = Router::new()
         .route("/", get(|| async { "QueueBox is running!" }))
         .route("/metrics", get(metrics))
-        .route("/health/live", get(|| async { Json(json!({"status": "healthy", "components": {"process": {"status": "up"}}})) }))
+        .route(
+            "/health/live",
+            get(|| async {
+                Json(json!({"status": "healthy", "components": {"process": {"status": "up"}}}))
+            }),
+        )
         .route("/health/ready", get(ready))
         .route("/health", get(ready));
     if st.cfg.admin.enabled {
@@ -289,9 +347,24 @@ fn ops_router(st: AppState) -> Router<AppState> {
 
 async fn metrics(State(st): State<AppState>) -> Response {
     let pool = st.db.pool_gauges();
-    st.metrics.set("queuebox_db_pool_connections", &[("state", "active")], pool.active as f64);
-    st.metrics.set("queuebox_db_pool_connections", &[("state", "idle")], pool.idle as f64);
-    ([(axum::http::header::CONTENT_TYPE, "text/plain; version=0.0.4")], st.metrics.render()).into_response()
+    st.metrics.set(
+        "queuebox_db_pool_connections",
+        &[("state", "active")],
+        pool.active as f64,
+    );
+    st.metrics.set(
+        "queuebox_db_pool_connections",
+        &[("state", "idle")],
+        pool.idle as f64,
+    );
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; version=0.0.4",
+        )],
+        st.metrics.render(),
+    )
+        .into_response()
 }
 
 /// 200 when the database answers, the schema is at this build's version and every
@@ -313,7 +386,11 @@ async fn ready(State(st): State<AppState>) -> Response {
     // Broker sources and destinations (rabbitmq.<name>, kafka.<name>, nats.<name>).
     let broker_health = queuebox_brokers::Health::global();
     let brokers_up = broker_health.ready();
-    let brokers_down: serde_json::Map<String, serde_json::Value> = broker_health.down().into_iter().map(|(c, why)| (c, json!(why))).collect();
+    let brokers_down: serde_json::Map<String, serde_json::Value> = broker_health
+        .down()
+        .into_iter()
+        .map(|(c, why)| (c, json!(why)))
+        .collect();
     // Each loop's own liveness: up, disabled (never fails readiness) or down.
     let loops = st.loops.statuses();
     let loops_up = loops.values().all(|s| s.ready());
@@ -331,5 +408,13 @@ async fn ready(State(st): State<AppState>) -> Response {
         "status": if all { "healthy" } else { "unhealthy" },
         "components": components,
     });
-    (if all { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE }, Json(body)).into_response()
+    (
+        if all {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        Json(body),
+    )
+        .into_response()
 }

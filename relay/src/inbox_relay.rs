@@ -36,7 +36,9 @@ impl Relay for InboxRelay {
     async fn reclaim(&self) {
         match self.0.store.reclaim_push().await {
             Ok(n) if n > 0 => {
-                self.0.metrics.add("queuebox_inbox_messages_reclaimed_total", &[], n as f64);
+                self.0
+                    .metrics
+                    .add("queuebox_inbox_messages_reclaimed_total", &[], n as f64);
                 tracing::info!(rows = n, "reclaimed push rows whose lease expired");
             }
             Ok(_) => {}
@@ -48,8 +50,16 @@ impl Relay for InboxRelay {
         // Push rows only in the reference's family: pull rows wait for application workers,
         // not for this relay, and have their own family.
         if let Ok(b) = self.0.store.inbox_backlog().await {
-            self.0.metrics.set("queuebox_inbox_oldest_pending_age_seconds", &[], b.push_oldest_pending_age);
-            self.0.metrics.set("queuebox_inbox_pull_oldest_pending_age_seconds", &[], b.pull_oldest_pending_age);
+            self.0.metrics.set(
+                "queuebox_inbox_oldest_pending_age_seconds",
+                &[],
+                b.push_oldest_pending_age,
+            );
+            self.0.metrics.set(
+                "queuebox_inbox_pull_oldest_pending_age_seconds",
+                &[],
+                b.pull_oldest_pending_age,
+            );
         }
     }
 
@@ -84,18 +94,34 @@ pub enum Unroutable {
 /// headers over the stored ones (the correlation id generated when the row has none), and
 /// `inbox.relay.maxAttempts` falling back to `outbox.maxAttempts`.
 pub fn outbox_row(cfg: &Config, m: &InboxMessage) -> Result<NewOutboxRow, Unroutable> {
-    let source = cfg.sources.get(&m.source).ok_or_else(|| Unroutable::SourceNotConfigured(m.source.clone()))?;
+    let source = cfg
+        .sources
+        .get(&m.source)
+        .ok_or_else(|| Unroutable::SourceNotConfigured(m.source.clone()))?;
     let topic = render_topic(source.topic_template(), &m.source, m.event_type.as_deref());
     if topic.is_empty() {
         return Err(Unroutable::EmptyTopic);
     }
-    let correlation = m.correlation_id.clone().unwrap_or_else(|| queuebox_core::headers::correlation_id(None));
+    let correlation = m
+        .correlation_id
+        .clone()
+        .unwrap_or_else(|| queuebox_core::headers::correlation_id(None));
     Ok(NewOutboxRow {
         topic,
         key: m.aggregate_id.clone(),
         payload: m.payload.clone(),
-        headers: relay_headers(&m.headers, m.id, &m.source, &m.idempotency_key, &correlation),
-        max_attempts: cfg.inbox.relay.max_attempts.unwrap_or(cfg.outbox.max_attempts),
+        headers: relay_headers(
+            &m.headers,
+            m.id,
+            &m.source,
+            &m.idempotency_key,
+            &correlation,
+        ),
+        max_attempts: cfg
+            .inbox
+            .relay
+            .max_attempts
+            .unwrap_or(cfg.outbox.max_attempts),
     })
 }
 
@@ -112,17 +138,27 @@ async fn forward(st: &AppState, row: ClaimedRow) {
         Err(Unroutable::EmptyTopic) => {
             tracing::error!(source = %m.source, inbox_id = %m.id, "the topic template rendered empty; set the source's topic or send an event type. The row is dead.");
             st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-            let ok = st.store.dead_push(&row.claim, "the topic template rendered an empty topic").await.unwrap_or(false);
+            let ok = st
+                .store
+                .dead_push(&row.claim, "the topic template rendered an empty topic")
+                .await
+                .unwrap_or(false);
             if !ok {
                 claim_lost(Component::Inbox);
             }
             return;
         }
     };
-    let correlation = out.headers.get(X_CORRELATION_ID).and_then(|v| v.as_str()).unwrap_or_default().to_string();
+    let correlation = out
+        .headers
+        .get(X_CORRELATION_ID)
+        .and_then(|v| v.as_str())
+        .unwrap_or_default()
+        .to_string();
     match st.store.forward_push(&row.claim, &out).await {
         Ok(Forwarded::Done { outbox_id }) => {
-            st.metrics.inc("queuebox_inbox_messages_total", &[("status", "forwarded")]);
+            st.metrics
+                .inc("queuebox_inbox_messages_total", &[("status", "forwarded")]);
             tracing::debug!(inbox_id = %m.id, %outbox_id, correlationId = %correlation, "forwarded");
         }
         Ok(Forwarded::ClaimLost) => {

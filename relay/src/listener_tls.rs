@@ -22,7 +22,11 @@ pub enum TlsLoadError {
     #[error("server.tls.keyFile: cannot read a private key from {path}: {reason}")]
     Key { path: String, reason: String },
     #[error("server.tls: the key in {key} does not belong to the certificate in {cert}: {reason}")]
-    Mismatch { cert: String, key: String, reason: String },
+    Mismatch {
+        cert: String,
+        key: String,
+        reason: String,
+    },
 }
 
 /// The listener's current TLS configuration, shared by both ports.
@@ -35,18 +39,29 @@ impl ListenerTls {
     /// Loads the certificate and key once; start-up fails on an error.
     pub fn load(settings: &queuebox_config::ServerTls) -> Result<Arc<Self>, TlsLoadError> {
         let config = server_config(settings)?;
-        Ok(Arc::new(ListenerTls { settings: settings.clone(), current: RwLock::new(config) }))
+        Ok(Arc::new(ListenerTls {
+            settings: settings.clone(),
+            current: RwLock::new(config),
+        }))
     }
 
     /// The acceptor for the next connection (the certificate as of now).
     pub fn acceptor(&self) -> TlsAcceptor {
-        TlsAcceptor::from(self.current.read().expect("the TLS lock is never poisoned").clone())
+        TlsAcceptor::from(
+            self.current
+                .read()
+                .expect("the TLS lock is never poisoned")
+                .clone(),
+        )
     }
 
     /// Re-reads the files; on an error the old certificate stays in use.
     pub fn reload(&self) -> Result<(), TlsLoadError> {
         let config = server_config(&self.settings)?;
-        *self.current.write().expect("the TLS lock is never poisoned") = config;
+        *self
+            .current
+            .write()
+            .expect("the TLS lock is never poisoned") = config;
         Ok(())
     }
 
@@ -56,8 +71,12 @@ impl ListenerTls {
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 match self.reload() {
-                    Ok(()) => tracing::info!(cert = %self.settings.cert_file, "reloaded the listener certificate"),
-                    Err(e) => tracing::error!(error = %e, "could not reload the listener certificate; keeping the old one"),
+                    Ok(()) => {
+                        tracing::info!(cert = %self.settings.cert_file, "reloaded the listener certificate")
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %e, "could not reload the listener certificate; keeping the old one")
+                    }
                 }
             }
         });
@@ -68,18 +87,30 @@ impl ListenerTls {
 fn server_config(s: &queuebox_config::ServerTls) -> Result<Arc<ServerConfig>, TlsLoadError> {
     let certs = CertificateDer::pem_file_iter(&s.cert_file)
         .and_then(|it| it.collect::<Result<Vec<_>, _>>())
-        .map_err(|e| TlsLoadError::Cert { path: s.cert_file.clone(), reason: pem_reason(&s.cert_file, e) })?;
+        .map_err(|e| TlsLoadError::Cert {
+            path: s.cert_file.clone(),
+            reason: pem_reason(&s.cert_file, e),
+        })?;
     if certs.is_empty() {
-        return Err(TlsLoadError::NoCert { path: s.cert_file.clone() });
+        return Err(TlsLoadError::NoCert {
+            path: s.cert_file.clone(),
+        });
     }
-    let key = PrivateKeyDer::from_pem_file(&s.key_file).map_err(|e| TlsLoadError::Key { path: s.key_file.clone(), reason: pem_reason(&s.key_file, e) })?;
+    let key = PrivateKeyDer::from_pem_file(&s.key_file).map_err(|e| TlsLoadError::Key {
+        path: s.key_file.clone(),
+        reason: pem_reason(&s.key_file, e),
+    })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let mut config = ServerConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .expect("ring supports the default protocol versions")
         .with_no_client_auth()
         .with_single_cert(certs, key)
-        .map_err(|e| TlsLoadError::Mismatch { cert: s.cert_file.clone(), key: s.key_file.clone(), reason: e.to_string() })?;
+        .map_err(|e| TlsLoadError::Mismatch {
+            cert: s.cert_file.clone(),
+            key: s.key_file.clone(),
+            reason: e.to_string(),
+        })?;
     // The connection loop speaks HTTP/1 only.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
@@ -87,8 +118,12 @@ fn server_config(s: &queuebox_config::ServerTls) -> Result<Arc<ServerConfig>, Tl
 
 fn pem_reason(path: &str, e: rustls::pki_types::pem::Error) -> String {
     match e {
-        rustls::pki_types::pem::Error::Io(io) if !Path::new(path).exists() => format!("the file does not exist ({io})"),
-        rustls::pki_types::pem::Error::NoItemsFound => "no PEM item of that kind in the file".into(),
+        rustls::pki_types::pem::Error::Io(io) if !Path::new(path).exists() => {
+            format!("the file does not exist ({io})")
+        }
+        rustls::pki_types::pem::Error::NoItemsFound => {
+            "no PEM item of that kind in the file".into()
+        }
         other => other.to_string(),
     }
 }

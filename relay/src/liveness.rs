@@ -25,7 +25,12 @@ pub(crate) struct Heartbeat {
 
 impl Heartbeat {
     fn new(grace: Duration) -> Self {
-        let hb = Heartbeat { origin: Instant::now(), grace, due_ms: AtomicU64::new(0), ended: AtomicBool::new(false) };
+        let hb = Heartbeat {
+            origin: Instant::now(),
+            grace,
+            due_ms: AtomicU64::new(0),
+            ended: AtomicBool::new(false),
+        };
         hb.beat(Duration::ZERO);
         hb
     }
@@ -43,7 +48,10 @@ impl Heartbeat {
         let now = self.origin.elapsed().as_millis() as u64;
         let due = self.due_ms.load(Ordering::Relaxed);
         if now > due {
-            LoopStatus::Down(format!("no progress for {} ms past its deadline", now - due))
+            LoopStatus::Down(format!(
+                "no progress for {} ms past its deadline",
+                now - due
+            ))
         } else {
             LoopStatus::Up
         }
@@ -97,12 +105,20 @@ impl Loops {
 
     /// Spawns the loop `run` builds from its heartbeat; when the task ends, however it
     /// ends, the loop counts as down.
-    pub fn spawn<F>(&self, name: &'static str, grace: Duration, run: impl FnOnce(Arc<Heartbeat>) -> F) -> tokio::task::JoinHandle<()>
+    pub fn spawn<F>(
+        &self,
+        name: &'static str,
+        grace: Duration,
+        run: impl FnOnce(Arc<Heartbeat>) -> F,
+    ) -> tokio::task::JoinHandle<()>
     where
         F: Future<Output = ()> + Send + 'static,
     {
         let hb = Arc::new(Heartbeat::new(grace));
-        self.0.lock().expect("loops").insert(name, Slot::Running(hb.clone()));
+        self.0
+            .lock()
+            .expect("loops")
+            .insert(name, Slot::Running(hb.clone()));
         let fut = run(hb.clone());
         tokio::spawn(async move {
             // Dropped when the future returns and when a panic unwinds it.
@@ -148,14 +164,20 @@ mod tests {
         assert!(!hb.status().ready());
         hb.beat(Duration::from_millis(100));
         std::thread::sleep(Duration::from_millis(40));
-        assert_eq!(hb.status(), LoopStatus::Up, "the step's own allowance counts");
+        assert_eq!(
+            hb.status(),
+            LoopStatus::Up,
+            "the step's own allowance counts"
+        );
     }
 
     #[tokio::test]
     async fn a_loop_whose_task_panics_or_returns_is_down() {
         let loops = Loops::default();
         loops.disabled("off");
-        let panicked = loops.spawn("panics", Duration::from_secs(60), |_| async { panic!("boom") });
+        let panicked = loops.spawn("panics", Duration::from_secs(60), |_| async {
+            panic!("boom")
+        });
         let returned = loops.spawn("returns", Duration::from_secs(60), |_| async {});
         let _ = panicked.await;
         let _ = returned.await;

@@ -7,8 +7,8 @@ mod admin;
 mod app;
 mod destinations;
 mod inbox_relay;
-mod liveness;
 mod listener_tls;
+mod liveness;
 mod metrics;
 mod outbox;
 mod relay_loop;
@@ -22,7 +22,11 @@ use queuebox_config as config;
 use queuebox_core::backend::{self, DatabaseSettings};
 
 #[derive(Parser)]
-#[command(name = "queuebox", version, about = "QueueBox: a safe inbox and outbox in your own database")]
+#[command(
+    name = "queuebox",
+    version,
+    about = "QueueBox: a safe inbox and outbox in your own database"
+)]
 struct Cli {
     /// The YAML configuration file (else $QUEUEBOX_CONFIG_FILE).
     #[arg(long, global = true)]
@@ -48,13 +52,17 @@ enum Command {
 }
 
 fn load(path: Option<&std::path::Path>) -> anyhow::Result<config::Config> {
-    config::load(path).map_err(|e| anyhow::anyhow!("QueueBox could not read its configuration. {e}"))
+    config::load(path)
+        .map_err(|e| anyhow::anyhow!("QueueBox could not read its configuration. {e}"))
 }
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info,sqlx=warn".into()))
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| "info,sqlx=warn".into()),
+        )
         .with_writer(std::io::stderr)
         .init();
     // One rustls provider for every TLS client of the process (see queuebox_core::tls).
@@ -62,34 +70,42 @@ async fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let result: anyhow::Result<()> = match cli.command.unwrap_or(Command::Run) {
         Command::Run => async { app::run(load(cli.config.as_deref())?).await }.await,
-        Command::CheckConfig => load(cli.config.as_deref()).map(|c| print!("{}", c.to_redacted_yaml())),
-        Command::Migrate { database_url } => async {
-            // QUEUEBOX_DATABASE_URL is database.url in the configuration's environment mapping.
-            let url = match database_url.or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok()) {
-                Some(u) => u,
-                None => load(cli.config.as_deref())?.database_url(),
-            };
-            let db = backend::connect(&DatabaseSettings::new(url).pool_size(2)).await?;
-            let report = db.migrate().await;
-            db.close().await;
-            let report = report?;
-            for m in &report.applied {
-                println!("applied {m}");
-            }
-            println!(
-                "schema is at version {} ({} applied now, {} already applied)",
-                db.latest_version(),
-                report.applied.len(),
-                report.already_applied.len()
-            );
-            Ok(())
+        Command::CheckConfig => {
+            load(cli.config.as_deref()).map(|c| print!("{}", c.to_redacted_yaml()))
         }
-        .await,
+        Command::Migrate { database_url } => {
+            async {
+                // QUEUEBOX_DATABASE_URL is database.url in the configuration's environment mapping.
+                let url = match database_url.or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok())
+                {
+                    Some(u) => u,
+                    None => load(cli.config.as_deref())?.database_url(),
+                };
+                let db = backend::connect(&DatabaseSettings::new(url).pool_size(2)).await?;
+                let report = db.migrate().await;
+                db.close().await;
+                let report = report?;
+                for m in &report.applied {
+                    println!("applied {m}");
+                }
+                println!(
+                    "schema is at version {} ({} applied now, {} already applied)",
+                    db.latest_version(),
+                    report.applied.len(),
+                    report.already_applied.len()
+                );
+                Ok(())
+            }
+            .await
+        }
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("queuebox: {}", queuebox_core::headers::redact_error(&e.to_string(), &[]));
+            eprintln!(
+                "queuebox: {}",
+                queuebox_core::headers::redact_error(&e.to_string(), &[])
+            );
             std::process::ExitCode::FAILURE
         }
     }

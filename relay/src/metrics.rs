@@ -55,28 +55,116 @@ pub struct Metrics {
 
 const HELP: &[(&str, &str, &str)] = &[
     ("queuebox", "gauge", "Build information"),
-    ("queuebox_uptime_seconds", "gauge", "Seconds since the process started"),
-    ("queuebox_outbox_messages_total", "counter", "Outbox outcomes: sent, failed (retry scheduled), dead"),
-    ("queuebox_outbox_messages_pending", "gauge", "Pending outbox rows"),
-    ("queuebox_outbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending outbox row"),
-    ("queuebox_inbox_oldest_pending_age_seconds", "gauge", "Age of the oldest pending push inbox row (the inbox relay's backlog)"),
-    ("queuebox_inbox_pull_oldest_pending_age_seconds", "gauge", "Age of the oldest pending pull inbox row (waiting for application workers)"),
-    ("queuebox_outbox_messages_reclaimed_total", "counter", "Outbox rows returned to pending after an expired claim"),
-    ("queuebox_inbox_messages_reclaimed_total", "counter", "Push inbox rows returned to pending after an expired claim"),
-    ("queuebox_claims_lost_total", "counter", "Fenced terminal writes that found the claim lost"),
-    ("queuebox_outbox_process_errors_total", "counter", "Unexpected errors processing one outbox message"),
-    ("queuebox_outbox_processing_duration_seconds", "summary", "Time to process one outbox message"),
-    ("queuebox_outbox_publish_duration_seconds", "summary", "Time to publish one outbox message"),
-    ("queuebox_outbox_destination_messages_total", "counter", "Publishes per destination and outcome"),
-    ("queuebox_outbox_queue_depth", "gauge", "Messages being published to a destination now"),
-    ("queuebox_http_publish_responses_total", "counter", "HTTP destination responses by status class"),
-    ("queuebox_inbox_messages_total", "counter", "Inbox outcomes: new, duplicate, forwarded"),
-    ("queuebox_inbox_relay_errors_total", "counter", "Inbox relay failures"),
-    ("queuebox_inbox_rejections_total", "counter", "Rejected inbox messages by reason"),
-    ("queuebox_cleanup_messages_deleted_total", "counter", "Rows deleted by retention"),
-    ("queuebox_cleanup_duration_seconds", "summary", "Duration of one retention run"),
-    ("queuebox_cleanup_last_run_timestamp", "gauge", "Unix seconds of the last retention run"),
-    ("queuebox_db_pool_connections", "gauge", "Database pool connections by state"),
+    (
+        "queuebox_uptime_seconds",
+        "gauge",
+        "Seconds since the process started",
+    ),
+    (
+        "queuebox_outbox_messages_total",
+        "counter",
+        "Outbox outcomes: sent, failed (retry scheduled), dead",
+    ),
+    (
+        "queuebox_outbox_messages_pending",
+        "gauge",
+        "Pending outbox rows",
+    ),
+    (
+        "queuebox_outbox_oldest_pending_age_seconds",
+        "gauge",
+        "Age of the oldest pending outbox row",
+    ),
+    (
+        "queuebox_inbox_oldest_pending_age_seconds",
+        "gauge",
+        "Age of the oldest pending push inbox row (the inbox relay's backlog)",
+    ),
+    (
+        "queuebox_inbox_pull_oldest_pending_age_seconds",
+        "gauge",
+        "Age of the oldest pending pull inbox row (waiting for application workers)",
+    ),
+    (
+        "queuebox_outbox_messages_reclaimed_total",
+        "counter",
+        "Outbox rows returned to pending after an expired claim",
+    ),
+    (
+        "queuebox_inbox_messages_reclaimed_total",
+        "counter",
+        "Push inbox rows returned to pending after an expired claim",
+    ),
+    (
+        "queuebox_claims_lost_total",
+        "counter",
+        "Fenced terminal writes that found the claim lost",
+    ),
+    (
+        "queuebox_outbox_process_errors_total",
+        "counter",
+        "Unexpected errors processing one outbox message",
+    ),
+    (
+        "queuebox_outbox_processing_duration_seconds",
+        "summary",
+        "Time to process one outbox message",
+    ),
+    (
+        "queuebox_outbox_publish_duration_seconds",
+        "summary",
+        "Time to publish one outbox message",
+    ),
+    (
+        "queuebox_outbox_destination_messages_total",
+        "counter",
+        "Publishes per destination and outcome",
+    ),
+    (
+        "queuebox_outbox_queue_depth",
+        "gauge",
+        "Messages being published to a destination now",
+    ),
+    (
+        "queuebox_http_publish_responses_total",
+        "counter",
+        "HTTP destination responses by status class",
+    ),
+    (
+        "queuebox_inbox_messages_total",
+        "counter",
+        "Inbox outcomes: new, duplicate, forwarded",
+    ),
+    (
+        "queuebox_inbox_relay_errors_total",
+        "counter",
+        "Inbox relay failures",
+    ),
+    (
+        "queuebox_inbox_rejections_total",
+        "counter",
+        "Rejected inbox messages by reason",
+    ),
+    (
+        "queuebox_cleanup_messages_deleted_total",
+        "counter",
+        "Rows deleted by retention",
+    ),
+    (
+        "queuebox_cleanup_duration_seconds",
+        "summary",
+        "Duration of one retention run",
+    ),
+    (
+        "queuebox_cleanup_last_run_timestamp",
+        "gauge",
+        "Unix seconds of the last retention run",
+    ),
+    (
+        "queuebox_db_pool_connections",
+        "gauge",
+        "Database pool connections by state",
+    ),
 ];
 
 fn labels(l: &[(&'static str, &str)]) -> Labels {
@@ -91,7 +179,12 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        Metrics { started: Instant::now(), counters: Mutex::default(), gauges: Mutex::default(), summaries: Mutex::default() }
+        Metrics {
+            started: Instant::now(),
+            counters: Mutex::default(),
+            gauges: Mutex::default(),
+            summaries: Mutex::default(),
+        }
     }
 
     pub fn inc(&self, name: &'static str, l: &[(&'static str, &str)]) {
@@ -99,26 +192,47 @@ impl Metrics {
     }
 
     pub fn add(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
-        *self.counters.lock().expect("metrics").entry((name, labels(l))).or_default() += v;
+        *self
+            .counters
+            .lock()
+            .expect("metrics")
+            .entry((name, labels(l)))
+            .or_default() += v;
     }
 
     pub fn set(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
-        self.gauges.lock().expect("metrics").insert((name, labels(l)), v);
+        self.gauges
+            .lock()
+            .expect("metrics")
+            .insert((name, labels(l)), v);
     }
 
     pub fn gauge_add(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
-        *self.gauges.lock().expect("metrics").entry((name, labels(l))).or_default() += v;
+        *self
+            .gauges
+            .lock()
+            .expect("metrics")
+            .entry((name, labels(l)))
+            .or_default() += v;
     }
 
     pub fn observe(&self, name: &'static str, l: &[(&'static str, &str)], d: Duration) {
-        self.summaries.lock().expect("metrics").entry((name, labels(l))).or_default().observe(d.as_secs_f64());
+        self.summaries
+            .lock()
+            .expect("metrics")
+            .entry((name, labels(l)))
+            .or_default()
+            .observe(d.as_secs_f64());
     }
 
     /// The Prometheus text exposition.
     pub fn render(&self) -> String {
         let mut series: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
         let fmt_labels = |l: &Labels, extra: Option<(&str, &str)>| {
-            let mut parts: Vec<String> = l.iter().map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\""))).collect();
+            let mut parts: Vec<String> = l
+                .iter()
+                .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
+                .collect();
             if let Some((k, v)) = extra {
                 parts.push(format!("{k}=\"{v}\""));
             }
@@ -128,33 +242,63 @@ impl Metrics {
                 format!("{{{}}}", parts.join(","))
             }
         };
-        series.entry("queuebox").or_default().push(format!("queuebox{{version=\"{}\"}} 1", env!("CARGO_PKG_VERSION")));
-        series.entry("queuebox_uptime_seconds").or_default().push(format!("queuebox_uptime_seconds {}", self.started.elapsed().as_secs_f64()));
+        series.entry("queuebox").or_default().push(format!(
+            "queuebox{{version=\"{}\"}} 1",
+            env!("CARGO_PKG_VERSION")
+        ));
+        series
+            .entry("queuebox_uptime_seconds")
+            .or_default()
+            .push(format!(
+                "queuebox_uptime_seconds {}",
+                self.started.elapsed().as_secs_f64()
+            ));
         for c in [Component::Outbox, Component::Inbox] {
             series
                 .entry("queuebox_claims_lost_total")
                 .or_default()
-                .push(format!("queuebox_claims_lost_total{{component=\"{}\"}} {}", c.as_str(), claims_lost(c)));
+                .push(format!(
+                    "queuebox_claims_lost_total{{component=\"{}\"}} {}",
+                    c.as_str(),
+                    claims_lost(c)
+                ));
         }
         for ((name, l), v) in self.counters.lock().expect("metrics").iter() {
-            series.entry(name).or_default().push(format!("{name}{} {v}", fmt_labels(l, None)));
+            series
+                .entry(name)
+                .or_default()
+                .push(format!("{name}{} {v}", fmt_labels(l, None)));
         }
         for ((name, l), v) in self.gauges.lock().expect("metrics").iter() {
-            series.entry(name).or_default().push(format!("{name}{} {v}", fmt_labels(l, None)));
+            series
+                .entry(name)
+                .or_default()
+                .push(format!("{name}{} {v}", fmt_labels(l, None)));
         }
         let mut maxes: Vec<(String, String)> = Vec::new();
         for ((name, l), s) in self.summaries.lock().expect("metrics").iter() {
             let out = series.entry(name).or_default();
             for q in ["0.5", "0.95", "0.99"] {
-                out.push(format!("{name}{} {}", fmt_labels(l, Some(("quantile", q))), s.quantile(q.parse().unwrap_or(0.5))));
+                out.push(format!(
+                    "{name}{} {}",
+                    fmt_labels(l, Some(("quantile", q))),
+                    s.quantile(q.parse().unwrap_or(0.5))
+                ));
             }
             out.push(format!("{name}_count{} {}", fmt_labels(l, None), s.count));
             out.push(format!("{name}_sum{} {}", fmt_labels(l, None), s.sum));
-            maxes.push((format!("{name}_max"), format!("{name}_max{} {}", fmt_labels(l, None), s.max)));
+            maxes.push((
+                format!("{name}_max"),
+                format!("{name}_max{} {}", fmt_labels(l, None), s.max),
+            ));
         }
         let mut text = String::new();
         for (name, lines) in &series {
-            let (kind, help) = HELP.iter().find(|(n, _, _)| n == name).map(|(_, k, h)| (*k, *h)).unwrap_or(("untyped", ""));
+            let (kind, help) = HELP
+                .iter()
+                .find(|(n, _, _)| n == name)
+                .map(|(_, k, h)| (*k, *h))
+                .unwrap_or(("untyped", ""));
             let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}");
             for l in lines {
                 let _ = writeln!(text, "{l}");
@@ -162,7 +306,10 @@ impl Metrics {
             let max_name = format!("{name}_max");
             let max_lines: Vec<_> = maxes.iter().filter(|(n, _)| *n == max_name).collect();
             if !max_lines.is_empty() {
-                let _ = writeln!(text, "# HELP {max_name} Maximum of {name}\n# TYPE {max_name} gauge");
+                let _ = writeln!(
+                    text,
+                    "# HELP {max_name} Maximum of {name}\n# TYPE {max_name} gauge"
+                );
                 for (_, l) in max_lines {
                     let _ = writeln!(text, "{l}");
                 }

@@ -36,7 +36,17 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
         gauge_interval: Duration::from_millis(oc.pending_gauge_interval_ms),
     };
     let publish_allowance = longest_publish(&st.cfg);
-    relay_loop::run(&OutboxRelay { lease: pace.lease, publish_allowance, st }, pace, &stop, &hb).await;
+    relay_loop::run(
+        &OutboxRelay {
+            lease: pace.lease,
+            publish_allowance,
+            st,
+        },
+        pace,
+        &stop,
+        &hb,
+    )
+    .await;
 }
 
 /// The longest a single publish may take: the largest destination `timeoutMs`. While a
@@ -70,7 +80,9 @@ impl Relay for OutboxRelay {
     async fn reclaim(&self) {
         match self.st.store.reclaim_outbox().await {
             Ok(n) if n > 0 => {
-                self.st.metrics.add("queuebox_outbox_messages_reclaimed_total", &[], n as f64);
+                self.st
+                    .metrics
+                    .add("queuebox_outbox_messages_reclaimed_total", &[], n as f64);
                 tracing::info!(rows = n, "reclaimed outbox rows whose lease expired");
             }
             Ok(_) => {}
@@ -80,21 +92,40 @@ impl Relay for OutboxRelay {
 
     async fn update_gauges(&self) {
         if let Ok(b) = self.st.store.outbox_backlog().await {
-            self.st.metrics.set("queuebox_outbox_messages_pending", &[], b.pending as f64);
-            self.st.metrics.set("queuebox_outbox_oldest_pending_age_seconds", &[], b.oldest_pending_age);
+            self.st
+                .metrics
+                .set("queuebox_outbox_messages_pending", &[], b.pending as f64);
+            self.st.metrics.set(
+                "queuebox_outbox_oldest_pending_age_seconds",
+                &[],
+                b.oldest_pending_age,
+            );
         }
     }
 
     async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<ClaimedOutbox>> {
-        self.st.store.claim_outbox(n, lease).await.inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
+        self.st
+            .store
+            .claim_outbox(n, lease)
+            .await
+            .inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
     }
 
     async fn process(&self, claimed: Vec<ClaimedOutbox>, hb: &Heartbeat) {
         let st = &self.st;
-        let batch: Vec<(ClaimedOutbox, CancellationToken)> = claimed.into_iter().map(|c| (c, CancellationToken::new())).collect();
-        let live: Live = Arc::new(Mutex::new(batch.iter().map(|(c, t)| (c.row.id, (c.claim, t.clone()))).collect()));
+        let batch: Vec<(ClaimedOutbox, CancellationToken)> = claimed
+            .into_iter()
+            .map(|c| (c, CancellationToken::new()))
+            .collect();
+        let live: Live = Arc::new(Mutex::new(
+            batch
+                .iter()
+                .map(|(c, t)| (c.row.id, (c.claim, t.clone())))
+                .collect(),
+        ));
         // Rows waiting for a concurrency slot are renewed too; the ticker stops with the batch.
-        let _renewal = (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(st, live.clone(), self.lease)));
+        let _renewal =
+            (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(st, live.clone(), self.lease)));
         // The batch finishes even when shutdown starts: in-flight publishes complete.
         hb.beat(self.publish_allowance);
         futures::stream::iter(batch)
@@ -134,10 +165,19 @@ struct OutboxLeases {
 #[async_trait::async_trait]
 impl Leases for OutboxLeases {
     fn live(&self) -> Vec<ClaimRef> {
-        self.live.lock().unwrap().values().map(|(c, _)| *c).collect()
+        self.live
+            .lock()
+            .unwrap()
+            .values()
+            .map(|(c, _)| *c)
+            .collect()
     }
 
-    async fn renew(&self, claims: &[ClaimRef], lease: Duration) -> queuebox_core::Result<Vec<Uuid>> {
+    async fn renew(
+        &self,
+        claims: &[ClaimRef],
+        lease: Duration,
+    ) -> queuebox_core::Result<Vec<Uuid>> {
         self.store.renew_outbox(claims, lease).await
     }
 
@@ -153,7 +193,10 @@ impl Leases for OutboxLeases {
 }
 
 fn spawn_renewal(st: &AppState, live: Live, lease: Duration) -> tokio::task::JoinHandle<()> {
-    let leases = OutboxLeases { store: st.store.clone(), live };
+    let leases = OutboxLeases {
+        store: st.store.clone(),
+        live,
+    };
     let every = lease::renewal_interval(lease).max(Duration::from_millis(10));
     tokio::spawn(async move {
         let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
@@ -197,7 +240,8 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
     };
     let dest = route.destination.as_str();
     let msg = OutboundMessage::from(row);
-    st.metrics.gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], 1.0);
+    st.metrics
+        .gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], 1.0);
     let p0 = Instant::now();
     let result = tokio::select! {
         biased;
@@ -205,17 +249,30 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
         _ = lost.cancelled() => None,
     };
     live.lock().unwrap().remove(&row.id);
-    st.metrics.gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], -1.0);
+    st.metrics.gauge_add(
+        "queuebox_outbox_queue_depth",
+        &[("destination", dest)],
+        -1.0,
+    );
     let Some(result) = result else {
         lost_unpublished(row, true);
         return;
     };
-    st.metrics.observe("queuebox_outbox_publish_duration_seconds", &[("destination_type", publisher.destination_type())], p0.elapsed());
+    st.metrics.observe(
+        "queuebox_outbox_publish_duration_seconds",
+        &[("destination_type", publisher.destination_type())],
+        p0.elapsed(),
+    );
     match result {
         Ok(()) => {
-            st.metrics.inc("queuebox_outbox_destination_messages_total", &[("destination", dest), ("outcome", "success")]);
+            st.metrics.inc(
+                "queuebox_outbox_destination_messages_total",
+                &[("destination", dest), ("outcome", "success")],
+            );
             match st.store.mark_sent(&c.claim).await {
-                Ok(true) => st.metrics.inc("queuebox_outbox_messages_total", &[("status", "sent")]),
+                Ok(true) => st
+                    .metrics
+                    .inc("queuebox_outbox_messages_total", &[("status", "sent")]),
                 Ok(false) => {
                     claim_lost(Component::Outbox);
                     tracing::error!(
@@ -230,7 +287,10 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
             }
         }
         Err(e) => {
-            st.metrics.inc("queuebox_outbox_destination_messages_total", &[("destination", dest), ("outcome", "failure")]);
+            st.metrics.inc(
+                "queuebox_outbox_destination_messages_total",
+                &[("destination", dest), ("outcome", "failure")],
+            );
             let why = redact_error(&e.to_string(), &secrets);
             let policy = RetryPolicy {
                 max_attempts: row.max_attempts.max(0) as u32,
@@ -240,7 +300,12 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
             match policy.decide_now(row.attempt.max(0) as u32) {
                 Decision::Retry(delay) => {
                     tracing::warn!(messageId = %row.id, topic = %row.topic, attempt = row.attempt, error = %why, delay_ms = delay.as_millis() as u64, "delivery failed; retrying");
-                    finish(st, &c, st.store.retry_outbox(&c.claim, delay, &why).await, "failed");
+                    finish(
+                        st,
+                        &c,
+                        st.store.retry_outbox(&c.claim, delay, &why).await,
+                        "failed",
+                    );
                 }
                 Decision::Dead => {
                     tracing::warn!(messageId = %row.id, topic = %row.topic, attempt = row.attempt, error = %why, "delivery failed; no attempts left, the row is dead");
@@ -249,12 +314,18 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
             }
         }
     }
-    st.metrics.observe("queuebox_outbox_processing_duration_seconds", &[], t0.elapsed());
+    st.metrics.observe(
+        "queuebox_outbox_processing_duration_seconds",
+        &[],
+        t0.elapsed(),
+    );
 }
 
 fn finish(st: &AppState, c: &ClaimedOutbox, r: queuebox_core::Result<bool>, status: &'static str) {
     match r {
-        Ok(true) => st.metrics.inc("queuebox_outbox_messages_total", &[("status", status)]),
+        Ok(true) => st
+            .metrics
+            .inc("queuebox_outbox_messages_total", &[("status", status)]),
         Ok(false) => {
             claim_lost(Component::Outbox);
             tracing::warn!(messageId = %c.row.id, "claim lost before the outcome was written; another replica owns the row");

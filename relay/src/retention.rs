@@ -15,8 +15,13 @@ use crate::relay_loop::sleep_or_stop;
 pub(crate) const TICK: Duration = Duration::from_millis(200);
 
 /// The tables whose policy is not `DISABLED`; with none, the service does not run.
-pub(crate) fn active_tables(r: &queuebox_config::RetentionConfig) -> Vec<(&'static str, &TableRetention)> {
-    [("outbox", &r.outbox), ("inbox", &r.inbox)].into_iter().filter(|(_, t)| t.policy != "DISABLED").collect()
+pub(crate) fn active_tables(
+    r: &queuebox_config::RetentionConfig,
+) -> Vec<(&'static str, &TableRetention)> {
+    [("outbox", &r.outbox), ("inbox", &r.inbox)]
+        .into_iter()
+        .filter(|(_, t)| t.policy != "DISABLED")
+        .collect()
 }
 
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
@@ -34,9 +39,17 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
                     return;
                 }
                 hb.beat(Duration::ZERO);
-                let age = t.max_age.as_deref().and_then(parse_duration).unwrap_or(Duration::MAX);
+                let age = t
+                    .max_age
+                    .as_deref()
+                    .and_then(parse_duration)
+                    .unwrap_or(Duration::MAX);
                 let n = match (*table, t.policy.as_str()) {
-                    ("outbox", "COUNT") => st.store.delete_excess_outbox(t.max_count.unwrap_or(u64::MAX), t.batch_size).await,
+                    ("outbox", "COUNT") => {
+                        st.store
+                            .delete_excess_outbox(t.max_count.unwrap_or(u64::MAX), t.batch_size)
+                            .await
+                    }
                     ("outbox", _) => st.store.delete_old_outbox(age, t.batch_size).await,
                     _ => st.store.delete_old_inbox(age, t.batch_size).await,
                 };
@@ -49,13 +62,26 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
                     }
                 }
             }
-            st.metrics.add("queuebox_cleanup_messages_deleted_total", &[("table", table)], total as f64);
-            st.metrics.observe("queuebox_cleanup_duration_seconds", &[("table", table)], t0.elapsed());
-            st.metrics.set("queuebox_cleanup_last_run_timestamp", &[("table", table)], chrono::Utc::now().timestamp() as f64);
+            st.metrics.add(
+                "queuebox_cleanup_messages_deleted_total",
+                &[("table", table)],
+                total as f64,
+            );
+            st.metrics.observe(
+                "queuebox_cleanup_duration_seconds",
+                &[("table", table)],
+                t0.elapsed(),
+            );
+            st.metrics.set(
+                "queuebox_cleanup_last_run_timestamp",
+                &[("table", table)],
+                chrono::Utc::now().timestamp() as f64,
+            );
             if total > 0 {
                 tracing::info!(table, deleted = total, "retention deleted terminal rows");
             }
-            next[i] = Instant::now() + parse_duration(&t.cleanup_interval).unwrap_or(Duration::from_secs(3600));
+            next[i] = Instant::now()
+                + parse_duration(&t.cleanup_interval).unwrap_or(Duration::from_secs(3600));
         }
         hb.beat(TICK);
         sleep_or_stop(&stop, TICK).await;

@@ -33,14 +33,31 @@ async fn an_admin_inbox_replay_delivers_the_forwarded_row_again_under_a_new_mess
     let rx = Receiver::start().await;
     let relay = Relay::start(&format!("{}{SOURCES}", base_config(&url, &rx.url()))).await;
 
-    let (s, b) = relay.post("/inbox/orders", r#"{"id":"r-1","orderId":"o-9"}"#, &[("X-Correlation-Id", "corr-1")]).await;
+    let (s, b) = relay
+        .post(
+            "/inbox/orders",
+            r#"{"id":"r-1","orderId":"o-9"}"#,
+            &[("X-Correlation-Id", "corr-1")],
+        )
+        .await;
     assert_eq!(s, 202, "{b}");
-    eventually("the first delivery", 20, || async { rx.deliveries().len() == 1 }).await;
-    let id: String = sqlx::query_scalar("SELECT id::text FROM inbox WHERE idempotency_key = 'r-1'").fetch_one(store.pool()).await.unwrap();
+    eventually("the first delivery", 20, || async {
+        rx.deliveries().len() == 1
+    })
+    .await;
+    let id: String = sqlx::query_scalar("SELECT id::text FROM inbox WHERE idempotency_key = 'r-1'")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
 
-    let (s, b) = relay.post(&format!("/admin/inbox/{id}/replay"), "", &[]).await;
+    let (s, b) = relay
+        .post(&format!("/admin/inbox/{id}/replay"), "", &[])
+        .await;
     assert_eq!(s, 201, "{b}");
-    eventually("the replayed delivery", 20, || async { rx.deliveries().len() == 2 }).await;
+    eventually("the replayed delivery", 20, || async {
+        rx.deliveries().len() == 2
+    })
+    .await;
     let d = rx.deliveries();
     let (first, again) = (&d[0], &d[1]);
     assert_eq!(again.body, first.body, "same payload");
@@ -50,8 +67,15 @@ async fn an_admin_inbox_replay_delivers_the_forwarded_row_again_under_a_new_mess
     assert_eq!(again.h("x-idempotency-key"), Some("r-1"));
     assert_eq!(again.h("x-message-key"), Some("o-9"), "key = aggregate id");
     assert_eq!(again.h("x-correlation-id"), Some("corr-1"));
-    assert_ne!(again.h("x-message-id"), first.h("x-message-id"), "a new outbox row");
-    let topics: Vec<String> = sqlx::query_scalar("SELECT topic FROM outbox ORDER BY created_at").fetch_all(store.pool()).await.unwrap();
+    assert_ne!(
+        again.h("x-message-id"),
+        first.h("x-message-id"),
+        "a new outbox row"
+    );
+    let topics: Vec<String> = sqlx::query_scalar("SELECT topic FROM outbox ORDER BY created_at")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
     assert_eq!(topics, ["orders.created", "orders.created"]);
 
     // `{{ eventType }}` on a row without an event type renders empty: the relay stores it dead,
@@ -59,11 +83,21 @@ async fn an_admin_inbox_replay_delivers_the_forwarded_row_again_under_a_new_mess
     let (s, b) = relay.post("/inbox/typed", r#"{"id":"t-1"}"#, &[]).await;
     assert_eq!(s, 202, "{b}");
     eventually("the untyped row is dead", 20, || async {
-        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE idempotency_key = 't-1' AND state = 'dead'").await == 1
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 't-1' AND state = 'dead'",
+        )
+        .await
+            == 1
     })
     .await;
-    let id: String = sqlx::query_scalar("SELECT id::text FROM inbox WHERE idempotency_key = 't-1'").fetch_one(store.pool()).await.unwrap();
-    let (s, b) = relay.post(&format!("/admin/inbox/{id}/replay"), "", &[]).await;
+    let id: String = sqlx::query_scalar("SELECT id::text FROM inbox WHERE idempotency_key = 't-1'")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let (s, b) = relay
+        .post(&format!("/admin/inbox/{id}/replay"), "", &[])
+        .await;
     assert_eq!(s, 409, "{b}");
     assert!(b.contains("renders empty"), "{b}");
 }

@@ -11,12 +11,16 @@ use std::time::Duration;
 
 use common::*;
 use futures::StreamExt;
-use lapin::options::{BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+use lapin::options::{
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions,
+    QueueBindOptions, QueueDeclareOptions,
+};
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 
 fn amqp_url() -> String {
-    std::env::var("QUEUEBOX_TEST_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:55672/%2f".into())
+    std::env::var("QUEUEBOX_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:55672/%2f".into())
 }
 
 fn unique(p: &str) -> String {
@@ -24,13 +28,25 @@ fn unique(p: &str) -> String {
 }
 
 async fn channel() -> (Connection, Channel) {
-    let c = Connection::connect(&amqp_url(), ConnectionProperties::default()).await.unwrap();
+    let c = Connection::connect(&amqp_url(), ConnectionProperties::default())
+        .await
+        .unwrap();
     let ch = c.create_channel().await.unwrap();
     (c, ch)
 }
 
 async fn queue_depth(ch: &Channel, q: &str) -> u32 {
-    ch.queue_declare(q.into(), QueueDeclareOptions { passive: true, ..Default::default() }, FieldTable::default()).await.unwrap().message_count()
+    ch.queue_declare(
+        q.into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap()
+    .message_count()
 }
 
 /// The shared fast test settings (their `rx` HTTP destination stays unused) plus a
@@ -61,50 +77,132 @@ async fn publish(ch: &Channel, q: &str, body: &str, headers: &[(&str, &str)]) {
     for (k, v) in headers {
         t.insert((*k).into(), AMQPValue::LongString((*v).into()));
     }
-    ch.basic_publish("".into(), q.into(), BasicPublishOptions::default(), body.as_bytes(), BasicProperties::default().with_headers(t).with_delivery_mode(2))
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    ch.basic_publish(
+        "".into(),
+        q.into(),
+        BasicPublishOptions::default(),
+        body.as_bytes(),
+        BasicProperties::default()
+            .with_headers(t)
+            .with_delivery_mode(2),
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
-async fn relay_binary_moves_a_rabbitmq_message_through_inbox_and_outbox_to_an_exchange_with_relay_headers() {
+async fn relay_binary_moves_a_rabbitmq_message_through_inbox_and_outbox_to_an_exchange_with_relay_headers(
+) {
     let (db_url, store) = fresh_db("brokers_e2e").await;
     let (_c, ch) = channel().await;
     let q = unique("qb_e2e_in");
     let exchange = unique("qb_e2e_ex");
     let out_q = unique("qb_e2e_out");
-    ch.queue_declare(q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
-    ch.exchange_declare(exchange.as_str().into(), ExchangeKind::Topic, ExchangeDeclareOptions { durable: true, ..Default::default() }, FieldTable::default())
-        .await
-        .unwrap();
-    ch.queue_declare(out_q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
-    ch.queue_bind(out_q.as_str().into(), exchange.as_str().into(), "#".into(), QueueBindOptions::default(), FieldTable::default()).await.unwrap();
+    ch.queue_declare(
+        q.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.exchange_declare(
+        exchange.as_str().into(),
+        ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_declare(
+        out_q.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        out_q.as_str().into(),
+        exchange.as_str().into(),
+        "#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
 
     let relay = Relay::start(&config(&db_url, &q, &exchange)).await;
-    publish(&ch, &q, r#"{"id":"ord-1","total":5}"#, &[("x-tenant", "acme"), ("X-Correlation-Id", "corr-e2e")]).await;
+    publish(
+        &ch,
+        &q,
+        r#"{"id":"ord-1","total":5}"#,
+        &[("x-tenant", "acme"), ("X-Correlation-Id", "corr-e2e")],
+    )
+    .await;
 
-    let mut consumer = ch.basic_consume(out_q.as_str().into(), "t".into(), BasicConsumeOptions::default(), FieldTable::default()).await.unwrap();
-    let d = tokio::time::timeout(Duration::from_secs(30), consumer.next()).await.expect("the message reached the exchange").unwrap().unwrap();
+    let mut consumer = ch
+        .basic_consume(
+            out_q.as_str().into(),
+            "t".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let d = tokio::time::timeout(Duration::from_secs(30), consumer.next())
+        .await
+        .expect("the message reached the exchange")
+        .unwrap()
+        .unwrap();
     let h = queuebox_brokers::rabbitmq::amqp_headers(d.properties.headers().as_ref());
-    let get = |n: &str| h.iter().find(|(k, _)| k.eq_ignore_ascii_case(n)).map(|(_, v)| v.clone());
+    let get = |n: &str| {
+        h.iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(n))
+            .map(|(_, v)| v.clone())
+    };
     assert_eq!(get("x-source").as_deref(), Some("orders"));
     assert_eq!(get("x-idempotency-key").as_deref(), Some("ord-1"));
     assert_eq!(get("X-Correlation-Id").as_deref(), Some("corr-e2e"));
     assert_eq!(get("x-tenant").as_deref(), Some("acme"));
     assert_eq!(get("x-topic").as_deref(), Some("orders"));
     let inbox_id = get("x-inbox-id").expect("x-inbox-id");
-    let outbox_id: String = sqlx::query_scalar("SELECT id::text FROM outbox").fetch_one(store.pool()).await.unwrap();
-    assert_eq!(d.properties.message_id().as_ref().unwrap().as_str(), outbox_id);
-    assert_eq!(serde_json::from_slice::<serde_json::Value>(&d.data).unwrap()["total"], 5);
+    let outbox_id: String = sqlx::query_scalar("SELECT id::text FROM outbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        d.properties.message_id().as_ref().unwrap().as_str(),
+        outbox_id
+    );
+    assert_eq!(
+        serde_json::from_slice::<serde_json::Value>(&d.data).unwrap()["total"],
+        5
+    );
     d.acker.ack(BasicAckOptions::default()).await.unwrap();
-    let stored: String = sqlx::query_scalar("SELECT id::text FROM inbox WHERE idempotency_key = 'ord-1'").fetch_one(store.pool()).await.unwrap();
+    let stored: String =
+        sqlx::query_scalar("SELECT id::text FROM inbox WHERE idempotency_key = 'ord-1'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
     assert_eq!(stored, inbox_id);
-    eventually("the outbox row marked sent after the confirm", 20, || async {
-        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 1
-    })
+    eventually(
+        "the outbox row marked sent after the confirm",
+        20,
+        || async {
+            scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 1
+        },
+    )
     .await;
     let (status, body) = relay.get("/health/ready").await;
     assert_eq!(status, 200, "{body}");
@@ -118,23 +216,66 @@ async fn relay_binary_killed_between_store_and_ack_leaves_one_row_and_the_broker
     let (_c, ch) = channel().await;
     let q = unique("qb_kill_in");
     let exchange = unique("qb_kill_ex");
-    ch.queue_declare(q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
-    let yaml = config(&db_url, &q, &exchange).replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'");
+    ch.queue_declare(
+        q.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let yaml = config(&db_url, &q, &exchange)
+        .replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'");
     let port = free_port();
     let cfg = write_config(&yaml.replace("{port}", &port.to_string()));
     // (Not a QUEUEBOX_* variable: those are configuration overrides.)
     // The failpoint aborts the process right after the first row commits, before the ack.
-    let mut child = relay_command(cfg.path(), &["run"]).env("QB_FAILPOINT_CRASH_AFTER_STORES", "1").spawn().unwrap();
+    let mut child = relay_command(cfg.path(), &["run"])
+        .env("QB_FAILPOINT_CRASH_AFTER_STORES", "1")
+        .spawn()
+        .unwrap();
     publish(&ch, &q, r#"{"id":"k-1"}"#, &[]).await;
-    let status = tokio::time::timeout(Duration::from_secs(30), child.wait()).await.expect("the relay died at the failpoint").unwrap();
+    let status = tokio::time::timeout(Duration::from_secs(30), child.wait())
+        .await
+        .expect("the relay died at the failpoint")
+        .unwrap();
     assert!(!status.success());
-    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-1'").await, 1);
-    eventually("the broker holds the unacknowledged message again", 10, || async { queue_depth(&ch, &q).await == 1 }).await;
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-1'"
+        )
+        .await,
+        1
+    );
+    eventually(
+        "the broker holds the unacknowledged message again",
+        10,
+        || async { queue_depth(&ch, &q).await == 1 },
+    )
+    .await;
 
-    let _relay = Relay::start(&config(&db_url, &q, &exchange).replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'")).await;
-    eventually("the redelivery acknowledged", 30, || async { queue_depth(&ch, &q).await == 0 }).await;
+    let _relay = Relay::start(
+        &config(&db_url, &q, &exchange)
+            .replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'"),
+    )
+    .await;
+    eventually("the redelivery acknowledged", 30, || async {
+        queue_depth(&ch, &q).await == 0
+    })
+    .await;
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-1'").await, 1, "the redelivered copy deduplicated");
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-1'"
+        )
+        .await,
+        1,
+        "the redelivered copy deduplicated"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -144,26 +285,84 @@ async fn relay_binary_stores_an_unsendable_rabbitmq_message_dead_with_why_and_ac
     let (_c, ch) = channel().await;
     let q = unique("qb_bad_in");
     let exchange = unique("qb_bad_ex");
-    ch.queue_declare(q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
-    let _relay = Relay::start(&config(&db_url, &q, &exchange).replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'")).await;
+    ch.queue_declare(
+        q.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let _relay = Relay::start(
+        &config(&db_url, &q, &exchange)
+            .replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'"),
+    )
+    .await;
     // A key with a control character, a NUL in the payload, framing headers on a good one.
-    publish(&ch, &q, r#"{"n":1}"#, &[("x-idempotency-key", "bad\u{1}key")]).await;
+    publish(
+        &ch,
+        &q,
+        r#"{"n":1}"#,
+        &[("x-idempotency-key", "bad\u{1}key")],
+    )
+    .await;
     publish(&ch, &q, r#"{"id":"nul-1","v":"a\u0000b"}"#, &[]).await;
-    publish(&ch, &q, r#"{"id":"good-1"}"#, &[("Content-Length", "3"), ("Host", "sender"), ("x-tenant", "acme")]).await;
-    eventually("every message acknowledged", 30, || async { queue_depth(&ch, &q).await == 0 }).await;
-    eventually("three rows", 10, || async { scalar_i64(&store, "SELECT count(*) FROM inbox").await == 3 }).await;
+    publish(
+        &ch,
+        &q,
+        r#"{"id":"good-1"}"#,
+        &[
+            ("Content-Length", "3"),
+            ("Host", "sender"),
+            ("x-tenant", "acme"),
+        ],
+    )
+    .await;
+    eventually("every message acknowledged", 30, || async {
+        queue_depth(&ch, &q).await == 0
+    })
+    .await;
+    eventually("three rows", 10, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await == 3
+    })
+    .await;
 
     let dead: Vec<(String, String, serde_json::Value)> =
         sqlx::query_as("SELECT idempotency_key, last_error, payload FROM inbox WHERE state = 'dead' ORDER BY created_at").fetch_all(store.pool()).await.unwrap();
     assert_eq!(dead.len(), 2, "{dead:?}");
-    assert_eq!(dead[0].0, queuebox_core::keys::digest(br#"{"n":1}"#), "stored under the body digest");
+    assert_eq!(
+        dead[0].0,
+        queuebox_core::keys::digest(br#"{"n":1}"#),
+        "stored under the body digest"
+    );
     assert!(dead[0].1.contains("control character"), "{}", dead[0].1);
     assert!(dead[1].1.contains("U+0000"), "{}", dead[1].1);
     use base64::Engine as _;
-    let raw = base64::engine::general_purpose::STANDARD.decode(dead[1].2["rawBase64"].as_str().unwrap()).unwrap();
-    assert_eq!(raw, br#"{"id":"nul-1","v":"a\u0000b"}"#, "the received bytes are kept");
+    let raw = base64::engine::general_purpose::STANDARD
+        .decode(dead[1].2["rawBase64"].as_str().unwrap())
+        .unwrap();
+    assert_eq!(
+        raw, br#"{"id":"nul-1","v":"a\u0000b"}"#,
+        "the received bytes are kept"
+    );
 
-    let h: serde_json::Value = sqlx::query_scalar("SELECT headers FROM inbox WHERE idempotency_key = 'good-1'").fetch_one(store.pool()).await.unwrap();
-    let names: Vec<String> = h.as_object().unwrap().keys().map(|k| k.to_ascii_lowercase()).collect();
-    assert!(names.contains(&"x-tenant".into()) && !names.contains(&"content-length".into()) && !names.contains(&"host".into()), "{names:?}");
+    let h: serde_json::Value =
+        sqlx::query_scalar("SELECT headers FROM inbox WHERE idempotency_key = 'good-1'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    let names: Vec<String> = h
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(|k| k.to_ascii_lowercase())
+        .collect();
+    assert!(
+        names.contains(&"x-tenant".into())
+            && !names.contains(&"content-length".into())
+            && !names.contains(&"host".into()),
+        "{names:?}"
+    );
 }

@@ -23,10 +23,20 @@ routes:
 /// Runs `queuebox check-config` on `yaml`; returns the problem lines of stderr.
 async fn problems_of(yaml: &str) -> (Vec<String>, String) {
     let f = write_config(yaml);
-    let out = relay_command(f.path(), &["check-config"]).output().await.unwrap();
+    let out = relay_command(f.path(), &["check-config"])
+        .output()
+        .await
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!out.status.success(), "check-config accepted:\n{yaml}\n{err}");
-    let lines = err.lines().filter(|l| l.trim_start().starts_with("- ")).map(|l| l.trim().to_string()).collect();
+    assert!(
+        !out.status.success(),
+        "check-config accepted:\n{yaml}\n{err}"
+    );
+    let lines = err
+        .lines()
+        .filter(|l| l.trim_start().starts_with("- "))
+        .map(|l| l.trim().to_string())
+        .collect();
     (lines, err)
 }
 
@@ -35,16 +45,29 @@ async fn each_config_mistake_is_one_error_naming_its_key_path() {
     // An out-of-range port.
     let (p, err) = problems_of(&format!("{BASE}server:\n  httpPort: 99999\n")).await;
     assert_eq!(p.len(), 1, "{err}");
-    assert!(p[0].starts_with("- server.httpPort:") && p[0].contains("99999"), "{err}");
+    assert!(
+        p[0].starts_with("- server.httpPort:") && p[0].contains("99999"),
+        "{err}"
+    );
 
     // A negative destination timeout, with three routes to that destination.
-    let (p, err) = problems_of(&BASE.replace("baseUrl: http://127.0.0.1:9000", "baseUrl: http://127.0.0.1:9000\n    timeoutMs: -5")).await;
+    let (p, err) = problems_of(&BASE.replace(
+        "baseUrl: http://127.0.0.1:9000",
+        "baseUrl: http://127.0.0.1:9000\n    timeoutMs: -5",
+    ))
+    .await;
     assert_eq!(p.len(), 1, "{err}");
     assert!(p[0].starts_with("- destinations.hooks.timeoutMs:"), "{err}");
     assert!(!err.contains("does not exist"), "{err}");
 
     // An unset variable: the key and the variable.
-    let (p, err) = problems_of(&format!("{BASE}outbox:\n  pollIntervalMs: ${{QB_TEST_UNSET_VAR}}\n")).await;
+    let (p, err) = problems_of(&format!(
+        "{BASE}outbox:\n  pollIntervalMs: ${{QB_TEST_UNSET_VAR}}\n"
+    ))
+    .await;
     assert_eq!(p.len(), 1, "{err}");
-    assert!(p[0].starts_with("- outbox.pollIntervalMs:") && p[0].contains("QB_TEST_UNSET_VAR"), "{err}");
+    assert!(
+        p[0].starts_with("- outbox.pollIntervalMs:") && p[0].contains("QB_TEST_UNSET_VAR"),
+        "{err}"
+    );
 }

@@ -28,12 +28,21 @@ sources:
 /// `base_config` plus more destinations (`extra`, indented under `destinations:`), routes
 /// and the `in` source.
 fn config(db: &str, rx: &str, extra: &str, routes: &[(&str, &str)]) -> String {
-    let routes: String = routes.iter().map(|(p, d)| format!("  - topicPattern: '{p}'\n    destination: {d}\n")).collect();
+    let routes: String = routes
+        .iter()
+        .map(|(p, d)| format!("  - topicPattern: '{p}'\n    destination: {d}\n"))
+        .collect();
     format!("{}{extra}routes:\n{routes}{SOURCE}", base_config(db, rx))
 }
 
 async fn post(relay: &Relay, id: &str, topic: &str) {
-    let (s, b) = relay.post("/inbox/in", &format!(r#"{{"id":"{id}","type":"{topic}","n":1}}"#), &[]).await;
+    let (s, b) = relay
+        .post(
+            "/inbox/in",
+            &format!(r#"{{"id":"{id}","type":"{topic}","n":1}}"#),
+            &[],
+        )
+        .await;
     assert_eq!(s, 202, "{b}");
 }
 
@@ -85,18 +94,41 @@ async fn bearer_api_key_basic_and_header_auth_arrive_at_the_receiver() {
       key: key-789
 "
     );
-    let relay = Relay::start(&config(&url, &r, &extra, &[("basic", "basic"), ("custom", "custom"), ("bearer", "bearer"), ("apikey", "apikey")])).await;
+    let relay = Relay::start(&config(
+        &url,
+        &r,
+        &extra,
+        &[
+            ("basic", "basic"),
+            ("custom", "custom"),
+            ("bearer", "bearer"),
+            ("apikey", "apikey"),
+        ],
+    ))
+    .await;
     for t in ["basic", "custom", "bearer", "apikey"] {
         post(&relay, &format!("m-{t}"), t).await;
     }
-    eventually("four deliveries", 20, || async { rx.deliveries().len() == 4 }).await;
-    let expected_basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("relay-user:p@ss:word"));
-    assert_eq!(rx.to("/basic")[0].h("authorization"), Some(expected_basic.as_str()));
+    eventually("four deliveries", 20, || async {
+        rx.deliveries().len() == 4
+    })
+    .await;
+    let expected_basic = format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode("relay-user:p@ss:word")
+    );
+    assert_eq!(
+        rx.to("/basic")[0].h("authorization"),
+        Some(expected_basic.as_str())
+    );
     let custom = &rx.to("/custom")[0];
     assert_eq!(custom.h("x-relay-token"), Some("tok-123"));
     assert_eq!(custom.h("x-static"), Some("kept"));
     assert_eq!(custom.h("authorization"), None);
-    assert_eq!(rx.to("/bearer")[0].h("authorization"), Some("Bearer bearer-456"));
+    assert_eq!(
+        rx.to("/bearer")[0].h("authorization"),
+        Some("Bearer bearer-456")
+    );
     assert_eq!(rx.to("/apikey")[0].h("x-api-key"), Some("key-789"));
 }
 
@@ -139,7 +171,17 @@ async fn hmac_signs_the_exact_body_bytes_sent_and_a_queuebox_source_accepts_the_
     path: /verified
 "
     );
-    let mut yaml = config(&url, &r, &extra, &[("plain", "plain"), ("stamped", "stamped"), ("loop", "loop"), ("verified", "verified")]);
+    let mut yaml = config(
+        &url,
+        &r,
+        &extra,
+        &[
+            ("plain", "plain"),
+            ("stamped", "stamped"),
+            ("loop", "loop"),
+            ("verified", "verified"),
+        ],
+    );
     yaml.push_str(
         "  signed:
     path: /signed
@@ -155,27 +197,55 @@ async fn hmac_signs_the_exact_body_bytes_sent_and_a_queuebox_source_accepts_the_
     post(&relay, "m-plain", "plain").await;
     post(&relay, "m-stamped", "stamped").await;
     post(&relay, "m-loop", "loop").await;
-    eventually("plain, stamped and the relayed loop message", 20, || async {
-        rx.to("/plain").len() == 1 && rx.to("/stamped").len() == 1 && rx.to("/verified").len() == 1
-    })
+    eventually(
+        "plain, stamped and the relayed loop message",
+        20,
+        || async {
+            rx.to("/plain").len() == 1
+                && rx.to("/stamped").len() == 1
+                && rx.to("/verified").len() == 1
+        },
+    )
     .await;
 
     let plain = &rx.to("/plain")[0];
     let expected = format!("sha256={}", hmac_hex("plain-secret", &[&plain.raw]));
-    assert_eq!(plain.h("x-hub-signature-256"), Some(expected.as_str()), "signature over the raw body bytes");
+    assert_eq!(
+        plain.h("x-hub-signature-256"),
+        Some(expected.as_str()),
+        "signature over the raw body bytes"
+    );
     assert_eq!(plain.h("x-signature"), None);
 
     let stamped = &rx.to("/stamped")[0];
-    let ts = stamped.h("x-timestamp").expect("the timestamp header is sent");
+    let ts = stamped
+        .h("x-timestamp")
+        .expect("the timestamp header is sent");
     let secs: i64 = ts.parse().expect("Unix seconds");
-    assert!((chrono::Utc::now().timestamp() - secs).abs() < 60, "timestamp {ts} is now, in seconds");
-    let expected = format!("v1={}", hmac_hex("stamped-secret", &[ts.as_bytes(), b".", &stamped.raw]));
-    assert_eq!(stamped.h("x-signature"), Some(expected.as_str()), "signature over timestamp.body");
+    assert!(
+        (chrono::Utc::now().timestamp() - secs).abs() < 60,
+        "timestamp {ts} is now, in seconds"
+    );
+    let expected = format!(
+        "v1={}",
+        hmac_hex("stamped-secret", &[ts.as_bytes(), b".", &stamped.raw])
+    );
+    assert_eq!(
+        stamped.h("x-signature"),
+        Some(expected.as_str()),
+        "signature over timestamp.body"
+    );
 
     // The relay's own source verified the signature (else 401, retried, then dead).
     assert_eq!(rx.to("/verified")[0].body["id"], "m-loop");
-    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox WHERE source = 'signed'").await, 1);
-    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state <> 'sent'").await, 0);
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE source = 'signed'").await,
+        1
+    );
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state <> 'sent'").await,
+        0
+    );
 }
 
 /// A token endpoint: records each request; answers `status` with a numbered token. It also
@@ -255,11 +325,20 @@ async fn oauth2_token_is_fetched_once_for_several_messages_and_refreshed_after_e
     let rx = Receiver::start().await;
     // expires_in 2 s: the relay refreshes a tenth of the lifetime early, at 1.8 s.
     let (tokens, token_url) = TokenServer::start(200, 2).await;
-    let relay = Relay::start(&config(&url, &rx.url(), &oauth2_destination(&rx.url(), &token_url), &[("api", "api")])).await;
+    let relay = Relay::start(&config(
+        &url,
+        &rx.url(),
+        &oauth2_destination(&rx.url(), &token_url),
+        &[("api", "api")],
+    ))
+    .await;
     for i in 0..3 {
         post(&relay, &format!("m-{i}"), "api").await;
     }
-    eventually("three deliveries", 20, || async { rx.to("/api").len() == 3 }).await;
+    eventually("three deliveries", 20, || async {
+        rx.to("/api").len() == 3
+    })
+    .await;
     assert_eq!(tokens.count(), 1, "one token request for three messages");
     for d in rx.to("/api") {
         assert_eq!(d.h("authorization"), Some("Bearer tok-1"));
@@ -267,20 +346,47 @@ async fn oauth2_token_is_fetched_once_for_several_messages_and_refreshed_after_e
     {
         let reqs = tokens.requests.lock().unwrap();
         let (headers, form) = &reqs[0];
-        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(form.as_bytes()).into_owned().collect();
-        assert!(pairs.contains(&("grant_type".into(), "client_credentials".into())), "{form}");
-        assert!(pairs.contains(&("scope".into(), "events.write".into())), "{form}");
-        assert!(pairs.contains(&("audience".into(), "https://api.example".into())), "{form}");
-        assert_eq!(headers.get("content-type").unwrap(), "application/x-www-form-urlencoded");
-        let basic = format!("Basic {}", base64::engine::general_purpose::STANDARD.encode("relay-client:client-secret-xyz"));
-        assert_eq!(headers.get("authorization").unwrap().to_str().unwrap(), basic);
+        let pairs: Vec<(String, String)> = url::form_urlencoded::parse(form.as_bytes())
+            .into_owned()
+            .collect();
+        assert!(
+            pairs.contains(&("grant_type".into(), "client_credentials".into())),
+            "{form}"
+        );
+        assert!(
+            pairs.contains(&("scope".into(), "events.write".into())),
+            "{form}"
+        );
+        assert!(
+            pairs.contains(&("audience".into(), "https://api.example".into())),
+            "{form}"
+        );
+        assert_eq!(
+            headers.get("content-type").unwrap(),
+            "application/x-www-form-urlencoded"
+        );
+        let basic = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode("relay-client:client-secret-xyz")
+        );
+        assert_eq!(
+            headers.get("authorization").unwrap().to_str().unwrap(),
+            basic
+        );
     }
 
     tokio::time::sleep(Duration::from_millis(2200)).await;
     post(&relay, "m-late", "api").await;
-    eventually("the fourth delivery", 20, || async { rx.to("/api").len() == 4 }).await;
+    eventually("the fourth delivery", 20, || async {
+        rx.to("/api").len() == 4
+    })
+    .await;
     assert_eq!(tokens.count(), 2, "the expired token was refreshed once");
-    let late = rx.to("/api").into_iter().find(|d| d.body["id"] == "m-late").unwrap();
+    let late = rx
+        .to("/api")
+        .into_iter()
+        .find(|d| d.body["id"] == "m-late")
+        .unwrap();
     assert_eq!(late.h("authorization"), Some("Bearer tok-2"));
 }
 
@@ -289,18 +395,46 @@ async fn a_refused_token_request_fails_the_attempt_with_a_redacted_error() {
     let (url, store) = fresh_db("dauth_oauth401").await;
     let rx = Receiver::start().await;
     let (tokens, token_url) = TokenServer::start(401, 60).await;
-    let relay = Relay::start(&config(&url, &rx.url(), &oauth2_destination(&rx.url(), &token_url), &[("api", "api")])).await;
+    let relay = Relay::start(&config(
+        &url,
+        &rx.url(),
+        &oauth2_destination(&rx.url(), &token_url),
+        &[("api", "api")],
+    ))
+    .await;
     post(&relay, "m-1", "api").await;
     // base_config's outbox.maxAttempts: a few attempts, then dead.
-    eventually("the row goes dead", 20, || async { scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'dead'").await == 1 }).await;
-    let (attempt, error): (i32, Option<String>) = sqlx::query_as("SELECT attempt, last_error FROM outbox").fetch_one(store.pool()).await.unwrap();
+    eventually("the row goes dead", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'dead'").await == 1
+    })
+    .await;
+    let (attempt, error): (i32, Option<String>) =
+        sqlx::query_as("SELECT attempt, last_error FROM outbox")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
     let error = error.unwrap_or_default();
     assert!(attempt >= 1, "retried before going dead");
-    assert_eq!(tokens.count(), attempt as usize + 1, "each attempt (0..=attempt) asked for a token: no failure is cached");
-    assert!(error.starts_with(&format!("OAuth2 token request to {token_url} failed: HTTP 401")), "last_error: {error}");
-    assert!(!error.contains("client-secret-xyz"), "the client secret is masked: {error}");
+    assert_eq!(
+        tokens.count(),
+        attempt as usize + 1,
+        "each attempt (0..=attempt) asked for a token: no failure is cached"
+    );
+    assert!(
+        error.starts_with(&format!(
+            "OAuth2 token request to {token_url} failed: HTTP 401"
+        )),
+        "last_error: {error}"
+    );
+    assert!(
+        !error.contains("client-secret-xyz"),
+        "the client secret is masked: {error}"
+    );
     let basic = base64::engine::general_purpose::STANDARD.encode("relay-client:client-secret-xyz");
-    assert!(!error.contains(&basic), "the Basic credentials are masked: {error}");
+    assert!(
+        !error.contains(&basic),
+        "the Basic credentials are masked: {error}"
+    );
     assert!(rx.to("/api").is_empty(), "nothing reached the destination");
     drop(relay);
 }
@@ -314,14 +448,29 @@ async fn a_token_the_destination_refuses_is_dropped_and_never_shown_in_last_erro
     let dest = oauth2_destination(&echo, &token_url).replace("path: /api", "path: /echo");
     let relay = Relay::start(&config(&url, &rx.url(), &dest, &[("api", "api")])).await;
     post(&relay, "m-1", "api").await;
-    eventually("the row goes dead", 20, || async { scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'dead'").await == 1 }).await;
-    let (attempt, error): (i32, Option<String>) = sqlx::query_as("SELECT attempt, last_error FROM outbox").fetch_one(store.pool()).await.unwrap();
+    eventually("the row goes dead", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'dead'").await == 1
+    })
+    .await;
+    let (attempt, error): (i32, Option<String>) =
+        sqlx::query_as("SELECT attempt, last_error FROM outbox")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
     let error = error.unwrap_or_default();
     let echoed = tokens.echoed.lock().unwrap().clone();
-    let expected: Vec<String> = (1..=attempt + 1).map(|n| format!("Bearer tok-{n}")).collect();
-    assert_eq!(echoed, expected, "a 401 drops the token: each attempt sent a new one");
+    let expected: Vec<String> = (1..=attempt + 1)
+        .map(|n| format!("Bearer tok-{n}"))
+        .collect();
+    assert_eq!(
+        echoed, expected,
+        "a 401 drops the token: each attempt sent a new one"
+    );
     assert_eq!(tokens.count(), attempt as usize + 1);
-    assert!(error.starts_with("HTTP 401: Unauthorized - unauthorized: Bearer ***"), "the echoed token is masked: {error}");
+    assert!(
+        error.starts_with("HTTP 401: Unauthorized - unauthorized: Bearer ***"),
+        "the echoed token is masked: {error}"
+    );
     drop(relay);
 }
 
@@ -342,18 +491,31 @@ http:
         base_config("postgres://nobody@127.0.0.1:1/none", "http://127.0.0.1:9")
     );
     let file = write_config(&yaml.replace("{port}", &free_port().to_string()));
-    let out = tokio::time::timeout(Duration::from_secs(30), relay_command(file.path(), &["run"]).output()).await.expect("start-up ends").unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(30),
+        relay_command(file.path(), &["run"]).output(),
+    )
+    .await
+    .expect("start-up ends")
+    .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "start-up must fail: {stderr}");
     assert!(stderr.contains("destinations.rx.baseUrl: 127.0.0.1 is a private address (loopback) and http.blockPrivateAddresses is true"), "{stderr}");
-    assert!(stderr.contains("destinations.named.auth.tokenUrl: localhost resolves to"), "a name is resolved and checked: {stderr}");
-    assert!(!stderr.contains("destinations.named.baseUrl"), "an unresolvable host does not stop start-up: {stderr}");
+    assert!(
+        stderr.contains("destinations.named.auth.tokenUrl: localhost resolves to"),
+        "a name is resolved and checked: {stderr}"
+    );
+    assert!(
+        !stderr.contains("destinations.named.baseUrl"),
+        "an unresolvable host does not stop start-up: {stderr}"
+    );
 }
 
 #[tokio::test]
 async fn block_private_addresses_lets_a_relay_with_only_unresolvable_hosts_start() {
     let (url, _store) = fresh_db("dauth_block").await;
-    let yaml = base_config(&url, "http://queuebox-test-host.invalid") + "http:\n  blockPrivateAddresses: true\n";
+    let yaml = base_config(&url, "http://queuebox-test-host.invalid")
+        + "http:\n  blockPrivateAddresses: true\n";
     let mut relay = Relay::start(&yaml).await;
     let (s, _) = relay.get("/health/ready").await;
     assert_eq!(s, 200);

@@ -26,10 +26,25 @@ sources:
 "
     ))
     .await;
-    assert_eq!(relay.post("/inbox/jobs", r#"{"id": "j1"}"#, &[]).await.0, 202);
+    assert_eq!(
+        relay.post("/inbox/jobs", r#"{"id": "j1"}"#, &[]).await.0,
+        202
+    );
     // The pull row ages for at least a second, several gauge refreshes.
-    eventually("the pull gauge reports the waiting row", 20, || async { relay.metric("queuebox_inbox_pull_oldest_pending_age_seconds ").await >= 1.0 }).await;
+    eventually("the pull gauge reports the waiting row", 20, || async {
+        relay
+            .metric("queuebox_inbox_pull_oldest_pending_age_seconds ")
+            .await
+            >= 1.0
+    })
+    .await;
     let (_, text) = relay.get("/metrics").await;
-    let push = text.lines().find(|l| l.starts_with("queuebox_inbox_oldest_pending_age_seconds ")).unwrap_or_else(|| panic!("the push gauge is exported:\n{text}"));
-    assert_eq!(push, "queuebox_inbox_oldest_pending_age_seconds 0", "{text}");
+    let push = text
+        .lines()
+        .find(|l| l.starts_with("queuebox_inbox_oldest_pending_age_seconds "))
+        .unwrap_or_else(|| panic!("the push gauge is exported:\n{text}"));
+    assert_eq!(
+        push, "queuebox_inbox_oldest_pending_age_seconds 0",
+        "{text}"
+    );
 }

@@ -30,13 +30,22 @@ impl FailingReceiver {
     }
 
     fn arrivals(&self, id: uuid::Uuid) -> Vec<Instant> {
-        self.arrivals.lock().unwrap().get(&id.to_string()).cloned().unwrap_or_default()
+        self.arrivals
+            .lock()
+            .unwrap()
+            .get(&id.to_string())
+            .cloned()
+            .unwrap_or_default()
     }
 }
 
 async fn fail(State(r): State<FailingReceiver>, headers: HeaderMap) -> StatusCode {
     let now = Instant::now();
-    let id = headers.get("x-message-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_string();
+    let id = headers
+        .get("x-message-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
     r.arrivals.lock().unwrap().entry(id).or_default().push(now);
     StatusCode::INTERNAL_SERVER_ERROR
 }
@@ -51,44 +60,75 @@ async fn failed_outbox_deliveries_wait_base_times_two_to_the_attempt_plus_at_mos
     let (url, store) = fresh_db("backoff").await;
     let (rx, rx_url) = FailingReceiver::start().await;
     let config = base_config(&url, &rx_url);
-    assert!(config.contains("retryBaseDelayMs: 50"), "the base config changed; set the base below another way");
-    let config = config.replace("retryBaseDelayMs: 50", &format!("retryBaseDelayMs: {BASE_MS}"))
-        + "routes:\n  - topicPattern: '**'\n    destination: rx\n";
+    assert!(
+        config.contains("retryBaseDelayMs: 50"),
+        "the base config changed; set the base below another way"
+    );
+    let config = config.replace(
+        "retryBaseDelayMs: 50",
+        &format!("retryBaseDelayMs: {BASE_MS}"),
+    ) + "routes:\n  - topicPattern: '**'\n    destination: rx\n";
     let _relay = Relay::start(&config).await;
 
     // Four rows fail side by side: 16 gaps, each with its own jitter sample.
     let mut ids = Vec::new();
     for n in 0..4 {
-        let id: uuid::Uuid = sqlx::query_scalar("INSERT INTO outbox (topic, payload, max_attempts) VALUES ($1, '{}', $2) RETURNING id")
-            .bind(format!("t.backoff{n}"))
-            .bind(MAX_ATTEMPTS)
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
+        let id: uuid::Uuid = sqlx::query_scalar(
+            "INSERT INTO outbox (topic, payload, max_attempts) VALUES ($1, '{}', $2) RETURNING id",
+        )
+        .bind(format!("t.backoff{n}"))
+        .bind(MAX_ATTEMPTS)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
         ids.push(id);
     }
     eventually("every row dead", 15, || async {
-        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'dead'").await == ids.len() as i64
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'dead'").await
+            == ids.len() as i64
     })
     .await;
 
     let mut report = Vec::new();
     for id in &ids {
         let times = rx.arrivals(*id);
-        assert_eq!(times.len(), MAX_ATTEMPTS as usize + 1, "max_attempts {MAX_ATTEMPTS} gives {} deliveries", MAX_ATTEMPTS + 1);
+        assert_eq!(
+            times.len(),
+            MAX_ATTEMPTS as usize + 1,
+            "max_attempts {MAX_ATTEMPTS} gives {} deliveries",
+            MAX_ATTEMPTS + 1
+        );
         let gaps: Vec<Duration> = times.windows(2).map(|w| w[1] - w[0]).collect();
         for (n, gap) in gaps.iter().enumerate() {
             let exp = Duration::from_millis(BASE_MS << n);
             // Never earlier than base × 2^n (the ±20 % client policy goes as low as 0.8×) ...
-            assert!(*gap >= exp, "row {id}: gap {n} was {gap:?}, below base × 2^{n} = {exp:?} (gaps {gaps:?})");
+            assert!(
+                *gap >= exp,
+                "row {id}: gap {n} was {gap:?}, below base × 2^{n} = {exp:?} (gaps {gaps:?})"
+            );
             // ... and never later than +25 % jitter plus the loop's own latency.
-            assert!(*gap <= exp.mul_f64(1.25) + SLACK, "row {id}: gap {n} was {gap:?}, above {exp:?} × 1.25 + {SLACK:?} (gaps {gaps:?})");
+            assert!(
+                *gap <= exp.mul_f64(1.25) + SLACK,
+                "row {id}: gap {n} was {gap:?}, above {exp:?} × 1.25 + {SLACK:?} (gaps {gaps:?})"
+            );
         }
         report.push(gaps.iter().map(|g| g.as_millis()).collect::<Vec<_>>());
         let (state, attempt, error): (String, i32, Option<String>) =
-            sqlx::query_as("SELECT state, attempt, last_error FROM outbox WHERE id = $1").bind(id).fetch_one(store.pool()).await.unwrap();
+            sqlx::query_as("SELECT state, attempt, last_error FROM outbox WHERE id = $1")
+                .bind(id)
+                .fetch_one(store.pool())
+                .await
+                .unwrap();
         assert_eq!((state.as_str(), attempt), ("dead", MAX_ATTEMPTS));
-        assert!(error.as_deref().unwrap_or_default().starts_with("HTTP 500"), "last_error: {error:?}");
+        assert!(
+            error.as_deref().unwrap_or_default().starts_with("HTTP 500"),
+            "last_error: {error:?}"
+        );
     }
-    println!("measured gaps (ms) per row, expected [{BASE_MS}, {}, {}, {}] +0–25 %: {report:?}", BASE_MS * 2, BASE_MS * 4, BASE_MS * 8);
+    println!(
+        "measured gaps (ms) per row, expected [{BASE_MS}, {}, {}, {}] +0–25 %: {report:?}",
+        BASE_MS * 2,
+        BASE_MS * 4,
+        BASE_MS * 8
+    );
 }

@@ -48,13 +48,19 @@ async fn a_stalled_outbox_poller_makes_readiness_fail_until_it_moves_again() {
     let relay = Relay::start(&config(&db, true)).await;
     eventually("ready with every loop up", 20, || async {
         let (status, body) = ready(&relay).await;
-        status == 200 && ["outbox-poller", "inbox-relay", "retention-service"].iter().all(|l| loop_status(&body, l) == "up")
+        status == 200
+            && ["outbox-poller", "inbox-relay", "retention-service"]
+                .iter()
+                .all(|l| loop_status(&body, l) == "up")
     })
     .await;
 
     // The poller's next statement waits on this lock for as long as the test holds it.
     let mut tx = store.pool().begin().await.unwrap();
-    sqlx::query("LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE").execute(&mut *tx).await.unwrap();
+    sqlx::query("LOCK TABLE outbox IN ACCESS EXCLUSIVE MODE")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
     let locked = Instant::now();
     eventually("readiness notices the stalled poller", 20, || async {
         let (status, body) = ready(&relay).await;
@@ -63,10 +69,17 @@ async fn a_stalled_outbox_poller_makes_readiness_fail_until_it_moves_again() {
     .await;
     let noticed = locked.elapsed();
     let (_, body) = ready(&relay).await;
-    assert_eq!(loop_status(&body, "inbox-relay"), "up", "only the stalled loop is down: {body}");
+    assert_eq!(
+        loop_status(&body, "inbox-relay"),
+        "up",
+        "only the stalled loop is down: {body}"
+    );
     assert_eq!(body["status"], "unhealthy");
     // Grace: 3 × 50 ms poll + 1000 ms connectionTimeoutMs + 1 s.
-    assert!(noticed >= Duration::from_millis(2000) && noticed < Duration::from_secs(6), "noticed after {noticed:?}");
+    assert!(
+        noticed >= Duration::from_millis(2000) && noticed < Duration::from_secs(6),
+        "noticed after {noticed:?}"
+    );
 
     tx.rollback().await.unwrap();
     let released = Instant::now();
@@ -75,7 +88,10 @@ async fn a_stalled_outbox_poller_makes_readiness_fail_until_it_moves_again() {
         status == 200 && loop_status(&body, "outbox-poller") == "up"
     })
     .await;
-    println!("stall noticed after {noticed:?}; recovered {:?} after the lock was released", released.elapsed());
+    println!(
+        "stall noticed after {noticed:?}; recovered {:?} after the lock was released",
+        released.elapsed()
+    );
 }
 
 #[tokio::test]

@@ -39,7 +39,13 @@ async fn a_webhook_posted_twice_is_stored_once_and_delivered_once_with_the_relay
     let rx = Receiver::start().await;
     let relay = Relay::start(&format!("{}{SOURCES}", base_config(&url, &rx.url()))).await;
     let body = r#"{"id":"evt-1","type":"created","orderId":"o-1"}"#;
-    let hdrs = [("X-SOURCE", "evil"), ("x-inbox-id", "spoof"), ("X-Tenant", "acme"), ("Authorization", "Bearer x"), ("X-Correlation-Id", "corr-1")];
+    let hdrs = [
+        ("X-SOURCE", "evil"),
+        ("x-inbox-id", "spoof"),
+        ("X-Tenant", "acme"),
+        ("Authorization", "Bearer x"),
+        ("X-Correlation-Id", "corr-1"),
+    ];
     let (s1, b1) = relay.post("/inbox/orders", body, &hdrs).await;
     let (s2, b2) = relay.post("/inbox/orders", body, &hdrs).await;
     assert_eq!(s1, 202, "{b1}");
@@ -51,9 +57,19 @@ async fn a_webhook_posted_twice_is_stored_once_and_delivered_once_with_the_relay
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 1);
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox").await, 1);
     let d = &rx.to("/hooks")[0];
-    let inbox_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM inbox").fetch_one(store.pool()).await.unwrap();
-    let outbox_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM outbox").fetch_one(store.pool()).await.unwrap();
-    assert_eq!(d.h("x-source"), Some("orders"), "a sender's X-SOURCE is replaced");
+    let inbox_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM inbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let outbox_id: uuid::Uuid = sqlx::query_scalar("SELECT id FROM outbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        d.h("x-source"),
+        Some("orders"),
+        "a sender's X-SOURCE is replaced"
+    );
     assert_eq!(d.h("x-inbox-id"), Some(inbox_id.to_string().as_str()));
     assert_eq!(d.h("x-idempotency-key"), Some("evt-1"));
     assert_eq!(d.h("x-correlation-id"), Some("corr-1"));
@@ -64,10 +80,23 @@ async fn a_webhook_posted_twice_is_stored_once_and_delivered_once_with_the_relay
     assert_eq!(d.h("x-tenant"), Some("acme"));
     assert_eq!(d.h("authorization"), None, "credentials are never stored");
     assert_eq!(d.body["orderId"], "o-1");
-    let state: String = sqlx::query_scalar("SELECT state FROM outbox").fetch_one(store.pool()).await.unwrap();
+    let state: String = sqlx::query_scalar("SELECT state FROM outbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
     assert_eq!(state, "sent");
-    assert_eq!(relay.metric("queuebox_inbox_messages_total{status=\"duplicate\"}").await, 1.0);
-    assert_eq!(relay.metric("queuebox_inbox_messages_total{status=\"forwarded\"}").await, 1.0);
+    assert_eq!(
+        relay
+            .metric("queuebox_inbox_messages_total{status=\"duplicate\"}")
+            .await,
+        1.0
+    );
+    assert_eq!(
+        relay
+            .metric("queuebox_inbox_messages_total{status=\"forwarded\"}")
+            .await,
+        1.0
+    );
 }
 
 #[tokio::test]
@@ -75,7 +104,13 @@ async fn pull_rows_are_never_touched_by_the_relay() {
     let (url, store) = fresh_db("pull").await;
     let rx = Receiver::start().await;
     let relay = Relay::start(&format!("{}{SOURCES}", base_config(&url, &rx.url()))).await;
-    let (s, _) = relay.post("/inbox/jobs", r#"{"task":"resize"}"#, &[("x-idempotency-key", "job-1")]).await;
+    let (s, _) = relay
+        .post(
+            "/inbox/jobs",
+            r#"{"task":"resize"}"#,
+            &[("x-idempotency-key", "job-1")],
+        )
+        .await;
     assert_eq!(s, 202);
     // Without a declared key source, the SHA-256 digest of the body is the key.
     let (s, _) = relay.post("/inbox/jobs", r#"{"task":"digest"}"#, &[]).await;
@@ -83,7 +118,11 @@ async fn pull_rows_are_never_touched_by_the_relay() {
     let (s, _) = relay.post("/inbox/jobs", r#"{"task":"digest"}"#, &[]).await;
     assert_eq!(s, 200);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    let rows: Vec<(String, String, String)> = sqlx::query_as("SELECT idempotency_key, consumption, state FROM inbox ORDER BY created_at").fetch_all(store.pool()).await.unwrap();
+    let rows: Vec<(String, String, String)> =
+        sqlx::query_as("SELECT idempotency_key, consumption, state FROM inbox ORDER BY created_at")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
     assert_eq!(rows[0], ("job-1".into(), "pull".into(), "pending".into()));
     assert!(rows[1].0.starts_with("sha256:") && rows[1].2 == "pending");
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox").await, 0);
@@ -92,17 +131,31 @@ async fn pull_rows_are_never_touched_by_the_relay() {
 
 fn outbox_config(url: &str, rx: &Receiver) -> String {
     let mut y = base_config(url, &rx.url());
-    for (name, path) in [("flaky", "/flaky"), ("failing", "/failing"), ("redirect", "/redirect"), ("accepted", "/accepted")] {
-        y.push_str(&format!("  {name}:\n    type: http\n    baseUrl: {}\n    path: {path}\n    timeoutMs: 3000\n", rx.url()));
+    for (name, path) in [
+        ("flaky", "/flaky"),
+        ("failing", "/failing"),
+        ("redirect", "/redirect"),
+        ("accepted", "/accepted"),
+    ] {
+        y.push_str(&format!(
+            "  {name}:\n    type: http\n    baseUrl: {}\n    path: {path}\n    timeoutMs: 3000\n",
+            rx.url()
+        ));
     }
     y.push_str("routes:\n");
     for name in ["flaky", "failing", "redirect", "accepted"] {
-        y.push_str(&format!("  - topicPattern: 't.{name}'\n    destination: {name}\n"));
+        y.push_str(&format!(
+            "  - topicPattern: 't.{name}'\n    destination: {name}\n"
+        ));
     }
     y
 }
 
-async fn insert(store: &queuebox_core::store::postgres::PgStore, topic: &str, max_attempts: i32) -> uuid::Uuid {
+async fn insert(
+    store: &queuebox_core::store::postgres::PgStore,
+    topic: &str,
+    max_attempts: i32,
+) -> uuid::Uuid {
     sqlx::query_scalar("INSERT INTO outbox (topic, payload, max_attempts) VALUES ($1, '{\"n\":1}', $2) RETURNING id")
         .bind(topic)
         .bind(max_attempts)
@@ -111,8 +164,15 @@ async fn insert(store: &queuebox_core::store::postgres::PgStore, topic: &str, ma
         .unwrap()
 }
 
-async fn row(store: &queuebox_core::store::postgres::PgStore, id: uuid::Uuid) -> (String, i32, Option<String>) {
-    sqlx::query_as("SELECT state, attempt, last_error FROM outbox WHERE id = $1").bind(id).fetch_one(store.pool()).await.unwrap()
+async fn row(
+    store: &queuebox_core::store::postgres::PgStore,
+    id: uuid::Uuid,
+) -> (String, i32, Option<String>) {
+    sqlx::query_as("SELECT state, attempt, last_error FROM outbox WHERE id = $1")
+        .bind(id)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
 }
 
 #[tokio::test]
@@ -149,14 +209,32 @@ async fn delivery_outcomes_follow_the_status_code() {
     assert_eq!(rx.to("/redirect").len(), 2);
     assert!(rx.to("/redirected").is_empty());
     assert_eq!(row(&store, redirect).await.1, 1);
-    assert!(row(&store, redirect).await.2.unwrap().starts_with("HTTP 302"));
+    assert!(row(&store, redirect)
+        .await
+        .2
+        .unwrap()
+        .starts_with("HTTP 302"));
     // 202: sent, never sent again.
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rx.to("/accepted").len(), 1);
     assert_eq!(row(&store, accepted).await.1, 0);
-    assert!(row(&store, nowhere).await.2.unwrap().contains("No route matches topic 't.nowhere'"));
-    assert_eq!(relay.metric("queuebox_outbox_messages_total{status=\"dead\"}").await, 2.0);
-    assert!(relay.metric("queuebox_http_publish_responses_total{status_class=\"5xx\"}").await >= 4.0);
+    assert!(row(&store, nowhere)
+        .await
+        .2
+        .unwrap()
+        .contains("No route matches topic 't.nowhere'"));
+    assert_eq!(
+        relay
+            .metric("queuebox_outbox_messages_total{status=\"dead\"}")
+            .await,
+        2.0
+    );
+    assert!(
+        relay
+            .metric("queuebox_http_publish_responses_total{status_class=\"5xx\"}")
+            .await
+            >= 4.0
+    );
 }
 
 #[tokio::test]
@@ -169,13 +247,23 @@ async fn a_relay_killed_between_publish_and_mark_sent_delivers_again_with_the_sa
     let y = y.replace("timeoutMs: 3000", "timeoutMs: 1000");
     let mut relay = Relay::start(&y).await;
     let id = insert(&store, "t.crash", 5).await;
-    eventually("the publish reached the receiver", 20, || async { rx.to("/hang").len() == 1 }).await;
+    eventually("the publish reached the receiver", 20, || async {
+        rx.to("/hang").len() == 1
+    })
+    .await;
     relay.kill();
     let _ = relay.child.wait().await;
-    assert_eq!(row(&store, id).await.0, "processing", "the kill left the claim behind");
+    assert_eq!(
+        row(&store, id).await.0,
+        "processing",
+        "the kill left the claim behind"
+    );
     rx.behaviour.lock().unwrap().hang = false;
     let _relay2 = Relay::start(&y).await;
-    eventually("redelivered and sent", 30, || async { row(&store, id).await.0 == "sent" }).await;
+    eventually("redelivered and sent", 30, || async {
+        row(&store, id).await.0 == "sent"
+    })
+    .await;
     let got = rx.to("/hang");
     assert_eq!(got.len(), 2);
     assert_eq!(got[0].h("x-message-id"), Some(id.to_string().as_str()));
@@ -190,33 +278,72 @@ async fn two_relays_deliver_everything_once_although_every_first_publish_outlive
     // The first request of every message is slower than the lease; the relay renews its
     // claims every claimTimeoutMs/3 while publishing, so no replica reclaims a row and no
     // claim is lost.
-    let y = base_config(&url, &rx.url()).replace("claimTimeoutMs: 5000\n  maxAttempts: 2", "claimTimeoutMs: 1000\n  maxAttempts: 2\n  batchSize: 20") + SOURCES;
+    let y = base_config(&url, &rx.url()).replace(
+        "claimTimeoutMs: 5000\n  maxAttempts: 2",
+        "claimTimeoutMs: 1000\n  maxAttempts: 2\n  batchSize: 20",
+    ) + SOURCES;
     let a = Relay::start(&y).await;
     let b = Relay::start(&y).await;
     rx.behaviour.lock().unwrap().first_delay = Some(Duration::from_millis(1400));
     for i in 0..60 {
         let r = if i % 2 == 0 { &a } else { &b };
-        let (s, body) = r.post("/inbox/orders", &format!(r#"{{"id":"e{i}","type":"created"}}"#), &[]).await;
+        let (s, body) = r
+            .post(
+                "/inbox/orders",
+                &format!(r#"{{"id":"e{i}","type":"created"}}"#),
+                &[],
+            )
+            .await;
         assert_eq!(s, 202, "{body}");
     }
-    eventually("every row sent", 90, || async { scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 60 }).await;
-    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox").await, 60, "each push row forwarded exactly once");
-    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox WHERE state = 'processed'").await, 60);
+    eventually("every row sent", 90, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 60
+    })
+    .await;
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM outbox").await,
+        60,
+        "each push row forwarded exactly once"
+    );
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE state = 'processed'"
+        )
+        .await,
+        60
+    );
     let got = rx.to("/hooks");
-    let unique: HashSet<String> = got.iter().filter_map(|d| d.h("x-message-id").map(str::to_string)).collect();
+    let unique: HashSet<String> = got
+        .iter()
+        .filter_map(|d| d.h("x-message-id").map(str::to_string))
+        .collect();
     assert_eq!(unique.len(), 60, "every message delivered");
     let duplicates = got.len() - unique.len();
     let mut lost = 0.0;
     for _ in 0..100 {
-        lost = a.metric("queuebox_claims_lost_total{component=\"outbox\"}").await + b.metric("queuebox_claims_lost_total{component=\"outbox\"}").await;
+        lost = a
+            .metric("queuebox_claims_lost_total{component=\"outbox\"}")
+            .await
+            + b.metric("queuebox_claims_lost_total{component=\"outbox\"}")
+                .await;
         if lost as usize == duplicates {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     assert_eq!(duplicates, 0, "renewed claims are never delivered twice");
-    assert_eq!(lost as usize, duplicates, "every duplicate comes from a lost claim and is counted");
-    assert_eq!(a.metric("queuebox_outbox_messages_total{status=\"sent\"}").await + b.metric("queuebox_outbox_messages_total{status=\"sent\"}").await, 60.0);
+    assert_eq!(
+        lost as usize, duplicates,
+        "every duplicate comes from a lost claim and is counted"
+    );
+    assert_eq!(
+        a.metric("queuebox_outbox_messages_total{status=\"sent\"}")
+            .await
+            + b.metric("queuebox_outbox_messages_total{status=\"sent\"}")
+                .await,
+        60.0
+    );
 }
 
 fn renewal_config(url: &str, rx: &Receiver) -> String {
@@ -237,15 +364,26 @@ async fn a_publish_slower_than_the_claim_timeout_keeps_its_claim_and_is_delivere
     let a = Relay::start(&y).await;
     let b = Relay::start(&y).await;
     let id = insert(&store, "t.slow", 5).await;
-    eventually("the slow publish reached the receiver", 20, || async { rx.to("/hooks").len() == 1 }).await;
+    eventually("the slow publish reached the receiver", 20, || async {
+        rx.to("/hooks").len() == 1
+    })
+    .await;
     eventually("sent", 30, || async { row(&store, id).await.0 == "sent" }).await;
     // Longer than a lease: a reclaim and a second delivery would show now.
     tokio::time::sleep(Duration::from_millis(2000)).await;
     assert_eq!(rx.to("/hooks").len(), 1, "delivered exactly once");
     assert_eq!(row(&store, id).await, ("sent".into(), 0, None));
-    let sent = a.metric("queuebox_outbox_messages_total{status=\"sent\"}").await + b.metric("queuebox_outbox_messages_total{status=\"sent\"}").await;
+    let sent = a
+        .metric("queuebox_outbox_messages_total{status=\"sent\"}")
+        .await
+        + b.metric("queuebox_outbox_messages_total{status=\"sent\"}")
+            .await;
     assert_eq!(sent, 1.0, "the metrics are scraped");
-    let lost = a.metric("queuebox_claims_lost_total{component=\"outbox\"}").await + b.metric("queuebox_claims_lost_total{component=\"outbox\"}").await;
+    let lost = a
+        .metric("queuebox_claims_lost_total{component=\"outbox\"}")
+        .await
+        + b.metric("queuebox_claims_lost_total{component=\"outbox\"}")
+            .await;
     assert_eq!(lost, 0.0, "no claim lost");
 }
 
@@ -256,7 +394,10 @@ async fn a_claim_lost_while_publishing_cancels_the_publish_and_writes_nothing() 
     rx.behaviour.lock().unwrap().hang = true;
     let relay = Relay::start(&renewal_config(&url, &rx)).await;
     let id = insert(&store, "t.hang", 5).await;
-    eventually("the publish reached the receiver", 20, || async { rx.to("/hang").len() == 1 }).await;
+    eventually("the publish reached the receiver", 20, || async {
+        rx.to("/hang").len() == 1
+    })
+    .await;
     // Another owner takes the row (new token, long lease): the next renewal matches no row.
     let stolen: uuid::Uuid = sqlx::query_scalar(
         "UPDATE outbox SET claim_token = gen_random_uuid(), lease_expires_at = clock_timestamp() + interval '1 hour' WHERE id = $1 RETURNING claim_token",
@@ -267,15 +408,33 @@ async fn a_claim_lost_while_publishing_cancels_the_publish_and_writes_nothing() 
     .unwrap();
     let t0 = std::time::Instant::now();
     let series = "queuebox_claims_lost_total{component=\"outbox\"}";
-    eventually("the lost claim is counted", 20, || async { relay.metric(series).await == 1.0 }).await;
+    eventually("the lost claim is counted", 20, || async {
+        relay.metric(series).await == 1.0
+    })
+    .await;
     // Well before the destination's 10 s timeout: the hanging publish was cancelled.
-    assert!(t0.elapsed() < Duration::from_secs(5), "cancelled after {:?}", t0.elapsed());
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "cancelled after {:?}",
+        t0.elapsed()
+    );
     // The batch ended, so the relay goes on delivering.
     let next = insert(&store, "t.next", 5).await;
-    eventually("the next row is sent", 20, || async { row(&store, next).await.0 == "sent" }).await;
+    eventually("the next row is sent", 20, || async {
+        row(&store, next).await.0 == "sent"
+    })
+    .await;
     let (state, attempt, err, token): (String, i32, Option<String>, Option<uuid::Uuid>) =
-        sqlx::query_as("SELECT state, attempt, last_error, claim_token FROM outbox WHERE id = $1").bind(id).fetch_one(store.pool()).await.unwrap();
-    assert_eq!((state.as_str(), attempt, err, token), ("processing", 0, None, Some(stolen)), "nothing written for the lost claim");
+        sqlx::query_as("SELECT state, attempt, last_error, claim_token FROM outbox WHERE id = $1")
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        (state.as_str(), attempt, err, token),
+        ("processing", 0, None, Some(stolen)),
+        "nothing written for the lost claim"
+    );
     assert_eq!(rx.to("/hang").len(), 1);
     assert_eq!(relay.metric(series).await, 1.0, "counted once");
 }
@@ -287,13 +446,17 @@ async fn bad_requests_are_refused_with_the_documented_status() {
     let relay = Relay::start(&format!("{}{SOURCES}", base_config(&url, &rx.url()))).await;
     let (s, b) = relay.post("/inbox/orders", "not json", &[]).await;
     assert_eq!((s, b.as_str()), (400, r#"{"error":"Invalid JSON"}"#));
-    let (s, b) = relay.post("/inbox/orders", r#"{"type":"created"}"#, &[]).await;
+    let (s, b) = relay
+        .post("/inbox/orders", r#"{"type":"created"}"#, &[])
+        .await;
     assert_eq!(s, 400, "missing key: {b}");
     let big = format!(r#"{{"id":"x","pad":"{}"}}"#, "a".repeat(1200));
     let (s, _) = relay.post("/inbox/orders", &big, &[]).await;
     assert_eq!(s, 413);
     // A chunked body with no Content-Length is counted while it streams.
-    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", relay.port)).await.unwrap();
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", relay.port))
+        .await
+        .unwrap();
     let mut req = b"POST /inbox/orders HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n".to_vec();
     for _ in 0..3 {
         req.extend_from_slice(format!("190\r\n{}\r\n", "a".repeat(400)).as_bytes());
@@ -305,23 +468,56 @@ async fn bad_requests_are_refused_with_the_documented_status() {
     assert!(resp.starts_with("HTTP/1.1 413"), "{resp}");
     let (s, _) = relay.post("/inbox/nope", "{}", &[]).await;
     assert_eq!(s, 404);
-    let (s, b) = relay.post("/inbox/signed", r#"{"a":1}"#, &[("X-Delivery", "d1"), ("X-Hub-Signature-256", "sha256=00")]).await;
+    let (s, b) = relay
+        .post(
+            "/inbox/signed",
+            r#"{"a":1}"#,
+            &[("X-Delivery", "d1"), ("X-Hub-Signature-256", "sha256=00")],
+        )
+        .await;
     assert_eq!((s, b.as_str()), (401, r#"{"error":"Invalid signature"}"#));
-    let (s, _) = relay.post("/inbox/signed", r#"{"a":1}"#, &[("X-Delivery", "d1")]).await;
+    let (s, _) = relay
+        .post("/inbox/signed", r#"{"a":1}"#, &[("X-Delivery", "d1")])
+        .await;
     assert_eq!(s, 401);
     use hmac::Mac;
     let mut mac = hmac::Hmac::<sha2::Sha256>::new_from_slice(b"topsecret").unwrap();
     mac.update(br#"{"a":1}"#);
     let sig = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-    let (s, b) = relay.post("/inbox/signed", r#"{"a":1}"#, &[("X-Delivery", "d1"), ("X-Hub-Signature-256", &sig)]).await;
+    let (s, b) = relay
+        .post(
+            "/inbox/signed",
+            r#"{"a":1}"#,
+            &[("X-Delivery", "d1"), ("X-Hub-Signature-256", &sig)],
+        )
+        .await;
     assert_eq!(s, 202, "{b}");
-    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 1, "only the signed request was stored");
-    let headers: serde_json::Value = sqlx::query_scalar("SELECT headers FROM inbox").fetch_one(store.pool()).await.unwrap();
-    assert!(headers.as_object().unwrap().keys().all(|k| !k.eq_ignore_ascii_case("x-hub-signature-256")), "the auth header is not stored");
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await,
+        1,
+        "only the signed request was stored"
+    );
+    let headers: serde_json::Value = sqlx::query_scalar("SELECT headers FROM inbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert!(
+        headers
+            .as_object()
+            .unwrap()
+            .keys()
+            .all(|k| !k.eq_ignore_ascii_case("x-hub-signature-256")),
+        "the auth header is not stored"
+    );
     assert_eq!(relay.get("/health/live").await.0, 200);
     assert_eq!(relay.get("/health/ready").await.0, 200);
     let (_, metrics) = relay.get("/metrics").await;
-    for m in ["queuebox{version=", "queuebox_uptime_seconds", "queuebox_inbox_rejections_total{reason=\"extraction_failed\"}", "queuebox_claims_lost_total{component=\"inbox\"}"] {
+    for m in [
+        "queuebox{version=",
+        "queuebox_uptime_seconds",
+        "queuebox_inbox_rejections_total{reason=\"extraction_failed\"}",
+        "queuebox_claims_lost_total{component=\"inbox\"}",
+    ] {
         assert!(metrics.contains(m), "{m} in {metrics}");
     }
 }
@@ -334,14 +530,29 @@ async fn a_bad_config_file_stops_the_start_naming_every_key_path() {
     let out = relay_command(f.path(), &["run"]).output().await.unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("outbox.batchSzie: unknown key; did you mean batchSize?"), "{err}");
+    assert!(
+        err.contains("outbox.batchSzie: unknown key; did you mean batchSize?"),
+        "{err}"
+    );
     assert!(err.contains("destinations.d.baseUrl"), "{err}");
     assert!(err.contains("routes[0].destination"), "{err}");
     let ok = write_config("database:\n  url: postgres://app:hunter22@127.0.0.1:1/x\nsources:\n  s:\n    path: /s\n    consumption: pull\n    auth:\n      type: bearer\n      token: tok-secret\n");
-    let out = relay_command(ok.path(), &["check-config"]).output().await.unwrap();
+    let out = relay_command(ok.path(), &["check-config"])
+        .output()
+        .await
+        .unwrap();
     let text = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    assert!(text.contains("consumption: pull") && !text.contains("hunter22") && !text.contains("tok-secret"), "{text}");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("consumption: pull")
+            && !text.contains("hunter22")
+            && !text.contains("tok-secret"),
+        "{text}"
+    );
 }
 
 #[tokio::test]
@@ -357,25 +568,49 @@ async fn the_relay_waits_for_the_database_and_recovers_when_it_returns() {
     let child = relay_command(cfg.path(), &["run"]).spawn().unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await;
     let c = cluster.script_start_blocking().await;
-    let relay = Relay { child, port: port_relay, config: cfg };
+    let relay = Relay {
+        child,
+        port: port_relay,
+        config: cfg,
+    };
     relay.wait_listening().await;
-    let (s, b) = relay.post("/inbox/orders", r#"{"id":"a","type":"created"}"#, &[]).await;
+    let (s, b) = relay
+        .post("/inbox/orders", r#"{"id":"a","type":"created"}"#, &[])
+        .await;
     assert_eq!(s, 202, "{b}");
-    eventually("first delivery", 30, || async { rx.to("/hooks").len() == 1 }).await;
+    eventually("first delivery", 30, || async {
+        rx.to("/hooks").len() == 1
+    })
+    .await;
     // Mid-run outage: ingest answers 503 and readiness 503, nothing is acknowledged.
     c.script("stop");
-    let (s, _) = relay.post("/inbox/orders", r#"{"id":"b","type":"created"}"#, &[]).await;
+    let (s, _) = relay
+        .post("/inbox/orders", r#"{"id":"b","type":"created"}"#, &[])
+        .await;
     assert_eq!(s, 503);
     assert_eq!(relay.get("/health/ready").await.0, 503);
     c.script("start");
-    eventually("ingest recovers", 60, || async { relay.post("/inbox/orders", r#"{"id":"c","type":"created"}"#, &[]).await.0 == 202 }).await;
-    eventually("delivery recovers", 60, || async { rx.to("/hooks").len() == 2 }).await;
+    eventually("ingest recovers", 60, || async {
+        relay
+            .post("/inbox/orders", r#"{"id":"c","type":"created"}"#, &[])
+            .await
+            .0
+            == 202
+    })
+    .await;
+    eventually("delivery recovers", 60, || async {
+        rx.to("/hooks").len() == 2
+    })
+    .await;
     let keys: HashMap<String, usize> = rx.to("/hooks").iter().fold(HashMap::new(), |mut m, d| {
-        *m.entry(d.h("x-idempotency-key").unwrap_or("").to_string()).or_default() += 1;
+        *m.entry(d.h("x-idempotency-key").unwrap_or("").to_string())
+            .or_default() += 1;
         m
     });
     assert_eq!(keys.get("a"), Some(&1));
     assert_eq!(keys.get("c"), Some(&1));
-    assert!(!keys.contains_key("b"), "the refused request was never stored");
+    assert!(
+        !keys.contains_key("b"),
+        "the refused request was never stored"
+    );
 }
-

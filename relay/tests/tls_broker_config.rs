@@ -14,9 +14,15 @@ const BASE: &str = "database:
 
 async fn problems_of(yaml: &str) -> String {
     let f = write_config(&format!("{BASE}{yaml}"));
-    let out = relay_command(f.path(), &["check-config"]).output().await.unwrap();
+    let out = relay_command(f.path(), &["check-config"])
+        .output()
+        .await
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr).to_string();
-    assert!(!out.status.success(), "check-config accepted:\n{yaml}\n{err}");
+    assert!(
+        !out.status.success(),
+        "check-config accepted:\n{yaml}\n{err}"
+    );
     err
 }
 
@@ -39,10 +45,22 @@ async fn broker_tls_and_login_mistakes_stop_start_up_naming_their_key_paths() {
 ",
     )
     .await;
-    assert!(err.contains("destinations.log.tls:") && err.contains("SSL or SASL_SSL"), "{err}");
-    assert!(err.contains("destinations.log.tls.caFile:") && err.contains("/nonexistent/ca.pem"), "{err}");
-    assert!(err.contains("destinations.secure.securityProtocol:") && err.contains("SASL_TLS"), "{err}");
-    assert!(err.contains("destinations.secure.saslMechanism:") && err.contains("SCRAM-SHA-1"), "{err}");
+    assert!(
+        err.contains("destinations.log.tls:") && err.contains("SSL or SASL_SSL"),
+        "{err}"
+    );
+    assert!(
+        err.contains("destinations.log.tls.caFile:") && err.contains("/nonexistent/ca.pem"),
+        "{err}"
+    );
+    assert!(
+        err.contains("destinations.secure.securityProtocol:") && err.contains("SASL_TLS"),
+        "{err}"
+    );
+    assert!(
+        err.contains("destinations.secure.saslMechanism:") && err.contains("SCRAM-SHA-1"),
+        "{err}"
+    );
 
     let err = problems_of(
         "destinations:
@@ -57,10 +75,19 @@ async fn broker_tls_and_login_mistakes_stop_start_up_naming_their_key_paths() {
 ",
     )
     .await;
-    assert!(err.contains("destinations.bus:") && err.contains("only one of token"), "{err}");
-    assert!(err.contains("destinations.bus.credsFile:") && err.contains("/nonexistent/user.creds"), "{err}");
+    assert!(
+        err.contains("destinations.bus:") && err.contains("only one of token"),
+        "{err}"
+    );
+    assert!(
+        err.contains("destinations.bus.credsFile:") && err.contains("/nonexistent/user.creds"),
+        "{err}"
+    );
     assert!(err.contains("destinations.bus.tls.certFile:"), "{err}");
-    assert!(err.contains("destinations.bus.tls:") && err.contains("certFile and keyFile go together"), "{err}");
+    assert!(
+        err.contains("destinations.bus.tls:") && err.contains("certFile and keyFile go together"),
+        "{err}"
+    );
 
     let err = problems_of(
         "destinations:
@@ -73,6 +100,13 @@ async fn broker_tls_and_login_mistakes_stop_start_up_naming_their_key_paths() {
 ",
     )
     .await;
-    assert!(err.contains("destinations.rabbit.tls:") && err.contains("amqps://"), "{err}");
-    assert!(err.contains("destinations.rabbit.tls.caFile:") && err.contains("/nonexistent/rabbit-ca.pem"), "{err}");
+    assert!(
+        err.contains("destinations.rabbit.tls:") && err.contains("amqps://"),
+        "{err}"
+    );
+    assert!(
+        err.contains("destinations.rabbit.tls.caFile:")
+            && err.contains("/nonexistent/rabbit-ca.pem"),
+        "{err}"
+    );
 }

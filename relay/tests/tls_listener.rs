@@ -20,7 +20,11 @@ const SOURCES: &str = "sources:
 /// A CA and two leaf certificates for `localhost` / 127.0.0.1, subjects `queuebox-one`
 /// and `queuebox-two`; `None` (the test says it did not run) without openssl.
 fn make_certs(test: &str) -> Option<(tempfile::TempDir, PathBuf)> {
-    if std::process::Command::new("openssl").arg("version").output().is_err() {
+    if std::process::Command::new("openssl")
+        .arg("version")
+        .output()
+        .is_err()
+    {
         panic!("NOT RUN {test}: openssl is not installed, no certificates can be made (scripts/test.d/10-rust.sh installs it; apt-get install openssl)");
     }
     let dir = tempfile::tempdir().unwrap();
@@ -33,8 +37,17 @@ for n in one two; do
   openssl x509 -req -in $n.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -sha256 -extfile $n.ext -out $n.crt 2>/dev/null
 done
 "#;
-    let out = std::process::Command::new("bash").arg("-c").arg(script).current_dir(dir.path()).output().unwrap();
-    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let path = dir.path().to_path_buf();
     Some((dir, path))
 }
@@ -45,7 +58,11 @@ fn served_subject(port: u16, ca: &Path) -> String {
         "openssl s_client -connect 127.0.0.1:{port} -servername localhost -CAfile {} -verify_return_error </dev/null 2>/dev/null | openssl x509 -noout -subject",
         ca.display()
     );
-    let out = std::process::Command::new("bash").arg("-c").arg(cmd).output().unwrap();
+    let out = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(cmd)
+        .output()
+        .unwrap();
     String::from_utf8_lossy(&out.stdout).trim().to_string()
 }
 
@@ -76,7 +93,9 @@ fn install(certs: &Path, name: &str) {
 
 #[tokio::test]
 async fn the_relay_serves_https_only_and_a_sighup_swaps_in_the_renewed_certificate() {
-    let Some((_keep, certs)) = make_certs("the_relay_serves_https_only_and_a_sighup_swaps_in_the_renewed_certificate") else {
+    let Some((_keep, certs)) =
+        make_certs("the_relay_serves_https_only_and_a_sighup_swaps_in_the_renewed_certificate")
+    else {
         return;
     };
     install(&certs, "one");
@@ -88,11 +107,30 @@ async fn the_relay_serves_https_only_and_a_sighup_swaps_in_the_renewed_certifica
     let client = https_client(&ca);
     let data = format!("https://localhost:{}", relay.port);
 
-    let resp = client.post(format!("{data}/inbox/orders")).header("content-type", "application/json").body(r#"{"id":"tls-1"}"#).send().await.unwrap();
-    assert_eq!(resp.status().as_u16(), 202, "{}", resp.text().await.unwrap_or_default());
+    let resp = client
+        .post(format!("{data}/inbox/orders"))
+        .header("content-type", "application/json")
+        .body(r#"{"id":"tls-1"}"#)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        202,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 1);
-    let health = client.get(format!("https://localhost:{mgmt}/health/live")).send().await.unwrap();
-    assert_eq!(health.status().as_u16(), 200, "the management port speaks HTTPS too");
+    let health = client
+        .get(format!("https://localhost:{mgmt}/health/live"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        health.status().as_u16(),
+        200,
+        "the management port speaks HTTPS too"
+    );
 
     // Plain HTTP to the TLS port: no answer at all, and nothing is stored.
     let plain = reqwest::Client::new()
@@ -102,28 +140,50 @@ async fn the_relay_serves_https_only_and_a_sighup_swaps_in_the_renewed_certifica
         .timeout(Duration::from_secs(5))
         .send()
         .await;
-    assert!(plain.is_err(), "plain HTTP got an answer: {:?}", plain.map(|r| r.status()));
+    assert!(
+        plain.is_err(),
+        "plain HTTP got an answer: {:?}",
+        plain.map(|r| r.status())
+    );
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 1);
 
     assert_eq!(served_subject(relay.port, &ca), "subject=CN = queuebox-one");
     install(&certs, "two");
     let pid = relay.child.id().unwrap().to_string();
-    std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
     let port = relay.port;
     eventually("the renewed certificate is served", 10, || {
         let ca = ca.clone();
         async move { served_subject(port, &ca) == "subject=CN = queuebox-two" }
     })
     .await;
-    let resp = https_client(&ca).post(format!("{data}/inbox/orders")).header("content-type", "application/json").body(r#"{"id":"tls-2"}"#).send().await.unwrap();
+    let resp = https_client(&ca)
+        .post(format!("{data}/inbox/orders"))
+        .header("content-type", "application/json")
+        .body(r#"{"id":"tls-2"}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 202);
 
     // A reload from broken files keeps the certificate in use.
     std::fs::write(certs.join("live.crt"), "not a certificate").unwrap();
-    std::process::Command::new("kill").args(["-HUP", &pid]).status().unwrap();
+    std::process::Command::new("kill")
+        .args(["-HUP", &pid])
+        .status()
+        .unwrap();
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(served_subject(port, &ca), "subject=CN = queuebox-two");
-    let resp = https_client(&ca).post(format!("{data}/inbox/orders")).header("content-type", "application/json").body(r#"{"id":"tls-3"}"#).send().await.unwrap();
+    let resp = https_client(&ca)
+        .post(format!("{data}/inbox/orders"))
+        .header("content-type", "application/json")
+        .body(r#"{"id":"tls-3"}"#)
+        .send()
+        .await
+        .unwrap();
     assert_eq!(resp.status().as_u16(), 202);
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 3);
 }
@@ -132,24 +192,44 @@ async fn the_relay_serves_https_only_and_a_sighup_swaps_in_the_renewed_certifica
 async fn an_unreadable_listener_certificate_is_a_start_up_error_naming_its_key() {
     let yaml = "server:\n  tls:\n    certFile: /nonexistent/qb.crt\n    keyFile: /nonexistent/qb.key\ndatabase:\n  url: postgres://u@127.0.0.1:1/db\n";
     let f = write_config(yaml);
-    let out = relay_command(f.path(), &["check-config"]).output().await.unwrap();
+    let out = relay_command(f.path(), &["check-config"])
+        .output()
+        .await
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("server.tls.certFile") && err.contains("/nonexistent/qb.crt"), "{err}");
+    assert!(
+        err.contains("server.tls.certFile") && err.contains("/nonexistent/qb.crt"),
+        "{err}"
+    );
     assert!(err.contains("server.tls.keyFile"), "{err}");
 }
 
 #[tokio::test]
 async fn a_key_that_does_not_match_the_certificate_stops_the_relay_at_start_up() {
-    let Some((_keep, certs)) = make_certs("a_key_that_does_not_match_the_certificate_stops_the_relay_at_start_up") else {
+    let Some((_keep, certs)) =
+        make_certs("a_key_that_does_not_match_the_certificate_stops_the_relay_at_start_up")
+    else {
         return;
     };
     std::fs::copy(certs.join("one.crt"), certs.join("live.crt")).unwrap();
     std::fs::copy(certs.join("two.key"), certs.join("live.key")).unwrap();
     let (url, _store) = fresh_db("tls_listener_mismatch").await;
-    let f = write_config(&tls_config(&url, "http://127.0.0.1:9", &certs, free_port()).replace("{port}", &free_port().to_string()));
-    let out = tokio::time::timeout(Duration::from_secs(60), relay_command(f.path(), &["run"]).output()).await.expect("the relay exits").unwrap();
+    let f = write_config(
+        &tls_config(&url, "http://127.0.0.1:9", &certs, free_port())
+            .replace("{port}", &free_port().to_string()),
+    );
+    let out = tokio::time::timeout(
+        Duration::from_secs(60),
+        relay_command(f.path(), &["run"]).output(),
+    )
+    .await
+    .expect("the relay exits")
+    .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
-    assert!(err.contains("server.tls") && err.contains("does not belong"), "{err}");
+    assert!(
+        err.contains("server.tls") && err.contains("does not belong"),
+        "{err}"
+    );
 }

@@ -13,5 +13,7 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${need[@]}" >/dev/null
 fi
+# One formatting for every crate (rustfmt's defaults): a diff here fails the part.
+cargo fmt --all -- --check
 cargo build --workspace --bins --quiet
 cargo test --workspace --quiet --no-fail-fast -- --test-threads=4

@@ -11,9 +11,9 @@ use serde_json::{json, Value};
 use uuid::Uuid;
 
 use queuebox_core::backoff::{Decision, RetryPolicy};
-use queuebox_core::{Error, Result};
 use queuebox_core::headers;
 use queuebox_core::keys::{self, KeyInput, KeySource};
+use queuebox_core::{Error, Result};
 
 /// Runs `input` of a vector case of `kind` and returns the output to compare with the
 /// case's `expected`.
@@ -21,7 +21,8 @@ pub fn evaluate(kind: &str, input: &Value) -> Result<Value> {
     let bad = |what: &str| Error::InvalidInput(format!("{kind} vector input: {what}"));
     match kind {
         "backoff" => {
-            let policy: RetryPolicy = serde_json::from_value(input["policy"].clone()).map_err(|e| bad(&e.to_string()))?;
+            let policy: RetryPolicy =
+                serde_json::from_value(input["policy"].clone()).map_err(|e| bad(&e.to_string()))?;
             let attempt = input["attempt"].as_u64().ok_or_else(|| bad("attempt"))? as u32;
             let u = input["u"].as_f64().ok_or_else(|| bad("u"))?;
             Ok(match policy.decide(attempt, u) {
@@ -30,11 +31,17 @@ pub fn evaluate(kind: &str, input: &Value) -> Result<Value> {
             })
         }
         "idempotency_key" => {
-            let sources: Vec<KeySource> = serde_json::from_value(input["sources"].clone()).map_err(|e| bad(&e.to_string()))?;
+            let sources: Vec<KeySource> = serde_json::from_value(input["sources"].clone())
+                .map_err(|e| bad(&e.to_string()))?;
             let body = input["body"].as_str().unwrap_or("").as_bytes();
             let parsed: Option<Value> = serde_json::from_slice(body).ok();
             let pairs = header_pairs(&input["headers"]);
-            let key_input = KeyInput { body, json: parsed.as_ref(), headers: &pairs, message_id: input["messageId"].as_str() };
+            let key_input = KeyInput {
+                body,
+                json: parsed.as_ref(),
+                headers: &pairs,
+                message_id: input["messageId"].as_str(),
+            };
             Ok(match keys::extract(&sources, &key_input) {
                 Ok(Some((key, origin))) => json!({"key": key, "origin": origin}),
                 Ok(None) => json!({"key": null}),
@@ -43,7 +50,10 @@ pub fn evaluate(kind: &str, input: &Value) -> Result<Value> {
         }
         "relay_headers" => {
             let received = input["received"].as_object().cloned().unwrap_or_default();
-            let id: Uuid = input["inboxId"].as_str().and_then(|s| s.parse().ok()).ok_or_else(|| bad("inboxId"))?;
+            let id: Uuid = input["inboxId"]
+                .as_str()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| bad("inboxId"))?;
             let h = headers::relay_headers(
                 &received,
                 id,
@@ -55,16 +65,31 @@ pub fn evaluate(kind: &str, input: &Value) -> Result<Value> {
         }
         "stored_headers" => {
             let pairs = header_pairs(&input["received"]);
-            let h = headers::stored_headers(pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())), input["authHeader"].as_str());
+            let h = headers::stored_headers(
+                pairs.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                input["authHeader"].as_str(),
+            );
             Ok(json!({ "headers": Value::Object(h) }))
         }
         "correlation_id" => {
             let v = headers::correlation_id(input["received"].as_str());
-            let generated = Uuid::parse_str(&v).is_ok() && input["received"].as_str().map(|r| r.trim() != v).unwrap_or(true);
-            Ok(if generated { json!({"generated": true}) } else { json!({"value": v}) })
+            let generated = Uuid::parse_str(&v).is_ok()
+                && input["received"]
+                    .as_str()
+                    .map(|r| r.trim() != v)
+                    .unwrap_or(true);
+            Ok(if generated {
+                json!({"generated": true})
+            } else {
+                json!({"value": v})
+            })
         }
-        "redact" => Ok(json!({ "text": headers::redact_error(input["text"].as_str().unwrap_or(""), &[]) })),
-        other => Err(Error::InvalidInput(format!("unknown vector kind `{other}`"))),
+        "redact" => {
+            Ok(json!({ "text": headers::redact_error(input["text"].as_str().unwrap_or(""), &[]) }))
+        }
+        other => Err(Error::InvalidInput(format!(
+            "unknown vector kind `{other}`"
+        ))),
     }
 }
 
@@ -73,7 +98,12 @@ fn header_pairs(v: &Value) -> Vec<(String, String)> {
     v.as_array()
         .map(|a| {
             a.iter()
-                .filter_map(|p| Some((p.get(0)?.as_str()?.to_string(), p.get(1)?.as_str()?.to_string())))
+                .filter_map(|p| {
+                    Some((
+                        p.get(0)?.as_str()?.to_string(),
+                        p.get(1)?.as_str()?.to_string(),
+                    ))
+                })
                 .collect()
         })
         .unwrap_or_default()
@@ -83,15 +113,19 @@ fn header_pairs(v: &Value) -> Vec<(String, String)> {
 /// Used by the Rust tests; the wrappers do the same loop in their own language.
 pub fn check_file(text: &str) -> Result<(usize, Vec<String>)> {
     let file: Value = serde_json::from_str(text).map_err(|e| Error::InvalidInput(e.to_string()))?;
-    let kind = file["kind"].as_str().ok_or_else(|| Error::InvalidInput("vector file has no kind".into()))?;
+    let kind = file["kind"]
+        .as_str()
+        .ok_or_else(|| Error::InvalidInput("vector file has no kind".into()))?;
     let mut failures = Vec::new();
     let cases = file["cases"].as_array().cloned().unwrap_or_default();
     for case in &cases {
         let got = evaluate(kind, &case["input"])?;
         if got != case["expected"] {
-            failures.push(format!("{kind}/{}: expected {}, got {}", case["name"], case["expected"], got));
+            failures.push(format!(
+                "{kind}/{}: expected {}, got {}",
+                case["name"], case["expected"], got
+            ));
         }
     }
     Ok((cases.len(), failures))
 }
-

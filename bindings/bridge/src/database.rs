@@ -20,7 +20,9 @@ impl Database {
     /// Connects a pool of at most `max_connections` (default 4).
     pub async fn connect(database_url: &str, max_connections: Option<u32>) -> Result<Database> {
         let store = PgStore::connect(database_url, max_connections.unwrap_or(4)).await?;
-        Ok(Database { store: Arc::new(store) })
+        Ok(Database {
+            store: Arc::new(store),
+        })
     }
 
     /// Runs one statement in its own transaction; returns the affected row count.
@@ -43,7 +45,11 @@ impl Database {
     /// statements allowed, no parameters): `CREATE DATABASE`, `VACUUM`, set-up scripts.
     pub async fn execute_script(&self, sql: &str) -> Result<u64> {
         let r = sqlx::raw_sql(sql).execute(self.store.pool()).await;
-        r.map(|d| d.rows_affected()).map_err(|e| Error::Database { operation: "script", message: e.to_string(), code: None })
+        r.map(|d| d.rows_affected()).map_err(|e| Error::Database {
+            operation: "script",
+            message: e.to_string(),
+            code: None,
+        })
     }
 
     /// Stores one pull row from `{source, idempotencyKey, payload, aggregateId?, eventType?,

@@ -14,4 +14,3 @@ pub fn detail(e: &Error) -> Option<String> {
         _ => None,
     }
 }
-

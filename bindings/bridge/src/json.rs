@@ -37,7 +37,10 @@ pub fn decision_name(d: Decision) -> &'static str {
 }
 
 fn config(path: impl Into<String>, reason: &str) -> Error {
-    Error::Config { path: path.into(), reason: reason.into() }
+    Error::Config {
+        path: path.into(),
+        reason: reason.into(),
+    }
 }
 
 /// Worker options from a JSON object with the client option names (`source`, `batchSize`,
@@ -46,10 +49,14 @@ fn config(path: impl Into<String>, reason: &str) -> Error {
 /// unknown key or a value of the wrong type is an [`Error::Config`] naming it. The result
 /// is validated.
 pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
-    let obj = v.as_object().ok_or_else(|| config("options", "must be an object"))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| config("options", "must be an object"))?;
     let source = match obj.get("source") {
         Some(Value::String(s)) => s.clone(),
-        Some(Value::Null) | None => return Err(config("source", "is required and must not be blank")),
+        Some(Value::Null) | None => {
+            return Err(config("source", "is required and must not be blank"))
+        }
         Some(_) => return Err(config("source", "must be a string")),
     };
     let mut o = WorkerOptions::new(source);
@@ -61,7 +68,11 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
             "leaseMs" => o.lease = millis(key, val)?,
             "pollIntervalMs" => o.poll_interval = millis(key, val)?,
             "shutdownGraceMs" => o.shutdown_grace = millis(key, val)?,
-            "listen" => o.listen = val.as_bool().ok_or_else(|| config(key.as_str(), "must be a boolean"))?,
+            "listen" => {
+                o.listen = val
+                    .as_bool()
+                    .ok_or_else(|| config(key.as_str(), "must be a boolean"))?
+            }
             "retry" => o.retry = retry_from_json(val)?,
             other => return Err(config(other, "is not a worker option")),
         }
@@ -71,7 +82,9 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
 }
 
 fn retry_from_json(v: &Value) -> Result<RetryPolicy> {
-    let obj = v.as_object().ok_or_else(|| config("retry", "must be an object"))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| config("retry", "must be an object"))?;
     let mut p = RetryPolicy::default();
     for (key, val) in obj {
         let path = format!("retry.{key}");
@@ -79,7 +92,11 @@ fn retry_from_json(v: &Value) -> Result<RetryPolicy> {
             "maxAttempts" => p.max_attempts = uint(&path, val)?,
             "baseDelayMs" => p.base_delay = millis(&path, val)?,
             "maxDelayMs" => p.max_delay = millis(&path, val)?,
-            "jitter" => p.jitter = val.as_f64().ok_or_else(|| config(path.as_str(), "must be a number"))?,
+            "jitter" => {
+                p.jitter = val
+                    .as_f64()
+                    .ok_or_else(|| config(path.as_str(), "must be a number"))?
+            }
             _ => return Err(config(path, "is not a retry option")),
         }
     }
@@ -94,7 +111,9 @@ fn uint(path: &str, v: &Value) -> Result<u32> {
 }
 
 fn millis(path: &str, v: &Value) -> Result<Duration> {
-    v.as_u64().map(Duration::from_millis).ok_or_else(|| config(path, "must be a non-negative integer of milliseconds"))
+    v.as_u64()
+        .map(Duration::from_millis)
+        .ok_or_else(|| config(path, "must be a non-negative integer of milliseconds"))
 }
 
 /// The effective options with the same names [`worker_options_from_json`] reads.
@@ -120,7 +139,9 @@ pub fn stats_to_json(s: &StatsSnapshot) -> Value {
 /// A pull row to enqueue from `{source, idempotencyKey, payload, aggregateId?, eventType?,
 /// headers?, correlationId?}`; validated like every insert.
 pub fn new_pull_message_from_json(v: &Value) -> Result<NewInboxMessage> {
-    let obj = v.as_object().ok_or_else(|| Error::InvalidInput("message must be an object".into()))?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| Error::InvalidInput("message must be an object".into()))?;
     let text = |k: &str| -> Result<Option<String>> {
         match obj.get(k) {
             None | Some(Value::Null) => Ok(None),
@@ -129,8 +150,14 @@ pub fn new_pull_message_from_json(v: &Value) -> Result<NewInboxMessage> {
         }
     };
     let source = text("source")?.ok_or_else(|| Error::InvalidInput("source is required".into()))?;
-    let key = text("idempotencyKey")?.ok_or_else(|| Error::InvalidInput("idempotencyKey is required".into()))?;
-    let mut m = NewInboxMessage::new(source, key, obj.get("payload").cloned().unwrap_or(Value::Null)).pull();
+    let key = text("idempotencyKey")?
+        .ok_or_else(|| Error::InvalidInput("idempotencyKey is required".into()))?;
+    let mut m = NewInboxMessage::new(
+        source,
+        key,
+        obj.get("payload").cloned().unwrap_or(Value::Null),
+    )
+    .pull();
     m.aggregate_id = text("aggregateId")?;
     m.event_type = text("eventType")?;
     m.correlation_id = text("correlationId")?;
@@ -149,7 +176,9 @@ pub fn params_from_json(v: &Value) -> Result<Vec<SqlValue>> {
     match v {
         Value::Null => Ok(Vec::new()),
         Value::Array(a) => Ok(a.iter().map(SqlValue::from_json).collect()),
-        _ => Err(Error::InvalidInput("statement parameters must be an array".into())),
+        _ => Err(Error::InvalidInput(
+            "statement parameters must be an array".into(),
+        )),
     }
 }
 
@@ -174,10 +203,39 @@ mod tests {
         let o = worker_options_from_json(&json!({"source": "s", "batchSize": 100, "concurrency": 4, "leaseMs": 1500,
             "pollIntervalMs": 50, "shutdownGraceMs": 0, "listen": false, "retry": {"maxAttempts": 2, "baseDelayMs": 10, "maxDelayMs": 20, "jitter": 0}}))
         .unwrap();
-        assert_eq!((o.batch_size, o.concurrency, o.lease, o.poll_interval, o.shutdown_grace, o.listen), (100, 4, Duration::from_millis(1500), Duration::from_millis(50), Duration::ZERO, false));
-        assert_eq!(o.retry, RetryPolicy { max_attempts: 2, base_delay: Duration::from_millis(10), max_delay: Duration::from_millis(20), jitter: 0.0, ..RetryPolicy::default() });
+        assert_eq!(
+            (
+                o.batch_size,
+                o.concurrency,
+                o.lease,
+                o.poll_interval,
+                o.shutdown_grace,
+                o.listen
+            ),
+            (
+                100,
+                4,
+                Duration::from_millis(1500),
+                Duration::from_millis(50),
+                Duration::ZERO,
+                false
+            )
+        );
+        assert_eq!(
+            o.retry,
+            RetryPolicy {
+                max_attempts: 2,
+                base_delay: Duration::from_millis(10),
+                max_delay: Duration::from_millis(20),
+                jitter: 0.0,
+                ..RetryPolicy::default()
+            }
+        );
         let e = worker_options_from_json(&json!({"source": "s", "batchsize": 1})).unwrap_err();
-        assert!(matches!(e, Error::Config { ref path, .. } if path == "batchsize"), "{e}");
+        assert!(
+            matches!(e, Error::Config { ref path, .. } if path == "batchsize"),
+            "{e}"
+        );
         let e = worker_options_from_json(&json!({"source": "s", "batchSize": 0})).unwrap_err();
         assert_eq!(e.kind(), queuebox_core::ErrorKind::Config, "{e}");
     }

@@ -10,14 +10,25 @@ fn every_vector_file_passes_through_the_core() {
     let mut failures = Vec::new();
     for entry in std::fs::read_dir(&dir).unwrap() {
         let path = entry.unwrap().path();
-        if path.extension().and_then(|e| e.to_str()) != Some("json") || path.file_stem().unwrap() == "transitions" {
+        if path.extension().and_then(|e| e.to_str()) != Some("json")
+            || path.file_stem().unwrap() == "transitions"
+        {
             continue;
         }
-        let (n, f) = queuebox_bridge::conformance::check_file(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let (n, f) =
+            queuebox_bridge::conformance::check_file(&std::fs::read_to_string(&path).unwrap())
+                .unwrap();
         assert!(n > 0, "{} has no cases", path.display());
         total += n;
         failures.extend(f);
     }
-    assert!(failures.is_empty(), "vector mismatches:\n{}", failures.join("\n"));
-    assert!(total >= 40, "expected at least 40 vector cases, found {total}");
+    assert!(
+        failures.is_empty(),
+        "vector mismatches:\n{}",
+        failures.join("\n")
+    );
+    assert!(
+        total >= 40,
+        "expected at least 40 vector cases, found {total}"
+    );
 }

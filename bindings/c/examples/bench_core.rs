@@ -13,7 +13,13 @@ use queuebox_core::{Outcome, Worker, WorkerOptions};
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> anyhow::Result<()> {
     let a: Vec<String> = std::env::args().collect();
-    let (url, source, rows, batch, conc) = (&a[1], &a[2], a[3].parse::<u64>()?, a[4].parse::<u32>()?, a[5].parse::<u32>()?);
+    let (url, source, rows, batch, conc) = (
+        &a[1],
+        &a[2],
+        a[3].parse::<u64>()?,
+        a[4].parse::<u32>()?,
+        a[5].parse::<u32>()?,
+    );
     let mut opts = WorkerOptions::new(source.as_str());
     opts.batch_size = batch;
     opts.concurrency = conc;
@@ -43,7 +49,9 @@ async fn main() -> anyhow::Result<()> {
         }
         worker.shutdown().await;
     } else {
-        worker.run(|_task| async { Ok(Outcome::Complete) }, stop).await?;
+        worker
+            .run(|_task| async { Ok(Outcome::Complete) }, stop)
+            .await?;
     }
     let secs = started.elapsed().as_secs_f64();
     println!("rows_per_sec={:.1} seconds={:.3}", rows as f64 / secs, secs);

@@ -79,7 +79,9 @@ pub(crate) fn str_arg<'a>(p: *const c_char, what: &str) -> Outcome<&'a str> {
         return Err(Failure::invalid(format!("{what} is NULL")));
     }
     // SAFETY: the caller passes a NUL-terminated string that lives for the call.
-    unsafe { CStr::from_ptr(p) }.to_str().map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
+    unsafe { CStr::from_ptr(p) }
+        .to_str()
+        .map_err(|_| Failure::invalid(format!("{what} is not valid UTF-8")))
 }
 
 /// An optional UTF-8 string argument (NULL → None).

@@ -73,7 +73,10 @@ impl QbStatus {
         match self {
             QbStatus::QB_OK => c"ok",
             QbStatus::QB_ERR_INTERNAL => c"internal",
-            other => other.kind().expect("every other status is a core kind").name_cstr(),
+            other => other
+                .kind()
+                .expect("every other status is a core kind")
+                .name_cstr(),
         }
     }
 }
@@ -103,11 +106,18 @@ pub(crate) struct Failure {
 
 impl Failure {
     pub fn invalid(message: impl Into<String>) -> Self {
-        Failure { status: QbStatus::QB_ERR_INVALID_INPUT, code: None, message: message.into() }
+        Failure {
+            status: QbStatus::QB_ERR_INVALID_INPUT,
+            code: None,
+            message: message.into(),
+        }
     }
 
     pub fn config(path: &str, reason: impl Into<String>) -> Self {
-        Failure::from(Error::Config { path: path.to_string(), reason: reason.into() })
+        Failure::from(Error::Config {
+            path: path.to_string(),
+            reason: reason.into(),
+        })
     }
 
     pub fn panic(payload: Box<dyn Any + Send>) -> Self {
@@ -116,7 +126,11 @@ impl Failure {
             .map(|s| s.to_string())
             .or_else(|| payload.downcast_ref::<String>().cloned())
             .unwrap_or_else(|| "unknown panic".into());
-        Failure { status: QbStatus::QB_ERR_INTERNAL, code: None, message: format!("internal error (panic caught at the C boundary): {text}") }
+        Failure {
+            status: QbStatus::QB_ERR_INTERNAL,
+            code: None,
+            message: format!("internal error (panic caught at the C boundary): {text}"),
+        }
     }
 
     /// Moves the failure onto the heap for the caller; `qb_error_free` releases it.
@@ -132,7 +146,11 @@ impl Failure {
 
 impl From<Error> for Failure {
     fn from(e: Error) -> Self {
-        Failure { status: e.kind().into(), code: queuebox_bridge::errors::detail(&e), message: e.to_string() }
+        Failure {
+            status: e.kind().into(),
+            code: queuebox_bridge::errors::detail(&e),
+            message: e.to_string(),
+        }
     }
 }
 
@@ -203,6 +221,11 @@ mod tests {
         assert_eq!(QbStatus::QB_OK.kind(), None);
         assert_eq!(QbStatus::QB_ERR_INTERNAL.name(), "internal");
         // SAFETY: as above.
-        assert_eq!(unsafe { CStr::from_ptr(qb_status_name(99)) }.to_str().unwrap(), "unknown");
+        assert_eq!(
+            unsafe { CStr::from_ptr(qb_status_name(99)) }
+                .to_str()
+                .unwrap(),
+            "unknown"
+        );
     }
 }

@@ -14,7 +14,11 @@ pub struct QbRuntime {
 
 impl QbRuntime {
     pub(crate) fn handle(&self) -> Handle {
-        self.rt.as_ref().expect("a runtime lives until qb_runtime_free").handle().clone()
+        self.rt
+            .as_ref()
+            .expect("a runtime lives until qb_runtime_free")
+            .handle()
+            .clone()
     }
 }
 
@@ -24,20 +28,36 @@ impl QbRuntime {
 /// # Safety
 /// `out_runtime` points at writable storage; `out_error` is NULL or writable.
 #[no_mangle]
-pub unsafe extern "C" fn qb_runtime_new(worker_threads: u32, out_runtime: *mut *mut QbRuntime, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_runtime_new(
+    worker_threads: u32,
+    out_runtime: *mut *mut QbRuntime,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     clear_out(out_runtime);
     guard(out_error, || {
         if out_runtime.is_null() {
             return Err(Failure::invalid("out_runtime is NULL"));
         }
-        let threads = if worker_threads == 0 { 2 } else { worker_threads as usize };
+        let threads = if worker_threads == 0 {
+            2
+        } else {
+            worker_threads as usize
+        };
         let rt = tokio::runtime::Builder::new_multi_thread()
             .worker_threads(threads)
             .thread_name("queuebox-rt")
             .enable_all()
             .build()
-            .map_err(|e| Failure { status: QbStatus::QB_ERR_INTERNAL, code: None, message: format!("cannot start the runtime: {e}") })?;
-        write_out(out_runtime, Box::into_raw(Box::new(QbRuntime { rt: Some(rt) })), "out_runtime")
+            .map_err(|e| Failure {
+                status: QbStatus::QB_ERR_INTERNAL,
+                code: None,
+                message: format!("cannot start the runtime: {e}"),
+            })?;
+        write_out(
+            out_runtime,
+            Box::into_raw(Box::new(QbRuntime { rt: Some(rt) })),
+            "out_runtime",
+        )
     })
 }
 

@@ -10,7 +10,10 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
-use crate::boundary::{block, clear_out, guard, handle_ref, into_c_string, opt_str_arg, spawn, str_arg, write_out, Outcome, SendPtr};
+use crate::boundary::{
+    block, clear_out, guard, handle_ref, into_c_string, opt_str_arg, spawn, str_arg, write_out,
+    Outcome, SendPtr,
+};
 use crate::error::{Failure, QbError, QbStatus};
 use crate::worker::{QbCountCallback, QbDoneCallback, QbStringCallback};
 
@@ -29,7 +32,11 @@ pub type QbCancelCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, 
 
 impl QbTask {
     pub(crate) fn boxed(task: Task, handle: Handle) -> Box<QbTask> {
-        Box::new(QbTask { task, handle, settled: CancellationToken::new() })
+        Box::new(QbTask {
+            task,
+            handle,
+            settled: CancellationToken::new(),
+        })
     }
 }
 
@@ -59,7 +66,11 @@ pub unsafe extern "C" fn qb_task_free(task: *mut QbTask) {
 /// # Safety
 /// `task` is live; `out_json` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_message(task: *const QbTask, out_json: *mut *mut c_char, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_message(
+    task: *const QbTask,
+    out_json: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     clear_out(out_json);
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
@@ -79,10 +90,18 @@ pub unsafe extern "C" fn qb_task_message(task: *const QbTask, out_json: *mut *mu
 /// # Safety
 /// `task` is live; `out_cancelled` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_is_cancelled(task: *const QbTask, out_cancelled: *mut bool, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_is_cancelled(
+    task: *const QbTask,
+    out_cancelled: *mut bool,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        write_out(out_cancelled, t.task.cancelled().is_cancelled(), "out_cancelled")
+        write_out(
+            out_cancelled,
+            t.task.cancelled().is_cancelled(),
+            "out_cancelled",
+        )
     })
 }
 
@@ -100,16 +119,25 @@ async fn wait_cancelled(cancel: CancellationToken, settled: CancellationToken) -
 /// # Safety
 /// `task` is live; `user_data` stays valid until the callback fired.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_on_cancelled(task: *const QbTask, callback: QbCancelCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_on_cancelled(
+    task: *const QbTask,
+    callback: QbCancelCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         let ud = SendPtr(user_data);
-        spawn(&t.handle, wait_cancelled(t.task.cancelled().clone(), t.settled.clone()), move |_, c, _| {
-            let ud = ud;
-            if let Some(cb) = callback {
-                cb(ud.0, c.unwrap_or(false));
-            }
-        });
+        spawn(
+            &t.handle,
+            wait_cancelled(t.task.cancelled().clone(), t.settled.clone()),
+            move |_, c, _| {
+                let ud = ud;
+                if let Some(cb) = callback {
+                    cb(ud.0, c.unwrap_or(false));
+                }
+            },
+        );
         Ok(())
     })
 }
@@ -121,13 +149,21 @@ pub unsafe extern "C" fn qb_task_on_cancelled(task: *const QbTask, callback: QbC
 /// # Safety
 /// `task` is live when called; `out_cancelled` is writable. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_wait_cancelled_blocking(task: *const QbTask, out_cancelled: *mut bool, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_wait_cancelled_blocking(
+    task: *const QbTask,
+    out_cancelled: *mut bool,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         if out_cancelled.is_null() {
             return Err(Failure::invalid("out_cancelled is NULL"));
         }
-        let (cancel, settled, handle) = (t.task.cancelled().clone(), t.settled.clone(), t.handle.clone());
+        let (cancel, settled, handle) = (
+            t.task.cancelled().clone(),
+            t.settled.clone(),
+            t.handle.clone(),
+        );
         let c = block(&handle, wait_cancelled(cancel, settled))?;
         write_out(out_cancelled, c, "out_cancelled")
     })
@@ -136,18 +172,37 @@ pub unsafe extern "C" fn qb_task_wait_cancelled_blocking(task: *const QbTask, ou
 /// `[1, "a", null, {"k": 1}]` → parameters: strings are text, integers 64-bit, objects and
 /// arrays JSON (`queuebox_bridge::json::params_from_json`). NULL means no parameters.
 fn params(json: Option<&str>) -> Outcome<Vec<SqlValue>> {
-    let Some(json) = json else { return Ok(Vec::new()) };
-    let v: Value = serde_json::from_str(json).map_err(|e| Failure::invalid(format!("params_json is not valid JSON: {e}")))?;
+    let Some(json) = json else {
+        return Ok(Vec::new());
+    };
+    let v: Value = serde_json::from_str(json)
+        .map_err(|e| Failure::invalid(format!("params_json is not valid JSON: {e}")))?;
     Ok(queuebox_bridge::json::params_from_json(&v)?)
 }
 
-fn execute(t: &QbTask, sql: *const c_char, params_json: *const c_char) -> Outcome<impl Future<Output = Outcome<u64>>> {
-    let (task, sql, params) = (t.task.clone(), str_arg(sql, "sql")?.to_string(), params(opt_str_arg(params_json, "params_json")?)?);
+fn execute(
+    t: &QbTask,
+    sql: *const c_char,
+    params_json: *const c_char,
+) -> Outcome<impl Future<Output = Outcome<u64>>> {
+    let (task, sql, params) = (
+        t.task.clone(),
+        str_arg(sql, "sql")?.to_string(),
+        params(opt_str_arg(params_json, "params_json")?)?,
+    );
     Ok(async move { Ok(task.execute(&sql, &params).await?) })
 }
 
-fn query(t: &QbTask, sql: *const c_char, params_json: *const c_char) -> Outcome<impl Future<Output = Outcome<String>>> {
-    let (task, sql, params) = (t.task.clone(), str_arg(sql, "sql")?.to_string(), params(opt_str_arg(params_json, "params_json")?)?);
+fn query(
+    t: &QbTask,
+    sql: *const c_char,
+    params_json: *const c_char,
+) -> Outcome<impl Future<Output = Outcome<String>>> {
+    let (task, sql, params) = (
+        t.task.clone(),
+        str_arg(sql, "sql")?.to_string(),
+        params(opt_str_arg(params_json, "params_json")?)?,
+    );
     Ok(async move {
         let rows = task.query(&sql, &params).await?;
         serde_json::to_string(&rows).map_err(|e| Failure::invalid(e.to_string()))
@@ -291,7 +346,13 @@ async fn finish(task: Task, settled: CancellationToken, how: Finish) -> Outcome<
     Ok(r?)
 }
 
-fn start_finish(task: *const QbTask, how: impl FnOnce() -> Outcome<Finish>, callback: QbDoneCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+fn start_finish(
+    task: *const QbTask,
+    how: impl FnOnce() -> Outcome<Finish>,
+    callback: QbDoneCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         let fut = finish(t.task.clone(), t.settled.clone(), how()?);
@@ -310,7 +371,11 @@ fn start_finish(task: *const QbTask, how: impl FnOnce() -> Outcome<Finish>, call
     })
 }
 
-fn block_finish(task: *const QbTask, how: impl FnOnce() -> Outcome<Finish>, out_error: *mut *mut QbError) -> QbStatus {
+fn block_finish(
+    task: *const QbTask,
+    how: impl FnOnce() -> Outcome<Finish>,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         block(&t.handle, finish(t.task.clone(), t.settled.clone(), how()?))
@@ -327,8 +392,19 @@ fn text(p: *const c_char, what: &str) -> Outcome<String> {
 /// # Safety
 /// `task` is live; `user_data` stays valid until the callback fired.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_complete(task: *const QbTask, callback: QbDoneCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
-    start_finish(task, || Ok(Finish::Complete), callback, user_data, out_error)
+pub unsafe extern "C" fn qb_task_complete(
+    task: *const QbTask,
+    callback: QbDoneCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    start_finish(
+        task,
+        || Ok(Finish::Complete),
+        callback,
+        user_data,
+        out_error,
+    )
 }
 
 /// Blocking variant of `qb_task_complete`.
@@ -336,7 +412,10 @@ pub unsafe extern "C" fn qb_task_complete(task: *const QbTask, callback: QbDoneC
 /// # Safety
 /// `task` is live. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_complete_blocking(task: *const QbTask, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_complete_blocking(
+    task: *const QbTask,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     block_finish(task, || Ok(Finish::Complete), out_error)
 }
 
@@ -348,8 +427,20 @@ pub unsafe extern "C" fn qb_task_complete_blocking(task: *const QbTask, out_erro
 /// `task` is live; `error_text` is NULL or NUL-terminated; `user_data` stays valid until
 /// the callback fired.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_fail(task: *const QbTask, error_text: *const c_char, callback: QbDoneCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
-    start_finish(task, || Ok(Finish::Fail(text(error_text, "error_text")?)), callback, user_data, out_error)
+pub unsafe extern "C" fn qb_task_fail(
+    task: *const QbTask,
+    error_text: *const c_char,
+    callback: QbDoneCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    start_finish(
+        task,
+        || Ok(Finish::Fail(text(error_text, "error_text")?)),
+        callback,
+        user_data,
+        out_error,
+    )
 }
 
 /// Blocking variant of `qb_task_fail`.
@@ -357,8 +448,16 @@ pub unsafe extern "C" fn qb_task_fail(task: *const QbTask, error_text: *const c_
 /// # Safety
 /// As `qb_task_fail`. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_fail_blocking(task: *const QbTask, error_text: *const c_char, out_error: *mut *mut QbError) -> QbStatus {
-    block_finish(task, || Ok(Finish::Fail(text(error_text, "error_text")?)), out_error)
+pub unsafe extern "C" fn qb_task_fail_blocking(
+    task: *const QbTask,
+    error_text: *const c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    block_finish(
+        task,
+        || Ok(Finish::Fail(text(error_text, "error_text")?)),
+        out_error,
+    )
 }
 
 /// Back to pending after `delay_ms` with `attempt + 1` (the handler's own delay, not the
@@ -375,7 +474,18 @@ pub unsafe extern "C" fn qb_task_retry(
     user_data: *mut c_void,
     out_error: *mut *mut QbError,
 ) -> QbStatus {
-    start_finish(task, || Ok(Finish::Retry(Duration::from_millis(delay_ms), text(error_text, "error_text")?)), callback, user_data, out_error)
+    start_finish(
+        task,
+        || {
+            Ok(Finish::Retry(
+                Duration::from_millis(delay_ms),
+                text(error_text, "error_text")?,
+            ))
+        },
+        callback,
+        user_data,
+        out_error,
+    )
 }
 
 /// Blocking variant of `qb_task_retry`.
@@ -383,8 +493,22 @@ pub unsafe extern "C" fn qb_task_retry(
 /// # Safety
 /// As `qb_task_fail`. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_retry_blocking(task: *const QbTask, delay_ms: u64, error_text: *const c_char, out_error: *mut *mut QbError) -> QbStatus {
-    block_finish(task, || Ok(Finish::Retry(Duration::from_millis(delay_ms), text(error_text, "error_text")?)), out_error)
+pub unsafe extern "C" fn qb_task_retry_blocking(
+    task: *const QbTask,
+    delay_ms: u64,
+    error_text: *const c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    block_finish(
+        task,
+        || {
+            Ok(Finish::Retry(
+                Duration::from_millis(delay_ms),
+                text(error_text, "error_text")?,
+            ))
+        },
+        out_error,
+    )
 }
 
 /// Dead-letters the row with `reason` as `last_error`. Business writes roll back.
@@ -392,8 +516,20 @@ pub unsafe extern "C" fn qb_task_retry_blocking(task: *const QbTask, delay_ms: u
 /// # Safety
 /// As `qb_task_fail`.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_dead(task: *const QbTask, reason: *const c_char, callback: QbDoneCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
-    start_finish(task, || Ok(Finish::Dead(text(reason, "reason")?)), callback, user_data, out_error)
+pub unsafe extern "C" fn qb_task_dead(
+    task: *const QbTask,
+    reason: *const c_char,
+    callback: QbDoneCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    start_finish(
+        task,
+        || Ok(Finish::Dead(text(reason, "reason")?)),
+        callback,
+        user_data,
+        out_error,
+    )
 }
 
 /// Blocking variant of `qb_task_dead`.
@@ -401,8 +537,16 @@ pub unsafe extern "C" fn qb_task_dead(task: *const QbTask, reason: *const c_char
 /// # Safety
 /// As `qb_task_fail`. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_dead_blocking(task: *const QbTask, reason: *const c_char, out_error: *mut *mut QbError) -> QbStatus {
-    block_finish(task, || Ok(Finish::Dead(text(reason, "reason")?)), out_error)
+pub unsafe extern "C" fn qb_task_dead_blocking(
+    task: *const QbTask,
+    reason: *const c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    block_finish(
+        task,
+        || Ok(Finish::Dead(text(reason, "reason")?)),
+        out_error,
+    )
 }
 
 /// Back to pending at once without spending an attempt.
@@ -410,7 +554,12 @@ pub unsafe extern "C" fn qb_task_dead_blocking(task: *const QbTask, reason: *con
 /// # Safety
 /// As `qb_task_complete`.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_release(task: *const QbTask, callback: QbDoneCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_release(
+    task: *const QbTask,
+    callback: QbDoneCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     start_finish(task, || Ok(Finish::Release), callback, user_data, out_error)
 }
 
@@ -419,7 +568,10 @@ pub unsafe extern "C" fn qb_task_release(task: *const QbTask, callback: QbDoneCa
 /// # Safety
 /// `task` is live. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_release_blocking(task: *const QbTask, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_release_blocking(
+    task: *const QbTask,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     block_finish(task, || Ok(Finish::Release), out_error)
 }
 
@@ -429,7 +581,12 @@ pub unsafe extern "C" fn qb_task_release_blocking(task: *const QbTask, out_error
 /// # Safety
 /// As `qb_task_complete`.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_abandon(task: *const QbTask, callback: QbDoneCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_abandon(
+    task: *const QbTask,
+    callback: QbDoneCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     start_finish(task, || Ok(Finish::Abandon), callback, user_data, out_error)
 }
 
@@ -438,6 +595,9 @@ pub unsafe extern "C" fn qb_task_abandon(task: *const QbTask, callback: QbDoneCa
 /// # Safety
 /// `task` is live. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_task_abandon_blocking(task: *const QbTask, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_task_abandon_blocking(
+    task: *const QbTask,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     block_finish(task, || Ok(Finish::Abandon), out_error)
 }

@@ -4,7 +4,9 @@ use std::ffi::{c_char, c_void};
 
 use serde_json::Value;
 
-use crate::boundary::{block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, Outcome, SendPtr};
+use crate::boundary::{
+    block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, Outcome, SendPtr,
+};
 use crate::error::{Failure, QbError, QbStatus};
 use crate::runtime::QbRuntime;
 use crate::worker::QbStringCallback;
@@ -17,11 +19,17 @@ use crate::worker::QbStringCallback;
 /// # Safety
 /// Strings are NUL-terminated; `out_json` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn qb_conformance_evaluate(kind: *const c_char, input_json: *const c_char, out_json: *mut *mut c_char, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_conformance_evaluate(
+    kind: *const c_char,
+    input_json: *const c_char,
+    out_json: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     clear_out(out_json);
     guard(out_error, || {
         let kind = str_arg(kind, "kind")?;
-        let input: Value = serde_json::from_str(str_arg(input_json, "input_json")?).map_err(|e| Failure::invalid(format!("input_json is not valid JSON: {e}")))?;
+        let input: Value = serde_json::from_str(str_arg(input_json, "input_json")?)
+            .map_err(|e| Failure::invalid(format!("input_json is not valid JSON: {e}")))?;
         if out_json.is_null() {
             return Err(Failure::invalid("out_json is NULL"));
         }
@@ -35,7 +43,10 @@ pub unsafe extern "C" fn qb_conformance_evaluate(kind: *const c_char, input_json
 /// `{"applied":[...],"alreadyApplied":[...]}`.
 async fn migrate(url: String) -> Outcome<String> {
     let report = queuebox_bridge::migrate::migrate(url).await?;
-    Ok(serde_json::json!({ "applied": report.applied, "alreadyApplied": report.already_applied }).to_string())
+    Ok(
+        serde_json::json!({ "applied": report.applied, "alreadyApplied": report.already_applied })
+            .to_string(),
+    )
 }
 
 /// Applies the embedded PostgreSQL migrations to `database_url` (what `queuebox migrate`
@@ -45,7 +56,13 @@ async fn migrate(url: String) -> Outcome<String> {
 /// `runtime` is live; `database_url` is NUL-terminated; `user_data` stays valid until the
 /// callback fired.
 #[no_mangle]
-pub unsafe extern "C" fn qb_migrate(runtime: *const QbRuntime, database_url: *const c_char, callback: QbStringCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_migrate(
+    runtime: *const QbRuntime,
+    database_url: *const c_char,
+    callback: QbStringCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let handle = handle_ref(runtime, "runtime")?.handle();
         let url = str_arg(database_url, "database_url")?.to_string();
@@ -70,7 +87,12 @@ pub unsafe extern "C" fn qb_migrate(runtime: *const QbRuntime, database_url: *co
 /// # Safety
 /// As `qb_migrate`; `out_report_json` is NULL or writable. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_migrate_blocking(runtime: *const QbRuntime, database_url: *const c_char, out_report_json: *mut *mut c_char, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_migrate_blocking(
+    runtime: *const QbRuntime,
+    database_url: *const c_char,
+    out_report_json: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     clear_out(out_report_json);
     guard(out_error, || {
         let handle = handle_ref(runtime, "runtime")?.handle();

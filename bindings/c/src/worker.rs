@@ -7,7 +7,9 @@ use queuebox_core::{Worker, WorkerOptions};
 use serde_json::Value;
 use tokio::runtime::Handle;
 
-use crate::boundary::{block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, write_out, Outcome, SendPtr};
+use crate::boundary::{
+    block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, write_out, Outcome, SendPtr,
+};
 use crate::error::{Failure, QbError, QbStatus};
 use crate::runtime::QbRuntime;
 use crate::task::QbTask;
@@ -34,27 +36,52 @@ pub struct QbStats {
 }
 
 /// Fires once with the new worker (owned by the receiver) or an error.
-pub type QbWorkerCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, worker: *mut QbWorker, error: *mut QbError)>;
+pub type QbWorkerCallback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: QbStatus,
+        worker: *mut QbWorker,
+        error: *mut QbError,
+    ),
+>;
 
 /// Fires once with the next task and its message as JSON (both owned by the receiver), or
 /// with `QB_OK` and `task == NULL` when the worker is stopping, or with an error.
-pub type QbTaskCallback =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, task: *mut QbTask, message_json: *mut c_char, error: *mut QbError)>;
+pub type QbTaskCallback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: QbStatus,
+        task: *mut QbTask,
+        message_json: *mut c_char,
+        error: *mut QbError,
+    ),
+>;
 
 /// Fires once with a count (rows affected, tasks abandoned) or an error.
-pub type QbCountCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, count: u64, error: *mut QbError)>;
+pub type QbCountCallback = Option<
+    unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, count: u64, error: *mut QbError),
+>;
 
 /// Fires once with the outcome of an operation that returns nothing.
-pub type QbDoneCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, error: *mut QbError)>;
+pub type QbDoneCallback =
+    Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, error: *mut QbError)>;
 
 /// Fires once with a JSON string (owned by the receiver) or an error.
-pub type QbStringCallback = Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, json: *mut c_char, error: *mut QbError)>;
+pub type QbStringCallback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: QbStatus,
+        json: *mut c_char,
+        error: *mut QbError,
+    ),
+>;
 
 /// Options JSON → `WorkerOptions` through the glue the bindings share
 /// (`queuebox_bridge::json::worker_options_from_json`: defaults for missing keys, an
 /// error naming a wrong or unknown key, then `WorkerOptions::validate`).
 pub(crate) fn parse_options(json: &str) -> Outcome<WorkerOptions> {
-    let value: Value = serde_json::from_str(json).map_err(|e| Failure::config("options", format!("is not valid JSON: {e}")))?;
+    let value: Value = serde_json::from_str(json)
+        .map_err(|e| Failure::config("options", format!("is not valid JSON: {e}")))?;
     Ok(queuebox_bridge::json::worker_options_from_json(&value)?)
 }
 
@@ -84,17 +111,21 @@ pub unsafe extern "C" fn qb_worker_new(
         let url = str_arg(database_url, "database_url")?.to_string();
         let opts = parse_options(str_arg(options_json, "options_json")?)?;
         let ud = SendPtr(user_data);
-        spawn(&handle.clone(), connect(handle, url, opts), move |st, w, err| {
-            let ud = ud;
-            let w = w.map_or(ptr::null_mut(), Box::into_raw);
-            match callback {
-                Some(cb) => cb(ud.0, st, w, err),
-                None => {
-                    qb_worker_free(w);
-                    crate::error::qb_error_free(err);
+        spawn(
+            &handle.clone(),
+            connect(handle, url, opts),
+            move |st, w, err| {
+                let ud = ud;
+                let w = w.map_or(ptr::null_mut(), Box::into_raw);
+                match callback {
+                    Some(cb) => cb(ud.0, st, w, err),
+                    None => {
+                        qb_worker_free(w);
+                        crate::error::qb_error_free(err);
+                    }
                 }
-            }
-        });
+            },
+        );
         Ok(())
     })
 }
@@ -160,25 +191,34 @@ async fn next(w: Worker, handle: Handle) -> Outcome<Option<(Box<QbTask>, String)
 /// # Safety
 /// `worker` is live; `user_data` stays valid until the callback fired.
 #[no_mangle]
-pub unsafe extern "C" fn qb_worker_next(worker: *const QbWorker, callback: QbTaskCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_worker_next(
+    worker: *const QbWorker,
+    callback: QbTaskCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
         let ud = SendPtr(user_data);
-        spawn(&w.handle, next(w.worker.clone(), w.handle.clone()), move |st, r, err| {
-            let ud = ud;
-            let (task, json) = match r.flatten() {
-                Some((t, j)) => (Box::into_raw(t), into_c_string(j)),
-                None => (ptr::null_mut(), ptr::null_mut()),
-            };
-            match callback {
-                Some(cb) => cb(ud.0, st, task, json, err),
-                None => {
-                    crate::task::qb_task_free(task);
-                    crate::boundary::qb_string_free(json);
-                    crate::error::qb_error_free(err);
+        spawn(
+            &w.handle,
+            next(w.worker.clone(), w.handle.clone()),
+            move |st, r, err| {
+                let ud = ud;
+                let (task, json) = match r.flatten() {
+                    Some((t, j)) => (Box::into_raw(t), into_c_string(j)),
+                    None => (ptr::null_mut(), ptr::null_mut()),
+                };
+                match callback {
+                    Some(cb) => cb(ud.0, st, task, json, err),
+                    None => {
+                        crate::task::qb_task_free(task);
+                        crate::boundary::qb_string_free(json);
+                        crate::error::qb_error_free(err);
+                    }
                 }
-            }
-        });
+            },
+        );
         Ok(())
     })
 }
@@ -225,18 +265,27 @@ pub unsafe extern "C" fn qb_worker_next_blocking(
 /// # Safety
 /// `worker` is live; `user_data` stays valid until the callback fired.
 #[no_mangle]
-pub unsafe extern "C" fn qb_worker_shutdown(worker: *const QbWorker, callback: QbCountCallback, user_data: *mut c_void, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_worker_shutdown(
+    worker: *const QbWorker,
+    callback: QbCountCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
         let worker = w.worker.clone();
         let ud = SendPtr(user_data);
-        spawn(&w.handle, async move { Ok(worker.shutdown().await as u64) }, move |st, n, err| {
-            let ud = ud;
-            match callback {
-                Some(cb) => cb(ud.0, st, n.unwrap_or(0), err),
-                None => crate::error::qb_error_free(err),
-            }
-        });
+        spawn(
+            &w.handle,
+            async move { Ok(worker.shutdown().await as u64) },
+            move |st, n, err| {
+                let ud = ud;
+                match callback {
+                    Some(cb) => cb(ud.0, st, n.unwrap_or(0), err),
+                    None => crate::error::qb_error_free(err),
+                }
+            },
+        );
         Ok(())
     })
 }
@@ -247,7 +296,11 @@ pub unsafe extern "C" fn qb_worker_shutdown(worker: *const QbWorker, callback: Q
 /// # Safety
 /// `worker` is live; `out_abandoned` is NULL or writable. Not on a runtime thread.
 #[no_mangle]
-pub unsafe extern "C" fn qb_worker_shutdown_blocking(worker: *const QbWorker, out_abandoned: *mut u64, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_worker_shutdown_blocking(
+    worker: *const QbWorker,
+    out_abandoned: *mut u64,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
         let worker = w.worker.clone();
@@ -264,7 +317,11 @@ pub unsafe extern "C" fn qb_worker_shutdown_blocking(worker: *const QbWorker, ou
 /// # Safety
 /// `worker` is live; `out_stats` is writable.
 #[no_mangle]
-pub unsafe extern "C" fn qb_worker_stats(worker: *const QbWorker, out_stats: *mut QbStats, out_error: *mut *mut QbError) -> QbStatus {
+pub unsafe extern "C" fn qb_worker_stats(
+    worker: *const QbWorker,
+    out_stats: *mut QbStats,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
         let s = w.worker.stats();

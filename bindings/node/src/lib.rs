@@ -45,7 +45,9 @@ impl<T: ToNapiValue> ToNapiValue for Typed<T> {
         match val.0 {
             Ok(v) => T::to_napi_value(env, v),
             Err(e) => {
-                let js = JsError::from(napi::Error::new(KindName(e.kind().as_str()), e.to_string())).into_value(env);
+                let js =
+                    JsError::from(napi::Error::new(KindName(e.kind().as_str()), e.to_string()))
+                        .into_value(env);
                 // Throwing (or rejecting with) an `Error` made from a JS value hands over
                 // that very object, `code` included.
                 Err(napi::Error::from(Unknown::from_raw_unchecked(env, js)))
@@ -58,13 +60,19 @@ impl<T: ToNapiValue> ToNapiValue for Typed<T> {
 /// `evaluate(kind, JSON.stringify(input))` → JSON text of the output.
 #[napi]
 pub fn evaluate(kind: String, input_json: String) -> Typed<String> {
-    json::parse("vector input", &input_json).and_then(|input| conformance::evaluate(&kind, &input)).map(|v| v.to_string()).into()
+    json::parse("vector input", &input_json)
+        .and_then(|input| conformance::evaluate(&kind, &input))
+        .map(|v| v.to_string())
+        .into()
 }
 
 /// Applies the embedded migrations; resolves to the names applied now.
 #[napi]
 pub async fn migrate(database_url: String) -> Typed<Vec<String>> {
-    queuebox_bridge::migrate::migrate(database_url).await.map(|report| report.applied).into()
+    queuebox_bridge::migrate::migrate(database_url)
+        .await
+        .map(|report| report.applied)
+        .into()
 }
 
 /// A small pool for enqueueing pull rows and for statements outside a handler.
@@ -75,8 +83,14 @@ pub struct Database {
 
 /// Connects a [`Database`] of at most `maxConnections` (default 4).
 #[napi]
-pub async fn connect_database(database_url: String, max_connections: Option<u32>) -> Typed<Database> {
-    database::Database::connect(&database_url, max_connections).await.map(|db| Database { db }).into()
+pub async fn connect_database(
+    database_url: String,
+    max_connections: Option<u32>,
+) -> Typed<Database> {
+    database::Database::connect(&database_url, max_connections)
+        .await
+        .map(|db| Database { db })
+        .into()
 }
 
 #[napi]
@@ -84,14 +98,22 @@ impl Database {
     /// Runs one statement in its own transaction; resolves to the affected row count.
     #[napi]
     pub async fn execute(&self, sql: String, params_json: Option<String>) -> Typed<i64> {
-        let run = async { self.db.execute(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        let run = async {
+            self.db
+                .execute(&sql, &json::params_from_text(params_json.as_deref())?)
+                .await
+        };
         run.await.map(|n| n as i64).into()
     }
 
     /// Runs one query in its own transaction; resolves to the rows as a JSON array text.
     #[napi]
     pub async fn query(&self, sql: String, params_json: Option<String>) -> Typed<String> {
-        let run = async { self.db.query(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        let run = async {
+            self.db
+                .query(&sql, &json::params_from_text(params_json.as_deref())?)
+                .await
+        };
         run.await.into()
     }
 
@@ -135,8 +157,10 @@ pub async fn connect_worker(database_url: String, options_json: String) -> Typed
 /// Validates options without connecting; returns the effective options as JSON text.
 #[napi]
 pub fn resolve_options(options_json: String) -> Typed<String> {
-    let opts = json::parse("options", &options_json).and_then(|v| json::worker_options_from_json(&v));
-    opts.map(|o| json::worker_options_to_json(&o).to_string()).into()
+    let opts =
+        json::parse("options", &options_json).and_then(|v| json::worker_options_from_json(&v));
+    opts.map(|o| json::worker_options_to_json(&o).to_string())
+        .into()
 }
 
 #[napi]
@@ -145,7 +169,13 @@ impl NativeWorker {
     #[napi]
     pub async fn next(&self) -> Typed<Option<NativeTask>> {
         let task = self.worker.next().await;
-        task.map(|t| t.map(|task| NativeTask { task, done: CancellationToken::new() })).into()
+        task.map(|t| {
+            t.map(|task| NativeTask {
+                task,
+                done: CancellationToken::new(),
+            })
+        })
+        .into()
     }
 
     /// Graceful shutdown; resolves to the number of running tasks cancelled after the grace.
@@ -205,13 +235,21 @@ impl NativeTask {
 
     #[napi]
     pub async fn execute(&self, sql: String, params_json: Option<String>) -> Typed<i64> {
-        let run = async { self.task.execute(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        let run = async {
+            self.task
+                .execute(&sql, &json::params_from_text(params_json.as_deref())?)
+                .await
+        };
         run.await.map(|n| n as i64).into()
     }
 
     #[napi]
     pub async fn query(&self, sql: String, params_json: Option<String>) -> Typed<String> {
-        let run = async { self.task.query(&sql, &json::params_from_text(params_json.as_deref())?).await };
+        let run = async {
+            self.task
+                .query(&sql, &json::params_from_text(params_json.as_deref())?)
+                .await
+        };
         run.await.map(json::rows_to_text).into()
     }
 
@@ -224,13 +262,20 @@ impl NativeTask {
     /// Applies the retry policy; resolves to `"retry"` or `"dead"`.
     #[napi]
     pub async fn fail(&self, error: String) -> Typed<String> {
-        let r = self.task.fail(&error).await.map(|d| json::decision_name(d).to_string());
+        let r = self
+            .task
+            .fail(&error)
+            .await
+            .map(|d| json::decision_name(d).to_string());
         self.finished(r)
     }
 
     #[napi]
     pub async fn retry(&self, delay_ms: u32, error: String) -> Typed<()> {
-        let r = self.task.retry(Duration::from_millis(delay_ms as u64), &error).await;
+        let r = self
+            .task
+            .retry(Duration::from_millis(delay_ms as u64), &error)
+            .await;
         self.finished(r)
     }
 

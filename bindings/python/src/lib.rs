@@ -16,21 +16,71 @@ use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
+use qb::ErrorKind;
 use queuebox_bridge::{conformance, database, json};
 use queuebox_core as qb;
-use qb::ErrorKind;
 use tokio_util::sync::CancellationToken;
 
-create_exception!(queuebox_inbox, QueueBoxError, PyException, "An error of the QueueBox core; `kind` names what a caller can act on.");
-create_exception!(queuebox_inbox, ClaimLost, QueueBoxError, "A fenced write matched no row: the lease expired or another worker owns the row.");
-create_exception!(queuebox_inbox, ConnectError, QueueBoxError, "The database could not be reached (refused, timed out, TLS, or unavailable mid-call).");
-create_exception!(queuebox_inbox, SchemaMissing, QueueBoxError, "A QueueBox table is missing: run the migrations.");
-create_exception!(queuebox_inbox, MigrationError, QueueBoxError, "The migration history disagrees with this build.");
-create_exception!(queuebox_inbox, DatabaseError, QueueBoxError, "A statement failed.");
-create_exception!(queuebox_inbox, ConfigError, QueueBoxError, "An option is invalid; the message names it.");
-create_exception!(queuebox_inbox, InvalidInput, QueueBoxError, "A value given by the caller is invalid.");
-create_exception!(queuebox_inbox, AlreadyFinished, QueueBoxError, "The task was already completed, retried, dead-lettered, released or abandoned.");
-create_exception!(queuebox_inbox, Cancelled, QueueBoxError, "The task was cancelled (lease lost or shutdown grace over); it may only be abandoned.");
+create_exception!(
+    queuebox_inbox,
+    QueueBoxError,
+    PyException,
+    "An error of the QueueBox core; `kind` names what a caller can act on."
+);
+create_exception!(
+    queuebox_inbox,
+    ClaimLost,
+    QueueBoxError,
+    "A fenced write matched no row: the lease expired or another worker owns the row."
+);
+create_exception!(
+    queuebox_inbox,
+    ConnectError,
+    QueueBoxError,
+    "The database could not be reached (refused, timed out, TLS, or unavailable mid-call)."
+);
+create_exception!(
+    queuebox_inbox,
+    SchemaMissing,
+    QueueBoxError,
+    "A QueueBox table is missing: run the migrations."
+);
+create_exception!(
+    queuebox_inbox,
+    MigrationError,
+    QueueBoxError,
+    "The migration history disagrees with this build."
+);
+create_exception!(
+    queuebox_inbox,
+    DatabaseError,
+    QueueBoxError,
+    "A statement failed."
+);
+create_exception!(
+    queuebox_inbox,
+    ConfigError,
+    QueueBoxError,
+    "An option is invalid; the message names it."
+);
+create_exception!(
+    queuebox_inbox,
+    InvalidInput,
+    QueueBoxError,
+    "A value given by the caller is invalid."
+);
+create_exception!(
+    queuebox_inbox,
+    AlreadyFinished,
+    QueueBoxError,
+    "The task was already completed, retried, dead-lettered, released or abandoned."
+);
+create_exception!(
+    queuebox_inbox,
+    Cancelled,
+    QueueBoxError,
+    "The task was cancelled (lease lost or shutdown grace over); it may only be abandoned."
+);
 
 /// The exception class of each kind of the core's table; the match is exhaustive, so a new
 /// kind does not compile until it has a class here.
@@ -70,21 +120,29 @@ fn params(text: Option<String>) -> PyResult<Vec<qb::SqlValue>> {
 /// Runs one conformance vector case through the core: JSON text in, JSON text out.
 #[pyfunction]
 fn evaluate(kind: &str, input_json: &str) -> PyResult<String> {
-    let out = json::parse("vector input", input_json).and_then(|input| conformance::evaluate(kind, &input));
+    let out = json::parse("vector input", input_json)
+        .and_then(|input| conformance::evaluate(kind, &input));
     out.map(|v| v.to_string()).map_err(err)
 }
 
 /// Validates worker options (JSON text, camelCase names); returns the effective options.
 #[pyfunction]
 fn resolve_options(options_json: &str) -> PyResult<String> {
-    let opts = json::parse("options", options_json).and_then(|v| json::worker_options_from_json(&v)).map_err(err)?;
+    let opts = json::parse("options", options_json)
+        .and_then(|v| json::worker_options_from_json(&v))
+        .map_err(err)?;
     Ok(json::worker_options_to_json(&opts).to_string())
 }
 
 /// Applies the embedded migrations; resolves to the names applied now.
 #[pyfunction]
 fn migrate(py: Python<'_>, database_url: String) -> PyResult<Bound<'_, PyAny>> {
-    future_into_py(py, async move { queuebox_bridge::migrate::migrate(database_url).await.map(|r| r.applied).map_err(err) })
+    future_into_py(py, async move {
+        queuebox_bridge::migrate::migrate(database_url)
+            .await
+            .map(|r| r.applied)
+            .map_err(err)
+    })
 }
 
 /// A small pool for enqueueing pull rows and running statements outside a handler.
@@ -95,9 +153,15 @@ struct Database {
 
 #[pyfunction]
 #[pyo3(signature = (database_url, max_connections=None))]
-fn connect_database(py: Python<'_>, database_url: String, max_connections: Option<u32>) -> PyResult<Bound<'_, PyAny>> {
+fn connect_database(
+    py: Python<'_>,
+    database_url: String,
+    max_connections: Option<u32>,
+) -> PyResult<Bound<'_, PyAny>> {
     future_into_py(py, async move {
-        let db = database::Database::connect(&database_url, max_connections).await.map_err(err)?;
+        let db = database::Database::connect(&database_url, max_connections)
+            .await
+            .map_err(err)?;
         Ok(Database { db })
     })
 }
@@ -105,13 +169,23 @@ fn connect_database(py: Python<'_>, database_url: String, max_connections: Optio
 #[pymethods]
 impl Database {
     #[pyo3(signature = (sql, params_json=None))]
-    fn execute<'py>(&self, py: Python<'py>, sql: String, params_json: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+    fn execute<'py>(
+        &self,
+        py: Python<'py>,
+        sql: String,
+        params_json: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (p, db) = (params(params_json)?, self.db.clone());
         future_into_py(py, async move { db.execute(&sql, &p).await.map_err(err) })
     }
 
     #[pyo3(signature = (sql, params_json=None))]
-    fn query<'py>(&self, py: Python<'py>, sql: String, params_json: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        sql: String,
+        params_json: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let (p, db) = (params(params_json)?, self.db.clone());
         future_into_py(py, async move { db.query(&sql, &p).await.map_err(err) })
     }
@@ -119,13 +193,19 @@ impl Database {
     /// SQL text outside a transaction (simple query protocol, no parameters).
     fn execute_script<'py>(&self, py: Python<'py>, sql: String) -> PyResult<Bound<'py, PyAny>> {
         let db = self.db.clone();
-        future_into_py(py, async move { db.execute_script(&sql).await.map_err(err) })
+        future_into_py(
+            py,
+            async move { db.execute_script(&sql).await.map_err(err) },
+        )
     }
 
     /// Stores one pull row; resolves to `{"id", "duplicate"}` as JSON text.
     fn enqueue<'py>(&self, py: Python<'py>, message_json: String) -> PyResult<Bound<'py, PyAny>> {
         let db = self.db.clone();
-        future_into_py(py, async move { db.enqueue(&message_json).await.map_err(err) })
+        future_into_py(
+            py,
+            async move { db.enqueue(&message_json).await.map_err(err) },
+        )
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -144,10 +224,18 @@ struct NativeWorker {
 }
 
 #[pyfunction]
-fn connect_worker(py: Python<'_>, database_url: String, options_json: String) -> PyResult<Bound<'_, PyAny>> {
-    let opts = json::parse("options", &options_json).and_then(|v| json::worker_options_from_json(&v)).map_err(err)?;
+fn connect_worker(
+    py: Python<'_>,
+    database_url: String,
+    options_json: String,
+) -> PyResult<Bound<'_, PyAny>> {
+    let opts = json::parse("options", &options_json)
+        .and_then(|v| json::worker_options_from_json(&v))
+        .map_err(err)?;
     future_into_py(py, async move {
-        let worker = qb::Worker::connect(&database_url, opts).await.map_err(err)?;
+        let worker = qb::Worker::connect(&database_url, opts)
+            .await
+            .map_err(err)?;
         Ok(NativeWorker { worker })
     })
 }
@@ -159,7 +247,10 @@ impl NativeWorker {
         let w = self.worker.clone();
         future_into_py(py, async move {
             let task = w.next().await.map_err(err)?;
-            Ok(task.map(|task| NativeTask { task, done: CancellationToken::new() }))
+            Ok(task.map(|task| NativeTask {
+                task,
+                done: CancellationToken::new(),
+            }))
         })
     }
 
@@ -197,7 +288,11 @@ struct NativeTask {
 }
 
 impl NativeTask {
-    fn finish<'py, T, F>(&self, py: Python<'py>, f: impl FnOnce(qb::Task) -> F + Send + 'static) -> PyResult<Bound<'py, PyAny>>
+    fn finish<'py, T, F>(
+        &self,
+        py: Python<'py>,
+        f: impl FnOnce(qb::Task) -> F + Send + 'static,
+    ) -> PyResult<Bound<'py, PyAny>>
     where
         F: std::future::Future<Output = qb::Result<T>> + Send + 'static,
         T: for<'a> IntoPyObject<'a> + Send + 'static,
@@ -218,17 +313,32 @@ impl NativeTask {
     }
 
     #[pyo3(signature = (sql, params_json=None))]
-    fn execute<'py>(&self, py: Python<'py>, sql: String, params_json: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+    fn execute<'py>(
+        &self,
+        py: Python<'py>,
+        sql: String,
+        params_json: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let p = params(params_json)?;
         let task = self.task.clone();
         future_into_py(py, async move { task.execute(&sql, &p).await.map_err(err) })
     }
 
     #[pyo3(signature = (sql, params_json=None))]
-    fn query<'py>(&self, py: Python<'py>, sql: String, params_json: Option<String>) -> PyResult<Bound<'py, PyAny>> {
+    fn query<'py>(
+        &self,
+        py: Python<'py>,
+        sql: String,
+        params_json: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
         let p = params(params_json)?;
         let task = self.task.clone();
-        future_into_py(py, async move { task.query(&sql, &p).await.map(json::rows_to_text).map_err(err) })
+        future_into_py(py, async move {
+            task.query(&sql, &p)
+                .await
+                .map(json::rows_to_text)
+                .map_err(err)
+        })
     }
 
     fn complete<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
@@ -237,11 +347,20 @@ impl NativeTask {
 
     /// Applies the retry policy; resolves to "retry" or "dead".
     fn fail<'py>(&self, py: Python<'py>, error: String) -> PyResult<Bound<'py, PyAny>> {
-        self.finish(py, |t| async move { t.fail(&error).await.map(json::decision_name) })
+        self.finish(py, |t| async move {
+            t.fail(&error).await.map(json::decision_name)
+        })
     }
 
-    fn retry<'py>(&self, py: Python<'py>, delay_ms: u64, error: String) -> PyResult<Bound<'py, PyAny>> {
-        self.finish(py, move |t| async move { t.retry(Duration::from_millis(delay_ms), &error).await })
+    fn retry<'py>(
+        &self,
+        py: Python<'py>,
+        delay_ms: u64,
+        error: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        self.finish(py, move |t| async move {
+            t.retry(Duration::from_millis(delay_ms), &error).await
+        })
     }
 
     fn dead<'py>(&self, py: Python<'py>, reason: String) -> PyResult<Bound<'py, PyAny>> {

@@ -45,7 +45,10 @@ impl SqlValue {
         match v {
             Value::Null => SqlValue::Null,
             Value::Bool(b) => SqlValue::Bool(*b),
-            Value::Number(n) => n.as_i64().map(SqlValue::Int).unwrap_or_else(|| SqlValue::Float(n.as_f64().unwrap_or(0.0))),
+            Value::Number(n) => n
+                .as_i64()
+                .map(SqlValue::Int)
+                .unwrap_or_else(|| SqlValue::Float(n.as_f64().unwrap_or(0.0))),
             Value::String(s) => SqlValue::Text(s.clone()),
             other => SqlValue::Json(other.clone()),
         }
@@ -67,7 +70,12 @@ pub trait Store: Send + Sync + 'static {
     /// Claims up to `batch` due pull rows of `source`: pending rows whose time has come and
     /// processing rows whose lease expired, the head row of each aggregate only, skipping
     /// aggregates that hold a live lease. Rows come back in claim order.
-    async fn claim_pull(&self, source: &str, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>>;
+    async fn claim_pull(
+        &self,
+        source: &str,
+        batch: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>>;
 
     /// Extends the leases of `claims` that are still live; returns the ids it renewed.
     async fn renew_pull(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>>;

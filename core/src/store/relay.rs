@@ -85,7 +85,11 @@ pub struct ReplayFilter {
 impl ReplayFilter {
     /// True when no criterion is set (a replay of everything is refused).
     pub fn is_empty(&self) -> bool {
-        self.ids.is_none() && self.topic.is_none() && self.source.is_none() && self.created_after.is_none() && self.created_before.is_none()
+        self.ids.is_none()
+            && self.topic.is_none()
+            && self.source.is_none()
+            && self.created_after.is_none()
+            && self.created_before.is_none()
     }
 }
 
@@ -145,7 +149,9 @@ pub trait RelayStore: Send + Sync + 'static {
     /// relay writes nothing on a failed renewal and relies on the fenced outcome writes.
     async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
         let _ = (claims, lease);
-        Err(crate::error::Error::InvalidInput("outbox lease renewal is not implemented by this store".into()))
+        Err(crate::error::Error::InvalidInput(
+            "outbox lease renewal is not implemented by this store".into(),
+        ))
     }
 
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool>;

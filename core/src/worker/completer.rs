@@ -77,9 +77,16 @@ impl Completer {
                         let unavailable = e.is_unavailable();
                         for (_, reply) in batch.drain(..) {
                             let err = if unavailable {
-                                Error::Unavailable { operation: "pull complete", reason: text.clone() }
+                                Error::Unavailable {
+                                    operation: "pull complete",
+                                    reason: text.clone(),
+                                }
                             } else {
-                                Error::Database { operation: "pull complete", message: text.clone(), code: code.clone() }
+                                Error::Database {
+                                    operation: "pull complete",
+                                    message: text.clone(),
+                                    code: code.clone(),
+                                }
                             };
                             let _ = reply.send(Err(err));
                         }

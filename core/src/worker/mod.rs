@@ -127,7 +127,8 @@ impl Worker {
     pub async fn connect(database_url: &str, opts: WorkerOptions) -> Result<Worker> {
         opts.validate()?;
         // Handlers' transactions, the claim, the renewer and the listener each need one.
-        let settings = crate::backend::DatabaseSettings::new(database_url).pool_size(opts.effective_concurrency() + 3);
+        let settings = crate::backend::DatabaseSettings::new(database_url)
+            .pool_size(opts.effective_concurrency() + 3);
         let db = crate::backend::connect(&settings).await?;
         db.check_schema().await?;
         Worker::new(db.store(), opts).await
@@ -186,7 +187,10 @@ impl Worker {
             }
             let (room, running) = {
                 let st = inner.state.lock().unwrap();
-                (inner.opts.batch_size.saturating_sub(st.live.len() as u32), st.in_flight)
+                (
+                    inner.opts.batch_size.saturating_sub(st.live.len() as u32),
+                    st.in_flight,
+                )
             };
             // While handlers run, wait until half the batch is free before claiming: a claim
             // statement per freed slot made claims of one or two rows under load (the peers
@@ -286,7 +290,10 @@ impl Inner {
     /// Claims up to `room` rows into the buffer; returns how many. Rows that arrive after
     /// shutdown began are released at once.
     async fn claim_into_buffer(&self, room: u32) -> Result<usize> {
-        let rows = self.store.claim_pull(&self.opts.source, room, self.opts.lease).await?;
+        let rows = self
+            .store
+            .claim_pull(&self.opts.source, room, self.opts.lease)
+            .await?;
         let n = rows.len();
         if n > 0 {
             self.stats.claimed.fetch_add(n as u64, Ordering::Relaxed);
@@ -295,7 +302,11 @@ impl Inner {
             for row in rows {
                 st.live.insert(
                     row.claim.id,
-                    Live { claim: row.claim, finishing: Arc::new(AtomicBool::new(false)), cancel: self.hard_stop.child_token() },
+                    Live {
+                        claim: row.claim,
+                        finishing: Arc::new(AtomicBool::new(false)),
+                        cancel: self.hard_stop.child_token(),
+                    },
                 );
                 st.buffer.push_back(row);
             }
@@ -321,8 +332,12 @@ impl Inner {
                 Ok(true) => {
                     self.stats.released.fetch_add(1, Ordering::Relaxed);
                 }
-                Ok(false) => tracing::warn!(id = %row.claim.id, "release found the lease already lost"),
-                Err(e) => tracing::warn!(id = %row.claim.id, error = %e, "release failed; the lease will expire"),
+                Ok(false) => {
+                    tracing::warn!(id = %row.claim.id, "release found the lease already lost")
+                }
+                Err(e) => {
+                    tracing::warn!(id = %row.claim.id, error = %e, "release failed; the lease will expire")
+                }
             }
         }
     }
@@ -331,7 +346,11 @@ impl Inner {
     fn forget(&self, claim: ClaimRef, was_handed_out: bool) {
         let mut st = self.state.lock().unwrap();
         // Only this claim's entry: the same row may have been claimed again since.
-        if st.live.get(&claim.id).is_some_and(|l| l.claim.token == claim.token) {
+        if st
+            .live
+            .get(&claim.id)
+            .is_some_and(|l| l.claim.token == claim.token)
+        {
             st.live.remove(&claim.id);
         }
         if was_handed_out {

@@ -61,7 +61,10 @@ impl WorkerOptions {
             return Err(Error::config("concurrency", "must be greater than 0"));
         }
         if self.lease < Duration::from_millis(300) {
-            return Err(Error::config("leaseMs", "must be at least 300 ms so that a renewal fits in a third of it"));
+            return Err(Error::config(
+                "leaseMs",
+                "must be at least 300 ms so that a renewal fits in a third of it",
+            ));
         }
         if self.poll_interval.is_zero() {
             return Err(Error::config("pollIntervalMs", "must be greater than 0"));

@@ -42,7 +42,11 @@ struct PullLeases<'a>(&'a Inner);
 impl Leases for PullLeases<'_> {
     fn live(&self) -> Vec<ClaimRef> {
         let st = self.0.state.lock().unwrap();
-        st.live.values().filter(|l| !l.finishing.load(Ordering::SeqCst)).map(|l| l.claim).collect()
+        st.live
+            .values()
+            .filter(|l| !l.finishing.load(Ordering::SeqCst))
+            .map(|l| l.claim)
+            .collect()
     }
 
     async fn renew(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
@@ -83,7 +87,11 @@ pub(super) async fn spawn_listener(worker: Weak<Inner>) {
         let mut current = first;
         loop {
             let Some(w) = worker.upgrade() else { return };
-            let (stop, poll, source) = (w.stopping.clone(), w.opts.poll_interval, w.opts.source.clone());
+            let (stop, poll, source) = (
+                w.stopping.clone(),
+                w.opts.poll_interval,
+                w.opts.source.clone(),
+            );
             match std::mem::replace(&mut current, Ok(None)) {
                 Ok(Some(mut wakeup)) => {
                     drop(w);

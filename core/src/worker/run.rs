@@ -18,7 +18,10 @@ pub enum Outcome {
     /// Mark the row processed (inside the handler's transaction, if it opened one).
     Complete,
     /// Retry after `after` (or the policy's backoff when `None`), recording `reason`.
-    Retry { after: Option<Duration>, reason: String },
+    Retry {
+        after: Option<Duration>,
+        reason: String,
+    },
     /// Dead-letter the row with `reason`.
     Dead { reason: String },
 }
@@ -58,7 +61,10 @@ impl Worker {
         let drain = async { while running.join_next().await.is_some() {} };
         let (abandoned, _) = tokio::join!(shutdown, drain);
         if abandoned > 0 {
-            tracing::info!(abandoned, "worker stopped; abandoned rows return after their lease");
+            tracing::info!(
+                abandoned,
+                "worker stopped; abandoned rows return after their lease"
+            );
         }
         failure.map_or(Ok(()), Err)
     }
@@ -82,8 +88,14 @@ where
     };
     let finished = match result {
         Ok(Ok(Outcome::Complete)) => task.complete().await,
-        Ok(Ok(Outcome::Retry { after: Some(d), reason })) => task.retry(d, &reason).await,
-        Ok(Ok(Outcome::Retry { after: None, reason })) => task.fail(&reason).await.map(|_| ()),
+        Ok(Ok(Outcome::Retry {
+            after: Some(d),
+            reason,
+        })) => task.retry(d, &reason).await,
+        Ok(Ok(Outcome::Retry {
+            after: None,
+            reason,
+        })) => task.fail(&reason).await.map(|_| ()),
         Ok(Ok(Outcome::Dead { reason })) => task.dead(&reason).await,
         Ok(Err(e)) => task.fail(&e.to_string()).await.map(|_| ()),
         Err(panic) => {
@@ -92,11 +104,15 @@ where
                 .map(|s| s.to_string())
                 .or_else(|| panic.downcast_ref::<String>().cloned())
                 .unwrap_or_else(|| "unknown panic".into());
-            task.fail(&format!("handler panicked: {text}")).await.map(|_| ())
+            task.fail(&format!("handler panicked: {text}"))
+                .await
+                .map(|_| ())
         }
     };
     match finished {
         Ok(()) | Err(Error::ClaimLost { .. }) => {}
-        Err(e) => tracing::warn!(id = %task.message().id, error = %e, "could not finish the row; it will be redelivered after its lease"),
+        Err(e) => {
+            tracing::warn!(id = %task.message().id, error = %e, "could not finish the row; it will be redelivered after its lease")
+        }
     }
 }

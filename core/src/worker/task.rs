@@ -42,7 +42,12 @@ struct TaskInner {
 }
 
 impl Task {
-    pub(super) fn new(worker: Arc<Inner>, row: ClaimedRow, finishing: Arc<AtomicBool>, cancel: CancellationToken) -> Task {
+    pub(super) fn new(
+        worker: Arc<Inner>,
+        row: ClaimedRow,
+        finishing: Arc<AtomicBool>,
+        cancel: CancellationToken,
+    ) -> Task {
         Task {
             inner: Arc::new(TaskInner {
                 worker,
@@ -94,7 +99,11 @@ impl Task {
     /// Runs a statement in the handler's transaction; returns the affected row count.
     // Boxed futures with explicit `Send` bounds: a plain `async fn` here trips the
     // compiler's higher-ranked `Send` check when a handler future is spawned.
-    pub fn execute<'a>(&'a self, sql: &'a str, params: &'a [SqlValue]) -> BoxFuture<'a, Result<u64>> {
+    pub fn execute<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [SqlValue],
+    ) -> BoxFuture<'a, Result<u64>> {
         Box::pin(async move {
             let mut tx = self.tx().await?;
             tx.execute(sql, params).await
@@ -102,7 +111,11 @@ impl Task {
     }
 
     /// Runs a query in the handler's transaction; rows come back as JSON objects.
-    pub fn query<'a>(&'a self, sql: &'a str, params: &'a [SqlValue]) -> BoxFuture<'a, Result<Vec<JsonRow>>> {
+    pub fn query<'a>(
+        &'a self,
+        sql: &'a str,
+        params: &'a [SqlValue],
+    ) -> BoxFuture<'a, Result<Vec<JsonRow>>> {
         Box::pin(async move {
             let mut tx = self.tx().await?;
             tx.query(sql, params).await
@@ -111,7 +124,9 @@ impl Task {
 
     fn check_open(&self) -> Result<()> {
         if self.inner.finishing.load(Ordering::SeqCst) {
-            return Err(Error::AlreadyFinished { id: self.inner.claim.id });
+            return Err(Error::AlreadyFinished {
+                id: self.inner.claim.id,
+            });
         }
         if self.inner.cancel.is_cancelled() {
             return Err(Error::Cancelled);
@@ -122,7 +137,9 @@ impl Task {
     /// Claims the right to finish; false when another finish (or the renewer) came first.
     fn begin_finish(&self) -> Result<()> {
         if self.inner.finishing.swap(true, Ordering::SeqCst) {
-            return Err(Error::AlreadyFinished { id: self.inner.claim.id });
+            return Err(Error::AlreadyFinished {
+                id: self.inner.claim.id,
+            });
         }
         Ok(())
     }
@@ -147,7 +164,10 @@ impl Task {
         metrics::claim_lost(Component::Pull);
         tracing::warn!(id = %self.inner.claim.id, source = %self.inner.message.source, operation,
             "claim lost: the lease expired or another worker took the row; nothing was changed");
-        Error::ClaimLost { id: self.inner.claim.id, operation }
+        Error::ClaimLost {
+            id: self.inner.claim.id,
+            operation,
+        }
     }
 
     async fn take_tx(&self) -> Option<Box<dyn StoreTx>> {
@@ -187,7 +207,12 @@ impl Task {
     /// Applies the retry policy to a failed handler: retry after the backoff, or dead once
     /// the attempts are spent. Business writes are rolled back.
     pub async fn fail(&self, error: &str) -> Result<Decision> {
-        let decision = self.inner.worker.opts.retry.decide_now(self.inner.message.attempt.max(0) as u32);
+        let decision = self
+            .inner
+            .worker
+            .opts
+            .retry
+            .decide_now(self.inner.message.attempt.max(0) as u32);
         match decision {
             Decision::Retry(d) => self.retry(d, error).await?,
             Decision::Dead => self.dead(error).await?,
@@ -202,7 +227,12 @@ impl Task {
             let _ = tx.rollback().await;
         }
         let text = redact_error(error, &[]);
-        let r = self.inner.worker.store.retry_pull(&self.inner.claim, delay, &text).await;
+        let r = self
+            .inner
+            .worker
+            .store
+            .retry_pull(&self.inner.claim, delay, &text)
+            .await;
         self.settle(r, "retry", |s| &s.retried)
     }
 
@@ -213,7 +243,12 @@ impl Task {
             let _ = tx.rollback().await;
         }
         let text = redact_error(reason, &[]);
-        let r = self.inner.worker.store.dead_pull(&self.inner.claim, &text).await;
+        let r = self
+            .inner
+            .worker
+            .store
+            .dead_pull(&self.inner.claim, &text)
+            .await;
         self.settle(r, "dead", |s| &s.dead)
     }
 
@@ -224,7 +259,12 @@ impl Task {
         if let Some(tx) = self.take_tx().await {
             let _ = tx.rollback().await;
         }
-        let r = self.inner.worker.store.release_pull(&self.inner.claim).await;
+        let r = self
+            .inner
+            .worker
+            .store
+            .release_pull(&self.inner.claim)
+            .await;
         self.settle(r, "release", |s| &s.released)
     }
 
@@ -244,7 +284,12 @@ impl Task {
         self.inner.off_the_books();
     }
 
-    fn settle(&self, r: Result<bool>, operation: &'static str, counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64) -> Result<()> {
+    fn settle(
+        &self,
+        r: Result<bool>,
+        operation: &'static str,
+        counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64,
+    ) -> Result<()> {
         let w = &self.inner.worker;
         self.inner.off_the_books();
         match r {
@@ -266,7 +311,8 @@ impl TaskInner {
     /// a second call finds nothing to free and nothing handed out.
     fn off_the_books(&self) {
         drop(self.permit.lock().unwrap().take());
-        self.worker.forget(self.claim, self.handed_out.swap(false, Ordering::SeqCst));
+        self.worker
+            .forget(self.claim, self.handed_out.swap(false, Ordering::SeqCst));
     }
 }
 

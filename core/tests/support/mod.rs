@@ -17,8 +17,13 @@ pub fn admin_url() -> String {
 pub async fn fresh_database_url(prefix: &str) -> String {
     let admin = admin_url();
     let name = format!("qb_{prefix}_{}", uuid::Uuid::new_v4().simple());
-    let pool = PgPool::connect(&admin).await.expect("connect to the test server");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create database");
+    let pool = PgPool::connect(&admin)
+        .await
+        .expect("connect to the test server");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .expect("create database");
     pool.close().await;
     let (base, _) = admin.rsplit_once('/').expect("URL has a database");
     format!("{base}/{name}")
@@ -33,12 +38,20 @@ pub async fn fresh_store(prefix: &str) -> (Arc<PgStore>, String) {
 }
 
 /// Inserts `n` pull rows for `source`; `aggregate(i)` gives each row's aggregate id.
-pub async fn insert_pull_rows(pool: &PgPool, source: &str, n: usize, aggregate: impl Fn(usize) -> Option<String>) {
+pub async fn insert_pull_rows(
+    pool: &PgPool,
+    source: &str,
+    n: usize,
+    aggregate: impl Fn(usize) -> Option<String>,
+) {
     let mut tx = pool.begin().await.unwrap();
     for chunk in (0..n).collect::<Vec<_>>().chunks(1000) {
         let keys: Vec<String> = chunk.iter().map(|i| format!("k{i}")).collect();
         let aggs: Vec<Option<String>> = chunk.iter().map(|i| aggregate(*i)).collect();
-        let payloads: Vec<serde_json::Value> = chunk.iter().map(|i| serde_json::json!({ "n": i })).collect();
+        let payloads: Vec<serde_json::Value> = chunk
+            .iter()
+            .map(|i| serde_json::json!({ "n": i }))
+            .collect();
         sqlx::query(
             "INSERT INTO inbox (source, idempotency_key, aggregate_id, payload, consumption)
              SELECT $1, k, a, p, 'pull' FROM unnest($2::text[], $3::text[], $4::jsonb[]) WITH ORDINALITY AS t(k, a, p, o) ORDER BY o",
@@ -64,5 +77,9 @@ pub async fn row_state(pool: &PgPool, key: &str) -> (String, i32, Option<String>
 }
 
 pub async fn count_state(pool: &PgPool, state: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = $1").bind(state).fetch_one(pool).await.unwrap()
+    sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = $1")
+        .bind(state)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }

@@ -26,10 +26,16 @@ fn uniq(p: &str) -> String {
 }
 
 async fn fresh_db() -> (Arc<PgStore>, PgPool) {
-    let admin = env("QUEUEBOX_TEST_DATABASE_URL", "postgres://postgres@127.0.0.1:55432/queuebox");
+    let admin = env(
+        "QUEUEBOX_TEST_DATABASE_URL",
+        "postgres://postgres@127.0.0.1:55432/queuebox",
+    );
     let name = uniq("qb_bench_brokers_");
     let pool = PgPool::connect(&admin).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.unwrap();
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .unwrap();
     let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
     let store = PgStore::connect(&url, 8).await.unwrap();
     queuebox_core::migrate::postgres::run(&store).await.unwrap();
@@ -38,7 +44,11 @@ async fn fresh_db() -> (Arc<PgStore>, PgPool) {
 
 async fn wait_rows(pool: &PgPool, source: &str, n: i64) {
     loop {
-        let c: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = $1").bind(source).fetch_one(pool).await.unwrap();
+        let c: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = $1")
+            .bind(source)
+            .fetch_one(pool)
+            .await
+            .unwrap();
         if c >= n {
             return;
         }
@@ -53,7 +63,16 @@ fn body(i: usize) -> Vec<u8> {
 fn outbound(i: usize) -> OutboundMessage {
     let mut headers = serde_json::Map::new();
     headers.insert("x-idempotency-key".into(), format!("m-{i}").into());
-    OutboundMessage { id: uuid::Uuid::new_v4(), topic: "bench".into(), key: Some(format!("k{}", i % 16)), aggregate_type: None, payload: json!({"n": i}), headers, attempt: 0, routing_key: None }
+    OutboundMessage {
+        id: uuid::Uuid::new_v4(),
+        topic: "bench".into(),
+        key: Some(format!("k{}", i % 16)),
+        aggregate_type: None,
+        payload: json!({"n": i}),
+        headers,
+        attempt: 0,
+        routing_key: None,
+    }
 }
 
 fn rate(n: usize, d: Duration) -> f64 {
@@ -65,17 +84,43 @@ async fn rabbit(n: usize) -> serde_json::Value {
     use lapin::options::*;
     use lapin::types::FieldTable;
     use lapin::{BasicProperties, Connection, ConnectionProperties};
-    let url = env("QUEUEBOX_TEST_AMQP_URL", "amqp://guest:guest@127.0.0.1:55672/%2f");
-    let conn = Connection::connect(&url, ConnectionProperties::default()).await.unwrap();
+    let url = env(
+        "QUEUEBOX_TEST_AMQP_URL",
+        "amqp://guest:guest@127.0.0.1:55672/%2f",
+    );
+    let conn = Connection::connect(&url, ConnectionProperties::default())
+        .await
+        .unwrap();
     let ch = conn.create_channel().await.unwrap();
-    ch.confirm_select(ConfirmSelectOptions::default()).await.unwrap();
+    ch.confirm_select(ConfirmSelectOptions::default())
+        .await
+        .unwrap();
     let fill = |q: String| {
         let ch = ch.clone();
         async move {
-            ch.queue_declare(q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
+            ch.queue_declare(
+                q.as_str().into(),
+                QueueDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
+            .await
+            .unwrap();
             let mut confirms = Vec::new();
             for i in 0..n {
-                confirms.push(ch.basic_publish("".into(), q.as_str().into(), BasicPublishOptions::default(), &body(i), BasicProperties::default().with_delivery_mode(2)).await.unwrap());
+                confirms.push(
+                    ch.basic_publish(
+                        "".into(),
+                        q.as_str().into(),
+                        BasicPublishOptions::default(),
+                        &body(i),
+                        BasicProperties::default().with_delivery_mode(2),
+                    )
+                    .await
+                    .unwrap(),
+                );
             }
             for c in confirms {
                 c.await.unwrap();
@@ -87,7 +132,15 @@ async fn rabbit(n: usize) -> serde_json::Value {
     fill(q.clone()).await;
     let cch = conn.create_channel().await.unwrap();
     cch.basic_qos(10, BasicQosOptions::default()).await.unwrap();
-    let mut cons = cch.basic_consume(q.as_str().into(), "b".into(), BasicConsumeOptions::default(), FieldTable::default()).await.unwrap();
+    let mut cons = cch
+        .basic_consume(
+            q.as_str().into(),
+            "b".into(),
+            BasicConsumeOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
     let t = Instant::now();
     for _ in 0..n {
         let d = cons.next().await.unwrap().unwrap();
@@ -98,9 +151,25 @@ async fn rabbit(n: usize) -> serde_json::Value {
     let q = uniq("bench_qb_");
     fill(q.clone()).await;
     let (store, pool) = fresh_db().await;
-    let cfg = RabbitMqSourceConfig { queue_name: q, connection_url: url.clone(), tls: None, prefetch_count: 10, declare_queue: false, event_type_from_header: false, attribute_headers: Default::default() };
-    let ingest = Ingest::new(SourceRule::new("rmq", &BrokerSourceCommon::default()).unwrap(), store);
-    let src = Arc::new(rabbitmq::RabbitMqSource::new("rmq", cfg, Arc::new(ingest), Health::new()));
+    let cfg = RabbitMqSourceConfig {
+        queue_name: q,
+        connection_url: url.clone(),
+        tls: None,
+        prefetch_count: 10,
+        declare_queue: false,
+        event_type_from_header: false,
+        attribute_headers: Default::default(),
+    };
+    let ingest = Ingest::new(
+        SourceRule::new("rmq", &BrokerSourceCommon::default()).unwrap(),
+        store,
+    );
+    let src = Arc::new(rabbitmq::RabbitMqSource::new(
+        "rmq",
+        cfg,
+        Arc::new(ingest),
+        Health::new(),
+    ));
     let stop = CancellationToken::new();
     let t = Instant::now();
     let task = tokio::spawn({
@@ -113,18 +182,54 @@ async fn rabbit(n: usize) -> serde_json::Value {
     task.await.unwrap().unwrap();
     // Baseline publish: one persistent, mandatory publish at a time, waiting for its confirm.
     let ex = uniq("bench_ex_");
-    ch.exchange_declare(ex.as_str().into(), lapin::ExchangeKind::Topic, ExchangeDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
+    ch.exchange_declare(
+        ex.as_str().into(),
+        lapin::ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
     let sink_q = uniq("bench_sink_");
-    ch.queue_declare(sink_q.as_str().into(), QueueDeclareOptions { durable: true, ..Default::default() }, FieldTable::default()).await.unwrap();
-    ch.queue_bind(sink_q.as_str().into(), ex.as_str().into(), "#".into(), QueueBindOptions::default(), FieldTable::default()).await.unwrap();
+    ch.queue_declare(
+        sink_q.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    ch.queue_bind(
+        sink_q.as_str().into(),
+        ex.as_str().into(),
+        "#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
     let t = Instant::now();
     for i in 0..n {
         let payload = serde_json::to_vec(&outbound(i).payload).unwrap();
-        ch.basic_publish(ex.as_str().into(), "bench".into(), BasicPublishOptions { mandatory: true, ..Default::default() }, &payload, BasicProperties::default().with_delivery_mode(2))
-            .await
-            .unwrap()
-            .await
-            .unwrap();
+        ch.basic_publish(
+            ex.as_str().into(),
+            "bench".into(),
+            BasicPublishOptions {
+                mandatory: true,
+                ..Default::default()
+            },
+            &payload,
+            BasicProperties::default().with_delivery_mode(2),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     }
     let raw_publish = rate(n, t.elapsed());
     let p = rabbitmq::RabbitMqPublisher::new(
@@ -160,10 +265,20 @@ async fn nats_bench(n: usize) -> serde_json::Value {
     let fill = |name: String| {
         let js = js.clone();
         async move {
-            js.create_stream(stream::Config { name: name.clone(), subjects: vec![format!("{name}.>")], ..Default::default() }).await.unwrap();
+            js.create_stream(stream::Config {
+                name: name.clone(),
+                subjects: vec![format!("{name}.>")],
+                ..Default::default()
+            })
+            .await
+            .unwrap();
             let mut acks = Vec::new();
             for i in 0..n {
-                acks.push(js.publish(format!("{name}.x"), body(i).into()).await.unwrap());
+                acks.push(
+                    js.publish(format!("{name}.x"), body(i).into())
+                        .await
+                        .unwrap(),
+                );
             }
             for a in acks {
                 a.await.unwrap();
@@ -176,10 +291,19 @@ async fn nats_bench(n: usize) -> serde_json::Value {
         .get_stream(&s)
         .await
         .unwrap()
-        .create_consumer(pull::Config { durable_name: Some("raw".into()), ack_policy: jetstream::consumer::AckPolicy::Explicit, ..Default::default() })
+        .create_consumer(pull::Config {
+            durable_name: Some("raw".into()),
+            ack_policy: jetstream::consumer::AckPolicy::Explicit,
+            ..Default::default()
+        })
         .await
         .unwrap();
-    let mut msgs = c.stream().max_messages_per_batch(100).messages().await.unwrap();
+    let mut msgs = c
+        .stream()
+        .max_messages_per_batch(100)
+        .messages()
+        .await
+        .unwrap();
     let t = Instant::now();
     for _ in 0..n {
         let m = msgs.next().await.unwrap().unwrap();
@@ -207,8 +331,12 @@ async fn nats_bench(n: usize) -> serde_json::Value {
         event_type_from_header: false,
         attribute_headers: Default::default(),
     };
-    let ingest = Ingest::new(SourceRule::new("nats", &BrokerSourceCommon::default()).unwrap(), store);
-    let src = Arc::new(nats::NatsSource::new("nats", cfg, Arc::new(ingest), Health::new()).unwrap());
+    let ingest = Ingest::new(
+        SourceRule::new("nats", &BrokerSourceCommon::default()).unwrap(),
+        store,
+    );
+    let src =
+        Arc::new(nats::NatsSource::new("nats", cfg, Arc::new(ingest), Health::new()).unwrap());
     let stop = CancellationToken::new();
     let t = Instant::now();
     let task = tokio::spawn({
@@ -221,12 +349,26 @@ async fn nats_bench(n: usize) -> serde_json::Value {
     task.await.unwrap().unwrap();
     // Publish: one JetStream publish at a time, waiting for the stream's ack.
     let out = uniq("BENCHOUT");
-    js.create_stream(stream::Config { name: out.clone(), subjects: vec![format!("{out}.>")], ..Default::default() }).await.unwrap();
-    js.publish(format!("{out}.bench"), "{}".into()).await.unwrap().await.unwrap(); // warm-up
+    js.create_stream(stream::Config {
+        name: out.clone(),
+        subjects: vec![format!("{out}.>")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    js.publish(format!("{out}.bench"), "{}".into())
+        .await
+        .unwrap()
+        .await
+        .unwrap(); // warm-up
     let t = Instant::now();
     for i in 0..n {
         let payload = serde_json::to_vec(&outbound(i).payload).unwrap();
-        js.publish(format!("{out}.bench"), payload.into()).await.unwrap().await.unwrap();
+        js.publish(format!("{out}.bench"), payload.into())
+            .await
+            .unwrap()
+            .await
+            .unwrap();
     }
     let raw_publish = rate(n, t.elapsed());
     let p = nats::NatsPublisher::new(
@@ -263,15 +405,31 @@ async fn kafka_bench(n: usize) -> serde_json::Value {
     use rdkafka::producer::{FutureProducer, FutureRecord};
     use rdkafka::ClientConfig;
     let brokers = env("QUEUEBOX_TEST_KAFKA_BROKERS", "127.0.0.1:59092");
-    let producer: FutureProducer = ClientConfig::new().set("bootstrap.servers", &brokers).set("acks", "all").set("enable.idempotence", "true").set("linger.ms", "0").create().unwrap();
+    let producer: FutureProducer = ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("acks", "all")
+        .set("enable.idempotence", "true")
+        .set("linger.ms", "0")
+        .create()
+        .unwrap();
     let fill = |topic: String| {
         let producer = producer.clone();
         async move {
-            let futs: Vec<_> = (0..n).map(|i| {
-                let b = body(i);
-                let (p, t) = (producer.clone(), topic.clone());
-                async move { p.send(FutureRecord::<(), _>::to(&t).payload(&b), Duration::from_secs(10)).await.map_err(|(e, _)| e).unwrap() }
-            }).collect();
+            let futs: Vec<_> = (0..n)
+                .map(|i| {
+                    let b = body(i);
+                    let (p, t) = (producer.clone(), topic.clone());
+                    async move {
+                        p.send(
+                            FutureRecord::<(), _>::to(&t).payload(&b),
+                            Duration::from_secs(10),
+                        )
+                        .await
+                        .map_err(|(e, _)| e)
+                        .unwrap()
+                    }
+                })
+                .collect();
             futures::future::join_all(futs).await;
         }
     };
@@ -298,7 +456,10 @@ async fn kafka_bench(n: usize) -> serde_json::Value {
     let topic = uniq("bench-qb-");
     fill(topic.clone()).await;
     let (store, pool) = fresh_db().await;
-    let ingest = Ingest::new(SourceRule::new("kafka", &BrokerSourceCommon::default()).unwrap(), store);
+    let ingest = Ingest::new(
+        SourceRule::new("kafka", &BrokerSourceCommon::default()).unwrap(),
+        store,
+    );
     let cfg = KafkaSourceConfig {
         bootstrap_servers: brokers.clone(),
         topics: vec![topic],
@@ -313,7 +474,8 @@ async fn kafka_bench(n: usize) -> serde_json::Value {
         event_type_from_header: false,
         attribute_headers: Default::default(),
     };
-    let src = Arc::new(kafka::KafkaSource::new("kafka", cfg, Arc::new(ingest), Health::new()).unwrap());
+    let src =
+        Arc::new(kafka::KafkaSource::new("kafka", cfg, Arc::new(ingest), Health::new()).unwrap());
     let stop = CancellationToken::new();
     let t = Instant::now();
     let task = tokio::spawn({
@@ -328,11 +490,25 @@ async fn kafka_bench(n: usize) -> serde_json::Value {
     let out = uniq("bench-out-");
     // Warm-up: the first record creates the topic and fetches its metadata; neither side
     // should pay for that.
-    producer.send(FutureRecord::to(&out).key("k").payload("{}"), Duration::from_secs(10)).await.map_err(|(e, _)| e).unwrap();
+    producer
+        .send(
+            FutureRecord::to(&out).key("k").payload("{}"),
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
     let t = Instant::now();
     for i in 0..n {
         let payload = serde_json::to_vec(&outbound(i).payload).unwrap();
-        producer.send(FutureRecord::to(&out).key("k").payload(&payload), Duration::from_secs(10)).await.map_err(|(e, _)| e).unwrap();
+        producer
+            .send(
+                FutureRecord::to(&out).key("k").payload(&payload),
+                Duration::from_secs(10),
+            )
+            .await
+            .map_err(|(e, _)| e)
+            .unwrap();
     }
     let raw_publish = rate(n, t.elapsed());
     let p = kafka::KafkaPublisher::new(

@@ -32,11 +32,19 @@ impl Default for BrokerSourceCommon {
 impl BrokerSourceCommon {
     /// From a configured source's common keys and its kind's `attributeHeaders`.
     pub fn from_config(common: &SourceCommon, attribute_headers: &AttributeHeaders) -> Self {
-        let list = |p: &Option<queuebox_config::PathList>| p.as_ref().map(|p| p.paths().into_iter().map(str::to_string).collect()).unwrap_or_default();
+        let list = |p: &Option<queuebox_config::PathList>| {
+            p.as_ref()
+                .map(|p| p.paths().into_iter().map(str::to_string).collect())
+                .unwrap_or_default()
+        };
         let key_paths: Vec<String> = list(&common.idempotency_key_path);
         BrokerSourceCommon {
             consumption: common.consumption,
-            key_paths: if key_paths.is_empty() { vec!["$.id".into()] } else { key_paths },
+            key_paths: if key_paths.is_empty() {
+                vec!["$.id".into()]
+            } else {
+                key_paths
+            },
             event_type_paths: list(&common.event_type_path),
             aggregate_id_paths: list(&common.aggregate_id_path),
             attribute_headers: attribute_headers.clone(),

@@ -37,16 +37,31 @@ impl Health {
             .lock()
             .unwrap()
             .entry(component.to_string())
-            .or_insert(ComponentHealth { up: false, error: Some("connecting".into()) });
+            .or_insert(ComponentHealth {
+                up: false,
+                error: Some("connecting".into()),
+            });
     }
 
     pub fn set_up(&self, component: &str) {
-        self.inner.lock().unwrap().insert(component.to_string(), ComponentHealth { up: true, error: None });
+        self.inner.lock().unwrap().insert(
+            component.to_string(),
+            ComponentHealth {
+                up: true,
+                error: None,
+            },
+        );
     }
 
     pub fn set_down(&self, component: &str, error: &str) {
         let error = queuebox_core::headers::redact_error(error, &[]);
-        self.inner.lock().unwrap().insert(component.to_string(), ComponentHealth { up: false, error: Some(error) });
+        self.inner.lock().unwrap().insert(
+            component.to_string(),
+            ComponentHealth {
+                up: false,
+                error: Some(error),
+            },
+        );
     }
 
     /// True when every registered component is up.

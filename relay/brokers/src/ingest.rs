@@ -70,7 +70,11 @@ impl SourceRule {
             source: name.to_string(),
             consumption: common.consumption,
             record_key_is_aggregate: false,
-            attributes: AttributeRule { key, event_type, aggregate_id },
+            attributes: AttributeRule {
+                key,
+                event_type,
+                aggregate_id,
+            },
         })
     }
 
@@ -88,21 +92,32 @@ impl SourceRule {
             Err(e) => (
                 json!({ "raw": String::from_utf8_lossy(msg.body) }),
                 None,
-                Some(format!("the message body is not JSON ({e}); stored dead, acknowledged")),
+                Some(format!(
+                    "the message body is not JSON ({e}); stored dead, acknowledged"
+                )),
             ),
         };
-        let input = KeyInput { body: msg.body, json: json.as_ref(), headers: &msg.headers, message_id: msg.message_id.as_deref() };
+        let input = KeyInput {
+            body: msg.body,
+            json: json.as_ref(),
+            headers: &msg.headers,
+            message_id: msg.message_id.as_deref(),
+        };
         let key = match self.attributes.key(&input) {
             Ok(Some((k, _))) => k,
             Ok(None) => keys::digest(msg.body),
             Err(e) => {
-                dead_reason.get_or_insert_with(|| format!("{e}; stored dead under the body digest"));
+                dead_reason
+                    .get_or_insert_with(|| format!("{e}; stored dead under the body digest"));
                 keys::digest(msg.body)
             }
         };
         let event_type = self.attributes.event_type(&input);
         // The aggregate chain's broker step is the Kafka record key, never an AMQP messageId.
-        let aggregate_id = self.attributes.aggregate_id(&KeyInput { message_id: msg.record_key.as_deref(), ..input });
+        let aggregate_id = self.attributes.aggregate_id(&KeyInput {
+            message_id: msg.record_key.as_deref(),
+            ..input
+        });
         let received_correlation = keys::header(&msg.headers, X_CORRELATION_ID);
         let mut row = NewInboxMessage {
             source: self.source.clone(),
@@ -110,7 +125,10 @@ impl SourceRule {
             aggregate_id,
             event_type,
             payload,
-            headers: stored_headers(msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())), None),
+            headers: stored_headers(
+                msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+                None,
+            ),
             correlation_id: Some(correlation_id(received_correlation.as_deref())),
             consumption: self.consumption,
             dead_reason,
@@ -139,7 +157,9 @@ impl std::fmt::Display for IngestError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             IngestError::Store(e) => write!(f, "the inbox store failed: {e}"),
-            IngestError::CrashAfterStore => f.write_str("failpoint: stopped after the store, before the acknowledgement"),
+            IngestError::CrashAfterStore => {
+                f.write_str("failpoint: stopped after the store, before the acknowledgement")
+            }
         }
     }
 }
@@ -173,8 +193,15 @@ pub struct Ingest {
 
 impl Ingest {
     pub fn new(rule: SourceRule, store: Arc<dyn Store>) -> Self {
-        let crash = std::env::var("QB_FAILPOINT_CRASH_AFTER_STORES").ok().and_then(|v| v.parse().ok()).unwrap_or(0);
-        Ingest { rule: Arc::new(rule), store, crash_after: Arc::new(AtomicU64::new(crash)) }
+        let crash = std::env::var("QB_FAILPOINT_CRASH_AFTER_STORES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0);
+        Ingest {
+            rule: Arc::new(rule),
+            store,
+            crash_after: Arc::new(AtomicU64::new(crash)),
+        }
     }
 
     /// Test hook: the `n`-th successful store from now on reports a crash instead of success.
@@ -185,8 +212,14 @@ impl Ingest {
     /// Builds and stores the row of `msg`. `Ok` (inserted or a duplicate) means: acknowledge.
     pub async fn store(&self, msg: &Received<'_>) -> Result<InsertOutcome, IngestError> {
         let row = self.rule.build(msg);
-        let outcome = self.store.insert_inbox(&row).await.map_err(IngestError::Store)?;
-        if self.crash_after.load(Ordering::SeqCst) > 0 && self.crash_after.fetch_sub(1, Ordering::SeqCst) == 1 {
+        let outcome = self
+            .store
+            .insert_inbox(&row)
+            .await
+            .map_err(IngestError::Store)?;
+        if self.crash_after.load(Ordering::SeqCst) > 0
+            && self.crash_after.fetch_sub(1, Ordering::SeqCst) == 1
+        {
             return Err(IngestError::CrashAfterStore);
         }
         Ok(outcome)
@@ -198,7 +231,14 @@ mod tests {
     use super::*;
 
     fn rule() -> SourceRule {
-        SourceRule::new("orders", &BrokerSourceCommon { event_type_paths: vec!["$.type".into()], ..Default::default() }).unwrap()
+        SourceRule::new(
+            "orders",
+            &BrokerSourceCommon {
+                event_type_paths: vec!["$.type".into()],
+                ..Default::default()
+            },
+        )
+        .unwrap()
     }
 
     #[test]
@@ -214,17 +254,29 @@ mod tests {
         assert_eq!(row.idempotency_key, "h1");
         assert_eq!(row.event_type.as_deref(), Some("created"));
         assert!(row.dead_reason.is_none());
-        let m = Received { headers: vec![], ..m };
+        let m = Received {
+            headers: vec![],
+            ..m
+        };
         assert_eq!(r.build(&m).idempotency_key, "p1");
-        let m = Received { body: br#"{"n":1}"#, ..m };
+        let m = Received {
+            body: br#"{"n":1}"#,
+            ..m
+        };
         assert_eq!(r.build(&m).idempotency_key, "m1");
-        let m = Received { message_id: None, ..m };
+        let m = Received {
+            message_id: None,
+            ..m
+        };
         assert_eq!(r.build(&m).idempotency_key, keys::digest(br#"{"n":1}"#));
     }
 
     #[test]
     fn non_json_body_is_a_dead_row_under_its_digest() {
-        let row = rule().build(&Received { body: b"not json", ..Default::default() });
+        let row = rule().build(&Received {
+            body: b"not json",
+            ..Default::default()
+        });
         assert_eq!(row.idempotency_key, keys::digest(b"not json"));
         assert_eq!(row.payload, json!({"raw": "not json"}));
         assert!(row.dead_reason.unwrap().contains("not JSON"));
@@ -232,13 +284,24 @@ mod tests {
 
     #[test]
     fn a_message_that_could_never_be_sent_is_a_dead_row_that_says_why() {
-        let m = Received { body: br#"{"id":"a\u0001b"}"#, headers: vec![("X-Evil".into(), "a\r\nb".into())], ..Default::default() };
+        let m = Received {
+            body: br#"{"id":"a\u0001b"}"#,
+            headers: vec![("X-Evil".into(), "a\r\nb".into())],
+            ..Default::default()
+        };
         let row = rule().build(&m);
-        assert_eq!(row.idempotency_key, keys::digest(m.body), "the unusable key is replaced by the digest");
+        assert_eq!(
+            row.idempotency_key,
+            keys::digest(m.body),
+            "the unusable key is replaced by the digest"
+        );
         assert!(row.dead_reason.as_deref().unwrap().contains("U+0001"));
         assert!(row.headers.is_empty(), "the unsendable header is dropped");
         assert!(row.validate().is_ok(), "the dead row is storable");
-        let row = rule().build(&Received { body: br#"{"id":"n1","v":"\u0000"}"#, ..Default::default() });
+        let row = rule().build(&Received {
+            body: br#"{"id":"n1","v":"\u0000"}"#,
+            ..Default::default()
+        });
         assert!(row.dead_reason.as_deref().unwrap().contains("U+0000"));
         assert!(row.payload["rawBase64"].is_string());
     }
@@ -254,6 +317,9 @@ mod tests {
         let row = rule().build(&m);
         assert_eq!(row.aggregate_id.as_deref(), Some("acct-9"));
         assert_eq!(row.correlation_id.as_deref(), Some("c-1"));
-        assert_eq!(row.headers.get("X-Correlation-Id"), Some(&Value::from("c-1")));
+        assert_eq!(
+            row.headers.get("X-Correlation-Id"),
+            Some(&Value::from("c-1"))
+        );
     }
 }

@@ -19,12 +19,12 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{BrokerTls, KafkaDestinationConfig, KafkaSourceConfig, OffsetReset};
-use queuebox_config::Secret;
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::offsets::{Admit, OffsetTracker, Tp};
 use crate::outbound::OutboundMessage;
 use crate::template::{self, Template};
+use queuebox_config::Secret;
 
 /// Reports broker trouble from librdkafka's error callback into [`Health`]. librdkafka
 /// reconnects by itself (reconnect.backoff.ms .. reconnect.backoff.max.ms).
@@ -44,7 +44,8 @@ impl ClientContext for HealthContext {
                 | Some(RDKafkaErrorCode::Authentication)
         ) || matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown));
         if down {
-            self.health.set_down(&self.component, &format!("{error}: {reason}"));
+            self.health
+                .set_down(&self.component, &format!("{error}: {reason}"));
         }
         tracing::warn!(component = %self.component, error = %error, reason, "kafka client error");
     }
@@ -62,7 +63,14 @@ impl ConsumerContext for HealthContext {}
 /// `tls:` files, as librdkafka properties. The broker's host name is always checked against
 /// its certificate (`ssl.endpoint.identification.algorithm=https`), and validation refuses a
 /// `tls:` block without an SSL protocol, so certificates are never set and then unused.
-fn apply_security(cfg: &mut ClientConfig, protocol: &Option<String>, mechanism: &Option<String>, username: &Option<String>, password: &Option<Secret>, tls: &Option<BrokerTls>) {
+fn apply_security(
+    cfg: &mut ClientConfig,
+    protocol: &Option<String>,
+    mechanism: &Option<String>,
+    username: &Option<String>,
+    password: &Option<Secret>,
+    tls: &Option<BrokerTls>,
+) {
     if let Some(p) = protocol {
         cfg.set("security.protocol", p);
         if p.to_ascii_uppercase().ends_with("SSL") {
@@ -96,7 +104,10 @@ pub fn header_text(value: &[u8]) -> String {
     use base64::Engine;
     match std::str::from_utf8(value) {
         Ok(s) => s.to_string(),
-        Err(_) => format!("base64:{}", base64::engine::general_purpose::STANDARD.encode(value)),
+        Err(_) => format!(
+            "base64:{}",
+            base64::engine::general_purpose::STANDARD.encode(value)
+        ),
     }
 }
 
@@ -119,12 +130,22 @@ pub struct KafkaSource {
 }
 
 impl KafkaSource {
-    pub fn new(name: &str, config: KafkaSourceConfig, sink: Arc<dyn Sink>, health: Health) -> anyhow::Result<Self> {
+    pub fn new(
+        name: &str,
+        config: KafkaSourceConfig,
+        sink: Arc<dyn Sink>,
+        health: Health,
+    ) -> anyhow::Result<Self> {
         if config.topics.is_empty() {
             anyhow::bail!("sources.{name}.topics: at least one topic is required");
         }
         health.register(&format!("kafka.{name}"));
-        Ok(KafkaSource { name: name.to_string(), config, sink, health })
+        Ok(KafkaSource {
+            name: name.to_string(),
+            config,
+            sink,
+            health,
+        })
     }
 
     pub fn component(&self) -> String {
@@ -139,16 +160,29 @@ impl KafkaSource {
             .set("client.id", format!("queuebox-{}", self.name))
             .set("enable.auto.commit", "false")
             .set("enable.auto.offset.store", "false")
-            .set("auto.offset.reset", match c.auto_offset_reset {
-                OffsetReset::Earliest => "earliest",
-                OffsetReset::Latest => "latest",
-            })
+            .set(
+                "auto.offset.reset",
+                match c.auto_offset_reset {
+                    OffsetReset::Earliest => "earliest",
+                    OffsetReset::Latest => "latest",
+                },
+            )
             .set("session.timeout.ms", "10000")
             .set("reconnect.backoff.ms", "200")
             .set("reconnect.backoff.max.ms", "10000")
             .set("topic.metadata.refresh.interval.ms", "5000");
-        apply_security(&mut cfg, &c.security_protocol, &c.sasl_mechanism, &c.sasl_username, &c.sasl_password, &c.tls);
-        let ctx = HealthContext { health: self.health.clone(), component: self.component() };
+        apply_security(
+            &mut cfg,
+            &c.security_protocol,
+            &c.sasl_mechanism,
+            &c.sasl_username,
+            &c.sasl_password,
+            &c.tls,
+        );
+        let ctx = HealthContext {
+            health: self.health.clone(),
+            component: self.component(),
+        };
         Ok(cfg.create_with_context(ctx)?)
     }
 
@@ -194,13 +228,21 @@ impl KafkaSource {
                 }
             }
             self.health.set_up(&self.component());
-            let batch: Vec<Record> = batch.into_iter().filter(|r| tracker.admit(&r.tp, r.offset) == Admit::Process).collect();
+            let batch: Vec<Record> = batch
+                .into_iter()
+                .filter(|r| tracker.admit(&r.tp, r.offset) == Admit::Process)
+                .collect();
             // Partitions in parallel, each in offset order (inbox rows keep the partition's order).
             let mut by_partition: BTreeMap<Tp, Vec<Record>> = BTreeMap::new();
             for r in batch {
                 by_partition.entry(r.tp.clone()).or_default().push(r);
             }
-            let results = futures::future::join_all(by_partition.into_values().map(|records| self.store_partition(records))).await;
+            let results = futures::future::join_all(
+                by_partition
+                    .into_values()
+                    .map(|records| self.store_partition(records)),
+            )
+            .await;
             let mut crashed = false;
             for outcomes in results {
                 for (tp, offset, outcome) in outcomes {
@@ -210,7 +252,12 @@ impl KafkaSource {
                         Err(IngestError::Store(e)) => {
                             if let Some(at) = tracker.fail(&tp, offset) {
                                 tracing::warn!(source = %self.name, topic = %tp.0, partition = tp.1, offset = at, error = %e, "inbox store failed; seeking back");
-                                if let Err(se) = consumer.seek(&tp.0, tp.1, Offset::Offset(at), Duration::from_secs(5)) {
+                                if let Err(se) = consumer.seek(
+                                    &tp.0,
+                                    tp.1,
+                                    Offset::Offset(at),
+                                    Duration::from_secs(5),
+                                ) {
                                     tracing::warn!(source = %self.name, error = %se, "seek failed");
                                 }
                             }
@@ -238,10 +285,18 @@ impl KafkaSource {
 
     /// Stores one partition's records in order, stopping at the first failure (the rest is
     /// reread after the seek).
-    async fn store_partition(&self, records: Vec<Record>) -> Vec<(Tp, i64, Result<(), IngestError>)> {
+    async fn store_partition(
+        &self,
+        records: Vec<Record>,
+    ) -> Vec<(Tp, i64, Result<(), IngestError>)> {
         let mut out = Vec::with_capacity(records.len());
         for r in records {
-            let received = Received { body: &r.body, headers: r.headers.clone(), message_id: r.key.clone(), record_key: r.key.clone() };
+            let received = Received {
+                body: &r.body,
+                headers: r.headers.clone(),
+                message_id: r.key.clone(),
+                record_key: r.key.clone(),
+            };
             let outcome = self.sink.store(&received).await;
             let stop = outcome.is_err();
             out.push((r.tp, r.offset, outcome));
@@ -256,13 +311,22 @@ impl KafkaSource {
 fn own<M: Message>(m: &M) -> Record {
     let headers = m
         .headers()
-        .map(|h| h.iter().map(|Header { key, value }| (key.to_string(), value.map(header_text).unwrap_or_default())).collect())
+        .map(|h| {
+            h.iter()
+                .map(|Header { key, value }| {
+                    (key.to_string(), value.map(header_text).unwrap_or_default())
+                })
+                .collect()
+        })
         .unwrap_or_default();
     Record {
         tp: (m.topic().to_string(), m.partition()),
         offset: m.offset(),
         body: m.payload().unwrap_or_default().to_vec(),
-        key: m.key().map(|k| header_text(k)).filter(|k| !k.trim().is_empty()),
+        key: m
+            .key()
+            .map(|k| header_text(k))
+            .filter(|k| !k.trim().is_empty()),
         headers,
     }
 }
@@ -285,7 +349,9 @@ impl KafkaPublisher {
             template::check_from_column(c, "topicFrom", name)?;
         }
         if config.timeout_ms < 2000 {
-            anyhow::bail!("destinations.{name}.timeoutMs: at least 2000 (the whole publish budget)");
+            anyhow::bail!(
+                "destinations.{name}.timeoutMs: at least 2000 (the whole publish budget)"
+            );
         }
         let mut cfg = ClientConfig::new();
         cfg.set("bootstrap.servers", &config.bootstrap_servers)
@@ -294,13 +360,33 @@ impl KafkaPublisher {
             .set("enable.idempotence", "true")
             .set("linger.ms", "0")
             .set("message.timeout.ms", config.timeout_ms.to_string())
-            .set("request.timeout.ms", config.timeout_ms.saturating_sub(1000).max(1000).to_string())
+            .set(
+                "request.timeout.ms",
+                config.timeout_ms.saturating_sub(1000).max(1000).to_string(),
+            )
             .set("reconnect.backoff.ms", "200")
             .set("reconnect.backoff.max.ms", "10000");
-        apply_security(&mut cfg, &config.security_protocol, &config.sasl_mechanism, &config.sasl_username, &config.sasl_password, &config.tls);
+        apply_security(
+            &mut cfg,
+            &config.security_protocol,
+            &config.sasl_mechanism,
+            &config.sasl_username,
+            &config.sasl_password,
+            &config.tls,
+        );
         let component = format!("kafka.{name}");
-        let producer = cfg.create_with_context(HealthContext { health: health.clone(), component })?;
-        Ok(KafkaPublisher { name: name.to_string(), config, topic, key, producer, health })
+        let producer = cfg.create_with_context(HealthContext {
+            health: health.clone(),
+            component,
+        })?;
+        Ok(KafkaPublisher {
+            name: name.to_string(),
+            config,
+            topic,
+            key,
+            producer,
+            health,
+        })
     }
 
     pub fn component(&self) -> String {
@@ -312,10 +398,16 @@ impl KafkaPublisher {
         if topic.trim().is_empty() {
             anyhow::bail!("Destination '{}' rendered an empty topic from template '{}'. QueueBox does not publish the message.", self.name, self.topic.source());
         }
-        let key = msg.routing_key.clone().unwrap_or_else(|| self.key.render(msg));
+        let key = msg
+            .routing_key
+            .clone()
+            .unwrap_or_else(|| self.key.render(msg));
         let mut headers = OwnedHeaders::new();
         let mut add = |k: &str, v: &str| {
-            headers = std::mem::replace(&mut headers, OwnedHeaders::new()).insert(Header { key: k, value: Some(v.as_bytes()) });
+            headers = std::mem::replace(&mut headers, OwnedHeaders::new()).insert(Header {
+                key: k,
+                value: Some(v.as_bytes()),
+            });
         };
         for (k, v) in &self.config.headers {
             add(k, v);
@@ -331,12 +423,20 @@ impl KafkaPublisher {
         if !key.trim().is_empty() {
             record = record.key(&key);
         }
-        match self.producer.send(record, Duration::from_millis(self.config.timeout_ms)).await {
+        match self
+            .producer
+            .send(record, Duration::from_millis(self.config.timeout_ms))
+            .await
+        {
             Ok(_) => {
                 self.health.set_up(&self.component());
                 Ok(())
             }
-            Err((e, _)) => anyhow::bail!("Kafka did not acknowledge message {} on topic {}: {e}", msg.id, topic),
+            Err((e, _)) => anyhow::bail!(
+                "Kafka did not acknowledge message {} on topic {}: {e}",
+                msg.id,
+                topic
+            ),
         }
     }
 }

@@ -15,12 +15,12 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{NatsDestinationConfig, NatsSourceConfig};
-use queuebox_config::brokers::NatsLogin;
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::outbound::OutboundMessage;
 use crate::reconnect::Backoff;
 use crate::template::{self, Template};
+use queuebox_config::brokers::NatsLogin;
 
 /// Connects to `servers` (comma separated) with `login` (token, user/password, NKey seed or
 /// `.creds` file; TLS with a CA and client certificate).
@@ -30,18 +30,29 @@ use crate::template::{self, Template};
 /// come back at once as an error naming the connection and the cause (async-nats would
 /// otherwise retry in the background and report only "tls error"). Only a server that is
 /// not reachable yet is retried in the background, as before.
-pub async fn connect(servers: &str, login: NatsLogin<'_>, name: &str) -> anyhow::Result<async_nats::Client> {
+pub async fn connect(
+    servers: &str,
+    login: NatsLogin<'_>,
+    name: &str,
+) -> anyhow::Result<async_nats::Client> {
     let addrs: Vec<ServerAddr> = servers
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(|s| s.parse::<ServerAddr>().map_err(|e| anyhow::anyhow!("NATS server `{}`: {e}", redact_error(s, &[]))))
+        .map(|s| {
+            s.parse::<ServerAddr>()
+                .map_err(|e| anyhow::anyhow!("NATS server `{}`: {e}", redact_error(s, &[])))
+        })
         .collect::<anyhow::Result<_>>()?;
     let at = || format!("NATS `{name}` at {}", redact_error(servers, &[]));
     let options = || async {
-        let mut opts = async_nats::ConnectOptions::new().name(format!("queuebox-{name}")).connection_timeout(Duration::from_secs(5));
+        let mut opts = async_nats::ConnectOptions::new()
+            .name(format!("queuebox-{name}"))
+            .connection_timeout(Duration::from_secs(5));
         if let Some(path) = login.creds_file {
-            opts = opts.credentials_file(path).await.map_err(|e| anyhow::anyhow!("{}: cannot read the credentials file {path}: {e}", at()))?;
+            opts = opts.credentials_file(path).await.map_err(|e| {
+                anyhow::anyhow!("{}: cannot read the credentials file {path}: {e}", at())
+            })?;
         } else if let Some(seed) = login.nkey_seed {
             opts = opts.nkey(seed.expose().to_string());
         } else if let Some(t) = login.token {
@@ -67,7 +78,12 @@ pub async fn connect(servers: &str, login: NatsLogin<'_>, name: &str) -> anyhow:
             tracing::warn!(connection = %at(), error = %chain(&e), "NATS is not reachable yet; retrying in the background");
             // async-nats reconnects by itself (with its own backoff); keep it trying for ever.
             // retry_on_initial_connect returns at once; the first operation waits for the link.
-            options().await?.retry_on_initial_connect().connect(addrs).await.map_err(|e| anyhow::anyhow!("{}: {}", at(), chain(&e)))
+            options()
+                .await?
+                .retry_on_initial_connect()
+                .connect(addrs)
+                .await
+                .map_err(|e| anyhow::anyhow!("{}: {}", at(), chain(&e)))
         }
         Err(e) => Err(anyhow::anyhow!("{}: {}", at(), chain(&e))),
     }
@@ -85,7 +101,14 @@ fn unreachable(e: &async_nats::ConnectError) -> bool {
             let mut cause = std::error::Error::source(e);
             while let Some(c) = cause {
                 if let Some(io) = c.downcast_ref::<std::io::Error>() {
-                    return matches!(io.kind(), Io::ConnectionRefused | Io::TimedOut | Io::HostUnreachable | Io::NetworkUnreachable | Io::AddrNotAvailable);
+                    return matches!(
+                        io.kind(),
+                        Io::ConnectionRefused
+                            | Io::TimedOut
+                            | Io::HostUnreachable
+                            | Io::NetworkUnreachable
+                            | Io::AddrNotAvailable
+                    );
                 }
                 cause = c.source();
             }
@@ -150,10 +173,20 @@ pub struct NatsSource {
 }
 
 impl NatsSource {
-    pub fn new(name: &str, config: NatsSourceConfig, sink: Arc<dyn Sink>, health: Health) -> anyhow::Result<Self> {
+    pub fn new(
+        name: &str,
+        config: NatsSourceConfig,
+        sink: Arc<dyn Sink>,
+        health: Health,
+    ) -> anyhow::Result<Self> {
         validate_source(name, &config)?;
         health.register(&format!("nats.{name}"));
-        Ok(NatsSource { name: name.to_string(), config, sink, health })
+        Ok(NatsSource {
+            name: name.to_string(),
+            config,
+            sink,
+            health,
+        })
     }
 
     pub fn component(&self) -> String {
@@ -190,7 +223,9 @@ impl NatsSource {
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
         let js = jetstream::new(client.clone());
-        let stream = match tokio::time::timeout(Duration::from_secs(10), js.get_stream(&c.stream)).await {
+        let stream = match tokio::time::timeout(Duration::from_secs(10), js.get_stream(&c.stream))
+            .await
+        {
             Err(_) => return RunEnd::Broken("JetStream did not answer within 10 s".into()),
             Ok(Ok(s)) => s,
             Ok(Err(e)) => {
@@ -217,7 +252,13 @@ impl NatsSource {
             Ok(cons) => cons,
             Err(e) => return RunEnd::Broken(format!("durable consumer '{}': {e}", c.durable)),
         };
-        let mut messages = match consumer.stream().max_messages_per_batch(c.batch_size.max(1)).heartbeat(Duration::from_secs(5)).messages().await {
+        let mut messages = match consumer
+            .stream()
+            .max_messages_per_batch(c.batch_size.max(1))
+            .heartbeat(Duration::from_secs(5))
+            .messages()
+            .await
+        {
             Ok(m) => m,
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
@@ -235,7 +276,12 @@ impl NatsSource {
                 Some(Err(e)) => return RunEnd::Broken(e.to_string()),
                 None => return RunEnd::Broken("the consumer stream ended".into()),
             };
-            let received = Received { body: &msg.payload, headers: header_pairs(msg.headers.as_ref()), message_id: None, record_key: None };
+            let received = Received {
+                body: &msg.payload,
+                headers: header_pairs(msg.headers.as_ref()),
+                message_id: None,
+                record_key: None,
+            };
             match self.sink.store(&received).await {
                 Ok(()) => {
                     store_backoff.reset();
@@ -271,7 +317,13 @@ impl NatsPublisher {
         if let Some(c) = &config.subject_from {
             template::check_from_column(c, "subjectFrom", name)?;
         }
-        Ok(NatsPublisher { name: name.to_string(), config, subject, client: OnceCell::new(), health })
+        Ok(NatsPublisher {
+            name: name.to_string(),
+            config,
+            subject,
+            client: OnceCell::new(),
+            health,
+        })
     }
 
     pub fn component(&self) -> String {
@@ -287,7 +339,9 @@ impl NatsPublisher {
 
     /// True while the client holds a connection.
     pub fn connected(&self) -> bool {
-        self.client.get().is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
+        self.client
+            .get()
+            .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
     }
 
     pub async fn publish(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
@@ -324,24 +378,41 @@ impl NatsPublisher {
         if self.config.jet_stream {
             let js = jetstream::new(client);
             let fut = async {
-                let ack = js.publish_with_headers(subject.clone(), headers, body).await?;
+                let ack = js
+                    .publish_with_headers(subject.clone(), headers, body)
+                    .await?;
                 ack.await.map_err(anyhow::Error::from)
             };
             match tokio::time::timeout(budget, fut).await {
-                Err(_) => anyhow::bail!("JetStream did not acknowledge message {} on subject {} within {} ms", msg.id, subject, budget.as_millis()),
-                Ok(Err(e)) => anyhow::bail!("JetStream refused message {} on subject {}: {e}", msg.id, subject),
+                Err(_) => anyhow::bail!(
+                    "JetStream did not acknowledge message {} on subject {} within {} ms",
+                    msg.id,
+                    subject,
+                    budget.as_millis()
+                ),
+                Ok(Err(e)) => anyhow::bail!(
+                    "JetStream refused message {} on subject {}: {e}",
+                    msg.id,
+                    subject
+                ),
                 Ok(Ok(_ack)) => Ok(()),
             }
         } else {
             // Core NATS: no delivery guarantee; the flush only says the server got the bytes.
             let fut = async {
-                client.publish_with_headers(subject.clone(), headers, body).await?;
+                client
+                    .publish_with_headers(subject.clone(), headers, body)
+                    .await?;
                 client.flush().await?;
                 anyhow::Ok(())
             };
-            tokio::time::timeout(budget, fut)
-                .await
-                .map_err(|_| anyhow::anyhow!("NATS flush of message {} did not finish within {} ms", msg.id, budget.as_millis()))?
+            tokio::time::timeout(budget, fut).await.map_err(|_| {
+                anyhow::anyhow!(
+                    "NATS flush of message {} did not finish within {} ms",
+                    msg.id,
+                    budget.as_millis()
+                )
+            })?
         }
     }
 }

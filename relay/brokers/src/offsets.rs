@@ -73,7 +73,11 @@ impl OffsetTracker {
         let p = self.parts.get_mut(tp)?;
         p.offsets.get(&offset)?;
         p.offsets.insert(offset, State::Failed);
-        let first_failed = p.offsets.iter().find(|(_, s)| **s == State::Failed).map(|(o, _)| *o)?;
+        let first_failed = p
+            .offsets
+            .iter()
+            .find(|(_, s)| **s == State::Failed)
+            .map(|(o, _)| *o)?;
         if first_failed != offset {
             // An earlier record already failed: this one is reread anyway.
             p.offsets.remove(&offset);
@@ -112,7 +116,15 @@ impl OffsetTracker {
 
     /// Records dispatched and not finished yet.
     pub fn in_flight(&self) -> usize {
-        self.parts.values().map(|p| p.offsets.values().filter(|s| **s == State::InFlight).count()).sum()
+        self.parts
+            .values()
+            .map(|p| {
+                p.offsets
+                    .values()
+                    .filter(|s| **s == State::InFlight)
+                    .count()
+            })
+            .sum()
     }
 
     /// A rebalance took the partition away: forget it.
@@ -141,7 +153,11 @@ mod tests {
         assert_eq!(t.fail(&tp(0), 13), Some(13));
         t.accept(&tp(0), 14); // finished after the failure: forgotten, reread later
         assert_eq!(t.fail(&tp(0), 15), None);
-        assert_eq!(t.take_committable(), vec![(tp(0), 13)], "10..=12 are done; 13 is not");
+        assert_eq!(
+            t.take_committable(),
+            vec![(tp(0), 13)],
+            "10..=12 are done; 13 is not"
+        );
         assert_eq!(t.take_committable(), vec![]);
         // Copies read before the seek took effect are skipped, then 13 comes back.
         assert_eq!(t.admit(&tp(0), 14), Admit::Skip);

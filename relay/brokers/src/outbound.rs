@@ -47,7 +47,10 @@ impl OutboundMessage {
     /// the message must still arrive whole.
     pub fn header_pairs(&self) -> impl Iterator<Item = (&str, String)> {
         self.headers.iter().filter_map(|(k, v)| {
-            let text = v.as_str().map(str::to_string).unwrap_or_else(|| v.to_string());
+            let text = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
             match headers::forwardable(k, &text) {
                 Ok(()) => Some((k.as_str(), text)),
                 Err(why) => {
@@ -76,10 +79,25 @@ mod tests {
     #[test]
     fn framing_and_unsendable_row_headers_are_not_sent() {
         let mut headers = Map::new();
-        for (k, v) in [("Content-Length", "37"), ("Host", "sender"), ("Transfer-Encoding", "chunked"), ("X-Bad", "a\r\nInjected: 1"), ("x-tenant", "acme")] {
+        for (k, v) in [
+            ("Content-Length", "37"),
+            ("Host", "sender"),
+            ("Transfer-Encoding", "chunked"),
+            ("X-Bad", "a\r\nInjected: 1"),
+            ("x-tenant", "acme"),
+        ] {
             headers.insert(k.into(), Value::from(v));
         }
-        let m = OutboundMessage { id: Uuid::nil(), topic: "t".into(), key: None, aggregate_type: None, payload: Value::Null, headers, attempt: 0, routing_key: None };
+        let m = OutboundMessage {
+            id: Uuid::nil(),
+            topic: "t".into(),
+            key: None,
+            aggregate_type: None,
+            payload: Value::Null,
+            headers,
+            attempt: 0,
+            routing_key: None,
+        };
         let sent: Vec<(&str, String)> = m.header_pairs().collect();
         assert_eq!(sent, [("x-tenant", "acme".to_string())]);
     }

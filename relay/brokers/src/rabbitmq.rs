@@ -8,17 +8,20 @@ use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
 use lapin::options::{
-    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions, BasicPublishOptions, BasicQosOptions,
-    ConfirmSelectOptions, ExchangeDeclareOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
+    BasicPublishOptions, BasicQosOptions, ConfirmSelectOptions, ExchangeDeclareOptions,
+    QueueDeclareOptions,
 };
-use lapin::Confirmation;
 use lapin::types::{AMQPValue, FieldTable};
+use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
 use queuebox_core::headers::redact_error;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{BrokerTls, DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig};
+use crate::config::{
+    BrokerTls, DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig,
+};
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::outbound::OutboundMessage;
@@ -46,9 +49,19 @@ pub struct RabbitMqSource {
 }
 
 impl RabbitMqSource {
-    pub fn new(name: &str, config: RabbitMqSourceConfig, sink: Arc<dyn Sink>, health: Health) -> Self {
+    pub fn new(
+        name: &str,
+        config: RabbitMqSourceConfig,
+        sink: Arc<dyn Sink>,
+        health: Health,
+    ) -> Self {
         health.register(&Self::component_of(name));
-        RabbitMqSource { name: name.to_string(), config, sink, health }
+        RabbitMqSource {
+            name: name.to_string(),
+            config,
+            sink,
+            health,
+        }
     }
 
     fn component_of(name: &str) -> String {
@@ -61,7 +74,12 @@ impl RabbitMqSource {
 
     /// Connects once and checks the queue, so that a missing queue fails startup loudly.
     pub async fn check(&self) -> anyhow::Result<()> {
-        let conn = connect(&self.config.connection_url, self.config.tls.as_ref(), &self.name).await?;
+        let conn = connect(
+            &self.config.connection_url,
+            self.config.tls.as_ref(),
+            &self.name,
+        )
+        .await?;
         let channel = conn.create_channel().await?;
         let r = self.declare(&channel).await;
         let _ = conn.close(200, "check done".into()).await;
@@ -71,9 +89,15 @@ impl RabbitMqSource {
     async fn declare(&self, channel: &Channel) -> anyhow::Result<()> {
         let q = &self.config.queue_name;
         let options = if self.config.declare_queue {
-            QueueDeclareOptions { durable: true, ..Default::default() }
+            QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            }
         } else {
-            QueueDeclareOptions { passive: true, ..Default::default() }
+            QueueDeclareOptions {
+                passive: true,
+                ..Default::default()
+            }
         };
         match channel.queue_declare(q.as_str().into(), options, FieldTable::default()).await {
             Ok(_) => Ok(()),
@@ -114,7 +138,13 @@ impl RabbitMqSource {
     }
 
     async fn run_once(&self, stop: &CancellationToken, backoff: &mut Backoff) -> RunEnd {
-        let conn = match connect(&self.config.connection_url, self.config.tls.as_ref(), &self.name).await {
+        let conn = match connect(
+            &self.config.connection_url,
+            self.config.tls.as_ref(),
+            &self.name,
+        )
+        .await
+        {
             Ok(c) => c,
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
@@ -123,15 +153,27 @@ impl RabbitMqSource {
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
         if let Err(e) = self.declare(&channel).await {
-            return if e.to_string().contains("does not exist") { RunEnd::Fatal(e) } else { RunEnd::Broken(e.to_string()) };
+            return if e.to_string().contains("does not exist") {
+                RunEnd::Fatal(e)
+            } else {
+                RunEnd::Broken(e.to_string())
+            };
         }
         let prefetch = self.config.prefetch_count.max(1);
-        if let Err(e) = channel.basic_qos(prefetch, BasicQosOptions::default()).await {
+        if let Err(e) = channel
+            .basic_qos(prefetch, BasicQosOptions::default())
+            .await
+        {
             return RunEnd::Broken(e.to_string());
         }
         let tag = format!("queuebox-{}-{}", self.name, uuid::Uuid::new_v4().simple());
         let mut consumer = match channel
-            .basic_consume(self.config.queue_name.as_str().into(), tag.as_str().into(), BasicConsumeOptions::default(), FieldTable::default())
+            .basic_consume(
+                self.config.queue_name.as_str().into(),
+                tag.as_str().into(),
+                BasicConsumeOptions::default(),
+                FieldTable::default(),
+            )
             .await
         {
             Ok(c) => c,
@@ -201,7 +243,9 @@ impl RabbitMqSource {
             }
             RunEnd::Stopped => {
                 // Stop: cancel the consumer, drain what is in flight, close.
-                let _ = channel.basic_cancel(tag.as_str().into(), BasicCancelOptions::default()).await;
+                let _ = channel
+                    .basic_cancel(tag.as_str().into(), BasicCancelOptions::default())
+                    .await;
                 while let Some(r) = in_flight.next().await {
                     if matches!(r, Err(RunEnd::Crashed)) {
                         break;
@@ -221,29 +265,45 @@ impl RabbitMqSource {
 async fn connect(url: &str, tls: Option<&BrokerTls>, name: &str) -> anyhow::Result<Connection> {
     let at = || format!("RabbitMQ `{name}` at {}", redact_error(url, &[]));
     queuebox_core::tls::install_provider();
-    let props = ConnectionProperties::default().with_connection_name(format!("queuebox-{name}").into());
-    let read = |path: &str| std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read {path}: {e}", at()));
+    let props =
+        ConnectionProperties::default().with_connection_name(format!("queuebox-{name}").into());
+    let read = |path: &str| {
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read {path}: {e}", at()))
+    };
     let mut config = lapin::tcp::OwnedTLSConfig::default();
     if let Some(t) = tls {
         if let Some(ca) = &t.ca_file {
             config.cert_chain = Some(String::from_utf8_lossy(&read(ca)?).into_owned());
         }
         if let (Some(cert), Some(key)) = (&t.cert_file, &t.key_file) {
-            config.identity = Some(lapin::tcp::OwnedIdentity::PKCS8 { pem: read(cert)?, key: read(key)? });
+            config.identity = Some(lapin::tcp::OwnedIdentity::PKCS8 {
+                pem: read(cert)?,
+                key: read(key)?,
+            });
         }
     }
-    let runtime = lapin::runtime::default_runtime().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
-    tokio::time::timeout(Duration::from_secs(10), Connection::connect_with_config(url, props, config, runtime))
-        .await
-        .map_err(|_| anyhow::anyhow!("{}: no connection within 10 s", at()))?
-        .map_err(|e| anyhow::anyhow!("{}: {}", at(), redact_error(&e.to_string(), &[])))
+    let runtime =
+        lapin::runtime::default_runtime().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        Connection::connect_with_config(url, props, config, runtime),
+    )
+    .await
+    .map_err(|_| anyhow::anyhow!("{}: no connection within 10 s", at()))?
+    .map_err(|e| anyhow::anyhow!("{}: {}", at(), redact_error(&e.to_string(), &[])))
 }
 
 /// AMQP headers as strings (reference 6.4): typed values as their text, nested tables and
 /// arrays as JSON text, byte arrays as UTF-8 or `base64:`.
 pub fn amqp_headers(table: Option<&FieldTable>) -> Vec<(String, String)> {
-    let Some(table) = table else { return Vec::new() };
-    table.inner().iter().map(|(k, v)| (k.as_str().to_string(), amqp_text(v))).collect()
+    let Some(table) = table else {
+        return Vec::new();
+    };
+    table
+        .inner()
+        .iter()
+        .map(|(k, v)| (k.as_str().to_string(), amqp_text(v)))
+        .collect()
 }
 
 fn amqp_text(v: &AMQPValue) -> String {
@@ -262,17 +322,26 @@ fn amqp_text(v: &AMQPValue) -> String {
         AMQPValue::ShortString(s) => s.as_str().to_string(),
         AMQPValue::LongString(s) => match std::str::from_utf8(s.as_bytes()) {
             Ok(t) => t.to_string(),
-            Err(_) => format!("base64:{}", base64::engine::general_purpose::STANDARD.encode(s.as_bytes())),
+            Err(_) => format!(
+                "base64:{}",
+                base64::engine::general_purpose::STANDARD.encode(s.as_bytes())
+            ),
         },
         AMQPValue::ByteArray(b) => match std::str::from_utf8(b.as_slice()) {
             Ok(t) => t.to_string(),
-            Err(_) => format!("base64:{}", base64::engine::general_purpose::STANDARD.encode(b.as_slice())),
+            Err(_) => format!(
+                "base64:{}",
+                base64::engine::general_purpose::STANDARD.encode(b.as_slice())
+            ),
         },
         AMQPValue::Timestamp(t) => t.to_string(),
         AMQPValue::Void => String::new(),
         AMQPValue::FieldTable(t) => {
-            let m: serde_json::Map<String, serde_json::Value> =
-                t.inner().iter().map(|(k, v)| (k.as_str().to_string(), amqp_json(v))).collect();
+            let m: serde_json::Map<String, serde_json::Value> = t
+                .inner()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), amqp_json(v)))
+                .collect();
             serde_json::Value::Object(m).to_string()
         }
         other => amqp_json(other).to_string(),
@@ -290,9 +359,18 @@ fn amqp_json(v: &AMQPValue) -> serde_json::Value {
         AMQPValue::LongInt(i) => (*i).into(),
         AMQPValue::LongUInt(i) => (*i).into(),
         AMQPValue::LongLongInt(i) => (*i).into(),
-        AMQPValue::Float(f) => serde_json::Number::from_f64(f64::from(*f)).map(Value::Number).unwrap_or(Value::Null),
-        AMQPValue::Double(f) => serde_json::Number::from_f64(*f).map(Value::Number).unwrap_or(Value::Null),
-        AMQPValue::FieldTable(t) => Value::Object(t.inner().iter().map(|(k, v)| (k.as_str().to_string(), amqp_json(v))).collect()),
+        AMQPValue::Float(f) => serde_json::Number::from_f64(f64::from(*f))
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        AMQPValue::Double(f) => serde_json::Number::from_f64(*f)
+            .map(Value::Number)
+            .unwrap_or(Value::Null),
+        AMQPValue::FieldTable(t) => Value::Object(
+            t.inner()
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), amqp_json(v)))
+                .collect(),
+        ),
         AMQPValue::FieldArray(a) => Value::Array(a.as_slice().iter().map(amqp_json).collect()),
         AMQPValue::Void => Value::Null,
         other => Value::String(amqp_text(other)),
@@ -311,13 +389,25 @@ pub struct RabbitMqPublisher {
 }
 
 impl RabbitMqPublisher {
-    pub fn new(name: &str, config: RabbitMqDestinationConfig, health: Health) -> anyhow::Result<Self> {
+    pub fn new(
+        name: &str,
+        config: RabbitMqDestinationConfig,
+        health: Health,
+    ) -> anyhow::Result<Self> {
         let exchange = Template::parse(&config.exchange, "exchange", name)?;
-        let routing_key = Template::parse(&config.routing_key_template, "routingKeyTemplate", name)?;
+        let routing_key =
+            Template::parse(&config.routing_key_template, "routingKeyTemplate", name)?;
         if let Some(c) = &config.exchange_from {
             template::check_from_column(c, "exchangeFrom", name)?;
         }
-        Ok(RabbitMqPublisher { name: name.to_string(), config, exchange, routing_key, channel: Mutex::new(None), health })
+        Ok(RabbitMqPublisher {
+            name: name.to_string(),
+            config,
+            exchange,
+            routing_key,
+            channel: Mutex::new(None),
+            health,
+        })
     }
 
     pub fn component(&self) -> String {
@@ -327,7 +417,9 @@ impl RabbitMqPublisher {
     async fn open(&self) -> anyhow::Result<(Connection, Channel)> {
         let conn = connect(&self.config.url, self.config.tls.as_ref(), &self.name).await?;
         let channel = conn.create_channel().await?;
-        channel.confirm_select(ConfirmSelectOptions::default()).await?;
+        channel
+            .confirm_select(ConfirmSelectOptions::default())
+            .await?;
         Ok((conn, channel))
     }
 
@@ -338,9 +430,14 @@ impl RabbitMqPublisher {
         if exchange.trim().is_empty() {
             anyhow::bail!("Destination '{}' rendered an empty exchange from template '{}'. QueueBox does not publish the message.", self.name, self.exchange.source());
         }
-        let routing_key = msg.routing_key.clone().unwrap_or_else(|| self.routing_key.render(msg));
+        let routing_key = msg
+            .routing_key
+            .clone()
+            .unwrap_or_else(|| self.routing_key.render(msg));
         let mut guard = self.channel.lock().await;
-        if guard.as_ref().map_or(true, |(c, ch)| !c.status().connected() || !ch.status().connected()) {
+        if guard.as_ref().map_or(true, |(c, ch)| {
+            !c.status().connected() || !ch.status().connected()
+        }) {
             match self.open().await {
                 Ok(pair) => *guard = Some(pair),
                 Err(e) => {
@@ -366,7 +463,13 @@ impl RabbitMqPublisher {
         result
     }
 
-    async fn publish_on(&self, channel: &Channel, exchange: &str, routing_key: &str, msg: &OutboundMessage) -> anyhow::Result<()> {
+    async fn publish_on(
+        &self,
+        channel: &Channel,
+        exchange: &str,
+        routing_key: &str,
+        msg: &OutboundMessage,
+    ) -> anyhow::Result<()> {
         let kind = match self.config.exchange_type {
             ExchangeType::Topic => ExchangeKind::Topic,
             ExchangeType::Direct => ExchangeKind::Direct,
@@ -375,7 +478,15 @@ impl RabbitMqPublisher {
         // Declaring is idempotent and cheap; an exchange that exists with another type fails
         // the row with the broker's reason (and closes the channel, reopened next time).
         channel
-            .exchange_declare(exchange.into(), kind, ExchangeDeclareOptions { durable: true, ..Default::default() }, FieldTable::default())
+            .exchange_declare(
+                exchange.into(),
+                kind,
+                ExchangeDeclareOptions {
+                    durable: true,
+                    ..Default::default()
+                },
+                FieldTable::default(),
+            )
             .await?;
         let mut headers = FieldTable::default();
         for (k, v) in &self.config.headers {
@@ -384,7 +495,10 @@ impl RabbitMqPublisher {
         for (k, v) in msg.header_pairs() {
             headers.insert(k.into(), AMQPValue::LongString(v.as_str().into()));
         }
-        headers.insert("x-topic".into(), AMQPValue::LongString(msg.topic.as_str().into()));
+        headers.insert(
+            "x-topic".into(),
+            AMQPValue::LongString(msg.topic.as_str().into()),
+        );
         headers.insert("x-attempt".into(), AMQPValue::LongInt(msg.attempt));
         let mode = match self.config.delivery_mode {
             DeliveryMode::Persistent => 2,
@@ -397,18 +511,42 @@ impl RabbitMqPublisher {
             .with_headers(headers);
         let body = serde_json::to_vec(&msg.payload)?;
         let confirm = channel
-            .basic_publish(exchange.into(), routing_key.into(), BasicPublishOptions { mandatory: true, ..Default::default() }, &body, props)
+            .basic_publish(
+                exchange.into(),
+                routing_key.into(),
+                BasicPublishOptions {
+                    mandatory: true,
+                    ..Default::default()
+                },
+                &body,
+                props,
+            )
             .await?;
         let wait = Duration::from_millis(self.config.timeout_ms.clamp(1000, 5000));
         match tokio::time::timeout(wait, confirm).await {
-            Err(_) => anyhow::bail!("Publish not confirmed: message {} on exchange {} within {} ms", msg.id, exchange, wait.as_millis()),
+            Err(_) => anyhow::bail!(
+                "Publish not confirmed: message {} on exchange {} within {} ms",
+                msg.id,
+                exchange,
+                wait.as_millis()
+            ),
             Ok(Err(e)) => Err(e.into()),
             Ok(Ok(Confirmation::Ack(None))) => Ok(()),
             Ok(Ok(Confirmation::Ack(Some(_)))) | Ok(Ok(Confirmation::Nack(Some(_)))) => {
-                anyhow::bail!("Message {} is unroutable on exchange {} with routing key {}", msg.id, exchange, routing_key)
+                anyhow::bail!(
+                    "Message {} is unroutable on exchange {} with routing key {}",
+                    msg.id,
+                    exchange,
+                    routing_key
+                )
             }
-            Ok(Ok(Confirmation::Nack(None))) => anyhow::bail!("Publish not confirmed: the broker nacked message {}", msg.id),
-            Ok(Ok(Confirmation::NotRequested)) => anyhow::bail!("Publish not confirmed: confirms are off on the channel"),
+            Ok(Ok(Confirmation::Nack(None))) => anyhow::bail!(
+                "Publish not confirmed: the broker nacked message {}",
+                msg.id
+            ),
+            Ok(Ok(Confirmation::NotRequested)) => {
+                anyhow::bail!("Publish not confirmed: confirms are off on the channel")
+            }
         }
     }
 }

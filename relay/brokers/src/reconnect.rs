@@ -20,7 +20,11 @@ impl Default for Backoff {
 
 impl Backoff {
     pub fn new(min: Duration, max: Duration) -> Self {
-        Backoff { next: min, min, max }
+        Backoff {
+            next: min,
+            min,
+            max,
+        }
     }
 
     /// The delay before the next attempt; each call doubles the following one.

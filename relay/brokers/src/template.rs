@@ -28,8 +28,12 @@ impl<'a> Placeholder<'a> {
             "key" => Some(Placeholder::Key),
             "aggregateType" => Some(Placeholder::AggregateType),
             n => {
-                let path = n.strip_prefix("payload.").or_else(|| n.strip_prefix("data."))?;
-                path.split('.').all(|s| !s.is_empty()).then_some(Placeholder::Payload(path))
+                let path = n
+                    .strip_prefix("payload.")
+                    .or_else(|| n.strip_prefix("data."))?;
+                path.split('.')
+                    .all(|s| !s.is_empty())
+                    .then_some(Placeholder::Payload(path))
             }
         }
     }
@@ -40,7 +44,10 @@ impl<'a> Placeholder<'a> {
             Placeholder::Topic => Some(Cow::Borrowed(&msg.topic)),
             Placeholder::Key => msg.key.as_deref().map(Cow::Borrowed),
             Placeholder::AggregateType => msg.aggregate_type.as_deref().map(Cow::Borrowed),
-            Placeholder::Payload(path) => match path.split('.').try_fold(&msg.payload, |v, seg| v.get(seg))? {
+            Placeholder::Payload(path) => match path
+                .split('.')
+                .try_fold(&msg.payload, |v, seg| v.get(seg))?
+            {
                 Value::String(s) => Some(Cow::Borrowed(s)),
                 Value::Null => None,
                 other => Some(Cow::Owned(other.to_string())),
@@ -56,8 +63,12 @@ pub struct Template(queuebox_config::Template);
 impl Template {
     /// Parses `text`; `field` and `destination` name the error.
     pub fn parse(text: &str, field: &str, destination: &str) -> anyhow::Result<Self> {
-        let template = queuebox_config::Template::parse(text).map_err(|e| anyhow::anyhow!("destinations.{destination}.{field}: {e}"))?;
-        if let Some(other) = template.placeholders().find(|name| Placeholder::of(name).is_none()) {
+        let template = queuebox_config::Template::parse(text)
+            .map_err(|e| anyhow::anyhow!("destinations.{destination}.{field}: {e}"))?;
+        if let Some(other) = template
+            .placeholders()
+            .find(|name| Placeholder::of(name).is_none())
+        {
             anyhow::bail!(
                 "destinations.{destination}.{field}: the placeholder `{{{{ {other} }}}}` is not allowed; use topic, key, aggregateType, payload.<field> or data.<field>"
             );
@@ -71,7 +82,8 @@ impl Template {
 
     /// Renders for `msg`; a missing value renders as empty text.
     pub fn render(&self, msg: &OutboundMessage) -> String {
-        self.0.render(|name| Placeholder::of(name).and_then(|p| p.value(msg)))
+        self.0
+            .render(|name| Placeholder::of(name).and_then(|p| p.value(msg)))
     }
 }
 
@@ -111,13 +123,23 @@ mod tests {
 
     #[test]
     fn every_placeholder_renders_from_the_message() {
-        let t = Template::parse("{{ aggregateType }}.{{topic}}.{{ key }}.{{ payload.region }}.{{ data.n.m }}", "exchange", "d").unwrap();
+        let t = Template::parse(
+            "{{ aggregateType }}.{{topic}}.{{ key }}.{{ payload.region }}.{{ data.n.m }}",
+            "exchange",
+            "d",
+        )
+        .unwrap();
         assert_eq!(t.render(&msg()), "order.orders.created.o-1.eu.3");
     }
 
     #[test]
     fn a_missing_or_null_payload_field_renders_as_empty_text() {
-        let t = Template::parse("[{{ payload.nope }}|{{ payload.gone }}|{{ key }}]", "subject", "d").unwrap();
+        let t = Template::parse(
+            "[{{ payload.nope }}|{{ payload.gone }}|{{ key }}]",
+            "subject",
+            "d",
+        )
+        .unwrap();
         let mut m = msg();
         m.payload = serde_json::json!({"gone": null});
         m.key = None;
@@ -126,13 +148,20 @@ mod tests {
 
     #[test]
     fn an_unknown_placeholder_fails_naming_the_destination_and_field() {
-        let e = Template::parse("{{ eventType }}", "subject", "bus").unwrap_err().to_string();
-        assert!(e.starts_with("destinations.bus.subject: ") && e.contains("eventType"), "{e}");
+        let e = Template::parse("{{ eventType }}", "subject", "bus")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("destinations.bus.subject: ") && e.contains("eventType"),
+            "{e}"
+        );
     }
 
     #[test]
     fn an_unclosed_brace_fails_naming_the_destination_and_field() {
-        let e = Template::parse("{{ topic", "topic", "k").unwrap_err().to_string();
+        let e = Template::parse("{{ topic", "topic", "k")
+            .unwrap_err()
+            .to_string();
         assert_eq!(e, "destinations.k.topic: unclosed `{{` in `{{ topic`");
     }
 

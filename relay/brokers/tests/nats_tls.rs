@@ -31,14 +31,20 @@ impl Drop for Server {
 }
 
 fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// Certificates (a CA, another CA nobody trusts, a server certificate for localhost and
 /// 127.0.0.1, a client certificate) and a TLS-only nats-server with `nkey_public` as one user.
 fn start(test: &str, nkey_public: &str) -> Server {
     for tool in ["nats-server", "openssl"] {
-        if Command::new(tool).arg("--version").output().is_err() && Command::new(tool).arg("version").output().is_err() {
+        if Command::new(tool).arg("--version").output().is_err()
+            && Command::new(tool).arg("version").output().is_err()
+        {
             panic!("NOT RUN {test}: {tool} is not installed (bash scripts/brokers.sh deps installs nats-server; apt-get install openssl)");
         }
     }
@@ -57,8 +63,17 @@ leaf server localhost "extendedKeyUsage=serverAuth
 subjectAltName=DNS:localhost,IP:127.0.0.1"
 leaf client queuebox "extendedKeyUsage=clientAuth"
 "#;
-    let out = Command::new("bash").arg("-c").arg(script).current_dir(dir.path()).output().unwrap();
-    assert!(out.status.success(), "openssl: {}", String::from_utf8_lossy(&out.stderr));
+    let out = Command::new("bash")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "openssl: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let port = free_port();
     let certs = dir.path().to_path_buf();
     let conf = format!(
@@ -89,19 +104,43 @@ authorization {{
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(20);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "nats-server did not listen on {port}");
+        assert!(
+            Instant::now() < deadline,
+            "nats-server did not listen on {port}"
+        );
         std::thread::sleep(Duration::from_millis(50));
     }
-    Server { child, port, _dir: dir, certs }
+    Server {
+        child,
+        port,
+        _dir: dir,
+        certs,
+    }
 }
 
 fn tls(certs: &Path, ca: &str, client: bool) -> BrokerTls {
     let f = |n: &str| Some(certs.join(n).display().to_string());
-    BrokerTls { ca_file: f(ca), cert_file: if client { f("client.crt") } else { None }, key_file: if client { f("client.key") } else { None } }
+    BrokerTls {
+        ca_file: f(ca),
+        cert_file: if client { f("client.crt") } else { None },
+        key_file: if client { f("client.key") } else { None },
+    }
 }
 
-fn login<'a>(tls: &'a BrokerTls, user: Option<&'a str>, password: Option<&'a Secret>, nkey: Option<&'a Secret>) -> NatsLogin<'a> {
-    NatsLogin { username: user, password, token: None, nkey_seed: nkey, creds_file: None, tls: Some(tls) }
+fn login<'a>(
+    tls: &'a BrokerTls,
+    user: Option<&'a str>,
+    password: Option<&'a Secret>,
+    nkey: Option<&'a Secret>,
+) -> NatsLogin<'a> {
+    NatsLogin {
+        username: user,
+        password,
+        token: None,
+        nkey_seed: nkey,
+        creds_file: None,
+        tls: Some(tls),
+    }
 }
 
 /// A message published by one client reaches a subscriber on another: the link works.
@@ -118,12 +157,16 @@ async fn round_trip(a: &async_nats::Client, b: &async_nats::Client) {
             assert_eq!(&msg.unwrap().payload[..], b"over tls");
             return;
         }
-        assert!(Instant::now() < deadline, "no message crossed between the two TLS clients");
+        assert!(
+            Instant::now() < deadline,
+            "no message crossed between the two TLS clients"
+        );
     }
 }
 
 #[tokio::test]
-async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_refuses_a_wrong_ca_a_missing_certificate_and_a_wrong_password() {
+async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_refuses_a_wrong_ca_a_missing_certificate_and_a_wrong_password(
+) {
     let pair = nkeys::KeyPair::new_user();
     let server = start("nats_tls", &pair.public_key());
     let url = format!("tls://127.0.0.1:{}", server.port);
@@ -131,23 +174,71 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
     let password = Secret::new("relay-secret");
     let seed = Secret::new(pair.seed().unwrap());
 
-    let by_password = connect(&url, login(&right, Some("relay"), Some(&password), None), "orders").await.expect("password user over TLS");
-    let by_nkey = connect(&url, login(&right, None, None, Some(&seed)), "events").await.expect("nkey user over TLS");
+    let by_password = connect(
+        &url,
+        login(&right, Some("relay"), Some(&password), None),
+        "orders",
+    )
+    .await
+    .expect("password user over TLS");
+    let by_nkey = connect(&url, login(&right, None, None, Some(&seed)), "events")
+        .await
+        .expect("nkey user over TLS");
     round_trip(&by_password, &by_nkey).await;
-    assert!(by_password.server_info().tls_required, "the server requires TLS");
+    assert!(
+        by_password.server_info().tls_required,
+        "the server requires TLS"
+    );
 
     let started = Instant::now();
     let wrong_ca = tls(&server.certs, "other-ca.crt", true);
-    let e = connect(&url, login(&wrong_ca, Some("relay"), Some(&password), None), "orders").await.err().expect("a wrong CA is refused").to_string();
-    assert!(e.contains("NATS `orders`") && e.contains("127.0.0.1"), "names the connection: {e}");
-    assert!(e.to_lowercase().contains("tls") && e.contains("UnknownIssuer"), "says why: {e}");
+    let e = connect(
+        &url,
+        login(&wrong_ca, Some("relay"), Some(&password), None),
+        "orders",
+    )
+    .await
+    .err()
+    .expect("a wrong CA is refused")
+    .to_string();
+    assert!(
+        e.contains("NATS `orders`") && e.contains("127.0.0.1"),
+        "names the connection: {e}"
+    );
+    assert!(
+        e.to_lowercase().contains("tls") && e.contains("UnknownIssuer"),
+        "says why: {e}"
+    );
 
     let no_client_cert = tls(&server.certs, "ca.crt", false);
-    let e = connect(&url, login(&no_client_cert, Some("relay"), Some(&password), None), "orders").await.err().expect("no client certificate is refused").to_string();
+    let e = connect(
+        &url,
+        login(&no_client_cert, Some("relay"), Some(&password), None),
+        "orders",
+    )
+    .await
+    .err()
+    .expect("no client certificate is refused")
+    .to_string();
     assert!(e.contains("NATS `orders`"), "names the connection: {e}");
 
     let wrong = Secret::new("guess");
-    let e = connect(&url, login(&right, Some("relay"), Some(&wrong), None), "orders").await.err().expect("a wrong password is refused").to_string();
-    assert!(e.contains("NATS `orders`") && e.to_lowercase().contains("authoriz"), "says why: {e}");
-    assert!(started.elapsed() < Duration::from_secs(20), "refusals come at once, not after retries: {:?}", started.elapsed());
+    let e = connect(
+        &url,
+        login(&right, Some("relay"), Some(&wrong), None),
+        "orders",
+    )
+    .await
+    .err()
+    .expect("a wrong password is refused")
+    .to_string();
+    assert!(
+        e.contains("NATS `orders`") && e.to_lowercase().contains("authoriz"),
+        "says why: {e}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(20),
+        "refusals come at once, not after retries: {:?}",
+        started.elapsed()
+    );
 }

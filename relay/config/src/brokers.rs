@@ -63,7 +63,11 @@ pub struct AttributeHeaders {
 
 impl Default for AttributeHeaders {
     fn default() -> Self {
-        AttributeHeaders { idempotency_key: "x-idempotency-key".into(), aggregate_id: "x-aggregate-id".into(), event_type: "x-event-type".into() }
+        AttributeHeaders {
+            idempotency_key: "x-idempotency-key".into(),
+            aggregate_id: "x-aggregate-id".into(),
+            event_type: "x-event-type".into(),
+        }
     }
 }
 
@@ -279,8 +283,8 @@ nats_login!(NatsDestinationConfig);
 
 #[cfg(test)]
 mod tests {
-    use crate::{from_yaml_with_env, DestinationKind, SourceKind};
     use super::*;
+    use crate::{from_yaml_with_env, DestinationKind, SourceKind};
 
     const YAML: &str = "
 database:
@@ -328,29 +332,69 @@ sources:
     #[test]
     fn broker_kinds_parse_with_their_defaults() {
         let c = from_yaml_with_env(YAML, &[]).unwrap();
-        let SourceKind::RabbitMq(r) = &c.sources["orders"].kind else { panic!("rabbitmq") };
-        assert_eq!((r.prefetch_count, r.declare_queue, r.attribute_headers.idempotency_key.as_str()), (10, false, "x-key"));
+        let SourceKind::RabbitMq(r) = &c.sources["orders"].kind else {
+            panic!("rabbitmq")
+        };
+        assert_eq!(
+            (
+                r.prefetch_count,
+                r.declare_queue,
+                r.attribute_headers.idempotency_key.as_str()
+            ),
+            (10, false, "x-key")
+        );
         assert_eq!(r.attribute_headers.event_type, "x-event-type");
         assert_eq!(c.sources["orders"].topic_template(), "{{ source }}");
-        let SourceKind::Kafka(k) = &c.sources["clicks"].kind else { panic!("kafka") };
-        assert_eq!((k.auto_offset_reset, k.max_poll_records), (OffsetReset::Latest, 100));
-        let SourceKind::Nats(n) = &c.sources["events"].kind else { panic!("nats") };
+        let SourceKind::Kafka(k) = &c.sources["clicks"].kind else {
+            panic!("kafka")
+        };
+        assert_eq!(
+            (k.auto_offset_reset, k.max_poll_records),
+            (OffsetReset::Latest, 100)
+        );
+        let SourceKind::Nats(n) = &c.sources["events"].kind else {
+            panic!("nats")
+        };
         assert!(n.jet_stream && n.ack_wait_ms == 30_000);
-        let DestinationKind::RabbitMq(b) = &c.destinations["bus"].kind else { panic!("rabbitmq") };
-        assert_eq!((b.exchange_type, b.delivery_mode, b.routing_key_template.as_str()), (ExchangeType::Fanout, DeliveryMode::Persistent, "{{ topic }}"));
-        let DestinationKind::Nats(j) = &c.destinations["js"].kind else { panic!("nats") };
+        let DestinationKind::RabbitMq(b) = &c.destinations["bus"].kind else {
+            panic!("rabbitmq")
+        };
+        assert_eq!(
+            (
+                b.exchange_type,
+                b.delivery_mode,
+                b.routing_key_template.as_str()
+            ),
+            (
+                ExchangeType::Fanout,
+                DeliveryMode::Persistent,
+                "{{ topic }}"
+            )
+        );
+        let DestinationKind::Nats(j) = &c.destinations["js"].kind else {
+            panic!("nats")
+        };
         assert!(!j.jet_stream, "core NATS is allowed for destinations");
         assert!(c.secrets().contains(&"kafka-secret".to_string()));
     }
 
     #[test]
     fn core_nats_source_unknown_keys_and_a_short_kafka_budget_are_refused_by_name() {
-        let bad = YAML.replace("    durable: qb\n", "    durable: qb\n    jetStream: false\n").replace("    groupId: qb\n", "    groupId: qb\n    queueNmae: x\n").replace(
-            "    saslPassword: kafka-secret\n",
-            "    saslPassword: kafka-secret\n    timeoutMs: 500\n",
-        );
+        let bad = YAML
+            .replace(
+                "    durable: qb\n",
+                "    durable: qb\n    jetStream: false\n",
+            )
+            .replace("    groupId: qb\n", "    groupId: qb\n    queueNmae: x\n")
+            .replace(
+                "    saslPassword: kafka-secret\n",
+                "    saslPassword: kafka-secret\n    timeoutMs: 500\n",
+            );
         let e = from_yaml_with_env(&bad, &[]).unwrap_err().to_string();
-        assert!(e.contains("sources.events.jetStream") && e.contains("JetStream only"), "{e}");
+        assert!(
+            e.contains("sources.events.jetStream") && e.contains("JetStream only"),
+            "{e}"
+        );
         assert!(e.contains("queueNmae"), "{e}");
         assert!(e.contains("destinations.log.timeoutMs"), "{e}");
     }

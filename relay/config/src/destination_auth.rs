@@ -16,10 +16,17 @@ use crate::secret::Secret;
 use crate::strict::ConfigErrors;
 
 /// The `type` values of a destination's `auth`.
-pub const DESTINATION_AUTH_TYPES: &[&str] = &["bearer", "api-key", "basic", "header", "oauth2", "hmac"];
+pub const DESTINATION_AUTH_TYPES: &[&str] =
+    &["bearer", "api-key", "basic", "header", "oauth2", "hmac"];
 
 /// Request headers the HTTP publisher sets itself; an auth header may not take one over.
-const PUBLISHER_HEADERS: [&str; 5] = ["x-message-id", "x-topic", "x-attempt", "x-message-key", "content-type"];
+const PUBLISHER_HEADERS: [&str; 5] = [
+    "x-message-id",
+    "x-topic",
+    "x-attempt",
+    "x-message-key",
+    "content-type",
+];
 
 /// Outbound authentication of an HTTP destination.
 #[derive(Debug, Clone, Serialize)]
@@ -50,10 +57,15 @@ impl DestinationAuth {
     /// The headers this auth sets, lower-case (a row header of the same name is dropped).
     pub fn header_names(&self) -> Vec<String> {
         match self {
-            DestinationAuth::Bearer(_) | DestinationAuth::Basic(_) | DestinationAuth::OAuth2(_) => vec!["authorization".into()],
+            DestinationAuth::Bearer(_) | DestinationAuth::Basic(_) | DestinationAuth::OAuth2(_) => {
+                vec!["authorization".into()]
+            }
             DestinationAuth::ApiKey(k) => vec![k.header_name.to_ascii_lowercase()],
             DestinationAuth::Header(h) => vec![h.header_name.to_ascii_lowercase()],
-            DestinationAuth::Hmac(h) => std::iter::once(&h.header_name).chain(&h.timestamp_header).map(|s| s.to_ascii_lowercase()).collect(),
+            DestinationAuth::Hmac(h) => std::iter::once(&h.header_name)
+                .chain(&h.timestamp_header)
+                .map(|s| s.to_ascii_lowercase())
+                .collect(),
         }
     }
 
@@ -61,16 +73,24 @@ impl DestinationAuth {
     /// the Basic-encoded `user:password` pair as it goes on the wire (a receiver or token
     /// endpoint that echoes its `Authorization` header would otherwise leak it).
     pub fn secrets(&self) -> Vec<String> {
-        let basic = |user: &str, pw: &Secret| base64::engine::general_purpose::STANDARD.encode(format!("{user}:{}", pw.expose()));
+        let basic = |user: &str, pw: &Secret| {
+            base64::engine::general_purpose::STANDARD.encode(format!("{user}:{}", pw.expose()))
+        };
         match self {
             DestinationAuth::Bearer(b) => vec![b.token.expose().to_string()],
             DestinationAuth::ApiKey(k) => vec![k.key.expose().to_string()],
-            DestinationAuth::Basic(b) => vec![b.password.expose().to_string(), basic(&b.username, &b.password)],
+            DestinationAuth::Basic(b) => vec![
+                b.password.expose().to_string(),
+                basic(&b.username, &b.password),
+            ],
             DestinationAuth::Header(h) => vec![h.header_value.expose().to_string()],
-            DestinationAuth::OAuth2(o) => [o.client_secret.expose().to_string(), basic(&o.client_id, &o.client_secret)]
-                .into_iter()
-                .chain(o.extra_params.values().map(|v| v.expose().to_string()))
-                .collect(),
+            DestinationAuth::OAuth2(o) => [
+                o.client_secret.expose().to_string(),
+                basic(&o.client_id, &o.client_secret),
+            ]
+            .into_iter()
+            .chain(o.extra_params.values().map(|v| v.expose().to_string()))
+            .collect(),
             DestinationAuth::Hmac(h) => vec![h.secret.expose().to_string()],
         }
     }
@@ -127,14 +147,22 @@ pub struct HmacSigning {
 impl HmacSigning {
     /// True when the signed bytes are `timestamp + "." + body` (the source's rule).
     pub fn signs_timestamp(&self) -> bool {
-        crate::model::signs_timestamp(self.signature_payload_format.as_deref(), self.timestamp_header.is_some())
+        crate::model::signs_timestamp(
+            self.signature_payload_format.as_deref(),
+            self.timestamp_header.is_some(),
+        )
     }
 }
 
 /// The key lists of this module's structs (env mapping, "did you mean" hints).
 pub(crate) fn key_lists() -> Vec<&'static [&'static str]> {
     use crate::strict::fields_of;
-    vec![fields_of::<BasicAuth>(), fields_of::<HeaderAuth>(), fields_of::<OAuth2Auth>(), fields_of::<HmacSigning>()]
+    vec![
+        fields_of::<BasicAuth>(),
+        fields_of::<HeaderAuth>(),
+        fields_of::<OAuth2Auth>(),
+        fields_of::<HmacSigning>(),
+    ]
 }
 
 /// Semantic checks of a destination's auth at `path` (`destinations.<name>.auth`).
@@ -149,7 +177,10 @@ pub(crate) fn validate(a: &DestinationAuth, path: &str, errs: &mut ConfigErrors)
         DestinationAuth::Basic(b) => {
             non_empty(&b.username, &at("username"), errs);
             if b.username.contains(':') {
-                errs.push(at("username"), "must not contain `:` (it separates username and password in Basic auth)");
+                errs.push(
+                    at("username"),
+                    "must not contain `:` (it separates username and password in Basic auth)",
+                );
             }
         }
         DestinationAuth::Header(h) => {
@@ -160,9 +191,17 @@ pub(crate) fn validate(a: &DestinationAuth, path: &str, errs: &mut ConfigErrors)
             non_empty(&o.client_id, &at("clientId"), errs);
             non_empty(o.client_secret.expose(), &at("clientSecret"), errs);
             match url::Url::parse(&o.token_url) {
-                Ok(u) if !matches!(u.scheme(), "http" | "https") => errs.push(at("tokenUrl"), format!("scheme `{}` is not http or https", u.scheme())),
-                Ok(u) if u.host_str().is_none_or(str::is_empty) => errs.push(at("tokenUrl"), "has no host"),
-                Ok(u) if !u.username().is_empty() || u.password().is_some() => errs.push(at("tokenUrl"), "must not carry credentials (use clientId and clientSecret)"),
+                Ok(u) if !matches!(u.scheme(), "http" | "https") => errs.push(
+                    at("tokenUrl"),
+                    format!("scheme `{}` is not http or https", u.scheme()),
+                ),
+                Ok(u) if u.host_str().is_none_or(str::is_empty) => {
+                    errs.push(at("tokenUrl"), "has no host")
+                }
+                Ok(u) if !u.username().is_empty() || u.password().is_some() => errs.push(
+                    at("tokenUrl"),
+                    "must not carry credentials (use clientId and clientSecret)",
+                ),
                 Ok(_) => {}
                 Err(e) => errs.push(at("tokenUrl"), format!("not an absolute URL: {e}")),
             }
@@ -172,8 +211,14 @@ pub(crate) fn validate(a: &DestinationAuth, path: &str, errs: &mut ConfigErrors)
             for k in o.extra_params.keys() {
                 if k.trim().is_empty() {
                     errs.push(at("extraParams"), "a parameter name is empty");
-                } else if matches!(k.as_str(), "grant_type" | "scope" | "client_id" | "client_secret") {
-                    errs.push(format!("{path}.extraParams.{k}"), "is set by QueueBox itself (use scope, clientId, clientSecret)");
+                } else if matches!(
+                    k.as_str(),
+                    "grant_type" | "scope" | "client_id" | "client_secret"
+                ) {
+                    errs.push(
+                        format!("{path}.extraParams.{k}"),
+                        "is set by QueueBox itself (use scope, clientId, clientSecret)",
+                    );
                 }
             }
         }
@@ -181,7 +226,10 @@ pub(crate) fn validate(a: &DestinationAuth, path: &str, errs: &mut ConfigErrors)
             non_empty(h.secret.expose(), &at("secret"), errs);
             header_name(&h.header_name, &at("headerName"), errs);
             if h.algorithm != "HmacSHA256" {
-                errs.push(at("algorithm"), format!("`{}` is not supported (HmacSHA256)", h.algorithm));
+                errs.push(
+                    at("algorithm"),
+                    format!("`{}` is not supported (HmacSHA256)", h.algorithm),
+                );
             }
             if let Some(t) = &h.timestamp_header {
                 header_name(t, &at("timestampHeader"), errs);
@@ -190,10 +238,19 @@ pub(crate) fn validate(a: &DestinationAuth, path: &str, errs: &mut ConfigErrors)
                 }
             }
             if let Some(f) = &h.signature_payload_format {
-                if !matches!(f.to_ascii_lowercase().replace('_', "-").as_str(), "body" | "timestamp-dot-body") {
-                    errs.push(at("signaturePayloadFormat"), "must be body or timestamp-dot-body");
+                if !matches!(
+                    f.to_ascii_lowercase().replace('_', "-").as_str(),
+                    "body" | "timestamp-dot-body"
+                ) {
+                    errs.push(
+                        at("signaturePayloadFormat"),
+                        "must be body or timestamp-dot-body",
+                    );
                 } else if h.signs_timestamp() && h.timestamp_header.is_none() {
-                    errs.push(at("timestampHeader"), "required by signaturePayloadFormat: timestamp-dot-body");
+                    errs.push(
+                        at("timestampHeader"),
+                        "required by signaturePayloadFormat: timestamp-dot-body",
+                    );
                 }
             }
         }
@@ -212,7 +269,10 @@ fn header_name(name: &str, path: &str, errs: &mut ConfigErrors) {
     if name.is_empty() || !name.chars().all(token) {
         errs.push(path, format!("`{name}` is not a valid header name"));
     } else if PUBLISHER_HEADERS.contains(&name.to_ascii_lowercase().as_str()) {
-        errs.push(path, format!("`{name}` is set by QueueBox on every request"));
+        errs.push(
+            path,
+            format!("`{name}` is set by QueueBox on every request"),
+        );
     }
 }
 
@@ -220,7 +280,10 @@ fn header_value(v: &str, path: &str, errs: &mut ConfigErrors) {
     if v.is_empty() {
         errs.push(path, "must not be empty");
     } else if v.chars().any(|c| c.is_control() && c != '\t') {
-        errs.push(path, "holds a control character and cannot be sent in a header");
+        errs.push(
+            path,
+            "holds a control character and cannot be sent in a header",
+        );
     }
 }
 
@@ -242,18 +305,33 @@ mod tests {
 
     #[test]
     fn every_outbound_kind_loads_and_its_secrets_print_masked() {
-        let basic = auth_of("      type: basic\n      username: relay\n      password: pw-basic-1\n");
-        assert!(matches!(&basic, DestinationAuth::Basic(b) if b.username == "relay" && b.password.expose() == "pw-basic-1"));
+        let basic =
+            auth_of("      type: basic\n      username: relay\n      password: pw-basic-1\n");
+        assert!(
+            matches!(&basic, DestinationAuth::Basic(b) if b.username == "relay" && b.password.expose() == "pw-basic-1")
+        );
         let o = auth_of("      type: oauth2\n      clientId: cid\n      clientSecret: cs-secret-1\n      tokenUrl: https://idp.example/token\n      scope: send\n      extraParams:\n        audience: aud-secret-1\n");
-        let DestinationAuth::OAuth2(o2) = &o else { panic!("{o:?}") };
+        let DestinationAuth::OAuth2(o2) = &o else {
+            panic!("{o:?}")
+        };
         assert_eq!(o2.extra_params["audience"].expose(), "aud-secret-1");
-        let h = auth_of("      type: hmac\n      secret: hm-secret-1\n      timestampHeader: X-Timestamp\n");
-        assert!(matches!(&h, DestinationAuth::Hmac(s) if s.signs_timestamp() && s.header_name == "X-Signature"));
+        let h = auth_of(
+            "      type: hmac\n      secret: hm-secret-1\n      timestampHeader: X-Timestamp\n",
+        );
+        assert!(
+            matches!(&h, DestinationAuth::Hmac(s) if s.signs_timestamp() && s.header_name == "X-Signature")
+        );
         auth_of("      type: header\n      headerName: X-Token\n      headerValue: hv-secret-1\n");
         let c = from_yaml_with_env(&with_auth("      type: oauth2\n      clientId: cid\n      clientSecret: cs-secret-1\n      tokenUrl: https://idp.example/token\n      extraParams:\n        audience: aud-secret-1\n"), &[]).unwrap();
         let printed = c.to_redacted_yaml();
-        assert!(!printed.contains("cs-secret-1") && !printed.contains("aud-secret-1"), "{printed}");
-        assert!(c.secrets().iter().any(|s| s == "aud-secret-1") && c.secrets().iter().any(|s| s == "cs-secret-1"));
+        assert!(
+            !printed.contains("cs-secret-1") && !printed.contains("aud-secret-1"),
+            "{printed}"
+        );
+        assert!(
+            c.secrets().iter().any(|s| s == "aud-secret-1")
+                && c.secrets().iter().any(|s| s == "cs-secret-1")
+        );
     }
 
     #[test]
@@ -277,9 +355,16 @@ mod tests {
     #[test]
     fn oauth2_token_url_is_settable_from_the_environment() {
         let y = with_auth("      type: oauth2\n      clientId: cid\n      clientSecret: s\n      tokenUrl: https://idp/t\n");
-        let env = vec![("QUEUEBOX_DESTINATIONS_RX_AUTH_TOKENURL".to_string(), "https://other/token".to_string())];
+        let env = vec![(
+            "QUEUEBOX_DESTINATIONS_RX_AUTH_TOKENURL".to_string(),
+            "https://other/token".to_string(),
+        )];
         let c = from_yaml_with_env(&y, &env).unwrap_or_else(|e| panic!("{e}"));
-        let DestinationKind::Http(h) = &c.destinations["rx"].kind else { unreachable!() };
-        assert!(matches!(h.auth.as_ref().unwrap(), DestinationAuth::OAuth2(o) if o.token_url == "https://other/token"));
+        let DestinationKind::Http(h) = &c.destinations["rx"].kind else {
+            unreachable!()
+        };
+        assert!(
+            matches!(h.auth.as_ref().unwrap(), DestinationAuth::OAuth2(o) if o.token_url == "https://other/token")
+        );
     }
 }

@@ -14,24 +14,50 @@ fn ignored(var: &str) -> bool {
         return true;
     }
     // Kubernetes service links: *_SERVICE_HOST, *_SERVICE_PORT*, *_PORT, *_PORT_<n>_<proto>*.
-    if rest.ends_with("_SERVICE_HOST") || rest.contains("_SERVICE_PORT") || rest == "PORT" || rest.ends_with("_PORT") {
+    if rest.ends_with("_SERVICE_HOST")
+        || rest.contains("_SERVICE_PORT")
+        || rest == "PORT"
+        || rest.ends_with("_PORT")
+    {
         return !rest.starts_with("SERVER_");
     }
     let parts: Vec<&str> = rest.split('_').collect();
-    parts.windows(3).any(|w| w[0] == "PORT" && w[1].chars().all(|c| c.is_ascii_digit()) && matches!(w[2], "TCP" | "UDP" | "SCTP"))
+    parts.windows(3).any(|w| {
+        w[0] == "PORT"
+            && w[1].chars().all(|c| c.is_ascii_digit())
+            && matches!(w[2], "TCP" | "UDP" | "SCTP")
+    })
 }
 
 /// Applies every `QUEUEBOX_*` variable; returns (key path, variable) for error messages.
-pub(super) fn apply(root: &mut Value, vars: &[(String, String)], errs: &mut ConfigErrors) -> Vec<(String, String)> {
+pub(super) fn apply(
+    root: &mut Value,
+    vars: &[(String, String)],
+    errs: &mut ConfigErrors,
+) -> Vec<(String, String)> {
     let mut origins = Vec::new();
-    let mut sorted: Vec<&(String, String)> = vars.iter().filter(|(k, _)| k.starts_with("QUEUEBOX_") && !ignored(k)).collect();
+    let mut sorted: Vec<&(String, String)> = vars
+        .iter()
+        .filter(|(k, _)| k.starts_with("QUEUEBOX_") && !ignored(k))
+        .collect();
     // Lists are rebuilt in index order whatever order the environment lists them in.
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
     for (var, value) in sorted {
         let body = &var["QUEUEBOX_".len()..];
-        let segments: Vec<String> = body.split("__").map(|s| s.to_string()).collect::<Vec<_>>().join("\u{0}").split('_').map(|s| s.replace('\u{0}', "_").to_ascii_lowercase()).collect();
+        let segments: Vec<String> = body
+            .split("__")
+            .map(|s| s.to_string())
+            .collect::<Vec<_>>()
+            .join("\u{0}")
+            .split('_')
+            .map(|s| s.replace('\u{0}', "_").to_ascii_lowercase())
+            .collect();
         if segments.iter().any(|s| s.is_empty()) {
-            errs.problems.push(crate::Problem { path: body.to_ascii_lowercase(), env: Some(var.clone()), message: "cannot be mapped to a configuration key".into() });
+            errs.problems.push(crate::Problem {
+                path: body.to_ascii_lowercase(),
+                env: Some(var.clone()),
+                message: "cannot be mapped to a configuration key".into(),
+            });
             continue;
         }
         let mut node = &mut *root;
@@ -40,7 +66,11 @@ pub(super) fn apply(root: &mut Value, vars: &[(String, String)], errs: &mut Conf
         for (i, seg) in segments.iter().enumerate() {
             let last = i + 1 == segments.len();
             let is_index = seg.chars().all(|c| c.is_ascii_digit());
-            if is_index && (node.is_sequence() || node.is_null() || node.as_mapping().is_some_and(|m| m.is_empty())) {
+            if is_index
+                && (node.is_sequence()
+                    || node.is_null()
+                    || node.as_mapping().is_some_and(|m| m.is_empty()))
+            {
                 let idx: usize = seg.parse().unwrap_or(0);
                 if !node.is_sequence() {
                     *node = Value::Sequence(Vec::new());
@@ -57,13 +87,22 @@ pub(super) fn apply(root: &mut Value, vars: &[(String, String)], errs: &mut Conf
                     *node = Value::Mapping(Mapping::new());
                 }
                 let map = node.as_mapping_mut().expect("mapping");
-                let in_names = parent_key.as_deref().is_some_and(|p| NAME_MAPS.contains(&p));
-                let existing = map.keys().filter_map(|k| k.as_str()).find(|k| k.eq_ignore_ascii_case(seg)).map(str::to_string);
+                let in_names = parent_key
+                    .as_deref()
+                    .is_some_and(|p| NAME_MAPS.contains(&p));
+                let existing = map
+                    .keys()
+                    .filter_map(|k| k.as_str())
+                    .find(|k| k.eq_ignore_ascii_case(seg))
+                    .map(str::to_string);
                 let key = existing.unwrap_or_else(|| {
                     if in_names {
                         seg.clone()
                     } else {
-                        all_known_keys().find(|k| k.eq_ignore_ascii_case(seg)).map(str::to_string).unwrap_or_else(|| seg.clone())
+                        all_known_keys()
+                            .find(|k| k.eq_ignore_ascii_case(seg))
+                            .map(str::to_string)
+                            .unwrap_or_else(|| seg.clone())
                     }
                 });
                 if !path.is_empty() {

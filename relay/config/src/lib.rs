@@ -50,11 +50,13 @@ mod validate;
 
 use std::path::Path;
 
-pub use destination_auth::{BasicAuth, DestinationAuth, HeaderAuth, HmacSigning, OAuth2Auth, DESTINATION_AUTH_TYPES};
+pub use destination_auth::{
+    BasicAuth, DestinationAuth, HeaderAuth, HmacSigning, OAuth2Auth, DESTINATION_AUTH_TYPES,
+};
+pub use glob::glob_match;
 pub use model::*;
 pub use secret::Secret;
 pub use strict::{suggest, ConfigErrors, Problem};
-pub use glob::glob_match;
 pub use template::{render_topic, Template, TemplateError, TOPIC_PLACEHOLDERS};
 
 /// The variable naming the configuration file when `--config` is not given.
@@ -63,7 +65,9 @@ pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";
 /// Loads the file at `path` (else `$QUEUEBOX_CONFIG_FILE`; with neither, only the
 /// environment), applies the process environment, and validates.
 pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
-    let from_env = std::env::var(CONFIG_FILE_ENV).ok().filter(|s| !s.is_empty());
+    let from_env = std::env::var(CONFIG_FILE_ENV)
+        .ok()
+        .filter(|s| !s.is_empty());
     let path = path.map(Path::to_path_buf).or(from_env.map(Into::into));
     let text = match &path {
         Some(p) => std::fs::read_to_string(p).map_err(|e| {
@@ -81,7 +85,9 @@ pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
 /// validates. The pure core of [`load`], used by tests.
 pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Config, ConfigErrors> {
     let mut errs = ConfigErrors::default();
-    let (text, missing) = substitute::substitute_vars(yaml, |k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone()));
+    let (text, missing) = substitute::substitute_vars(yaml, |k| {
+        vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    });
     // Keys whose value references an unset variable: that is their one problem, whatever
     // the empty value then breaks at the same key.
     let unset_keys = substitute::unset_var_problems(yaml, &missing, &mut errs);
@@ -109,11 +115,20 @@ pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Confi
     let mut i = 0;
     errs.problems.retain(|p| {
         i += 1;
-        i <= reported || !unset_keys.iter().any(|k| p.path == *k || p.path.strip_prefix(k.as_str()).is_some_and(|r| r.starts_with(['.', '['])))
+        i <= reported
+            || !unset_keys.iter().any(|k| {
+                p.path == *k
+                    || p.path
+                        .strip_prefix(k.as_str())
+                        .is_some_and(|r| r.starts_with(['.', '[']))
+            })
     });
     // Name the environment variable behind each offending key.
     for p in &mut errs.problems {
-        if let Some((_, var)) = origins.iter().find(|(path, _)| p.path == *path || p.path.starts_with(&format!("{path}."))) {
+        if let Some((_, var)) = origins
+            .iter()
+            .find(|(path, _)| p.path == *path || p.path.starts_with(&format!("{path}.")))
+        {
             p.env = Some(var.clone());
         }
     }
@@ -132,12 +147,16 @@ impl Config {
 
     /// The first route whose pattern matches `topic`, in configuration order.
     pub fn route_for(&self, topic: &str) -> Option<&RouteConfig> {
-        self.routes.iter().find(|r| glob_match(&r.topic_pattern, topic))
+        self.routes
+            .iter()
+            .find(|r| glob_match(&r.topic_pattern, topic))
     }
 
     /// The HTTP source served at `path` (relative to `inbox.basePath`).
     pub fn http_source_at(&self, path: &str) -> Option<&SourceConfig> {
-        self.sources.values().find(|s| matches!(&s.kind, SourceKind::Http(h) if h.path == path))
+        self.sources
+            .values()
+            .find(|s| matches!(&s.kind, SourceKind::Http(h) if h.path == path))
     }
 
     /// The database URL with `database.username` / `database.password` applied.
@@ -180,16 +199,30 @@ impl Config {
         for s in self.sources.values() {
             match &s.kind {
                 SourceKind::Http(h) => auth(&h.auth),
-                SourceKind::Nats(n) => extra.extend([&n.password, &n.token].into_iter().flatten().map(|s| s.expose().to_string())),
-                SourceKind::Kafka(k) => extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string())),
+                SourceKind::Nats(n) => extra.extend(
+                    [&n.password, &n.token]
+                        .into_iter()
+                        .flatten()
+                        .map(|s| s.expose().to_string()),
+                ),
+                SourceKind::Kafka(k) => {
+                    extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string()))
+                }
                 SourceKind::RabbitMq(_) => {}
             }
         }
         for d in self.destinations.values() {
             match &d.kind {
                 DestinationKind::Http(h) => extra.extend(h.auth.iter().flat_map(|a| a.secrets())),
-                DestinationKind::Nats(n) => extra.extend([&n.password, &n.token].into_iter().flatten().map(|s| s.expose().to_string())),
-                DestinationKind::Kafka(k) => extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string())),
+                DestinationKind::Nats(n) => extra.extend(
+                    [&n.password, &n.token]
+                        .into_iter()
+                        .flatten()
+                        .map(|s| s.expose().to_string()),
+                ),
+                DestinationKind::Kafka(k) => {
+                    extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string()))
+                }
                 DestinationKind::RabbitMq(_) => {}
             }
         }

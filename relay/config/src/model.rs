@@ -172,7 +172,12 @@ pub struct InboxConfig {
 }
 impl Default for InboxConfig {
     fn default() -> Self {
-        InboxConfig { base_path: "/inbox".into(), max_body_bytes: 1_048_576, max_header_bytes: 8192, relay: RelayConfig::default() }
+        InboxConfig {
+            base_path: "/inbox".into(),
+            max_body_bytes: 1_048_576,
+            max_header_bytes: 8192,
+            relay: RelayConfig::default(),
+        }
     }
 }
 
@@ -189,7 +194,14 @@ pub struct RelayConfig {
 }
 impl Default for RelayConfig {
     fn default() -> Self {
-        RelayConfig { enabled: true, poll_interval_ms: 100, batch_size: 100, claim_timeout_ms: 300_000, pending_gauge_interval_ms: 5000, max_attempts: None }
+        RelayConfig {
+            enabled: true,
+            poll_interval_ms: 100,
+            batch_size: 100,
+            claim_timeout_ms: 300_000,
+            pending_gauge_interval_ms: 5000,
+            max_attempts: None,
+        }
     }
 }
 
@@ -204,7 +216,10 @@ pub struct HttpConfig {
 }
 impl Default for HttpConfig {
     fn default() -> Self {
-        HttpConfig { max_error_body_bytes: 2048, block_private_addresses: false }
+        HttpConfig {
+            max_error_body_bytes: 2048,
+            block_private_addresses: false,
+        }
     }
 }
 
@@ -244,7 +259,13 @@ pub struct TableRetention {
 }
 impl Default for TableRetention {
     fn default() -> Self {
-        TableRetention { policy: "DISABLED".into(), max_age: None, max_count: None, cleanup_interval: "1h".into(), batch_size: 1000 }
+        TableRetention {
+            policy: "DISABLED".into(),
+            max_age: None,
+            max_count: None,
+            cleanup_interval: "1h".into(),
+            batch_size: 1000,
+        }
     }
 }
 
@@ -332,7 +353,9 @@ impl SourceConfig {
             Some(t) => t,
             None => match self.kind {
                 SourceKind::Http(_) => "{{ eventType }}",
-                SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => "{{ source }}",
+                SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
+                    "{{ source }}"
+                }
             },
         }
     }
@@ -481,7 +504,10 @@ fn five_minutes() -> u64 {
 impl HmacAuth {
     /// True when the signed bytes are `timestamp + "." + body`.
     pub fn signs_timestamp(&self) -> bool {
-        signs_timestamp(self.signature_payload_format.as_deref(), self.timestamp_header.is_some())
+        signs_timestamp(
+            self.signature_payload_format.as_deref(),
+            self.timestamp_header.is_some(),
+        )
     }
 }
 

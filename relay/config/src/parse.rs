@@ -65,11 +65,18 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
         routes: routes?,
         sources,
     };
-    Some(Parsed { config, broken_destinations })
+    Some(Parsed {
+        config,
+        broken_destinations,
+    })
 }
 
 /// A fixed section: its defaults when absent (or empty), else typed under `path`.
-fn section<T: DeserializeOwned + Default>(v: &Option<Value>, path: &str, errs: &mut ConfigErrors) -> Option<T> {
+fn section<T: DeserializeOwned + Default>(
+    v: &Option<Value>,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> Option<T> {
     match v {
         None | Some(Value::Null) => Some(T::default()),
         Some(v) => typed(v, path, errs),
@@ -77,17 +84,27 @@ fn section<T: DeserializeOwned + Default>(v: &Option<Value>, path: &str, errs: &
 }
 
 fn admin(v: Option<&Value>, errs: &mut ConfigErrors) -> Option<AdminConfig> {
-    let Some(v) = v else { return Some(AdminConfig::default()) };
+    let Some(v) = v else {
+        return Some(AdminConfig::default());
+    };
     let flags: AdminFlags = typed(v, "admin", errs)?;
     let auth = match &flags.auth {
         Some(a) => Some(auth(a, "admin.auth", errs)?),
         None => None,
     };
-    Some(AdminConfig { enabled: flags.enabled, insecure: flags.insecure, auth })
+    Some(AdminConfig {
+        enabled: flags.enabled,
+        insecure: flags.insecure,
+        auth,
+    })
 }
 
 /// The mapping without `type` and `auth` (handled by the dispatch), and the `type` value.
-fn split_kind(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<(Mapping, Option<String>, Option<Value>)> {
+fn split_kind(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> Option<(Mapping, Option<String>, Option<Value>)> {
     let Some(map) = v.as_mapping() else {
         errs.push(path, "expected a mapping");
         return None;
@@ -106,8 +123,13 @@ fn split_kind(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<(Mapping
 }
 
 fn unknown_kind(path: &str, kind: &str, known: &[&str], errs: &mut ConfigErrors) {
-    let hint = suggest(kind, known.iter().copied()).map(|h| format!("; did you mean {h}?")).unwrap_or_default();
-    errs.push(join(path, "type"), format!("unknown type `{kind}` (one of {}){hint}", known.join(", ")));
+    let hint = suggest(kind, known.iter().copied())
+        .map(|h| format!("; did you mean {h}?"))
+        .unwrap_or_default();
+    errs.push(
+        join(path, "type"),
+        format!("unknown type `{kind}` (one of {}){hint}", known.join(", ")),
+    );
 }
 
 /// Destination kinds; a broker kind adds its name here and an arm below.
@@ -119,7 +141,10 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
     let rest = Value::Mapping(rest);
     let kind = match kind.as_deref() {
         None => {
-            errs.push(join(&path, "type"), format!("required (one of {})", DESTINATION_TYPES.join(", ")));
+            errs.push(
+                join(&path, "type"),
+                format!("required (one of {})", DESTINATION_TYPES.join(", ")),
+            );
             return None;
         }
         Some("http") => {
@@ -138,7 +163,10 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
             return None;
         }
     };
-    Some(DestinationConfig { name: name.to_string(), kind })
+    Some(DestinationConfig {
+        name: name.to_string(),
+        kind,
+    })
 }
 
 /// Source kinds; a broker kind adds its name here and an arm below.
@@ -181,7 +209,11 @@ fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig
             return None;
         }
     };
-    Some(SourceConfig { name: name.to_string(), common: common?, kind })
+    Some(SourceConfig {
+        name: name.to_string(),
+        common: common?,
+        kind,
+    })
 }
 
 pub const AUTH_TYPES: &[&str] = &["bearer", "api-key", "hmac"];
@@ -196,7 +228,10 @@ fn destination_auth(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<De
     let rest = Value::Mapping(rest);
     match kind.as_deref() {
         None => {
-            errs.push(join(path, "type"), format!("required (one of {})", TYPES.join(", ")));
+            errs.push(
+                join(path, "type"),
+                format!("required (one of {})", TYPES.join(", ")),
+            );
             None
         }
         Some("bearer") => typed(&rest, path, errs).map(DestinationAuth::Bearer),
@@ -220,7 +255,10 @@ fn auth(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<AuthConfig> {
     let rest = Value::Mapping(rest);
     match kind.as_deref() {
         None => {
-            errs.push(join(path, "type"), format!("required (one of {})", AUTH_TYPES.join(", ")));
+            errs.push(
+                join(path, "type"),
+                format!("required (one of {})", AUTH_TYPES.join(", ")),
+            );
             None
         }
         Some("bearer") => typed(&rest, path, errs).map(AuthConfig::Bearer),

@@ -42,8 +42,15 @@ impl<'de> Deserialize<'de> for Secret {
         };
         match s.strip_prefix("file:") {
             Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| serde::de::Error::custom(format!("cannot read the secret file {path}: {e}")))?;
-                Ok(Secret(text.strip_suffix('\n').map(|t| t.strip_suffix('\r').unwrap_or(t)).unwrap_or(&text).to_string()))
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    serde::de::Error::custom(format!("cannot read the secret file {path}: {e}"))
+                })?;
+                Ok(Secret(
+                    text.strip_suffix('\n')
+                        .map(|t| t.strip_suffix('\r').unwrap_or(t))
+                        .unwrap_or(&text)
+                        .to_string(),
+                ))
             }
             None => Ok(Secret(s)),
         }

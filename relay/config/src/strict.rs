@@ -27,7 +27,11 @@ pub struct ConfigErrors {
 
 impl ConfigErrors {
     pub fn push(&mut self, path: impl Into<String>, message: impl Into<String>) {
-        self.problems.push(Problem { path: path.into(), env: None, message: message.into() });
+        self.problems.push(Problem {
+            path: path.into(),
+            env: None,
+            message: message.into(),
+        });
     }
     pub fn is_empty(&self) -> bool {
         self.problems.is_empty()
@@ -41,7 +45,11 @@ impl ConfigErrors {
 impl fmt::Display for ConfigErrors {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.problems.len();
-        write!(f, "the configuration has {n} problem{}:", if n == 1 { "" } else { "s" })?;
+        write!(
+            f,
+            "the configuration has {n} problem{}:",
+            if n == 1 { "" } else { "s" }
+        )?;
         for p in &self.problems {
             match &p.env {
                 Some(env) => write!(f, "\n  - {} (from {env}): {}", p.path, p.message)?,
@@ -56,8 +64,15 @@ impl std::error::Error for ConfigErrors {}
 
 impl From<ConfigErrors> for queuebox_core::Error {
     fn from(e: ConfigErrors) -> Self {
-        let path = e.problems.first().map(|p| p.path.clone()).unwrap_or_default();
-        queuebox_core::Error::Config { path, reason: e.to_string() }
+        let path = e
+            .problems
+            .first()
+            .map(|p| p.path.clone())
+            .unwrap_or_default();
+        queuebox_core::Error::Config {
+            path,
+            reason: e.to_string(),
+        }
     }
 }
 
@@ -76,19 +91,33 @@ pub fn join(parent: &str, key: &str) -> String {
 pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigErrors) -> Option<T> {
     let mut unknown = Vec::new();
     let mut on_ignored = |p: serde_ignored::Path| unknown.push(p.to_string());
-    let result: Result<T, _> = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(value.clone(), &mut on_ignored));
+    let result: Result<T, _> = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(
+        value.clone(),
+        &mut on_ignored,
+    ));
     let own = fields_of::<T>();
     for u in unknown {
         let full = join(path, &render_ignored(&u));
         let last = full.rsplit('.').next().unwrap_or(&full).to_string();
-        let hint = if u.contains('.') { suggest(&last, all_known_keys()) } else { suggest(&last, own.iter().copied()) };
+        let hint = if u.contains('.') {
+            suggest(&last, all_known_keys())
+        } else {
+            suggest(&last, own.iter().copied())
+        };
         errs.push(full, unknown_message(hint));
     }
     match result {
         Ok(v) => Some(v),
         Err(e) => {
             let at = error_path(path, e.path());
-            errs.push(if at.is_empty() { "<root>".to_string() } else { at }, clean_serde_error(&e.inner().to_string()));
+            errs.push(
+                if at.is_empty() {
+                    "<root>".to_string()
+                } else {
+                    at
+                },
+                clean_serde_error(&e.inner().to_string()),
+            );
             None
         }
     }
@@ -191,7 +220,12 @@ pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
         fn deserialize_any<V: Visitor<'de>>(self, _v: V) -> Result<V::Value, Self::Error> {
             Err(de::Error::custom("probe"))
         }
-        fn deserialize_struct<V: Visitor<'de>>(self, _n: &'static str, fields: &'static [&'static str], _v: V) -> Result<V::Value, Self::Error> {
+        fn deserialize_struct<V: Visitor<'de>>(
+            self,
+            _n: &'static str,
+            fields: &'static [&'static str],
+            _v: V,
+        ) -> Result<V::Value, Self::Error> {
             *self.0 = fields;
             Err(de::Error::custom("probe"))
         }
@@ -209,7 +243,11 @@ pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
 pub fn all_known_keys() -> impl Iterator<Item = &'static str> {
     static KEYS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
     KEYS.get_or_init(|| {
-        let mut s: BTreeSet<&'static str> = crate::model::known_key_lists().into_iter().flatten().copied().collect();
+        let mut s: BTreeSet<&'static str> = crate::model::known_key_lists()
+            .into_iter()
+            .flatten()
+            .copied()
+            .collect();
         s.insert("type");
         s
     })

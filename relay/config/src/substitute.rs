@@ -6,7 +6,10 @@ use crate::strict::ConfigErrors;
 /// Replaces `${VAR}` and `${VAR:-default}`; `$${` is a literal `${`. Returns the text and
 /// the names of the variables that are unset and have no default, in order; the caller
 /// reports each at the key that references it ([`unset_var_problems`]).
-pub(super) fn substitute_vars(text: &str, lookup: impl Fn(&str) -> Option<String>) -> (String, Vec<String>) {
+pub(super) fn substitute_vars(
+    text: &str,
+    lookup: impl Fn(&str) -> Option<String>,
+) -> (String, Vec<String>) {
     let mut missing = Vec::new();
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -29,7 +32,10 @@ pub(super) fn substitute_vars(text: &str, lookup: impl Fn(&str) -> Option<String
             Some(i) => (&inner[..i], Some(&inner[i + 2..])),
             None => (inner, None),
         };
-        match lookup(name).filter(|v| !(v.is_empty() && default.is_some())).or(default.map(str::to_string)) {
+        match lookup(name)
+            .filter(|v| !(v.is_empty() && default.is_some()))
+            .or(default.map(str::to_string))
+        {
             Some(v) => out.push_str(&v),
             None => {
                 if !missing.iter().any(|m| m == name) {
@@ -48,7 +54,11 @@ pub(super) fn substitute_vars(text: &str, lookup: impl Fn(&str) -> Option<String
 /// so the caller can drop the errors the empty value then causes at the same keys. A
 /// reference found in no key or value sits in a comment and is no problem. When `raw` is
 /// not YAML on its own, the problem is named after the variable alone.
-pub(super) fn unset_var_problems(raw: &str, missing: &[String], errs: &mut ConfigErrors) -> Vec<String> {
+pub(super) fn unset_var_problems(
+    raw: &str,
+    missing: &[String],
+    errs: &mut ConfigErrors,
+) -> Vec<String> {
     let tree: Option<serde_yaml::Value> = serde_yaml::from_str(raw).ok();
     let mut owned = Vec::new();
     for name in missing {
@@ -72,14 +82,24 @@ pub(super) fn unset_var_problems(raw: &str, missing: &[String], errs: &mut Confi
 /// The key paths under `path` whose key or scalar value holds `reference` (not escaped as `$${`).
 fn paths_referencing(v: &serde_yaml::Value, path: &str, reference: &str, out: &mut Vec<String>) {
     use serde_yaml::Value;
-    let holds = |s: &str| s.match_indices(reference).any(|(i, _)| i == 0 || s.as_bytes()[i - 1] != b'$');
+    let holds = |s: &str| {
+        s.match_indices(reference)
+            .any(|(i, _)| i == 0 || s.as_bytes()[i - 1] != b'$')
+    };
     match v {
-        Value::String(s) if holds(s) => out.push(if path.is_empty() { "<root>".into() } else { path.to_string() }),
+        Value::String(s) if holds(s) => out.push(if path.is_empty() {
+            "<root>".into()
+        } else {
+            path.to_string()
+        }),
         Value::Mapping(m) => {
             for (k, child) in m {
                 let key = match k {
                     Value::String(s) => s.clone(),
-                    other => serde_yaml::to_string(other).unwrap_or_default().trim().to_string(),
+                    other => serde_yaml::to_string(other)
+                        .unwrap_or_default()
+                        .trim()
+                        .to_string(),
                 };
                 let child_path = crate::strict::join(path, &key);
                 if holds(&key) {

@@ -47,14 +47,19 @@ impl Template {
                 parts.push(Part::Text(rest[..start].to_string()));
             }
             let after = &rest[start + 2..];
-            let end = after.find("}}").ok_or_else(|| TemplateError::Unclosed { template: text.to_string() })?;
+            let end = after.find("}}").ok_or_else(|| TemplateError::Unclosed {
+                template: text.to_string(),
+            })?;
             parts.push(Part::Placeholder(after[..end].trim().to_string()));
             rest = &after[end + 2..];
         }
         if !rest.is_empty() {
             parts.push(Part::Text(rest.to_string()));
         }
-        Ok(Template { text: text.to_string(), parts })
+        Ok(Template {
+            text: text.to_string(),
+            parts,
+        })
     }
 
     /// The text the template was parsed from.
@@ -106,12 +111,20 @@ mod tests {
 
     fn render(text: &str, values: &[(&str, &str)]) -> String {
         let t = Template::parse(text).unwrap();
-        t.render(|name| values.iter().find(|(n, _)| *n == name).map(|(_, v)| Cow::Owned(v.to_string())))
+        t.render(|name| {
+            values
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, v)| Cow::Owned(v.to_string()))
+        })
     }
 
     #[test]
     fn text_and_placeholders_render_in_order() {
-        assert_eq!(render("a.{{x}}.b.{{y}}", &[("x", "1"), ("y", "2")]), "a.1.b.2");
+        assert_eq!(
+            render("a.{{x}}.b.{{y}}", &[("x", "1"), ("y", "2")]),
+            "a.1.b.2"
+        );
     }
 
     #[test]
@@ -143,7 +156,10 @@ mod tests {
 
     #[test]
     fn a_topic_renders_source_and_event_type_and_is_trimmed() {
-        assert_eq!(render_topic(" {{source}}.{{ eventType }} ", "s", Some("e")), "s.e");
+        assert_eq!(
+            render_topic(" {{source}}.{{ eventType }} ", "s", Some("e")),
+            "s.e"
+        );
     }
 
     #[test]

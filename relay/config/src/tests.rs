@@ -1,7 +1,10 @@
 use super::*;
 
 fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
-    pairs.iter().map(|(a, b)| (a.to_string(), b.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(a, b)| (a.to_string(), b.to_string()))
+        .collect()
 }
 
 const BASE: &str = "
@@ -25,7 +28,10 @@ sources:
 fn a_valid_file_loads_with_defaults() {
     let c = from_yaml_with_env(BASE, &[]).unwrap();
     assert_eq!(c.outbox.batch_size, 100);
-    assert_eq!(c.route_for("orders.created.v1").unwrap().destination, "hooks");
+    assert_eq!(
+        c.route_for("orders.created.v1").unwrap().destination,
+        "hooks"
+    );
     assert_eq!(c.sources["orders"].kind.type_name(), "http");
 }
 
@@ -37,8 +43,14 @@ fn every_mistake_is_listed_with_its_path_and_a_hint() {
     y = y.replace("http://127.0.0.1:9000", "ftp://127.0.0.1");
     let e = from_yaml_with_env(&y, &[]).unwrap_err();
     let text = e.to_string();
-    assert!(text.contains("outbox.batchSzie: unknown key; did you mean batchSize?"), "{text}");
-    assert!(text.contains("server.htpPort: unknown key; did you mean httpPort?"), "{text}");
+    assert!(
+        text.contains("outbox.batchSzie: unknown key; did you mean batchSize?"),
+        "{text}"
+    );
+    assert!(
+        text.contains("server.htpPort: unknown key; did you mean httpPort?"),
+        "{text}"
+    );
     assert!(e.mentions("routes[0].destination"), "{text}");
     assert!(e.mentions("sources.orders.topic"), "{text}");
     assert!(e.mentions("destinations.hooks.baseUrl"), "{text}");
@@ -46,8 +58,15 @@ fn every_mistake_is_listed_with_its_path_and_a_hint() {
 
 #[test]
 fn a_key_of_another_kind_and_a_nested_unknown_key_fail() {
-    let y = BASE.replace("baseUrl: http://127.0.0.1:9000", "baseUrl: http://127.0.0.1:9000\n    exchange: x")
-        .replace("path: /orders", "path: /orders\n    auth:\n      type: bearer\n      token: abcd\n      tokn: x");
+    let y = BASE
+        .replace(
+            "baseUrl: http://127.0.0.1:9000",
+            "baseUrl: http://127.0.0.1:9000\n    exchange: x",
+        )
+        .replace(
+            "path: /orders",
+            "path: /orders\n    auth:\n      type: bearer\n      token: abcd\n      tokn: x",
+        );
     let e = from_yaml_with_env(&y, &[]).unwrap_err();
     assert!(e.mentions("destinations.hooks.exchange"), "{e}");
     assert!(e.mentions("sources.orders.auth.tokn"), "{e}");
@@ -62,13 +81,18 @@ fn variables_are_substituted_and_env_overrides_win() {
         ("QUEUEBOX_ROUTES_1_TOPICPATTERN", "x.*"),
         ("QUEUEBOX_ROUTES_1_DESTINATION", "my_api"),
         ("QUEUEBOX_DESTINATIONS_MY__API_TYPE", "http"),
-        ("QUEUEBOX_DESTINATIONS_MY__API_BASEURL", "http://localhost:1"),
+        (
+            "QUEUEBOX_DESTINATIONS_MY__API_BASEURL",
+            "http://localhost:1",
+        ),
         ("QUEUEBOX_DB_SERVICE_HOST", "10.0.0.1"),
         ("QUEUEBOX_TEST_DATABASE_URL", "postgres://x@y/z"),
         ("QUEUEBOX_CONFIG_FILE", "/nope"),
     ]);
     let c = from_yaml_with_env(&y, &vars).unwrap();
-    let DestinationKind::Http(h) = &c.destinations["hooks"].kind else { panic!("hooks is an http destination") };
+    let DestinationKind::Http(h) = &c.destinations["hooks"].kind else {
+        panic!("hooks is an http destination")
+    };
     assert_eq!(h.base_url, "http://127.0.0.1:9100");
     assert_eq!(c.outbox.poll_interval_ms, 7);
     assert_eq!(c.routes[1].destination, "my_api");
@@ -78,36 +102,55 @@ fn variables_are_substituted_and_env_overrides_win() {
 #[test]
 fn an_unknown_env_variable_fails_naming_the_variable() {
     let e = from_yaml_with_env(BASE, &env(&[("QUEUEBOX_OUTBOX_BATCHSZIE", "3")])).unwrap_err();
-    let p = e.problems.iter().find(|p| p.path == "outbox.batchszie").expect("problem");
+    let p = e
+        .problems
+        .iter()
+        .find(|p| p.path == "outbox.batchszie")
+        .expect("problem");
     assert_eq!(p.env.as_deref(), Some("QUEUEBOX_OUTBOX_BATCHSZIE"));
     assert!(p.message.contains("did you mean batchSize"), "{e}");
 }
 
 #[test]
 fn secrets_are_redacted_in_the_printout() {
-    let y = BASE.replace("app@127.0.0.1", "app:hunter22@127.0.0.1").replace("path: /orders", "path: /orders\n    auth:\n      type: hmac\n      secret: s3cr3t-value");
+    let y = BASE
+        .replace("app@127.0.0.1", "app:hunter22@127.0.0.1")
+        .replace(
+            "path: /orders",
+            "path: /orders\n    auth:\n      type: hmac\n      secret: s3cr3t-value",
+        );
     let c = from_yaml_with_env(&y, &[]).unwrap();
     let out = c.to_redacted_yaml();
-    assert!(!out.contains("hunter22") && !out.contains("s3cr3t-value"), "{out}");
+    assert!(
+        !out.contains("hunter22") && !out.contains("s3cr3t-value"),
+        "{out}"
+    );
     assert!(out.contains("***"));
 }
 
 #[test]
 fn admin_without_auth_and_pull_sources_without_topics() {
     let y = format!("{BASE}admin:\n  enabled: true\n");
-    assert!(from_yaml_with_env(&y, &[]).unwrap_err().mentions("admin.auth"));
+    assert!(from_yaml_with_env(&y, &[])
+        .unwrap_err()
+        .mentions("admin.auth"));
     let y = format!("{BASE}admin:\n  enabled: true\n  insecure: true\n");
     assert!(from_yaml_with_env(&y, &[]).is_ok());
     let y = format!("{BASE}  jobs:\n    path: /jobs\n    consumption: pull\n");
     assert!(from_yaml_with_env(&y, &[]).is_ok());
     let y = format!("{BASE}  hooks2:\n    path: /h2\n");
-    assert!(from_yaml_with_env(&y, &[]).unwrap_err().mentions("sources.hooks2.topic"));
+    assert!(from_yaml_with_env(&y, &[])
+        .unwrap_err()
+        .mentions("sources.hooks2.topic"));
 }
 
 /// The problems of `yaml` under `vars`, as (path, message) pairs.
 fn problems(yaml: &str, vars: &[(&str, &str)]) -> Vec<(String, String)> {
     let e = from_yaml_with_env(yaml, &env(vars)).expect_err("the configuration must fail");
-    e.problems.into_iter().map(|p| (p.path, p.message)).collect()
+    e.problems
+        .into_iter()
+        .map(|p| (p.path, p.message))
+        .collect()
 }
 
 #[test]
@@ -115,41 +158,81 @@ fn an_out_of_range_port_is_one_problem_naming_its_key() {
     let p = problems(&format!("{BASE}server:\n  httpPort: 99999\n"), &[]);
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].0, "server.httpPort");
-    assert!(p[0].1.contains("99999") && p[0].1.contains("from 0 to 65535"), "{p:?}");
+    assert!(
+        p[0].1.contains("99999") && p[0].1.contains("from 0 to 65535"),
+        "{p:?}"
+    );
 }
 
 #[test]
 fn a_type_error_in_one_section_does_not_hide_the_mistakes_of_another() {
-    let p = problems(&format!("{BASE}server:\n  httpPort: 99999\noutbox:\n  batchSzie: 3\n  pollIntervalMs: soon\n"), &[]);
+    let p = problems(
+        &format!(
+            "{BASE}server:\n  httpPort: 99999\noutbox:\n  batchSzie: 3\n  pollIntervalMs: soon\n"
+        ),
+        &[],
+    );
     let paths: Vec<&str> = p.iter().map(|(p, _)| p.as_str()).collect();
-    assert_eq!(paths, ["server.httpPort", "outbox.batchSzie", "outbox.pollIntervalMs"], "{p:?}");
+    assert_eq!(
+        paths,
+        [
+            "server.httpPort",
+            "outbox.batchSzie",
+            "outbox.pollIntervalMs"
+        ],
+        "{p:?}"
+    );
 }
 
 #[test]
 fn a_negative_destination_timeout_is_one_problem_and_its_routes_stay_quiet() {
     let routes = "destination: hooks\n  - topicPattern: 'a.*'\n    destination: hooks\n  - topicPattern: 'b.*'\n    destination: hooks\n";
-    let y = BASE.replace("baseUrl: http://127.0.0.1:9000", "baseUrl: http://127.0.0.1:9000\n    timeoutMs: -5").replace("destination: hooks\n", routes);
+    let y = BASE
+        .replace(
+            "baseUrl: http://127.0.0.1:9000",
+            "baseUrl: http://127.0.0.1:9000\n    timeoutMs: -5",
+        )
+        .replace("destination: hooks\n", routes);
     let p = problems(&y, &[]);
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].0, "destinations.hooks.timeoutMs");
     assert!(p[0].1.contains("-5"), "{p:?}");
     // A destination that really is missing is still reported.
-    let y = y.replace(routes, &format!("{routes}  - topicPattern: 'c.*'\n    destination: nowhere\n"));
+    let y = y.replace(
+        routes,
+        &format!("{routes}  - topicPattern: 'c.*'\n    destination: nowhere\n"),
+    );
     let p = problems(&y, &[]);
-    assert_eq!(p.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["destinations.hooks.timeoutMs", "routes[3].destination"], "{p:?}");
+    assert_eq!(
+        p.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        ["destinations.hooks.timeoutMs", "routes[3].destination"],
+        "{p:?}"
+    );
 }
 
 #[test]
 fn an_unset_variable_is_one_problem_naming_the_variable_and_the_key() {
-    let p = problems(&format!("{BASE}server:\n  httpPort: ${{UNSET_PORT}}\n"), &[]);
+    let p = problems(
+        &format!("{BASE}server:\n  httpPort: ${{UNSET_PORT}}\n"),
+        &[],
+    );
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].0, "server.httpPort");
     assert!(p[0].1.contains("UNSET_PORT"), "{p:?}");
     // Inside a longer value, in a list, and in a destination its routes name.
-    let y = BASE.replace("127.0.0.1:9000", "${HOOK_HOST}:9000").replace("'orders.**'", "'${TOPIC_ROOT}.**'");
+    let y = BASE
+        .replace("127.0.0.1:9000", "${HOOK_HOST}:9000")
+        .replace("'orders.**'", "'${TOPIC_ROOT}.**'");
     let p = problems(&y, &[]);
-    assert_eq!(p.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(), ["destinations.hooks.baseUrl", "routes[0].topicPattern"], "{p:?}");
-    assert!(p[0].1.contains("HOOK_HOST") && p[1].1.contains("TOPIC_ROOT"), "{p:?}");
+    assert_eq!(
+        p.iter().map(|(p, _)| p.as_str()).collect::<Vec<_>>(),
+        ["destinations.hooks.baseUrl", "routes[0].topicPattern"],
+        "{p:?}"
+    );
+    assert!(
+        p[0].1.contains("HOOK_HOST") && p[1].1.contains("TOPIC_ROOT"),
+        "{p:?}"
+    );
     let y = BASE.replace("baseUrl: http://127.0.0.1:9000", "baseUrl: ${HOOK_URL}");
     assert_eq!(problems(&y, &[]).len(), 1);
 }
@@ -165,19 +248,31 @@ fn an_environment_override_out_of_range_names_the_key_and_the_variable() {
     let e = from_yaml_with_env(BASE, &env(&[("QUEUEBOX_SERVER_HTTPPORT", "99999")])).unwrap_err();
     assert_eq!(e.problems.len(), 1, "{e}");
     assert_eq!(e.problems[0].path, "server.httpPort");
-    assert_eq!(e.problems[0].env.as_deref(), Some("QUEUEBOX_SERVER_HTTPPORT"));
+    assert_eq!(
+        e.problems[0].env.as_deref(),
+        Some("QUEUEBOX_SERVER_HTTPPORT")
+    );
 }
 
 /// Every numeric key: a negative value, and zero where zero cannot work, is exactly one
 /// problem naming that key.
 #[test]
 fn every_numeric_key_names_itself_in_exactly_one_problem() {
-    let hmac = BASE.replace("path: /orders", "path: /orders\n    auth:\n      type: hmac\n      secret: s3cr3t");
-    let retention = format!("{hmac}retention:\n  enabled: true\n  outbox:\n    policy: COUNT\n    maxCount: 10\n");
+    let hmac = BASE.replace(
+        "path: /orders",
+        "path: /orders\n    auth:\n      type: hmac\n      secret: s3cr3t",
+    );
+    let retention = format!(
+        "{hmac}retention:\n  enabled: true\n  outbox:\n    policy: COUNT\n    maxCount: 10\n"
+    );
     let y = retention
         .replace("routes:", "  nd:\n    type: nats\n    servers: nats://127.0.0.1:4222\n    subject: s\n  rd:\n    type: rabbitmq\n    url: amqp://127.0.0.1\n    exchange: x\nroutes:")
         .replace("sources:", "sources:\n  ns:\n    type: nats\n    consumption: pull\n    servers: nats://127.0.0.1:4222\n    stream: s\n    durable: d\n  ks:\n    type: kafka\n    consumption: pull\n    bootstrapServers: 127.0.0.1:9092\n    topics: [t]\n    groupId: g");
-    assert!(from_yaml_with_env(&y, &[]).is_ok(), "{:?}", from_yaml_with_env(&y, &[]).err().map(|e| e.to_string()));
+    assert!(
+        from_yaml_with_env(&y, &[]).is_ok(),
+        "{:?}",
+        from_yaml_with_env(&y, &[]).err().map(|e| e.to_string())
+    );
     let keys = [
         ("server.httpPort", false),
         ("server.managementPort", false),
@@ -217,7 +312,8 @@ fn every_numeric_key_names_itself_in_exactly_one_problem() {
             values.push("0");
         }
         for v in values {
-            let e = from_yaml_with_env(&y, &env(&[(var.as_str(), v)])).expect_err(&format!("{key}: {v} must fail"));
+            let e = from_yaml_with_env(&y, &env(&[(var.as_str(), v)]))
+                .expect_err(&format!("{key}: {v} must fail"));
             let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
             assert_eq!(paths, [key], "{key}: {v}: {e}");
         }

@@ -14,23 +14,68 @@ const CREDENTIAL_HEADERS: [&str; 3] = ["authorization", "proxy-authorization", "
 /// one is not a second mistake.
 pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &mut ConfigErrors) {
     database(&c.database, errs);
-    positive(errs, "server.requestHeaderTimeoutMs", c.server.request_header_timeout_ms);
-    positive(errs, "server.requestBodyTimeoutMs", c.server.request_body_timeout_ms);
-    positive(errs, "server.maxConnections", c.server.max_connections as u64);
+    positive(
+        errs,
+        "server.requestHeaderTimeoutMs",
+        c.server.request_header_timeout_ms,
+    );
+    positive(
+        errs,
+        "server.requestBodyTimeoutMs",
+        c.server.request_body_timeout_ms,
+    );
+    positive(
+        errs,
+        "server.maxConnections",
+        c.server.max_connections as u64,
+    );
     positive(errs, "outbox.pollIntervalMs", c.outbox.poll_interval_ms);
     positive(errs, "outbox.batchSize", c.outbox.batch_size as u64);
     positive(errs, "outbox.concurrency", c.outbox.concurrency as u64);
     positive(errs, "outbox.claimTimeoutMs", c.outbox.claim_timeout_ms);
-    positive(errs, "outbox.retryBaseDelayMs", c.outbox.retry_base_delay_ms);
-    positive(errs, "outbox.pendingGaugeIntervalMs", c.outbox.pending_gauge_interval_ms);
+    positive(
+        errs,
+        "outbox.retryBaseDelayMs",
+        c.outbox.retry_base_delay_ms,
+    );
+    positive(
+        errs,
+        "outbox.pendingGaugeIntervalMs",
+        c.outbox.pending_gauge_interval_ms,
+    );
     positive(errs, "inbox.maxBodyBytes", c.inbox.max_body_bytes);
-    positive(errs, "inbox.maxHeaderBytes", c.inbox.max_header_bytes as u64);
-    positive(errs, "inbox.relay.pollIntervalMs", c.inbox.relay.poll_interval_ms);
-    positive(errs, "inbox.relay.batchSize", c.inbox.relay.batch_size as u64);
-    positive(errs, "inbox.relay.claimTimeoutMs", c.inbox.relay.claim_timeout_ms);
-    positive(errs, "inbox.relay.pendingGaugeIntervalMs", c.inbox.relay.pending_gauge_interval_ms);
-    if !c.inbox.base_path.starts_with('/') || c.inbox.base_path.ends_with('/') && c.inbox.base_path.len() > 1 {
-        errs.push("inbox.basePath", "must start with `/` and not end with `/` (e.g. /inbox)");
+    positive(
+        errs,
+        "inbox.maxHeaderBytes",
+        c.inbox.max_header_bytes as u64,
+    );
+    positive(
+        errs,
+        "inbox.relay.pollIntervalMs",
+        c.inbox.relay.poll_interval_ms,
+    );
+    positive(
+        errs,
+        "inbox.relay.batchSize",
+        c.inbox.relay.batch_size as u64,
+    );
+    positive(
+        errs,
+        "inbox.relay.claimTimeoutMs",
+        c.inbox.relay.claim_timeout_ms,
+    );
+    positive(
+        errs,
+        "inbox.relay.pendingGaugeIntervalMs",
+        c.inbox.relay.pending_gauge_interval_ms,
+    );
+    if !c.inbox.base_path.starts_with('/')
+        || c.inbox.base_path.ends_with('/') && c.inbox.base_path.len() > 1
+    {
+        errs.push(
+            "inbox.basePath",
+            "must start with `/` and not end with `/` (e.g. /inbox)",
+        );
     }
     if let Some(tls) = &c.server.tls {
         readable(errs, "server.tls.certFile", &tls.cert_file);
@@ -49,18 +94,30 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
         if r.topic_pattern.trim().is_empty() {
             errs.push(format!("routes[{i}].topicPattern"), "must not be empty");
         }
-        if !c.destinations.contains_key(&r.destination) && !broken_destinations.contains(&r.destination) {
-            let hint = crate::suggest(&r.destination, c.destinations.keys().map(String::as_str)).map(|h| format!("; did you mean {h}?")).unwrap_or_default();
-            errs.push(format!("routes[{i}].destination"), format!("destination `{}` does not exist{hint}", r.destination));
+        if !c.destinations.contains_key(&r.destination)
+            && !broken_destinations.contains(&r.destination)
+        {
+            let hint = crate::suggest(&r.destination, c.destinations.keys().map(String::as_str))
+                .map(|h| format!("; did you mean {h}?"))
+                .unwrap_or_default();
+            errs.push(
+                format!("routes[{i}].destination"),
+                format!("destination `{}` does not exist{hint}", r.destination),
+            );
         }
     }
     for (name, d) in &c.destinations {
         let path = format!("destinations.{name}");
         match &d.kind {
             DestinationKind::Http(h) => http_destination(h, &path, errs),
-            DestinationKind::Kafka(k) if k.timeout_ms < 2000 => errs.push(format!("{path}.timeoutMs"), "must be at least 2000 (the whole publish budget)"),
+            DestinationKind::Kafka(k) if k.timeout_ms < 2000 => errs.push(
+                format!("{path}.timeoutMs"),
+                "must be at least 2000 (the whole publish budget)",
+            ),
             // A zero publish budget times every publish out: each row would go dead.
-            DestinationKind::RabbitMq(r) => positive(errs, &format!("{path}.timeoutMs"), r.timeout_ms),
+            DestinationKind::RabbitMq(r) => {
+                positive(errs, &format!("{path}.timeoutMs"), r.timeout_ms)
+            }
             DestinationKind::Nats(n) => positive(errs, &format!("{path}.timeoutMs"), n.timeout_ms),
             DestinationKind::Kafka(_) => {}
         }
@@ -105,12 +162,24 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     }
     for (name, d) in &c.destinations {
         if let DestinationKind::Kafka(k) = &d.kind {
-            kafka_security(&k.security_protocol, &k.sasl_mechanism, &k.tls, &format!("destinations.{name}"), errs);
+            kafka_security(
+                &k.security_protocol,
+                &k.sasl_mechanism,
+                &k.tls,
+                &format!("destinations.{name}"),
+                errs,
+            );
         }
     }
     for (name, s) in &c.sources {
         if let SourceKind::Kafka(k) = &s.kind {
-            kafka_security(&k.security_protocol, &k.sasl_mechanism, &k.tls, &format!("sources.{name}"), errs);
+            kafka_security(
+                &k.security_protocol,
+                &k.sasl_mechanism,
+                &k.tls,
+                &format!("sources.{name}"),
+                errs,
+            );
         }
     }
     for (name, d) in &c.destinations {
@@ -135,9 +204,17 @@ fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
 
 /// One way to log in to NATS, and readable certificate files.
 fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErrors) {
-    let ways = [l.token.is_some(), l.username.is_some() || l.password.is_some(), l.nkey_seed.is_some(), l.creds_file.is_some()];
+    let ways = [
+        l.token.is_some(),
+        l.username.is_some() || l.password.is_some(),
+        l.nkey_seed.is_some(),
+        l.creds_file.is_some(),
+    ];
     if ways.iter().filter(|w| **w).count() > 1 {
-        errs.push(path, "set only one of token, username/password, nkeySeed, credsFile");
+        errs.push(
+            path,
+            "set only one of token, username/password, nkeySeed, credsFile",
+        );
     }
     if l.username.is_some() != l.password.is_some() {
         errs.push(path, "username and password go together");
@@ -152,14 +229,29 @@ fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErr
 
 /// Kafka's `securityProtocol` and `saslMechanism` are librdkafka's names; a `tls:` block
 /// needs an SSL protocol (else its certificates would be set and never used).
-fn kafka_security(protocol: &Option<String>, mechanism: &Option<String>, tls: &Option<crate::brokers::BrokerTls>, path: &str, errs: &mut ConfigErrors) {
-    let p = protocol.as_deref().unwrap_or("PLAINTEXT").to_ascii_uppercase();
+fn kafka_security(
+    protocol: &Option<String>,
+    mechanism: &Option<String>,
+    tls: &Option<crate::brokers::BrokerTls>,
+    path: &str,
+    errs: &mut ConfigErrors,
+) {
+    let p = protocol
+        .as_deref()
+        .unwrap_or("PLAINTEXT")
+        .to_ascii_uppercase();
     if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&p.as_str()) {
-        errs.push(format!("{path}.securityProtocol"), format!("`{p}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"));
+        errs.push(
+            format!("{path}.securityProtocol"),
+            format!("`{p}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+        );
     }
     if let Some(m) = mechanism {
         if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&m.to_ascii_uppercase().as_str()) {
-            errs.push(format!("{path}.saslMechanism"), format!("`{m}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"));
+            errs.push(
+                format!("{path}.saslMechanism"),
+                format!("`{m}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+            );
         }
     }
     if let Some(t) = tls {
@@ -171,10 +263,22 @@ fn kafka_security(protocol: &Option<String>, mechanism: &Option<String>, tls: &O
 }
 
 /// A RabbitMQ `tls:` block needs an `amqps://` URL (lapin speaks TLS by the scheme alone).
-fn amqp_tls(url: &str, tls: &Option<crate::brokers::BrokerTls>, path: &str, errs: &mut ConfigErrors) {
+fn amqp_tls(
+    url: &str,
+    tls: &Option<crate::brokers::BrokerTls>,
+    path: &str,
+    errs: &mut ConfigErrors,
+) {
     if let Some(t) = tls {
-        if !url.trim_start().to_ascii_lowercase().starts_with("amqps://") {
-            errs.push(format!("{path}.tls"), "needs an amqps:// URL: nothing would be encrypted");
+        if !url
+            .trim_start()
+            .to_ascii_lowercase()
+            .starts_with("amqps://")
+        {
+            errs.push(
+                format!("{path}.tls"),
+                "needs an amqps:// URL: nothing would be encrypted",
+            );
         }
         broker_tls(t, &format!("{path}.tls"), errs);
     }
@@ -182,13 +286,20 @@ fn amqp_tls(url: &str, tls: &Option<crate::brokers::BrokerTls>, path: &str, errs
 
 /// A broker's `tls:` block: readable files, and a client certificate with its key.
 pub(crate) fn broker_tls(t: &crate::brokers::BrokerTls, path: &str, errs: &mut ConfigErrors) {
-    for (key, file) in [("caFile", &t.ca_file), ("certFile", &t.cert_file), ("keyFile", &t.key_file)] {
+    for (key, file) in [
+        ("caFile", &t.ca_file),
+        ("certFile", &t.cert_file),
+        ("keyFile", &t.key_file),
+    ] {
         if let Some(f) = file {
             readable(errs, &format!("{path}.{key}"), f);
         }
     }
     if t.cert_file.is_some() != t.key_file.is_some() {
-        errs.push(path, "certFile and keyFile go together (the client certificate and its key)");
+        errs.push(
+            path,
+            "certFile and keyFile go together (the client certificate and its key)",
+        );
     }
 }
 
@@ -208,49 +319,85 @@ fn database(d: &DatabaseConfig, errs: &mut ConfigErrors) {
         "postgresql" => Some(Backend::Postgres),
         "sqlserver" => Some(Backend::SqlServer),
         other => {
-            errs.push("database.type", format!("`{other}` is not one of postgresql, sqlserver"));
+            errs.push(
+                "database.type",
+                format!("`{other}` is not one of postgresql, sqlserver"),
+            );
             None
         }
     };
     if d.url.trim().is_empty() {
-        errs.push("database.url", "required (postgres://user@host:5432/db or sqlserver://user@host:1433/db)");
+        errs.push(
+            "database.url",
+            "required (postgres://user@host:5432/db or sqlserver://user@host:1433/db)",
+        );
     } else if d.url.starts_with("file:") {
         errs.push("database.url", "`file:` is only read for secret fields; put the password in database.password: file:/path");
     } else {
         // The backend factory is the one reader of URL forms.
         match DatabaseUrl::parse(&d.url) {
-            Ok(u) if kind.is_some_and(|k| k != u.backend()) => {
-                errs.push("database.url", format!("names a {:?} database but database.type is `{}`", u.backend(), d.kind))
-            }
+            Ok(u) if kind.is_some_and(|k| k != u.backend()) => errs.push(
+                "database.url",
+                format!(
+                    "names a {:?} database but database.type is `{}`",
+                    u.backend(),
+                    d.kind
+                ),
+            ),
             Ok(_) => {}
-            Err(queuebox_core::Error::Connect { reason, .. } | queuebox_core::Error::Config { reason, .. }) => errs.push("database.url", reason),
+            Err(
+                queuebox_core::Error::Connect { reason, .. }
+                | queuebox_core::Error::Config { reason, .. },
+            ) => errs.push("database.url", reason),
             Err(e) => errs.push("database.url", e.to_string()),
         }
     }
     positive(errs, "database.poolSize", d.pool_size as u64);
-    positive(errs, "database.connectionTimeoutMs", d.connection_timeout_ms);
+    positive(
+        errs,
+        "database.connectionTimeoutMs",
+        d.connection_timeout_ms,
+    );
 }
 
 fn http_destination(h: &HttpDestination, path: &str, errs: &mut ConfigErrors) {
     match url::Url::parse(&h.base_url) {
         Ok(u) => {
             if !matches!(u.scheme(), "http" | "https") {
-                errs.push(format!("{path}.baseUrl"), format!("scheme `{}` is not http or https", u.scheme()));
+                errs.push(
+                    format!("{path}.baseUrl"),
+                    format!("scheme `{}` is not http or https", u.scheme()),
+                );
             }
             if u.host_str().is_none_or(str::is_empty) {
                 errs.push(format!("{path}.baseUrl"), "has no host");
             }
             if !u.username().is_empty() || u.password().is_some() {
-                errs.push(format!("{path}.baseUrl"), "must not carry credentials (use auth instead)");
+                errs.push(
+                    format!("{path}.baseUrl"),
+                    "must not carry credentials (use auth instead)",
+                );
             }
-            if h.base_url.contains("/../") || h.base_url.contains("/./") || h.base_url.ends_with("/..") {
-                errs.push(format!("{path}.baseUrl"), "must not contain `.` or `..` segments");
+            if h.base_url.contains("/../")
+                || h.base_url.contains("/./")
+                || h.base_url.ends_with("/..")
+            {
+                errs.push(
+                    format!("{path}.baseUrl"),
+                    "must not contain `.` or `..` segments",
+                );
             }
         }
-        Err(e) => errs.push(format!("{path}.baseUrl"), format!("not an absolute URL: {e}")),
+        Err(e) => errs.push(
+            format!("{path}.baseUrl"),
+            format!("not an absolute URL: {e}"),
+        ),
     }
     if h.path.split('/').any(|s| s == "." || s == "..") {
-        errs.push(format!("{path}.path"), "must not contain `.` or `..` segments");
+        errs.push(
+            format!("{path}.path"),
+            "must not contain `.` or `..` segments",
+        );
     }
     positive(errs, &format!("{path}.timeoutMs"), h.timeout_ms);
     for k in h.headers.keys() {
@@ -271,7 +418,12 @@ fn paths(list: &Option<PathList>, path: &str, errs: &mut ConfigErrors) {
         }
         for p in ps {
             if let Err(e) = JsonPath::parse(p) {
-                errs.push(path, e.to_string().trim_start_matches("invalid input: ").to_string());
+                errs.push(
+                    path,
+                    e.to_string()
+                        .trim_start_matches("invalid input: ")
+                        .to_string(),
+                );
             }
         }
     }
@@ -279,12 +431,23 @@ fn paths(list: &Option<PathList>, path: &str, errs: &mut ConfigErrors) {
 
 fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
     let c = &s.common;
-    paths(&c.idempotency_key_path, &format!("{path}.idempotencyKeyPath"), errs);
+    paths(
+        &c.idempotency_key_path,
+        &format!("{path}.idempotencyKeyPath"),
+        errs,
+    );
     paths(&c.event_type_path, &format!("{path}.eventTypePath"), errs);
-    paths(&c.aggregate_id_path, &format!("{path}.aggregateIdPath"), errs);
+    paths(
+        &c.aggregate_id_path,
+        &format!("{path}.aggregateIdPath"),
+        errs,
+    );
     if let Some(d) = &c.initial_delay {
         if parse_duration(d).is_none_or(|d| d.is_zero()) {
-            errs.push(format!("{path}.initialDelay"), format!("`{d}` is not a positive duration like 30s, 5m, 2h or 1d"));
+            errs.push(
+                format!("{path}.initialDelay"),
+                format!("`{d}` is not a positive duration like 30s, 5m, 2h or 1d"),
+            );
         }
     }
     let template = s.topic_template();
@@ -304,7 +467,8 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
                     SourceKind::Kafka(k) => k.event_type_from_header,
                     SourceKind::Nats(n) => n.event_type_from_header,
                 };
-            if c.consumption == Consumption::Push && names.contains(&"eventType") && !has_event_type {
+            if c.consumption == Consumption::Push && names.contains(&"eventType") && !has_event_type
+            {
                 errs.push(
                     format!("{path}.topic"),
                     "uses {{ eventType }} but the source declares no event type (set eventTypePath or eventTypeHeader, or a topic such as \"{{ source }}\")",
@@ -316,16 +480,31 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
 
 fn http_source(h: &HttpSource, path: &str, errs: &mut ConfigErrors) {
     if !h.path.starts_with('/') || h.path.len() < 2 {
-        errs.push(format!("{path}.path"), "must start with `/` and name the source (e.g. /orders)");
+        errs.push(
+            format!("{path}.path"),
+            "must start with `/` and name the source (e.g. /orders)",
+        );
     }
-    let auth_header = h.auth.as_ref().map(|a| a.header_name().to_ascii_lowercase());
-    for (key, v) in [("idempotencyKeyHeader", &h.idempotency_key_header), ("eventTypeHeader", &h.event_type_header), ("aggregateIdHeader", &h.aggregate_id_header)] {
+    let auth_header = h
+        .auth
+        .as_ref()
+        .map(|a| a.header_name().to_ascii_lowercase());
+    for (key, v) in [
+        ("idempotencyKeyHeader", &h.idempotency_key_header),
+        ("eventTypeHeader", &h.event_type_header),
+        ("aggregateIdHeader", &h.aggregate_id_header),
+    ] {
         if let Some(name) = v {
             let lower = name.trim().to_ascii_lowercase();
             if lower.is_empty() {
                 errs.push(format!("{path}.{key}"), "must not be blank");
-            } else if CREDENTIAL_HEADERS.contains(&lower.as_str()) || auth_header.as_deref() == Some(lower.as_str()) {
-                errs.push(format!("{path}.{key}"), format!("`{name}` carries a credential and is never stored"));
+            } else if CREDENTIAL_HEADERS.contains(&lower.as_str())
+                || auth_header.as_deref() == Some(lower.as_str())
+            {
+                errs.push(
+                    format!("{path}.{key}"),
+                    format!("`{name}` carries a credential and is never stored"),
+                );
             }
         }
     }
@@ -336,21 +515,37 @@ fn http_source(h: &HttpSource, path: &str, errs: &mut ConfigErrors) {
 
 fn auth(a: &AuthConfig, path: &str, errs: &mut ConfigErrors) {
     match a {
-        AuthConfig::Bearer(b) if b.token.expose().is_empty() => errs.push(format!("{path}.token"), "must not be empty"),
-        AuthConfig::ApiKey(k) if k.key.expose().is_empty() => errs.push(format!("{path}.key"), "must not be empty"),
+        AuthConfig::Bearer(b) if b.token.expose().is_empty() => {
+            errs.push(format!("{path}.token"), "must not be empty")
+        }
+        AuthConfig::ApiKey(k) if k.key.expose().is_empty() => {
+            errs.push(format!("{path}.key"), "must not be empty")
+        }
         AuthConfig::Hmac(h) => {
             if h.secret.expose().is_empty() {
                 errs.push(format!("{path}.secret"), "must not be empty");
             }
             if h.algorithm != "HmacSHA256" {
-                errs.push(format!("{path}.algorithm"), format!("`{}` is not supported (HmacSHA256)", h.algorithm));
+                errs.push(
+                    format!("{path}.algorithm"),
+                    format!("`{}` is not supported (HmacSHA256)", h.algorithm),
+                );
             }
             if let Some(f) = &h.signature_payload_format {
-                if !matches!(f.to_ascii_lowercase().replace('_', "-").as_str(), "body" | "timestamp-dot-body") {
-                    errs.push(format!("{path}.signaturePayloadFormat"), "must be body or timestamp-dot-body");
+                if !matches!(
+                    f.to_ascii_lowercase().replace('_', "-").as_str(),
+                    "body" | "timestamp-dot-body"
+                ) {
+                    errs.push(
+                        format!("{path}.signaturePayloadFormat"),
+                        "must be body or timestamp-dot-body",
+                    );
                 }
                 if h.signs_timestamp() && h.timestamp_header.is_none() {
-                    errs.push(format!("{path}.timestampHeader"), "required by signaturePayloadFormat: timestamp-dot-body");
+                    errs.push(
+                        format!("{path}.timestampHeader"),
+                        "required by signaturePayloadFormat: timestamp-dot-body",
+                    );
                 }
             }
         }
@@ -375,7 +570,13 @@ fn retention(r: &TableRetention, path: &str, count_ok: bool, errs: &mut ConfigEr
         other => errs.push(format!("{path}.policy"), format!("`{other}` is not AGE, COUNT or DISABLED")),
     }
     if parse_duration(&r.cleanup_interval).is_none_or(|d| d.is_zero()) {
-        errs.push(format!("{path}.cleanupInterval"), format!("`{}` is not a positive duration like 1h", r.cleanup_interval));
+        errs.push(
+            format!("{path}.cleanupInterval"),
+            format!(
+                "`{}` is not a positive duration like 1h",
+                r.cleanup_interval
+            ),
+        );
     }
     positive(errs, &format!("{path}.batchSize"), r.batch_size as u64);
 }

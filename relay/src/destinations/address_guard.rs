@@ -74,10 +74,15 @@ pub async fn check_startup(cfg: &Config) -> Vec<Blocked> {
         return out;
     }
     for (name, d) in &cfg.destinations {
-        let DestinationKind::Http(h) = &d.kind else { continue };
+        let DestinationKind::Http(h) = &d.kind else {
+            continue;
+        };
         let mut urls = vec![(format!("destinations.{name}.baseUrl"), h.base_url.as_str())];
         if let Some(DestinationAuth::OAuth2(o)) = &h.auth {
-            urls.push((format!("destinations.{name}.auth.tokenUrl"), o.token_url.as_str()));
+            urls.push((
+                format!("destinations.{name}.auth.tokenUrl"),
+                o.token_url.as_str(),
+            ));
         }
         for (key, url) in urls {
             if let Some(reason) = host_reason(url).await {
@@ -95,7 +100,12 @@ async fn host_reason(url: &str) -> Option<String> {
         url::Host::Ipv6(ip) => IpAddr::V6(ip),
         url::Host::Domain(name) => {
             let port = u.port_or_known_default().unwrap_or(80);
-            let addrs = match tokio::time::timeout(STARTUP_LOOKUP_TIMEOUT, tokio::net::lookup_host((name, port))).await {
+            let addrs = match tokio::time::timeout(
+                STARTUP_LOOKUP_TIMEOUT,
+                tokio::net::lookup_host((name, port)),
+            )
+            .await
+            {
                 Ok(Ok(a)) => a.map(|a| a.ip()).collect::<Vec<_>>(),
                 _ => {
                     tracing::warn!(host = name, "cannot resolve a destination host at start-up; its addresses are checked when it connects (http.blockPrivateAddresses)");
@@ -103,7 +113,10 @@ async fn host_reason(url: &str) -> Option<String> {
                 }
             };
             let ip = addrs.into_iter().find(|ip| private_kind(*ip).is_some())?;
-            return Some(format!("{name} resolves to {ip}, a private address ({})", private_kind(ip)?));
+            return Some(format!(
+                "{name} resolves to {ip}, a private address ({})",
+                private_kind(ip)?
+            ));
         }
     };
     private_kind(ip).map(|kind| format!("{ip} is a private address ({kind})"))
@@ -125,9 +138,16 @@ impl reqwest::dns::Resolve for PublicOnly {
         let host = name.as_str().to_string();
         Box::pin(async move {
             let all: Vec<SocketAddr> = tokio::net::lookup_host((host.as_str(), 0)).await?.collect();
-            let public: Vec<SocketAddr> = all.iter().copied().filter(|a| private_kind(a.ip()).is_none()).collect();
+            let public: Vec<SocketAddr> = all
+                .iter()
+                .copied()
+                .filter(|a| private_kind(a.ip()).is_none())
+                .collect();
             match (public.is_empty(), all.first()) {
-                (true, Some(first)) => Err(Box::new(OnlyPrivate { host, ip: first.ip() }) as _),
+                (true, Some(first)) => Err(Box::new(OnlyPrivate {
+                    host,
+                    ip: first.ip(),
+                }) as _),
                 _ => Ok(Box::new(public.into_iter()) as reqwest::dns::Addrs),
             }
         })
@@ -163,11 +183,19 @@ mod tests {
                         Ok(n) => got.extend_from_slice(&buf[..n]),
                     }
                 }
-                let _ = s.write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n").await;
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n")
+                    .await;
             }
         });
-        let d: queuebox_config::HttpDestination = serde_json::from_value(serde_json::json!({"baseUrl": format!("http://localhost:{port}"), "timeoutMs": 2000})).unwrap();
-        let http = queuebox_config::HttpConfig { block_private_addresses: block, ..Default::default() };
+        let d: queuebox_config::HttpDestination = serde_json::from_value(
+            serde_json::json!({"baseUrl": format!("http://localhost:{port}"), "timeoutMs": 2000}),
+        )
+        .unwrap();
+        let http = queuebox_config::HttpConfig {
+            block_private_addresses: block,
+            ..Default::default()
+        };
         let p = HttpPublisher::new(&d, &http, Arc::new(crate::metrics::Metrics::new())).unwrap();
         let msg = OutboundMessage {
             id: uuid::Uuid::new_v4(),
@@ -187,7 +215,11 @@ mod tests {
     async fn the_destination_resolver_never_connects_to_a_private_address() {
         let (r, accepted) = publish_to_localhost(true).await;
         let e = r.unwrap_err();
-        assert!(e.contains("localhost resolves only to private addresses") && e.contains("http.blockPrivateAddresses"), "{e}");
+        assert!(
+            e.contains("localhost resolves only to private addresses")
+                && e.contains("http.blockPrivateAddresses"),
+            "{e}"
+        );
         assert_eq!(accepted, 0, "no connection was made");
         // The same destination without the setting connects: the refusal is the guard's.
         let (r, accepted) = publish_to_localhost(false).await;

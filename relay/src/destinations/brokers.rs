@@ -23,13 +23,32 @@ impl BrokerPublisher {
     pub fn new(dest: &DestinationConfig) -> anyhow::Result<Self> {
         let health = Health::global();
         let client = match &dest.kind {
-            DestinationKind::RabbitMq(c) => Client::RabbitMq(rabbitmq::RabbitMqPublisher::new(&dest.name, c.clone(), health.clone())?),
-            DestinationKind::Kafka(c) => Client::Kafka(kafka::KafkaPublisher::new(&dest.name, c.clone(), health.clone())?),
-            DestinationKind::Nats(c) => Client::Nats(nats::NatsPublisher::new(&dest.name, c.clone(), health.clone())?),
-            DestinationKind::Http(_) => anyhow::bail!("destinations.{}: not a broker destination", dest.name),
+            DestinationKind::RabbitMq(c) => Client::RabbitMq(rabbitmq::RabbitMqPublisher::new(
+                &dest.name,
+                c.clone(),
+                health.clone(),
+            )?),
+            DestinationKind::Kafka(c) => Client::Kafka(kafka::KafkaPublisher::new(
+                &dest.name,
+                c.clone(),
+                health.clone(),
+            )?),
+            DestinationKind::Nats(c) => Client::Nats(nats::NatsPublisher::new(
+                &dest.name,
+                c.clone(),
+                health.clone(),
+            )?),
+            DestinationKind::Http(_) => {
+                anyhow::bail!("destinations.{}: not a broker destination", dest.name)
+            }
         };
         let kind = dest.kind.type_name();
-        Ok(BrokerPublisher { client, kind, component: format!("{kind}.{}", dest.name), health })
+        Ok(BrokerPublisher {
+            client,
+            kind,
+            component: format!("{kind}.{}", dest.name),
+            health,
+        })
     }
 }
 

@@ -40,10 +40,20 @@ enum Auth {
 }
 
 /// Header names the publisher sets itself; a row header of the same name is dropped.
-const OWN: [&str; 5] = ["x-message-id", "x-topic", "x-attempt", "x-message-key", "content-type"];
+const OWN: [&str; 5] = [
+    "x-message-id",
+    "x-topic",
+    "x-attempt",
+    "x-message-key",
+    "content-type",
+];
 
 impl HttpPublisher {
-    pub fn new(d: &HttpDestination, http: &HttpConfig, metrics: Arc<Metrics>) -> anyhow::Result<Self> {
+    pub fn new(
+        d: &HttpDestination,
+        http: &HttpConfig,
+        metrics: Arc<Metrics>,
+    ) -> anyhow::Result<Self> {
         let mut builder = reqwest::Client::builder()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(Duration::from_millis(d.timeout_ms))
@@ -53,14 +63,25 @@ impl HttpPublisher {
             builder = builder.dns_resolver(Arc::new(super::address_guard::PublicOnly));
         }
         let client = builder.build()?;
-        let auth_headers: Vec<String> = d.auth.as_ref().map(DestinationAuth::header_names).unwrap_or_default();
+        let auth_headers: Vec<String> = d
+            .auth
+            .as_ref()
+            .map(DestinationAuth::header_names)
+            .unwrap_or_default();
         // The auth header wins over a static header of the same name (one value is sent).
-        let mut static_headers: Vec<(String, String)> =
-            d.headers.iter().filter(|(k, _)| !auth_headers.contains(&k.to_ascii_lowercase())).map(|(k, v)| (k.clone(), v.clone())).collect();
+        let mut static_headers: Vec<(String, String)> = d
+            .headers
+            .iter()
+            .filter(|(k, _)| !auth_headers.contains(&k.to_ascii_lowercase()))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         let auth = match &d.auth {
             None => Auth::Fixed,
             Some(DestinationAuth::Bearer(b)) => {
-                static_headers.push(("Authorization".into(), format!("Bearer {}", b.token.expose())));
+                static_headers.push((
+                    "Authorization".into(),
+                    format!("Bearer {}", b.token.expose()),
+                ));
                 Auth::Fixed
             }
             Some(DestinationAuth::ApiKey(k)) => {
@@ -69,17 +90,32 @@ impl HttpPublisher {
             }
             Some(DestinationAuth::Basic(b)) => {
                 let pair = format!("{}:{}", b.username, b.password.expose());
-                static_headers.push(("Authorization".into(), format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair))));
+                static_headers.push((
+                    "Authorization".into(),
+                    format!(
+                        "Basic {}",
+                        base64::engine::general_purpose::STANDARD.encode(pair)
+                    ),
+                ));
                 Auth::Fixed
             }
             Some(DestinationAuth::Header(h)) => {
                 static_headers.push((h.header_name.clone(), h.header_value.expose().to_string()));
                 Auth::Fixed
             }
-            Some(DestinationAuth::OAuth2(o)) => Auth::OAuth2(TokenSource::new(o, client.clone(), http.max_error_body_bytes)),
+            Some(DestinationAuth::OAuth2(o)) => Auth::OAuth2(TokenSource::new(
+                o,
+                client.clone(),
+                http.max_error_body_bytes,
+            )),
             Some(DestinationAuth::Hmac(h)) => Auth::Hmac(h.clone()),
         };
-        let reserved = OWN.iter().map(|s| s.to_string()).chain(static_headers.iter().map(|(k, _)| k.to_ascii_lowercase())).chain(auth_headers).collect();
+        let reserved = OWN
+            .iter()
+            .map(|s| s.to_string())
+            .chain(static_headers.iter().map(|(k, _)| k.to_ascii_lowercase()))
+            .chain(auth_headers)
+            .collect();
         Ok(HttpPublisher {
             url: join_url(&d.base_url, &d.path),
             client,
@@ -96,7 +132,12 @@ impl HttpPublisher {
 /// The signature header value: `prefix` + hex HMAC-SHA256 over `timestamp + "." + body`
 /// (with a timestamp) or `body` — what an HTTP source with `auth.type: hmac` verifies.
 pub fn sign(h: &HmacSigning, timestamp: Option<&str>, body: &[u8]) -> String {
-    crate::sources::auth::hmac_signature(h.secret.expose().as_bytes(), &h.signature_prefix, timestamp, body)
+    crate::sources::auth::hmac_signature(
+        h.secret.expose().as_bytes(),
+        &h.signature_prefix,
+        timestamp,
+        body,
+    )
 }
 
 /// `http://h/a/` + `/b` → `http://h/a/b` (exactly one slash between them).
@@ -136,19 +177,29 @@ impl Publisher for HttpPublisher {
         if let Some(k) = &msg.key {
             req = req.header("X-Message-Key", value("X-Message-Key", k)?);
         }
-        let body = serde_json::to_vec(&msg.payload).map_err(|e| PublishError::Rejected(e.to_string()))?;
+        let body =
+            serde_json::to_vec(&msg.payload).map_err(|e| PublishError::Rejected(e.to_string()))?;
         let mut token = None;
         match &self.auth {
             Auth::Fixed => {}
             Auth::OAuth2(source) => {
                 let t = source.token().await?;
-                req = req.header("Authorization", value("Authorization", &format!("Bearer {t}"))?);
+                req = req.header(
+                    "Authorization",
+                    value("Authorization", &format!("Bearer {t}"))?,
+                );
                 token = Some(t);
             }
             Auth::Hmac(h) => {
                 // The signed bytes are exactly the bytes sent below.
-                let ts = h.timestamp_header.as_ref().map(|name| (name, chrono::Utc::now().timestamp().to_string()));
-                let signed_ts = ts.as_ref().filter(|_| h.signs_timestamp()).map(|(_, t)| t.as_str());
+                let ts = h
+                    .timestamp_header
+                    .as_ref()
+                    .map(|name| (name, chrono::Utc::now().timestamp().to_string()));
+                let signed_ts = ts
+                    .as_ref()
+                    .filter(|_| h.signs_timestamp())
+                    .map(|(_, t)| t.as_str());
                 req = req.header(&h.header_name, sign(h, signed_ts, &body));
                 if let Some((name, t)) = &ts {
                     req = req.header(name.as_str(), t.as_str());
@@ -163,7 +214,10 @@ impl Publisher for HttpPublisher {
             }
         })?;
         let status = resp.status();
-        self.metrics.inc("queuebox_http_publish_responses_total", &[("status_class", status_class(status.as_u16()))]);
+        self.metrics.inc(
+            "queuebox_http_publish_responses_total",
+            &[("status_class", status_class(status.as_u16()))],
+        );
         if status.is_success() {
             return Ok(());
         }
@@ -176,14 +230,23 @@ impl Publisher for HttpPublisher {
             // The access token is not in the configuration's secrets: mask an echo of it here.
             text = text.replace(t.as_str(), "***");
         }
-        Err(PublishError::Rejected(format!("HTTP {}: {} - {}", status.as_u16(), status.canonical_reason().unwrap_or(""), text)))
+        Err(PublishError::Rejected(format!(
+            "HTTP {}: {} - {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or(""),
+            text
+        )))
     }
 }
 
 /// A header value from text: any bytes but control characters (UTF-8 included, as
 /// RFC 9110 `obs-text`). A control character fails the attempt naming the header.
 fn value(name: &str, text: &str) -> Result<HeaderValue, PublishError> {
-    HeaderValue::from_bytes(text.as_bytes()).map_err(|_| PublishError::Rejected(format!("header {name} holds a control character and cannot be sent")))
+    HeaderValue::from_bytes(text.as_bytes()).map_err(|_| {
+        PublishError::Rejected(format!(
+            "header {name} holds a control character and cannot be sent"
+        ))
+    })
 }
 
 /// `text` cut to at most `max` bytes on a character boundary.

@@ -67,14 +67,30 @@ pub trait Publisher: Send + Sync {
 }
 
 /// Builds the publisher of one destination.
-pub fn build(dest: &DestinationConfig, cfg: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<Arc<dyn Publisher>> {
+pub fn build(
+    dest: &DestinationConfig,
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<Arc<dyn Publisher>> {
     match &dest.kind {
-        DestinationKind::Http(h) => Ok(Arc::new(http::HttpPublisher::new(h, &cfg.http, metrics.clone())?)),
-        DestinationKind::RabbitMq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => Ok(Arc::new(brokers::BrokerPublisher::new(dest)?)),
+        DestinationKind::Http(h) => Ok(Arc::new(http::HttpPublisher::new(
+            h,
+            &cfg.http,
+            metrics.clone(),
+        )?)),
+        DestinationKind::RabbitMq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
+            Ok(Arc::new(brokers::BrokerPublisher::new(dest)?))
+        }
     }
 }
 
 /// Every destination's publisher, by destination name.
-pub fn build_all(cfg: &Config, metrics: &Arc<Metrics>) -> anyhow::Result<BTreeMap<String, Arc<dyn Publisher>>> {
-    cfg.destinations.iter().map(|(name, d)| Ok((name.clone(), build(d, cfg, metrics)?))).collect()
+pub fn build_all(
+    cfg: &Config,
+    metrics: &Arc<Metrics>,
+) -> anyhow::Result<BTreeMap<String, Arc<dyn Publisher>>> {
+    cfg.destinations
+        .iter()
+        .map(|(name, d)| Ok((name.clone(), build(d, cfg, metrics)?)))
+        .collect()
 }

@@ -61,7 +61,10 @@ impl TokenSource {
         TokenSource {
             client,
             token_url: o.token_url.clone(),
-            client_auth: format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(pair)),
+            client_auth: format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(pair)
+            ),
             form: form.finish(),
             max_error_body,
             cached: tokio::sync::Mutex::new(None),
@@ -93,7 +96,12 @@ impl TokenSource {
     }
 
     async fn fetch(&self) -> Result<Cached, PublishError> {
-        let fail = |why: String| PublishError::Credentials(format!("OAuth2 token request to {} failed: {why}", self.token_url));
+        let fail = |why: String| {
+            PublishError::Credentials(format!(
+                "OAuth2 token request to {} failed: {why}",
+                self.token_url
+            ))
+        };
         let asked = Instant::now();
         let resp = self
             .client
@@ -106,18 +114,36 @@ impl TokenSource {
             .await
             .map_err(|e| fail(super::http::error_chain(&e)))?;
         let status = resp.status();
-        let body = resp.bytes().await.map_err(|e| fail(super::http::error_chain(&e)))?;
+        let body = resp
+            .bytes()
+            .await
+            .map_err(|e| fail(super::http::error_chain(&e)))?;
         if !status.is_success() {
-            let text = super::http::truncate(String::from_utf8_lossy(&body).into_owned(), self.max_error_body);
-            return Err(fail(format!("HTTP {}: {} - {text}", status.as_u16(), status.canonical_reason().unwrap_or(""))));
+            let text = super::http::truncate(
+                String::from_utf8_lossy(&body).into_owned(),
+                self.max_error_body,
+            );
+            return Err(fail(format!(
+                "HTTP {}: {} - {text}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            )));
         }
-        let t: TokenResponse = serde_json::from_slice(&body).map_err(|_| fail("the answer is not JSON with an access_token".into()))?;
+        let t: TokenResponse = serde_json::from_slice(&body)
+            .map_err(|_| fail("the answer is not JSON with an access_token".into()))?;
         if t.access_token.is_empty() {
             return Err(fail("the answer's access_token is empty".into()));
         }
-        let lifetime = t.expires_in.as_ref().and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok())).map(Duration::from_secs);
+        let lifetime = t
+            .expires_in
+            .as_ref()
+            .and_then(|v| v.as_u64().or_else(|| v.as_str()?.trim().parse().ok()))
+            .map(Duration::from_secs);
         let refresh_at = lifetime.map(|l| asked + l - (l / REFRESH_SHARE).min(MAX_REFRESH_MARGIN));
         tracing::debug!(token_url = %self.token_url, expires_in = ?lifetime, "obtained an OAuth2 access token");
-        Ok(Cached { token: t.access_token, refresh_at })
+        Ok(Cached {
+            token: t.access_token,
+            refresh_at,
+        })
     }
 }

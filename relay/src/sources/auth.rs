@@ -12,13 +12,20 @@ pub fn ct_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// Checks a request; `Err(reason)` becomes `401 {"error": reason}`.
-pub fn check(auth: &AuthConfig, headers: &[(String, String)], body: &[u8], now_unix_ms: i64) -> Result<(), &'static str> {
+pub fn check(
+    auth: &AuthConfig,
+    headers: &[(String, String)],
+    body: &[u8],
+    now_unix_ms: i64,
+) -> Result<(), &'static str> {
     let get = |name: &str| queuebox_core::keys::header(headers, name);
     match auth {
         AuthConfig::Bearer(b) => {
             let h = get("Authorization").ok_or("Missing Authorization header")?;
             let (scheme, cred) = h.split_once(' ').ok_or("Invalid bearer token")?;
-            if !scheme.eq_ignore_ascii_case("bearer") || !ct_eq(cred.trim().as_bytes(), b.token.expose().as_bytes()) {
+            if !scheme.eq_ignore_ascii_case("bearer")
+                || !ct_eq(cred.trim().as_bytes(), b.token.expose().as_bytes())
+            {
                 return Err("Invalid bearer token");
             }
             Ok(())
@@ -46,7 +53,12 @@ pub fn check(auth: &AuthConfig, headers: &[(String, String)], body: &[u8], now_u
                     signed_ts = Some(ts);
                 }
             }
-            let expected = hmac_signature(h.secret.expose().as_bytes(), &h.signature_prefix, signed_ts.as_deref(), body);
+            let expected = hmac_signature(
+                h.secret.expose().as_bytes(),
+                &h.signature_prefix,
+                signed_ts.as_deref(),
+                body,
+            );
             if !ct_eq(sig.as_bytes(), expected.as_bytes()) {
                 return Err("Invalid signature");
             }
@@ -86,13 +98,26 @@ mod tests {
         let mut mac = Hmac::<Sha256>::new_from_slice(b"k").unwrap();
         mac.update(b"1000.{}");
         let sig = format!("sha256={}", hex::encode(mac.finalize().into_bytes()));
-        let h = vec![("x-signature".to_string(), sig), ("X-Ts".to_string(), "1000".to_string())];
+        let h = vec![
+            ("x-signature".to_string(), sig),
+            ("X-Ts".to_string(), "1000".to_string()),
+        ];
         assert_eq!(check(&a, &h, b"{}", 1_000_000), Ok(()));
         assert_eq!(check(&a, &h, b"{ }", 1_000_000), Err("Invalid signature"));
-        assert_eq!(check(&a, &h, b"{}", 9_000_000), Err("Request timestamp expired"));
+        assert_eq!(
+            check(&a, &h, b"{}", 9_000_000),
+            Err("Request timestamp expired")
+        );
         for extreme in [i64::MIN, i64::MAX, -1] {
-            let h = vec![("x-signature".to_string(), "sha256=00".to_string()), ("X-Ts".to_string(), extreme.to_string())];
-            assert_eq!(check(&a, &h, b"{}", 1_000_000), Err("Request timestamp expired"), "X-Ts: {extreme}");
+            let h = vec![
+                ("x-signature".to_string(), "sha256=00".to_string()),
+                ("X-Ts".to_string(), extreme.to_string()),
+            ];
+            assert_eq!(
+                check(&a, &h, b"{}", 1_000_000),
+                Err("Request timestamp expired"),
+                "X-Ts: {extreme}"
+            );
         }
     }
 }

@@ -22,7 +22,10 @@ pub fn rule(source: &SourceConfig) -> anyhow::Result<SourceRule> {
         SourceKind::Nats(n) => &n.attribute_headers,
         SourceKind::Http(_) => anyhow::bail!("sources.{}: not a broker source", source.name),
     };
-    let mut rule = SourceRule::new(&source.name, &BrokerSourceCommon::from_config(&source.common, headers))?;
+    let mut rule = SourceRule::new(
+        &source.name,
+        &BrokerSourceCommon::from_config(&source.common, headers),
+    )?;
     rule.record_key_is_aggregate = matches!(source.kind, SourceKind::Kafka(_));
     Ok(rule)
 }
@@ -36,7 +39,11 @@ pub fn build(source: &SourceConfig) -> anyhow::Result<Box<dyn BrokerSource>> {
     if let SourceKind::Nats(n) = &source.kind {
         nats::validate_source(&source.name, n)?;
     }
-    Ok(Box::new(Broker { rule, health, component }))
+    Ok(Box::new(Broker {
+        rule,
+        health,
+        component,
+    }))
 }
 
 struct Broker {
@@ -57,7 +64,16 @@ struct InboxSink {
 #[async_trait]
 impl Sink for InboxSink {
     async fn store(&self, msg: &BrokerReceived<'_>) -> Result<(), IngestError> {
-        match self.inbox.receive_broker(&self.rule, msg.body, msg.headers.clone(), msg.message_id.clone()).await {
+        match self
+            .inbox
+            .receive_broker(
+                &self.rule,
+                msg.body,
+                msg.headers.clone(),
+                msg.message_id.clone(),
+            )
+            .await
+        {
             Ok(_) => {
                 if let Some(n) = &self.crash_after {
                     if n.fetch_sub(1, Ordering::SeqCst) == 1 {
@@ -80,9 +96,21 @@ impl Sink for InboxSink {
 
 #[async_trait]
 impl BrokerSource for Broker {
-    async fn run(self: Box<Self>, inbox: Inbox, source: SourceConfig, stop: CancellationToken) -> anyhow::Result<()> {
-        let crash_after = std::env::var("QB_FAILPOINT_CRASH_AFTER_STORES").ok().and_then(|v| v.parse().ok()).map(AtomicU64::new);
-        let sink: Arc<dyn Sink> = Arc::new(InboxSink { inbox, rule: self.rule.clone(), crash_after });
+    async fn run(
+        self: Box<Self>,
+        inbox: Inbox,
+        source: SourceConfig,
+        stop: CancellationToken,
+    ) -> anyhow::Result<()> {
+        let crash_after = std::env::var("QB_FAILPOINT_CRASH_AFTER_STORES")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(AtomicU64::new);
+        let sink: Arc<dyn Sink> = Arc::new(InboxSink {
+            inbox,
+            rule: self.rule.clone(),
+            crash_after,
+        });
         let name = source.name.as_str();
         let result = match &source.kind {
             SourceKind::RabbitMq(c) => {
@@ -90,8 +118,16 @@ impl BrokerSource for Broker {
                 s.check().await?;
                 s.run(stop).await
             }
-            SourceKind::Kafka(c) => kafka::KafkaSource::new(name, c.clone(), sink, self.health.clone())?.run(stop).await,
-            SourceKind::Nats(c) => nats::NatsSource::new(name, c.clone(), sink, self.health.clone())?.run(stop).await,
+            SourceKind::Kafka(c) => {
+                kafka::KafkaSource::new(name, c.clone(), sink, self.health.clone())?
+                    .run(stop)
+                    .await
+            }
+            SourceKind::Nats(c) => {
+                nats::NatsSource::new(name, c.clone(), sink, self.health.clone())?
+                    .run(stop)
+                    .await
+            }
             SourceKind::Http(_) => Ok(()),
         };
         if let Err(e) = &result {

@@ -29,7 +29,11 @@ fn error(status: StatusCode, msg: &str) -> Response {
 /// Reads at most `limit` bytes; `Err(true)` when the body is larger, `Err(false)` when
 /// the body broke off.
 pub async fn read_limited(headers: &HeaderMap, body: Body, limit: u64) -> Result<Bytes, bool> {
-    if let Some(len) = headers.get(axum::http::header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok()) {
+    if let Some(len) = headers
+        .get(axum::http::header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok())
+    {
         if len > limit {
             return Err(true);
         }
@@ -52,14 +56,22 @@ pub async fn read_limited(headers: &HeaderMap, body: Body, limit: u64) -> Result
 pub async fn ingest(State(st): State<AppState>, req: Request) -> Response {
     let path = req.uri().path().to_string();
     let base = &st.cfg.inbox.base_path;
-    let source = path.strip_prefix(base.as_str()).filter(|p| p.starts_with('/')).and_then(|p| st.cfg.http_source_at(p)).cloned();
+    let source = path
+        .strip_prefix(base.as_str())
+        .filter(|p| p.starts_with('/'))
+        .and_then(|p| st.cfg.http_source_at(p))
+        .cloned();
     let Some(source) = source else {
         return error(StatusCode::NOT_FOUND, "Not found");
     };
     if req.method() != Method::POST {
         return error(StatusCode::METHOD_NOT_ALLOWED, "Use POST");
     }
-    let received_corr = req.headers().get(headers::X_CORRELATION_ID).and_then(|v| v.to_str().ok()).map(str::to_string);
+    let received_corr = req
+        .headers()
+        .get(headers::X_CORRELATION_ID)
+        .and_then(|v| v.to_str().ok())
+        .map(str::to_string);
     let mut resp = handle(&st, &source, req).await;
     // Every response carries the correlation id (the stored one, or the cleaned received one).
     if !resp.headers().contains_key(headers::X_CORRELATION_ID) {
@@ -80,37 +92,82 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
     // The whole body within server.requestBodyTimeoutMs: a client that stalls mid-body gets
     // 408 and the connection is closed (the rest of its body is never read).
     let body_timeout = std::time::Duration::from_millis(st.cfg.server.request_body_timeout_ms);
-    let Ok(body) = tokio::time::timeout(body_timeout, read_limited(&parts.headers, body, limit)).await else {
-        let mut resp = error(StatusCode::REQUEST_TIMEOUT, &format!("The request body did not arrive within {} ms", body_timeout.as_millis()));
-        resp.headers_mut().insert(axum::http::header::CONNECTION, HeaderValue::from_static("close"));
+    let Ok(body) =
+        tokio::time::timeout(body_timeout, read_limited(&parts.headers, body, limit)).await
+    else {
+        let mut resp = error(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "The request body did not arrive within {} ms",
+                body_timeout.as_millis()
+            ),
+        );
+        resp.headers_mut().insert(
+            axum::http::header::CONNECTION,
+            HeaderValue::from_static("close"),
+        );
         return resp;
     };
     let body = match body {
         Ok(b) => b,
-        Err(true) => return error(StatusCode::PAYLOAD_TOO_LARGE, &format!("Request body exceeds {limit} bytes")),
+        Err(true) => {
+            return error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                &format!("Request body exceeds {limit} bytes"),
+            )
+        }
         Err(false) => return error(StatusCode::BAD_REQUEST, "The request body broke off"),
     };
-    let hs: Vec<(String, String)> =
-        parts.headers.iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.as_str().to_string(), v.to_string()))).collect();
+    let hs: Vec<(String, String)> = parts
+        .headers
+        .iter()
+        .filter_map(|(k, v)| {
+            v.to_str()
+                .ok()
+                .map(|v| (k.as_str().to_string(), v.to_string()))
+        })
+        .collect();
     let SourceKind::Http(h) = &source.kind else {
         return error(StatusCode::NOT_FOUND, "Not an HTTP source");
     };
     if let Some(auth) = &h.auth {
-        if let Err(reason) = super::auth::check(auth, &hs, &body, chrono::Utc::now().timestamp_millis()) {
+        if let Err(reason) =
+            super::auth::check(auth, &hs, &body, chrono::Utc::now().timestamp_millis())
+        {
             return error(StatusCode::UNAUTHORIZED, reason);
         }
     }
-    let outcome = st.inbox.receive(source, Received { body, headers: hs, message_id: None }).await;
+    let outcome = st
+        .inbox
+        .receive(
+            source,
+            Received {
+                body,
+                headers: hs,
+                message_id: None,
+            },
+        )
+        .await;
     let (status, body, corr) = match outcome {
-        Ok(Stored::New { id, correlation_id }) => (StatusCode::ACCEPTED, json!({ "messageId": id }), Some(correlation_id)),
-        Ok(Stored::Duplicate { correlation_id, .. }) => (StatusCode::OK, json!({ "status": "duplicate" }), Some(correlation_id)),
+        Ok(Stored::New { id, correlation_id }) => (
+            StatusCode::ACCEPTED,
+            json!({ "messageId": id }),
+            Some(correlation_id),
+        ),
+        Ok(Stored::Duplicate { correlation_id, .. }) => (
+            StatusCode::OK,
+            json!({ "status": "duplicate" }),
+            Some(correlation_id),
+        ),
         Ok(Stored::Dead { id }) => (StatusCode::ACCEPTED, json!({ "messageId": id }), None),
         Err(Rejected::NotJson) => return error(StatusCode::BAD_REQUEST, "Invalid JSON"),
         Err(Rejected::Invalid(why)) => {
             tracing::warn!(source = %source.name, reason = %why, "inbox request refused: a value that cannot be stored or sent");
             return error(StatusCode::BAD_REQUEST, &why);
         }
-        Err(e @ Rejected::HeadersTooLarge { .. }) => return error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e.to_string()),
+        Err(e @ Rejected::HeadersTooLarge { .. }) => {
+            return error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e.to_string())
+        }
         Err(Rejected::MissingKey(why)) => {
             tracing::warn!(source = %source.name, reason = %why, "inbox request without an idempotency key");
             return error(StatusCode::BAD_REQUEST, &why);
@@ -118,7 +175,10 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
         Err(Rejected::Storage(e)) if e.is_unavailable() => {
             tracing::warn!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "inbox insert: the database is unreachable");
             let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, "Database unavailable");
-            resp.headers_mut().insert(axum::http::header::RETRY_AFTER, HeaderValue::from_static(RETRY_AFTER_SECS));
+            resp.headers_mut().insert(
+                axum::http::header::RETRY_AFTER,
+                HeaderValue::from_static(RETRY_AFTER_SECS),
+            );
             return resp;
         }
         Err(Rejected::Storage(e)) => {

@@ -84,25 +84,52 @@ impl Inbox {
             // Broker kinds: the broker attribute rule (key chain header → path → message id →
             // digest, event type, aggregate id) lives once, in queuebox-brokers.
             let rule = brokers::rule(source).map_err(|e| Rejected::MissingKey(e.to_string()))?;
-            return self.receive_broker(&rule, &msg.body, msg.headers, msg.message_id).await;
+            return self
+                .receive_broker(&rule, &msg.body, msg.headers, msg.message_id)
+                .await;
         }
-        let SourceKind::Http(http) = &source.kind else { unreachable!("broker kinds returned above") };
-        let correlation_id = headers::correlation_id(keys::header(&msg.headers, headers::X_CORRELATION_ID).as_deref());
+        let SourceKind::Http(http) = &source.kind else {
+            unreachable!("broker kinds returned above")
+        };
+        let correlation_id = headers::correlation_id(
+            keys::header(&msg.headers, headers::X_CORRELATION_ID).as_deref(),
+        );
         let Ok(json) = serde_json::from_slice::<Value>(&msg.body) else {
             return Err(self.reject("extraction_failed", Rejected::NotJson));
         };
         let auth_header = http.auth.as_ref().map(|a| a.header_name().to_string());
-        let stored = headers::stored_headers(msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())), auth_header.as_deref());
+        let stored = headers::stored_headers(
+            msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+            auth_header.as_deref(),
+        );
         let size = headers::stored_size(&stored);
         if size > self.max_header_bytes {
-            return Err(self.reject("extraction_failed", Rejected::HeadersTooLarge { size, limit: self.max_header_bytes }));
+            return Err(self.reject(
+                "extraction_failed",
+                Rejected::HeadersTooLarge {
+                    size,
+                    limit: self.max_header_bytes,
+                },
+            ));
         }
-        let input = KeyInput { body: &msg.body, json: Some(&json), headers: &msg.headers, message_id: msg.message_id.as_deref() };
+        let input = KeyInput {
+            body: &msg.body,
+            json: Some(&json),
+            headers: &msg.headers,
+            message_id: msg.message_id.as_deref(),
+        };
         let rule = http_rule(source, http);
         let key = match rule.key(&input) {
             Ok(Some((key, _))) => key,
-            Ok(None) => return Err(self.reject("extraction_failed", Rejected::MissingKey(rule.missing_key()))),
-            Err(e) => return Err(self.reject("extraction_failed", Rejected::MissingKey(e.to_string()))),
+            Ok(None) => {
+                return Err(self.reject(
+                    "extraction_failed",
+                    Rejected::MissingKey(rule.missing_key()),
+                ))
+            }
+            Err(e) => {
+                return Err(self.reject("extraction_failed", Rejected::MissingKey(e.to_string())))
+            }
         };
         let (event_type, aggregate_id) = (rule.event_type(&input), rule.aggregate_id(&input));
         let new = NewInboxMessage {
@@ -115,7 +142,11 @@ impl Inbox {
             correlation_id: Some(correlation_id.clone()),
             consumption: source.common.consumption,
             dead_reason: None,
-            delay: source.common.initial_delay.as_deref().and_then(parse_duration),
+            delay: source
+                .common
+                .initial_delay
+                .as_deref()
+                .and_then(parse_duration),
         };
         self.insert(&new, correlation_id).await
     }
@@ -128,40 +159,68 @@ impl Inbox {
         headers: Vec<(String, String)>,
         message_id: Option<String>,
     ) -> Result<Stored, Rejected> {
-        let record_key = if rule.record_key_is_aggregate { message_id.clone() } else { None };
-        let mut new = rule.build(&queuebox_brokers::ingest::Received { body, headers, message_id, record_key });
+        let record_key = if rule.record_key_is_aggregate {
+            message_id.clone()
+        } else {
+            None
+        };
+        let mut new = rule.build(&queuebox_brokers::ingest::Received {
+            body,
+            headers,
+            message_id,
+            record_key,
+        });
         let size = headers::stored_size(&new.headers);
         if size > self.max_header_bytes {
             // Stored, dead, acknowledged: a receiver would refuse the header section.
-            new.quarantine(body, &format!("the message headers take {size} bytes; inbox.maxHeaderBytes allows {}", self.max_header_bytes));
+            new.quarantine(
+                body,
+                &format!(
+                    "the message headers take {size} bytes; inbox.maxHeaderBytes allows {}",
+                    self.max_header_bytes
+                ),
+            );
         }
         let correlation_id = new.correlation_id.clone().unwrap_or_default();
         self.insert(&new, correlation_id).await
     }
 
     /// Stores a built row and counts the outcome.
-    pub async fn insert(&self, new: &NewInboxMessage, correlation_id: String) -> Result<Stored, Rejected> {
+    pub async fn insert(
+        &self,
+        new: &NewInboxMessage,
+        correlation_id: String,
+    ) -> Result<Stored, Rejected> {
         let dead_reason = &new.dead_reason;
         match self.store.insert_inbox(new).await {
-            Ok(queuebox_core::InsertOutcome::Inserted(id)) if dead_reason.is_some() => Ok(Stored::Dead { id }),
+            Ok(queuebox_core::InsertOutcome::Inserted(id)) if dead_reason.is_some() => {
+                Ok(Stored::Dead { id })
+            }
             Ok(queuebox_core::InsertOutcome::Inserted(id)) => {
-                self.metrics.inc("queuebox_inbox_messages_total", &[("status", "new")]);
+                self.metrics
+                    .inc("queuebox_inbox_messages_total", &[("status", "new")]);
                 Ok(Stored::New { id, correlation_id })
             }
             Ok(queuebox_core::InsertOutcome::Duplicate(id)) => {
-                self.metrics.inc("queuebox_inbox_messages_total", &[("status", "duplicate")]);
+                self.metrics
+                    .inc("queuebox_inbox_messages_total", &[("status", "duplicate")]);
                 Ok(Stored::Duplicate { id, correlation_id })
             }
-            Err(queuebox_core::Error::InvalidInput(why)) => Err(self.reject("extraction_failed", Rejected::Invalid(why))),
+            Err(queuebox_core::Error::InvalidInput(why)) => {
+                Err(self.reject("extraction_failed", Rejected::Invalid(why)))
+            }
             // An unreachable database is an outage, not a failed write: its own reason, so
             // `storage_failed` alarms only on statements the database refused.
-            Err(e) if e.is_unavailable() => Err(self.reject("storage_unavailable", Rejected::Storage(e))),
+            Err(e) if e.is_unavailable() => {
+                Err(self.reject("storage_unavailable", Rejected::Storage(e)))
+            }
             Err(e) => Err(self.reject("storage_failed", Rejected::Storage(e))),
         }
     }
 
     fn reject(&self, reason: &'static str, r: Rejected) -> Rejected {
-        self.metrics.inc("queuebox_inbox_rejections_total", &[("reason", reason)]);
+        self.metrics
+            .inc("queuebox_inbox_rejections_total", &[("reason", reason)]);
         r
     }
 }
@@ -173,11 +232,26 @@ impl Inbox {
 /// its key answers 400 naming what it tried when a message lacks it. Event type and
 /// aggregate id: the declared header first, then the path(s).
 pub fn http_rule(source: &SourceConfig, http: &HttpSource) -> AttributeRule {
-    let header = |name: &str| KeySource::Header { name: name.to_string() };
-    let paths = |p: &Option<PathList>| -> Vec<KeySource> {
-        p.as_ref().map(|p| p.paths()).unwrap_or_default().into_iter().map(|p| KeySource::Path { path: p.to_string() }).collect()
+    let header = |name: &str| KeySource::Header {
+        name: name.to_string(),
     };
-    let chain = |h: &Option<String>, p: &Option<PathList>| h.as_deref().map(header).into_iter().chain(paths(p)).collect();
+    let paths = |p: &Option<PathList>| -> Vec<KeySource> {
+        p.as_ref()
+            .map(|p| p.paths())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|p| KeySource::Path {
+                path: p.to_string(),
+            })
+            .collect()
+    };
+    let chain = |h: &Option<String>, p: &Option<PathList>| {
+        h.as_deref()
+            .map(header)
+            .into_iter()
+            .chain(paths(p))
+            .collect()
+    };
     let common = &source.common;
     let mut key: Vec<KeySource> = chain(&http.idempotency_key_header, &common.idempotency_key_path);
     let declared = !key.is_empty();
@@ -197,7 +271,12 @@ pub fn http_rule(source: &SourceConfig, http: &HttpSource) -> AttributeRule {
 pub trait BrokerSource: Send + Sync {
     /// Consumes until `stop` is cancelled: each message goes through `inbox.receive` and
     /// is acknowledged only after it returned `Ok`.
-    async fn run(self: Box<Self>, inbox: Inbox, source: SourceConfig, stop: CancellationToken) -> anyhow::Result<()>;
+    async fn run(
+        self: Box<Self>,
+        inbox: Inbox,
+        source: SourceConfig,
+        stop: CancellationToken,
+    ) -> anyhow::Result<()>;
 
     /// True while the consumer is connected (readiness component `<type>.<source>`).
     #[allow(dead_code)] // read by readiness once a broker kind exists
@@ -210,6 +289,8 @@ pub trait BrokerSource: Send + Sync {
 pub fn build_broker(source: &SourceConfig) -> Option<anyhow::Result<Box<dyn BrokerSource>>> {
     match &source.kind {
         SourceKind::Http(_) => None,
-        SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => Some(brokers::build(source)),
+        SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
+            Some(brokers::build(source))
+        }
     }
 }

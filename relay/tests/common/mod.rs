@@ -15,15 +15,31 @@ use queuebox_core::store::postgres::PgStore;
 use tokio::process::{Child, Command};
 
 pub fn server_url() -> String {
-    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL").unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
-    url.rsplit_once('/').map(|(a, _)| a.to_string()).unwrap_or(url)
+    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
+        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
+    url.rsplit_once('/')
+        .map(|(a, _)| a.to_string())
+        .unwrap_or(url)
 }
 
 /// A fresh, migrated database of its own.
 pub async fn fresh_db(suite: &str) -> (String, PgStore) {
-    let name = format!("qb_relay_{suite}_{}", uuid::Uuid::new_v4().simple().to_string().get(..10).unwrap().to_string());
-    let admin = PgStore::connect(&format!("{}/postgres", server_url()), 2).await.expect("connect to the test server");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(admin.pool()).await.unwrap();
+    let name = format!(
+        "qb_relay_{suite}_{}",
+        uuid::Uuid::new_v4()
+            .simple()
+            .to_string()
+            .get(..10)
+            .unwrap()
+            .to_string()
+    );
+    let admin = PgStore::connect(&format!("{}/postgres", server_url()), 2)
+        .await
+        .expect("connect to the test server");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(admin.pool())
+        .await
+        .unwrap();
     admin.pool().close().await;
     let url = format!("{}/{name}", server_url());
     let store = PgStore::connect(&url, 4).await.unwrap();
@@ -32,7 +48,11 @@ pub async fn fresh_db(suite: &str) -> (String, PgStore) {
 }
 
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port()
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 /// One request the receiver got.
@@ -47,7 +67,9 @@ pub struct Delivery {
 
 impl Delivery {
     pub fn h(&self, name: &str) -> Option<&str> {
-        self.headers.get(&name.to_ascii_lowercase()).map(String::as_str)
+        self.headers
+            .get(&name.to_ascii_lowercase())
+            .map(String::as_str)
     }
 }
 
@@ -84,10 +106,17 @@ impl Receiver {
         self.got.lock().unwrap().clone()
     }
     pub fn to(&self, path: &str) -> Vec<Delivery> {
-        self.deliveries().into_iter().filter(|d| d.path == path).collect()
+        self.deliveries()
+            .into_iter()
+            .filter(|d| d.path == path)
+            .collect()
     }
     pub fn script(&self, path: &str, statuses: &[u16]) {
-        self.behaviour.lock().unwrap().statuses.insert(path.to_string(), statuses.to_vec());
+        self.behaviour
+            .lock()
+            .unwrap()
+            .statuses
+            .insert(path.to_string(), statuses.to_vec());
     }
 }
 
@@ -95,13 +124,23 @@ async fn receive(State(r): State<Receiver>, uri: Uri, headers: HeaderMap, body: 
     let path = uri.path().to_string();
     let d = Delivery {
         path: path.clone(),
-        headers: headers.iter().map(|(k, v)| (k.as_str().to_string(), String::from_utf8_lossy(v.as_bytes()).into_owned())).collect(),
+        headers: headers
+            .iter()
+            .map(|(k, v)| {
+                (
+                    k.as_str().to_string(),
+                    String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                )
+            })
+            .collect(),
         body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
         raw: body.clone(),
     };
     let first_of_id = {
         let mut got = r.got.lock().unwrap();
-        let first = !got.iter().any(|g| g.h("x-message-id") == d.h("x-message-id"));
+        let first = !got
+            .iter()
+            .any(|g| g.h("x-message-id") == d.h("x-message-id"));
         got.push(d.clone());
         first
     };
@@ -124,7 +163,8 @@ async fn receive(State(r): State<Receiver>, uri: Uri, headers: HeaderMap, body: 
     }
     let mut resp = (StatusCode::from_u16(status).unwrap(), "receiver says hi").into_response();
     if (300..400).contains(&status) {
-        resp.headers_mut().insert("location", "/redirected".parse().unwrap());
+        resp.headers_mut()
+            .insert("location", "/redirected".parse().unwrap());
     }
     resp
 }
@@ -144,7 +184,10 @@ pub fn relay_command(config_path: &std::path::Path, args: &[&str]) -> Command {
             cmd.env_remove(k);
         }
     }
-    cmd.env("RUST_LOG", std::env::var("QB_RELAY_LOG").unwrap_or_else(|_| "warn".into()));
+    cmd.env(
+        "RUST_LOG",
+        std::env::var("QB_RELAY_LOG").unwrap_or_else(|_| "warn".into()),
+    );
     cmd.kill_on_drop(true).stdin(Stdio::null());
     cmd
 }
@@ -162,14 +205,21 @@ impl Relay {
         let port = free_port();
         let config = write_config(&yaml.replace("{port}", &port.to_string()));
         let child = relay_command(config.path(), &["run"]).spawn().unwrap();
-        let r = Relay { child, port, config };
+        let r = Relay {
+            child,
+            port,
+            config,
+        };
         r.wait_listening().await;
         r
     }
     pub async fn wait_listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
-            if tokio::net::TcpStream::connect(("127.0.0.1", self.port)).await.is_ok() {
+            if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+                .await
+                .is_ok()
+            {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
@@ -180,7 +230,10 @@ impl Relay {
         format!("http://127.0.0.1:{}{path}", self.port)
     }
     pub async fn post(&self, path: &str, body: &str, headers: &[(&str, &str)]) -> (u16, String) {
-        let mut req = reqwest::Client::new().post(self.url(path)).body(body.to_string()).header("content-type", "application/json");
+        let mut req = reqwest::Client::new()
+            .post(self.url(path))
+            .body(body.to_string())
+            .header("content-type", "application/json");
         for (k, v) in headers {
             req = req.header(*k, *v);
         }
@@ -197,7 +250,9 @@ impl Relay {
     /// The value of a metric series (the full name with labels, e.g. `queuebox_claims_lost_total{component="outbox"}`).
     pub async fn metric(&self, series: &str) -> f64 {
         let (_, text) = self.get("/metrics").await;
-        text.lines().find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok())).unwrap_or(0.0)
+        text.lines()
+            .find_map(|l| l.strip_prefix(series).and_then(|v| v.trim().parse().ok()))
+            .unwrap_or(0.0)
     }
     pub fn kill(&mut self) {
         let pid = self.child.id().unwrap() as i32;
@@ -210,10 +265,17 @@ impl Relay {
 }
 
 fn unsafe_kill(pid: i32, sig: i32) {
-    let _ = std::process::Command::new("kill").arg(format!("-{sig}")).arg(pid.to_string()).status();
+    let _ = std::process::Command::new("kill")
+        .arg(format!("-{sig}"))
+        .arg(pid.to_string())
+        .status();
 }
 
-pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(what: &str, secs: u64, mut f: F) {
+pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
+    what: &str,
+    secs: u64,
+    mut f: F,
+) {
     let deadline = Instant::now() + Duration::from_secs(secs);
     while Instant::now() < deadline {
         if f().await {
@@ -225,7 +287,10 @@ pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = boo
 }
 
 pub async fn scalar_i64(store: &PgStore, sql: &str) -> i64 {
-    sqlx::query_scalar::<_, i64>(sql).fetch_one(store.pool()).await.unwrap()
+    sqlx::query_scalar::<_, i64>(sql)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
 }
 
 /// The common fast settings of a test relay.
@@ -270,7 +335,10 @@ pub struct Cluster {
 impl Cluster {
     /// A cluster on `port` (not started yet); `tag` names its data directory.
     pub fn new(port: u16, tag: &str) -> Cluster {
-        Cluster { port, dir: format!("/tmp/qb-relay-{tag}-{port}") }
+        Cluster {
+            port,
+            dir: format!("/tmp/qb-relay-{tag}-{port}"),
+        }
     }
 
     /// `postgres://…/queuebox` on this cluster.
@@ -295,7 +363,10 @@ impl Cluster {
 
     /// [`Cluster::script`] off the runtime thread, so in-process servers keep answering.
     pub async fn script_async(&self, action: &str) {
-        let c = Cluster { port: self.port, dir: self.dir.clone() };
+        let c = Cluster {
+            port: self.port,
+            dir: self.dir.clone(),
+        };
         let action = action.to_string();
         tokio::task::spawn_blocking(move || {
             c.script(&action);

@@ -41,7 +41,10 @@ pub struct PoolSettings {
 
 impl Default for PoolSettings {
     fn default() -> Self {
-        PoolSettings { max_connections: 10, acquire_timeout: Duration::from_secs(10) }
+        PoolSettings {
+            max_connections: 10,
+            acquire_timeout: Duration::from_secs(10),
+        }
     }
 }
 
@@ -56,7 +59,14 @@ impl PgStore {
     /// timeout ([`PoolSettings::default`]), failing with [`Error::Connect`] (password
     /// redacted) when the database is unreachable.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Self> {
-        Self::connect_with(url, &PoolSettings { max_connections, ..PoolSettings::default() }).await
+        Self::connect_with(
+            url,
+            &PoolSettings {
+                max_connections,
+                ..PoolSettings::default()
+            },
+        )
+        .await
     }
 
     /// Connects a pool with `settings`; [`Self::connect`] with every setting spelled out.
@@ -72,11 +82,20 @@ impl PgStore {
         let wait = settings.acquire_timeout;
         // One direct connection first: its error says why (refused, auth, unknown database)
         // where a pool would only report a timeout.
-        let first = tokio::time::timeout(wait, <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts)).await;
+        let first = tokio::time::timeout(
+            wait,
+            <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts),
+        )
+        .await;
         match first {
             Ok(Ok(conn)) => drop(conn),
             Ok(Err(e)) => return Err(tls::connect_error(url, opts.get_host(), e)),
-            Err(_) => return Err(Error::Connect { url: redact_url(url), reason: format!("no answer within {} ms", wait.as_millis()) }),
+            Err(_) => {
+                return Err(Error::Connect {
+                    url: redact_url(url),
+                    reason: format!("no answer within {} ms", wait.as_millis()),
+                })
+            }
         }
         let pool = PgPoolOptions::new()
             .max_connections(settings.max_connections.max(2))
@@ -105,7 +124,9 @@ impl PgStore {
                 .await
                 .map_err(|e| db_err("schema check", e))?;
             if found.is_none() {
-                return Err(Error::SchemaMissing { table: table.into() });
+                return Err(Error::SchemaMissing {
+                    table: table.into(),
+                });
             }
         }
         Ok(())
@@ -123,7 +144,12 @@ impl Store for PgStore {
         pull::insert_inbox(&self.pool, msg).await
     }
 
-    async fn claim_pull(&self, source: &str, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
+    async fn claim_pull(
+        &self,
+        source: &str,
+        batch: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>> {
         pull::claim(&self.pool, source, batch, lease).await
     }
 
@@ -157,9 +183,17 @@ impl Store for PgStore {
     }
 
     async fn listen(&self, source: &str) -> Result<Option<Box<dyn Wakeup>>> {
-        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool).await.map_err(|e| db_err("listen", e))?;
-        listener.listen(PULL_CHANNEL).await.map_err(|e| db_err("listen", e))?;
-        Ok(Some(Box::new(PgWakeup { listener, source: source.to_string() })))
+        let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
+            .await
+            .map_err(|e| db_err("listen", e))?;
+        listener
+            .listen(PULL_CHANNEL)
+            .await
+            .map_err(|e| db_err("listen", e))?;
+        Ok(Some(Box::new(PgWakeup {
+            listener,
+            source: source.to_string(),
+        })))
     }
 }
 
@@ -172,7 +206,11 @@ struct PgWakeup {
 impl Wakeup for PgWakeup {
     async fn wait(&mut self) -> Result<()> {
         loop {
-            let n = self.listener.recv().await.map_err(|e| db_err("listen", e))?;
+            let n = self
+                .listener
+                .recv()
+                .await
+                .map_err(|e| db_err("listen", e))?;
             if n.payload() == self.source {
                 return Ok(());
             }
@@ -188,21 +226,48 @@ pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
             // Only QueueBox's own tables mean "not migrated"; a handler's missing table is
             // an ordinary database error.
             let table = d.message().split('"').nth(1).unwrap_or("").to_string();
-            if matches!(table.as_str(), "inbox" | "outbox" | "queuebox_schema_history") {
+            if matches!(
+                table.as_str(),
+                "inbox" | "outbox" | "queuebox_schema_history"
+            ) {
                 return Error::SchemaMissing { table };
             }
         }
         if d.code().as_deref().is_some_and(is_unavailable_sqlstate) {
-            return Error::Unavailable { operation, reason: format!("{} (SQLSTATE {})", d.message(), d.code().unwrap_or_default()) };
+            return Error::Unavailable {
+                operation,
+                reason: format!(
+                    "{} (SQLSTATE {})",
+                    d.message(),
+                    d.code().unwrap_or_default()
+                ),
+            };
         }
-        return Error::Database { operation, message: d.message().to_string(), code: d.code().map(|c| c.to_string()) };
+        return Error::Database {
+            operation,
+            message: d.message().to_string(),
+            code: d.code().map(|c| c.to_string()),
+        };
     }
     match e {
-        sqlx::Error::PoolTimedOut => Error::Unavailable { operation, reason: "no database connection within the acquire timeout (database.connectionTimeoutMs)".into() },
-        sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) | sqlx::Error::WorkerCrashed => {
-            Error::Unavailable { operation, reason: e.to_string() }
-        }
-        e => Error::Database { operation, message: e.to_string(), code: None },
+        sqlx::Error::PoolTimedOut => Error::Unavailable {
+            operation,
+            reason:
+                "no database connection within the acquire timeout (database.connectionTimeoutMs)"
+                    .into(),
+        },
+        sqlx::Error::PoolClosed
+        | sqlx::Error::Io(_)
+        | sqlx::Error::Tls(_)
+        | sqlx::Error::WorkerCrashed => Error::Unavailable {
+            operation,
+            reason: e.to_string(),
+        },
+        e => Error::Database {
+            operation,
+            message: e.to_string(),
+            code: None,
+        },
     }
 }
 
@@ -215,7 +280,13 @@ fn is_unavailable_sqlstate(code: &str) -> bool {
 
 /// Runs a lease-renewal statement (`$1` claim ids, `$2` claim tokens, `$3` lease in ms) for
 /// `claims`; returns the ids whose claim still held and was extended.
-pub(crate) async fn renew_leases(pool: &PgPool, sql: &str, operation: &'static str, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>> {
+pub(crate) async fn renew_leases(
+    pool: &PgPool,
+    sql: &str,
+    operation: &'static str,
+    claims: &[ClaimRef],
+    lease: Duration,
+) -> Result<Vec<uuid::Uuid>> {
     if claims.is_empty() {
         return Ok(Vec::new());
     }

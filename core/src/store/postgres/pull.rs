@@ -16,7 +16,11 @@ use crate::message::{ClaimRef, ClaimedRow, InboxMessage, InsertOutcome, NewInbox
 use crate::store::candidate_limit;
 
 pub(super) async fn insert_inbox(pool: &PgPool, m: &NewInboxMessage) -> Result<InsertOutcome> {
-    let delay_ms = if m.dead_reason.is_some() { 0.0 } else { m.delay.map(|d| d.as_millis() as f64).unwrap_or(0.0) };
+    let delay_ms = if m.dead_reason.is_some() {
+        0.0
+    } else {
+        m.delay.map(|d| d.as_millis() as f64).unwrap_or(0.0)
+    };
     let id: Option<Uuid> = sqlx::query_scalar(sql::INSERT)
         .bind(&m.source)
         .bind(&m.idempotency_key)
@@ -45,7 +49,12 @@ pub(super) async fn insert_inbox(pool: &PgPool, m: &NewInboxMessage) -> Result<I
     }
 }
 
-pub(super) async fn claim(pool: &PgPool, source: &str, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
+pub(super) async fn claim(
+    pool: &PgPool,
+    source: &str,
+    batch: u32,
+    lease: Duration,
+) -> Result<Vec<ClaimedRow>> {
     let rows = sqlx::query(sql::CLAIM)
         .bind(source)
         .bind(batch as i64)
@@ -83,26 +92,48 @@ fn decode_claimed(row: &PgRow) -> ClaimedRow {
             correlation_id: row.get("correlation_id"),
             created_at: row.get("created_at"),
         },
-        claim: ClaimRef { id, token: row.get("claim_token") },
+        claim: ClaimRef {
+            id,
+            token: row.get("claim_token"),
+        },
     }
 }
 
-pub(super) async fn renew(pool: &PgPool, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+pub(super) async fn renew(
+    pool: &PgPool,
+    claims: &[ClaimRef],
+    lease: Duration,
+) -> Result<Vec<Uuid>> {
     super::renew_leases(pool, sql::RENEW, "pull renew", claims, lease).await
 }
 
 pub(super) async fn complete(pool: &PgPool, c: &ClaimRef) -> Result<bool> {
-    let r = sqlx::query(sql::COMPLETE).bind(c.id).bind(c.token).execute(pool).await.map_err(|e| db_err("pull complete", e))?;
+    let r = sqlx::query(sql::COMPLETE)
+        .bind(c.id)
+        .bind(c.token)
+        .execute(pool)
+        .await
+        .map_err(|e| db_err("pull complete", e))?;
     Ok(r.rows_affected() == 1)
 }
 
 pub(super) async fn complete_many(pool: &PgPool, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
     let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
-    sqlx::query_scalar(sql::COMPLETE_MANY).bind(ids).bind(tokens).fetch_all(pool).await.map_err(|e| db_err("pull complete", e))
+    sqlx::query_scalar(sql::COMPLETE_MANY)
+        .bind(ids)
+        .bind(tokens)
+        .fetch_all(pool)
+        .await
+        .map_err(|e| db_err("pull complete", e))
 }
 
-pub(super) async fn retry(pool: &PgPool, c: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
+pub(super) async fn retry(
+    pool: &PgPool,
+    c: &ClaimRef,
+    delay: Duration,
+    error: &str,
+) -> Result<bool> {
     let r = sqlx::query(sql::RETRY)
         .bind(c.id)
         .bind(c.token)
@@ -115,11 +146,22 @@ pub(super) async fn retry(pool: &PgPool, c: &ClaimRef, delay: Duration, error: &
 }
 
 pub(super) async fn dead(pool: &PgPool, c: &ClaimRef, error: &str) -> Result<bool> {
-    let r = sqlx::query(sql::DEAD).bind(c.id).bind(c.token).bind(error).execute(pool).await.map_err(|e| db_err("pull dead", e))?;
+    let r = sqlx::query(sql::DEAD)
+        .bind(c.id)
+        .bind(c.token)
+        .bind(error)
+        .execute(pool)
+        .await
+        .map_err(|e| db_err("pull dead", e))?;
     Ok(r.rows_affected() == 1)
 }
 
 pub(super) async fn release(pool: &PgPool, c: &ClaimRef) -> Result<bool> {
-    let r = sqlx::query(sql::RELEASE).bind(c.id).bind(c.token).execute(pool).await.map_err(|e| db_err("pull release", e))?;
+    let r = sqlx::query(sql::RELEASE)
+        .bind(c.id)
+        .bind(c.token)
+        .execute(pool)
+        .await
+        .map_err(|e| db_err("pull release", e))?;
     Ok(r.rows_affected() == 1)
 }

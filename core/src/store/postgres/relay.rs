@@ -13,7 +13,10 @@ use uuid::Uuid;
 use super::{db_err, sql, PgStore};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
-use crate::store::relay::{ClaimedOutbox, DeadRow, Forwarded, InboxBacklog, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter};
+use crate::store::relay::{
+    ClaimedOutbox, DeadRow, Forwarded, InboxBacklog, NewOutboxRow, OutboxBacklog, OutboxRow,
+    RelayStore, ReplayFilter,
+};
 
 fn object(v: Value) -> Map<String, Value> {
     match v {
@@ -55,7 +58,15 @@ fn decode_outbox(row: &PgRow) -> OutboxRow {
 fn in_claim_order<T>(rows: &[PgRow], f: impl Fn(&PgRow) -> T) -> Vec<T> {
     let mut keyed: Vec<_> = rows
         .iter()
-        .map(|r| ((r.get::<chrono::DateTime<chrono::Utc>, _>("scheduled_at"), r.get::<i64, _>("sequence")), f(r)))
+        .map(|r| {
+            (
+                (
+                    r.get::<chrono::DateTime<chrono::Utc>, _>("scheduled_at"),
+                    r.get::<i64, _>("sequence"),
+                ),
+                f(r),
+            )
+        })
         .collect();
     keyed.sort_by_key(|k| k.0);
     keyed.into_iter().map(|(_, v)| v).collect()
@@ -66,7 +77,14 @@ fn ms(d: Duration) -> f64 {
 }
 
 impl PgStore {
-    async fn fenced(&self, sql: &str, op: &'static str, c: &ClaimRef, error: Option<&str>, delay: Option<Duration>) -> Result<bool> {
+    async fn fenced(
+        &self,
+        sql: &str,
+        op: &'static str,
+        c: &ClaimRef,
+        error: Option<&str>,
+        delay: Option<Duration>,
+    ) -> Result<bool> {
         let mut q = sqlx::query(sql).bind(c.id).bind(c.token);
         if let Some(e) = error {
             q = q.bind(e);
@@ -82,7 +100,10 @@ impl PgStore {
 #[async_trait]
 impl RelayStore for PgStore {
     async fn reclaim_push(&self) -> Result<u64> {
-        let r = sqlx::query(sql::RECLAIM_PUSH).execute(self.pool()).await.map_err(|e| db_err("push reclaim", e))?;
+        let r = sqlx::query(sql::RECLAIM_PUSH)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("push reclaim", e))?;
         Ok(r.rows_affected())
     }
 
@@ -93,34 +114,51 @@ impl RelayStore for PgStore {
             .fetch_all(self.pool())
             .await
             .map_err(|e| db_err("push claim", e))?;
-        Ok(in_claim_order(&rows, |r| ClaimedRow { message: decode_inbox(r), claim: ClaimRef { id: r.get("id"), token: r.get("claim_token") } }))
+        Ok(in_claim_order(&rows, |r| ClaimedRow {
+            message: decode_inbox(r),
+            claim: ClaimRef {
+                id: r.get("id"),
+                token: r.get("claim_token"),
+            },
+        }))
     }
 
     async fn forward_push(&self, claim: &ClaimRef, row: &NewOutboxRow) -> Result<Forwarded> {
-        let mut tx = self.pool().begin().await.map_err(|e| db_err("push forward", e))?;
+        let mut tx = self
+            .pool()
+            .begin()
+            .await
+            .map_err(|e| db_err("push forward", e))?;
         // The fenced mark first: it locks the inbox row, so the insert below can only
         // commit together with a live claim.
         let marked = sqlx::query(sql::FORWARD_PUSH)
-        .bind(claim.id)
-        .bind(claim.token)
-        .execute(&mut *tx)
-        .await
-        .map_err(|e| db_err("push forward", e))?;
+            .bind(claim.id)
+            .bind(claim.token)
+            .execute(&mut *tx)
+            .await
+            .map_err(|e| db_err("push forward", e))?;
         if marked.rows_affected() != 1 {
             tx.rollback().await.map_err(|e| db_err("push forward", e))?;
             return Ok(Forwarded::ClaimLost);
         }
-        let id: Uuid = bind_outbox(sqlx::query_scalar(sql::INSERT_OUTBOX), row).fetch_one(&mut *tx).await.map_err(|e| db_err("push forward", e))?;
+        let id: Uuid = bind_outbox(sqlx::query_scalar(sql::INSERT_OUTBOX), row)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(|e| db_err("push forward", e))?;
         tx.commit().await.map_err(|e| db_err("push forward", e))?;
         Ok(Forwarded::Done { outbox_id: id })
     }
 
     async fn dead_push(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
-        self.fenced(sql::DEAD_PUSH, "push dead", claim, Some(error), None).await
+        self.fenced(sql::DEAD_PUSH, "push dead", claim, Some(error), None)
+            .await
     }
 
     async fn reclaim_outbox(&self) -> Result<u64> {
-        let r = sqlx::query(sql::RECLAIM_OUTBOX).execute(self.pool()).await.map_err(|e| db_err("outbox reclaim", e))?;
+        let r = sqlx::query(sql::RECLAIM_OUTBOX)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("outbox reclaim", e))?;
         Ok(r.rows_affected())
     }
 
@@ -131,114 +169,149 @@ impl RelayStore for PgStore {
             .fetch_all(self.pool())
             .await
             .map_err(|e| db_err("outbox claim", e))?;
-        Ok(in_claim_order(&rows, |r| ClaimedOutbox { row: decode_outbox(r), claim: ClaimRef { id: r.get("id"), token: r.get("claim_token") } }))
+        Ok(in_claim_order(&rows, |r| ClaimedOutbox {
+            row: decode_outbox(r),
+            claim: ClaimRef {
+                id: r.get("id"),
+                token: r.get("claim_token"),
+            },
+        }))
     }
 
     async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
-        super::renew_leases(self.pool(), sql::RENEW_OUTBOX, "outbox renew", claims, lease).await
+        super::renew_leases(
+            self.pool(),
+            sql::RENEW_OUTBOX,
+            "outbox renew",
+            claims,
+            lease,
+        )
+        .await
     }
 
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool> {
-        self.fenced(sql::MARK_SENT, "outbox sent", claim, None, None).await
+        self.fenced(sql::MARK_SENT, "outbox sent", claim, None, None)
+            .await
     }
 
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
-        self.fenced(sql::RETRY_OUTBOX, "outbox retry", claim, Some(error), Some(delay)).await
+        self.fenced(
+            sql::RETRY_OUTBOX,
+            "outbox retry",
+            claim,
+            Some(error),
+            Some(delay),
+        )
+        .await
     }
 
     async fn dead_outbox(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
-        self.fenced(sql::DEAD_OUTBOX, "outbox dead", claim, Some(error), None).await
+        self.fenced(sql::DEAD_OUTBOX, "outbox dead", claim, Some(error), None)
+            .await
     }
 
     async fn outbox_backlog(&self) -> Result<OutboxBacklog> {
         let row = sqlx::query(sql::OUTBOX_BACKLOG)
-        .fetch_one(self.pool())
-        .await
-        .map_err(|e| db_err("outbox backlog", e))?;
-        Ok(OutboxBacklog { pending: row.get("pending"), oldest_pending_age: row.get("age") })
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db_err("outbox backlog", e))?;
+        Ok(OutboxBacklog {
+            pending: row.get("pending"),
+            oldest_pending_age: row.get("age"),
+        })
     }
 
     async fn inbox_backlog(&self) -> Result<InboxBacklog> {
         let row = sqlx::query(sql::INBOX_BACKLOG)
-        .fetch_one(self.pool())
-        .await
-        .map_err(|e| db_err("inbox backlog", e))?;
-        Ok(InboxBacklog { push_oldest_pending_age: row.get("push_age"), pull_oldest_pending_age: row.get("pull_age") })
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db_err("inbox backlog", e))?;
+        Ok(InboxBacklog {
+            push_oldest_pending_age: row.get("push_age"),
+            pull_oldest_pending_age: row.get("pull_age"),
+        })
     }
 
     async fn delete_old_outbox(&self, max_age: Duration, batch: u32) -> Result<u64> {
         let r = sqlx::query(sql::DELETE_OLD_OUTBOX)
-        .bind(ms(max_age))
-        .bind(batch as i64)
-        .execute(self.pool())
-        .await
-        .map_err(|e| db_err("outbox retention", e))?;
+            .bind(ms(max_age))
+            .bind(batch as i64)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("outbox retention", e))?;
         Ok(r.rows_affected())
     }
 
     async fn delete_excess_outbox(&self, keep: u64, batch: u32) -> Result<u64> {
         let r = sqlx::query(sql::DELETE_EXCESS_OUTBOX)
-        .bind(keep as i64)
-        .bind(batch as i64)
-        .execute(self.pool())
-        .await
-        .map_err(|e| db_err("outbox retention", e))?;
+            .bind(keep as i64)
+            .bind(batch as i64)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("outbox retention", e))?;
         Ok(r.rows_affected())
     }
 
     async fn delete_old_inbox(&self, max_age: Duration, batch: u32) -> Result<u64> {
         let r = sqlx::query(sql::DELETE_OLD_INBOX)
-        .bind(ms(max_age))
-        .bind(batch as i64)
-        .execute(self.pool())
-        .await
-        .map_err(|e| db_err("inbox retention", e))?;
+            .bind(ms(max_age))
+            .bind(batch as i64)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("inbox retention", e))?;
         Ok(r.rows_affected())
     }
 
     async fn list_dead_outbox(&self, limit: u32) -> Result<Vec<DeadRow>> {
         let rows = sqlx::query(sql::LIST_DEAD_OUTBOX)
-        .bind(limit as i64)
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| db_err("list dead outbox", e))?;
+            .bind(limit as i64)
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db_err("list dead outbox", e))?;
         Ok(rows.iter().map(decode_dead).collect())
     }
 
     async fn list_dead_inbox(&self, limit: u32) -> Result<Vec<DeadRow>> {
         let rows = sqlx::query(sql::LIST_DEAD_INBOX)
-        .bind(limit as i64)
-        .fetch_all(self.pool())
-        .await
-        .map_err(|e| db_err("list dead inbox", e))?;
+            .bind(limit as i64)
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db_err("list dead inbox", e))?;
         Ok(rows.iter().map(decode_dead).collect())
     }
 
     async fn inbox_row(&self, id: Uuid) -> Result<Option<InboxMessage>> {
         let row = sqlx::query(sql::INBOX_ROW)
-        .bind(id)
-        .fetch_optional(self.pool())
-        .await
-        .map_err(|e| db_err("inbox row", e))?;
+            .bind(id)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(|e| db_err("inbox row", e))?;
         Ok(row.as_ref().map(decode_inbox))
     }
 
     async fn insert_outbox(&self, row: &NewOutboxRow) -> Result<Uuid> {
-        bind_outbox(sqlx::query_scalar(sql::INSERT_OUTBOX), row).fetch_one(self.pool()).await.map_err(|e| db_err("outbox insert", e))
+        bind_outbox(sqlx::query_scalar(sql::INSERT_OUTBOX), row)
+            .fetch_one(self.pool())
+            .await
+            .map_err(|e| db_err("outbox insert", e))
     }
 
     async fn replay_outbox(&self, f: &ReplayFilter) -> Result<u64> {
-        let states: &[&str] = if f.dead_only { &["dead"] } else { &["sent", "dead"] };
+        let states: &[&str] = if f.dead_only {
+            &["dead"]
+        } else {
+            &["sent", "dead"]
+        };
         let r = sqlx::query(sql::REPLAY_OUTBOX)
-        .bind(states)
-        .bind(&f.ids)
-        .bind(&f.topic)
-        .bind(&f.source)
-        .bind(f.created_after)
-        .bind(f.created_before)
-        .execute(self.pool())
-        .await
-        .map_err(|e| db_err("outbox replay", e))?;
+            .bind(states)
+            .bind(&f.ids)
+            .bind(&f.topic)
+            .bind(&f.source)
+            .bind(f.created_after)
+            .bind(f.created_before)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("outbox replay", e))?;
         Ok(r.rows_affected())
     }
 
@@ -256,7 +329,11 @@ fn bind_outbox<'q, O>(
     q: sqlx::query::QueryScalar<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments>,
     row: &'q NewOutboxRow,
 ) -> sqlx::query::QueryScalar<'q, sqlx::Postgres, O, sqlx::postgres::PgArguments> {
-    q.bind(&row.topic).bind(&row.key).bind(&row.payload).bind(Value::Object(row.headers.clone())).bind(row.max_attempts as i32)
+    q.bind(&row.topic)
+        .bind(&row.key)
+        .bind(&row.payload)
+        .bind(Value::Object(row.headers.clone()))
+        .bind(row.max_attempts as i32)
 }
 
 fn decode_dead(r: &PgRow) -> DeadRow {

@@ -13,7 +13,11 @@
 /// `clock_timestamp()` plus `$n` milliseconds (a `float8` parameter).
 macro_rules! now_plus_ms {
     ($p:literal) => {
-        concat!("clock_timestamp() + make_interval(secs => ", $p, "::float8 / 1000)")
+        concat!(
+            "clock_timestamp() + make_interval(secs => ",
+            $p,
+            "::float8 / 1000)"
+        )
     };
 }
 
@@ -148,14 +152,17 @@ pub const SCHEMA_CHECK: &str = "SELECT to_regclass($1)::text";
 pub const MIGRATE_LOCK: &str = "SELECT pg_advisory_lock($1)";
 pub const MIGRATE_UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
 pub const HAS_HISTORY: &str = "SELECT to_regclass('queuebox_schema_history') IS NOT NULL";
-pub const HAS_TABLES: &str = "SELECT to_regclass('inbox') IS NOT NULL OR to_regclass('outbox') IS NOT NULL";
+pub const HAS_TABLES: &str =
+    "SELECT to_regclass('inbox') IS NOT NULL OR to_regclass('outbox') IS NOT NULL";
 pub const HISTORY_CREATE: &str = "CREATE TABLE IF NOT EXISTS queuebox_schema_history (
         version    INTEGER PRIMARY KEY,
         name       VARCHAR(255) NOT NULL,
         checksum   VARCHAR(64)  NOT NULL,
         applied_at TIMESTAMPTZ  NOT NULL DEFAULT CURRENT_TIMESTAMP)";
-pub const HISTORY_SELECT: &str = "SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version";
-pub const HISTORY_INSERT: &str = "INSERT INTO queuebox_schema_history (version, name, checksum) VALUES ($1, $2, $3)";
+pub const HISTORY_SELECT: &str =
+    "SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version";
+pub const HISTORY_INSERT: &str =
+    "INSERT INTO queuebox_schema_history (version, name, checksum) VALUES ($1, $2, $3)";
 pub const HISTORY_MAX: &str = "SELECT max(version) FROM queuebox_schema_history";
 
 // ---- the relay role (`relay.rs`) ----

@@ -29,7 +29,10 @@ impl PgStoreTx {
     }
 }
 
-fn bind_all<'q>(mut q: sqlx::query::Query<'q, Postgres, PgArguments>, params: &'q [SqlValue]) -> sqlx::query::Query<'q, Postgres, PgArguments> {
+fn bind_all<'q>(
+    mut q: sqlx::query::Query<'q, Postgres, PgArguments>,
+    params: &'q [SqlValue],
+) -> sqlx::query::Query<'q, Postgres, PgArguments> {
     for p in params {
         q = match p {
             SqlValue::Null => q.bind(Option::<String>::None),
@@ -46,12 +49,18 @@ fn bind_all<'q>(mut q: sqlx::query::Query<'q, Postgres, PgArguments>, params: &'
 #[async_trait]
 impl StoreTx for PgStoreTx {
     async fn execute(&mut self, sql: &str, params: &[SqlValue]) -> Result<u64> {
-        let r = bind_all(sqlx::query(sql), params).execute(&mut *self.tx).await.map_err(|e| db_err("handler statement", e))?;
+        let r = bind_all(sqlx::query(sql), params)
+            .execute(&mut *self.tx)
+            .await
+            .map_err(|e| db_err("handler statement", e))?;
         Ok(r.rows_affected())
     }
 
     async fn query(&mut self, sql: &str, params: &[SqlValue]) -> Result<Vec<JsonRow>> {
-        let rows = bind_all(sqlx::query(sql), params).fetch_all(&mut *self.tx).await.map_err(|e| db_err("handler query", e))?;
+        let rows = bind_all(sqlx::query(sql), params)
+            .fetch_all(&mut *self.tx)
+            .await
+            .map_err(|e| db_err("handler query", e))?;
         rows.iter().map(row_to_json).collect()
     }
 
@@ -89,7 +98,9 @@ fn row_to_json(row: &PgRow) -> Result<JsonRow> {
             continue;
         }
         let ty = col.type_info().name().to_ascii_uppercase();
-        let dec = |e: sqlx::Error| Error::InvalidInput(format!("column `{}` of type {ty}: {e}", col.name()));
+        let dec = |e: sqlx::Error| {
+            Error::InvalidInput(format!("column `{}` of type {ty}: {e}", col.name()))
+        };
         let v = match ty.as_str() {
             "BOOL" => Value::Bool(row.try_get::<bool, _>(i).map_err(dec)?),
             "INT2" => Value::from(row.try_get::<i16, _>(i).map_err(dec)?),

@@ -14,7 +14,9 @@ use crate::migrate::{Migration, MigrationReport, SQLSERVER};
 pub async fn run(store: &SqlServerStore) -> Result<MigrationReport> {
     let mut conn = store.pool().get().await?;
     let client = conn.client();
-    let lock: i32 = scalar(client, sql::MIGRATE_LOCK, &[], "result").await?.unwrap_or(-999);
+    let lock: i32 = scalar(client, sql::MIGRATE_LOCK, &[], "result")
+        .await?
+        .unwrap_or(-999);
     if lock < 0 {
         return Err(Error::Migration(format!("could not take the migration lock (sp_getapplock returned {lock}); another migrate is still running")));
     }
@@ -32,8 +34,16 @@ pub async fn run(store: &SqlServerStore) -> Result<MigrationReport> {
 
 async fn apply(client: &mut Client) -> Result<MigrationReport> {
     let (has_tables, has_history) = {
-        let rows = client.simple_query(sql::SCHEMA_CHECK).await.map_err(|e| db_err("migrate", e))?.into_first_result().await.map_err(|e| db_err("migrate", e))?;
-        let row = rows.first().ok_or_else(|| Error::Migration("the schema check returned no row".into()))?;
+        let rows = client
+            .simple_query(sql::SCHEMA_CHECK)
+            .await
+            .map_err(|e| db_err("migrate", e))?
+            .into_first_result()
+            .await
+            .map_err(|e| db_err("migrate", e))?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::Migration("the schema check returned no row".into()))?;
         let flag = |c: &str| row.get::<i32, _>(c) == Some(1);
         (flag("has_inbox") || flag("has_outbox"), flag("has_history"))
     };
@@ -53,27 +63,51 @@ async fn apply(client: &mut Client) -> Result<MigrationReport> {
         .await
         .map_err(|e| db_err("migrate", e))?
         .iter()
-        .map(|r| (r.get::<i32, _>("version").unwrap_or(0), r.get::<&str, _>("checksum").unwrap_or("").to_string()))
+        .map(|r| {
+            (
+                r.get::<i32, _>("version").unwrap_or(0),
+                r.get::<&str, _>("checksum").unwrap_or("").to_string(),
+            )
+        })
         .collect();
     let (mut report, pending) = plan(SQLSERVER, &applied)?;
     for m in pending {
         // Transaction control goes as a plain batch: inside sp_executesql (every call with
         // parameters) an unbalanced BEGIN TRANSACTION fails with Msg 266.
-        client.simple_query(sql::MIGRATE_BEGIN).await.map_err(|e| db_err("migrate", e))?.into_results().await.map_err(|e| db_err("migrate", e))?;
+        client
+            .simple_query(sql::MIGRATE_BEGIN)
+            .await
+            .map_err(|e| db_err("migrate", e))?
+            .into_results()
+            .await
+            .map_err(|e| db_err("migrate", e))?;
         let outcome = async {
             if has_statements(m.sql) {
                 client.simple_query(m.sql).await?.into_results().await?;
             }
             let checksum = m.checksum();
-            client.execute(sql::HISTORY_INSERT, &[&m.version, &m.name, &checksum.as_str()]).await?;
-            client.simple_query(sql::COMMIT).await?.into_results().await?;
+            client
+                .execute(
+                    sql::HISTORY_INSERT,
+                    &[&m.version, &m.name, &checksum.as_str()],
+                )
+                .await?;
+            client
+                .simple_query(sql::COMMIT)
+                .await?
+                .into_results()
+                .await?;
             Ok::<_, tiberius::error::Error>(())
         }
         .await;
         if let Err(e) = outcome {
             // XACT_ABORT has rolled back already unless the failure was on the client side.
             let _ = client.simple_query(sql::ROLLBACK).await;
-            return Err(Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e))));
+            return Err(Error::Migration(format!(
+                "{} failed: {}",
+                m.name,
+                db_err("migrate", e)
+            )));
         }
         tracing::info!(migration = m.name, "applied migration");
         report.applied.push(m.name.to_string());
@@ -83,7 +117,10 @@ async fn apply(client: &mut Client) -> Result<MigrationReport> {
 
 /// Compares the applied history with `migrations`: the report of what is applied, and the
 /// migrations still to apply in version order. An unknown version or a changed checksum fails.
-pub fn plan<'m>(migrations: &'m [Migration], applied: &[(i32, String)]) -> Result<(MigrationReport, Vec<&'m Migration>)> {
+pub fn plan<'m>(
+    migrations: &'m [Migration],
+    applied: &[(i32, String)],
+) -> Result<(MigrationReport, Vec<&'m Migration>)> {
     let mut report = MigrationReport::default();
     for (version, checksum) in applied {
         let m = migrations.iter().find(|m| m.version == *version).ok_or_else(|| {
@@ -99,7 +136,10 @@ pub fn plan<'m>(migrations: &'m [Migration], applied: &[(i32, String)]) -> Resul
         }
         report.already_applied.push(m.name.to_string());
     }
-    let mut pending: Vec<&Migration> = migrations.iter().filter(|m| !applied.iter().any(|(v, _)| *v == m.version)).collect();
+    let mut pending: Vec<&Migration> = migrations
+        .iter()
+        .filter(|m| !applied.iter().any(|(v, _)| *v == m.version))
+        .collect();
     pending.sort_by_key(|m| m.version);
     Ok((report, pending))
 }
@@ -137,9 +177,17 @@ pub fn has_statements(sql_text: &str) -> bool {
 pub async fn current_version(store: &SqlServerStore) -> Result<i32> {
     let mut conn = store.pool().get().await?;
     let client = conn.client();
-    let rows = client.simple_query(sql::SCHEMA_CHECK).await.map_err(|e| db_err("schema version", e))?.into_first_result().await.map_err(|e| db_err("schema version", e))?;
+    let rows = client
+        .simple_query(sql::SCHEMA_CHECK)
+        .await
+        .map_err(|e| db_err("schema version", e))?
+        .into_first_result()
+        .await
+        .map_err(|e| db_err("schema version", e))?;
     let version = if rows.first().and_then(|r| r.get::<i32, _>("has_history")) == Some(1) {
-        scalar(client, sql::HISTORY_MAX, &[], "version").await?.unwrap_or(0)
+        scalar(client, sql::HISTORY_MAX, &[], "version")
+            .await?
+            .unwrap_or(0)
     } else {
         0
     };
@@ -148,12 +196,26 @@ pub async fn current_version(store: &SqlServerStore) -> Result<i32> {
 }
 
 async fn exec(client: &mut Client, text: &str, params: &[&dyn ToSql]) -> Result<()> {
-    client.execute(text, params).await.map_err(|e| db_err("migrate", e))?;
+    client
+        .execute(text, params)
+        .await
+        .map_err(|e| db_err("migrate", e))?;
     Ok(())
 }
 
-async fn scalar(client: &mut Client, text: &str, params: &[&dyn ToSql], column: &str) -> Result<Option<i32>> {
-    let rows = client.query(text, params).await.map_err(|e| db_err("migrate", e))?.into_first_result().await.map_err(|e| db_err("migrate", e))?;
+async fn scalar(
+    client: &mut Client,
+    text: &str,
+    params: &[&dyn ToSql],
+    column: &str,
+) -> Result<Option<i32>> {
+    let rows = client
+        .query(text, params)
+        .await
+        .map_err(|e| db_err("migrate", e))?
+        .into_first_result()
+        .await
+        .map_err(|e| db_err("migrate", e))?;
     Ok(rows.first().and_then(|r| r.get::<i32, _>(column)))
 }
 
@@ -165,7 +227,10 @@ mod tests {
     fn a_fresh_database_applies_every_migration_in_order() {
         let (report, pending) = plan(SQLSERVER, &[]).unwrap();
         assert!(report.already_applied.is_empty());
-        assert_eq!(pending.iter().map(|m| m.version).collect::<Vec<_>>(), (1..=SQLSERVER.len() as i32).collect::<Vec<_>>());
+        assert_eq!(
+            pending.iter().map(|m| m.version).collect::<Vec<_>>(),
+            (1..=SQLSERVER.len() as i32).collect::<Vec<_>>()
+        );
     }
 
     #[test]
@@ -175,9 +240,15 @@ mod tests {
         assert_eq!(report.already_applied, vec![SQLSERVER[0].name.to_string()]);
         assert_eq!(pending[0].version, 2);
         let edited = vec![(1, "0".repeat(64))];
-        assert!(plan(SQLSERVER, &edited).unwrap_err().to_string().contains("changed after it was applied"));
+        assert!(plan(SQLSERVER, &edited)
+            .unwrap_err()
+            .to_string()
+            .contains("changed after it was applied"));
         let unknown = vec![(99, "x".into())];
-        assert!(plan(SQLSERVER, &unknown).unwrap_err().to_string().contains("version 99"));
+        assert!(plan(SQLSERVER, &unknown)
+            .unwrap_err()
+            .to_string()
+            .contains("version 99"));
     }
 
     #[test]
@@ -187,6 +258,9 @@ mod tests {
         assert!(has_statements("/* x */ SELECT 1"));
         let notify = SQLSERVER.iter().find(|m| m.version == 3).unwrap();
         assert!(!has_statements(notify.sql), "0003 is a no-op on SQL Server");
-        assert!(SQLSERVER.iter().filter(|m| m.version != 3).all(|m| has_statements(m.sql)));
+        assert!(SQLSERVER
+            .iter()
+            .filter(|m| m.version != 3)
+            .all(|m| has_statements(m.sql)));
     }
 }

@@ -59,18 +59,42 @@ impl SqlServerStore {
     /// [`Self::connect`] with a bound on how long a statement waits for a pooled connection
     /// (opening one included); the backend factory passes the relay's
     /// `database.connectionTimeoutMs`.
-    pub async fn connect_with(url: &str, max_connections: u32, acquire_timeout: Duration) -> Result<Self> {
+    pub async fn connect_with(
+        url: &str,
+        max_connections: u32,
+        acquire_timeout: Duration,
+    ) -> Result<Self> {
         let config = parse_connection_string(url)?;
         Self::open_pool(config, max_connections, &redact_url(url), acquire_timeout).await
     }
 
     /// Connects with a ready tiberius [`Config`]; `display` names the server in errors.
-    pub async fn connect_with_config(config: Config, max_connections: u32, display: &str) -> Result<Self> {
-        Self::open_pool(config, max_connections, display, pool::DEFAULT_ACQUIRE_TIMEOUT).await
+    pub async fn connect_with_config(
+        config: Config,
+        max_connections: u32,
+        display: &str,
+    ) -> Result<Self> {
+        Self::open_pool(
+            config,
+            max_connections,
+            display,
+            pool::DEFAULT_ACQUIRE_TIMEOUT,
+        )
+        .await
     }
 
-    async fn open_pool(config: Config, max_connections: u32, display: &str, acquire_timeout: Duration) -> Result<Self> {
-        let pool = Arc::new(Pool::new(config, max_connections.max(2) as usize, display.to_string(), acquire_timeout));
+    async fn open_pool(
+        config: Config,
+        max_connections: u32,
+        display: &str,
+        acquire_timeout: Duration,
+    ) -> Result<Self> {
+        let pool = Arc::new(Pool::new(
+            config,
+            max_connections.max(2) as usize,
+            display.to_string(),
+            acquire_timeout,
+        ));
         // One connection first: its error says why (refused, login failed, unknown database).
         let conn = pool.get().await?;
         conn.release();
@@ -93,10 +117,16 @@ impl SqlServerStore {
             .await
             .map_err(|e| db_err("schema check", e))?;
         conn.release();
-        let row = row.ok_or_else(|| Error::Database { operation: "schema check", message: "no row".into(), code: None })?;
+        let row = row.ok_or_else(|| Error::Database {
+            operation: "schema check",
+            message: "no row".into(),
+            code: None,
+        })?;
         for table in ["inbox", "outbox"] {
             if row.get::<i32, _>(format!("has_{table}").as_str()) != Some(1) {
-                return Err(Error::SchemaMissing { table: table.into() });
+                return Err(Error::SchemaMissing {
+                    table: table.into(),
+                });
             }
         }
         Ok(())
@@ -114,7 +144,12 @@ impl Store for SqlServerStore {
         pull::insert_inbox(&self.pool, msg).await
     }
 
-    async fn claim_pull(&self, source: &str, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
+    async fn claim_pull(
+        &self,
+        source: &str,
+        batch: u32,
+        lease: Duration,
+    ) -> Result<Vec<ClaimedRow>> {
         pull::claim(&self.pool, source, batch, lease).await
     }
 
@@ -123,7 +158,14 @@ impl Store for SqlServerStore {
     }
 
     async fn complete_pull(&self, claim: &ClaimRef) -> Result<bool> {
-        pull::fenced(&self.pool, "pull complete", sql::COMPLETE, claim, pull::Extra::None).await
+        pull::fenced(
+            &self.pool,
+            "pull complete",
+            sql::COMPLETE,
+            claim,
+            pull::Extra::None,
+        )
+        .await
     }
 
     async fn complete_pull_many(&self, claims: &[ClaimRef]) -> Result<Vec<uuid::Uuid>> {
@@ -131,15 +173,36 @@ impl Store for SqlServerStore {
     }
 
     async fn retry_pull(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
-        pull::fenced(&self.pool, "pull retry", sql::RETRY, claim, pull::Extra::ErrorAndDelay(error, delay)).await
+        pull::fenced(
+            &self.pool,
+            "pull retry",
+            sql::RETRY,
+            claim,
+            pull::Extra::ErrorAndDelay(error, delay),
+        )
+        .await
     }
 
     async fn dead_pull(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
-        pull::fenced(&self.pool, "pull dead", sql::DEAD, claim, pull::Extra::Error(error)).await
+        pull::fenced(
+            &self.pool,
+            "pull dead",
+            sql::DEAD,
+            claim,
+            pull::Extra::Error(error),
+        )
+        .await
     }
 
     async fn release_pull(&self, claim: &ClaimRef) -> Result<bool> {
-        pull::fenced(&self.pool, "pull release", sql::RELEASE, claim, pull::Extra::None).await
+        pull::fenced(
+            &self.pool,
+            "pull release",
+            sql::RELEASE,
+            claim,
+            pull::Extra::None,
+        )
+        .await
     }
 
     async fn begin(&self) -> Result<Box<dyn StoreTx>> {
@@ -153,7 +216,10 @@ impl Store for SqlServerStore {
 
 /// Parses a SQL Server connection string (see the module docs) into a tiberius [`Config`].
 pub fn parse_connection_string(url: &str) -> Result<Config> {
-    let bad = |reason: String| Error::Connect { url: redact_url(url), reason };
+    let bad = |reason: String| Error::Connect {
+        url: redact_url(url),
+        reason,
+    };
     let trimmed = url.trim();
     let mut config = match crate::backend::sqlserver_form(trimmed) {
         Some(SqlServerForm::Jdbc) => Config::from_jdbc_string(trimmed).map_err(|e| bad(format!("not a JDBC SQL Server URL: {e}")))?,
@@ -179,7 +245,13 @@ fn parse_url(url: &str) -> std::result::Result<Config, String> {
     };
     let mut config = Config::new();
     let (host, port) = match hostport.rsplit_once(':') {
-        Some((h, p)) if !h.is_empty() => (h, Some(p.parse::<u16>().map_err(|_| format!("port `{p}` is not a number"))?)),
+        Some((h, p)) if !h.is_empty() => (
+            h,
+            Some(
+                p.parse::<u16>()
+                    .map_err(|_| format!("port `{p}` is not a number"))?,
+            ),
+        ),
         _ => (hostport, None),
     };
     if host.is_empty() {
@@ -192,12 +264,18 @@ fn parse_url(url: &str) -> std::result::Result<Config, String> {
     }
     if let Some(userinfo) = userinfo {
         let (user, password) = userinfo.split_once(':').unwrap_or((userinfo, ""));
-        config.authentication(AuthMethod::sql_server(percent_decode(user)?, percent_decode(password)?));
+        config.authentication(AuthMethod::sql_server(
+            percent_decode(user)?,
+            percent_decode(password)?,
+        ));
     }
     for pair in query.split('&').filter(|p| !p.is_empty()) {
         let (key, value) = pair.split_once('=').unwrap_or((pair, "true"));
         let value = percent_decode(value)?;
-        let truthy = matches!(value.to_ascii_lowercase().as_str(), "true" | "yes" | "1" | "on");
+        let truthy = matches!(
+            value.to_ascii_lowercase().as_str(),
+            "true" | "yes" | "1" | "on"
+        );
         match key.to_ascii_lowercase().replace(['_', '-'], "").as_str() {
             "encrypt" => config.encryption(match value.to_ascii_lowercase().as_str() {
                 "true" | "yes" | "1" | "on" | "required" | "mandatory" | "strict" => EncryptionLevel::Required,
@@ -224,8 +302,12 @@ fn percent_decode(s: &str) -> std::result::Result<String, String> {
     let mut i = 0;
     while i < bytes.len() {
         if bytes[i] == b'%' {
-            let hex = s.get(i + 1..i + 3).ok_or_else(|| format!("bad percent escape in `{s}`"))?;
-            out.push(u8::from_str_radix(hex, 16).map_err(|_| format!("bad percent escape in `{s}`"))?);
+            let hex = s
+                .get(i + 1..i + 3)
+                .ok_or_else(|| format!("bad percent escape in `{s}`"))?;
+            out.push(
+                u8::from_str_radix(hex, 16).map_err(|_| format!("bad percent escape in `{s}`"))?,
+            );
             i += 3;
         } else {
             out.push(bytes[i]);
@@ -243,17 +325,34 @@ pub fn db_err(operation: &'static str, e: tiberius::error::Error) -> Error {
     match e {
         tiberius::error::Error::Server(t) => {
             if t.code() == 208 {
-                let table = t.message().split('\'').nth(1).unwrap_or("inbox").to_string();
+                let table = t
+                    .message()
+                    .split('\'')
+                    .nth(1)
+                    .unwrap_or("inbox")
+                    .to_string();
                 return Error::SchemaMissing { table };
             }
-            Error::Database { operation, message: t.message().to_string(), code: Some(t.code().to_string()) }
+            Error::Database {
+                operation,
+                message: t.message().to_string(),
+                code: Some(t.code().to_string()),
+            }
         }
         // The server cannot be reached or the connection broke: unavailable (transient; the
         // relay's ingest answers 503), as on PostgreSQL.
-        tiberius::error::Error::Io { .. } | tiberius::error::Error::Tls(_) | tiberius::error::Error::Routing { .. } | tiberius::error::Error::Protocol(_) => {
-            Error::Unavailable { operation, reason: e.to_string() }
-        }
-        other => Error::Database { operation, message: other.to_string(), code: Some("client".into()) },
+        tiberius::error::Error::Io { .. }
+        | tiberius::error::Error::Tls(_)
+        | tiberius::error::Error::Routing { .. }
+        | tiberius::error::Error::Protocol(_) => Error::Unavailable {
+            operation,
+            reason: e.to_string(),
+        },
+        other => Error::Database {
+            operation,
+            message: other.to_string(),
+            code: Some("client".into()),
+        },
     }
 }
 
@@ -268,7 +367,10 @@ mod tests {
 
     #[test]
     fn url_parts_reach_the_tiberius_config() {
-        let c = parse_connection_string("sqlserver://sa:p%40ss%3Bword@db.example:14330/qb_app?trust_server_certificate=true").unwrap();
+        let c = parse_connection_string(
+            "sqlserver://sa:p%40ss%3Bword@db.example:14330/qb_app?trust_server_certificate=true",
+        )
+        .unwrap();
         assert_eq!(c.get_addr(), "db.example:14330");
         let c = parse_connection_string("mssql://sa:pw@localhost").unwrap();
         assert_eq!(c.get_addr(), "localhost:1433");
@@ -277,10 +379,14 @@ mod tests {
 
     #[test]
     fn bad_urls_fail_with_a_redacted_connect_error() {
-        let e = parse_connection_string("sqlserver://sa:hunter22@localhost:notaport/app").unwrap_err();
+        let e =
+            parse_connection_string("sqlserver://sa:hunter22@localhost:notaport/app").unwrap_err();
         let text = e.to_string();
         assert!(matches!(e, Error::Connect { .. }), "{text}");
-        assert!(text.contains("notaport") && !text.contains("hunter22"), "{text}");
+        assert!(
+            text.contains("notaport") && !text.contains("hunter22"),
+            "{text}"
+        );
         let e = parse_connection_string("sqlserver://sa:pw@localhost/app?colour=blue").unwrap_err();
         assert!(e.to_string().contains("colour"), "{e}");
         assert!(parse_connection_string("postgres://localhost/app").is_err());

@@ -35,20 +35,38 @@ pub struct Pool {
 
 impl std::fmt::Debug for Pool {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Pool").field("server", &self.display).field("free_slots", &self.slots.available_permits()).finish()
+        f.debug_struct("Pool")
+            .field("server", &self.display)
+            .field("free_slots", &self.slots.available_permits())
+            .finish()
     }
 }
 
 impl Pool {
-    pub(super) fn new(config: Config, max: usize, display: String, acquire_timeout: Duration) -> Self {
-        Pool { config, display, max, acquire_timeout, idle: Mutex::new(Vec::new()), slots: Arc::new(Semaphore::new(max)) }
+    pub(super) fn new(
+        config: Config,
+        max: usize,
+        display: String,
+        acquire_timeout: Duration,
+    ) -> Self {
+        Pool {
+            config,
+            display,
+            max,
+            acquire_timeout,
+            idle: Mutex::new(Vec::new()),
+            slots: Arc::new(Semaphore::new(max)),
+        }
     }
 
     /// `(in_use, idle)`: connections checked out now, and open ones waiting in the pool (the
     /// relay's `queuebox_db_pool_connections` gauge).
     pub fn gauges(&self) -> (usize, usize) {
         let in_use = self.max - self.slots.available_permits();
-        (in_use, self.idle.lock().unwrap_or_else(|p| p.into_inner()).len())
+        (
+            in_use,
+            self.idle.lock().unwrap_or_else(|p| p.into_inner()).len(),
+        )
     }
 
     /// The tiberius configuration (e.g. to open a connection to another database).
@@ -61,18 +79,28 @@ impl Pool {
         let wait = self.acquire_timeout;
         let permit = tokio::time::timeout(wait, self.slots.clone().acquire_owned())
             .await
-            .map_err(|_| Error::Connect { url: self.display.clone(), reason: format!("no free pool connection within {wait:?}") })?
+            .map_err(|_| Error::Connect {
+                url: self.display.clone(),
+                reason: format!("no free pool connection within {wait:?}"),
+            })?
             .expect("the pool semaphore is never closed");
         let idle = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
         let client = match idle {
             Some(c) => c,
             None => self.open().await?,
         };
-        Ok(PooledConn { client: Some(client), pool: self.clone(), _permit: permit })
+        Ok(PooledConn {
+            client: Some(client),
+            pool: self.clone(),
+            _permit: permit,
+        })
     }
 
     async fn open(&self) -> Result<Client> {
-        let connect = |reason: String| Error::Connect { url: self.display.clone(), reason };
+        let connect = |reason: String| Error::Connect {
+            url: self.display.clone(),
+            reason,
+        };
         let attempt = async {
             let client = match open_client(self.config.clone()).await {
                 Err(tiberius::error::Error::Routing { host, port }) => {
@@ -88,7 +116,9 @@ impl Pool {
             Ok::<_, Error>(client)
         };
         let bound = CONNECT_TIMEOUT.min(self.acquire_timeout);
-        let mut client = tokio::time::timeout(bound, attempt).await.map_err(|_| connect(format!("no answer within {bound:?}")))??;
+        let mut client = tokio::time::timeout(bound, attempt)
+            .await
+            .map_err(|_| connect(format!("no answer within {bound:?}")))??;
         client
             .simple_query(sql::SESSION_SETUP)
             .await
@@ -115,13 +145,19 @@ pub struct PooledConn {
 
 impl PooledConn {
     pub fn client(&mut self) -> &mut Client {
-        self.client.as_mut().expect("the client is present until release")
+        self.client
+            .as_mut()
+            .expect("the client is present until release")
     }
 
     /// The operation finished cleanly: hand the connection to the next caller.
     pub fn release(mut self) {
         if let Some(c) = self.client.take() {
-            self.pool.idle.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+            self.pool
+                .idle
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .push(c);
         }
     }
 }

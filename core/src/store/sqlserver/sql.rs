@@ -16,7 +16,17 @@ macro_rules! now_plus_ms {
         now_plus_ms!("", $ms)
     };
     ($sign:literal, $ms:literal) => {
-        concat!("DATEADD(millisecond, ", $sign, "(", $ms, " % 1000), DATEADD(second, ", $sign, "(", $ms, " / 1000), SYSUTCDATETIME()))")
+        concat!(
+            "DATEADD(millisecond, ",
+            $sign,
+            "(",
+            $ms,
+            " % 1000), DATEADD(second, ",
+            $sign,
+            "(",
+            $ms,
+            " / 1000), SYSUTCDATETIME()))"
+        )
     };
 }
 
@@ -83,7 +93,8 @@ OUTPUT inserted.id
 /// ANSI options on; they are repeated here because a write to a table with a filtered index
 /// fails (Msg 1934) without them, and the claim requires READ COMMITTED (§3.3). XACT_ABORT
 /// makes any error roll the whole transaction back, as an error does on PostgreSQL.
-pub const SESSION_SETUP: &str = "SET QUOTED_IDENTIFIER ON; SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; \
+pub const SESSION_SETUP: &str =
+    "SET QUOTED_IDENTIFIER ON; SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; \
 SET ARITHABORT ON; SET CONCAT_NULL_YIELDS_NULL ON; SET NUMERIC_ROUNDABORT OFF; SET XACT_ABORT ON; \
 SET TRANSACTION ISOLATION LEVEL READ COMMITTED;";
 
@@ -221,7 +232,8 @@ pub const COMMIT: &str = "COMMIT TRANSACTION;";
 pub const ROLLBACK: &str = "IF @@TRANCOUNT > 0 ROLLBACK TRANSACTION;";
 
 /// Which QueueBox tables exist (1/0 each).
-pub const SCHEMA_CHECK: &str = "SELECT CASE WHEN OBJECT_ID(N'inbox', N'U') IS NULL THEN 0 ELSE 1 END AS has_inbox, \
+pub const SCHEMA_CHECK: &str =
+    "SELECT CASE WHEN OBJECT_ID(N'inbox', N'U') IS NULL THEN 0 ELSE 1 END AS has_inbox, \
 CASE WHEN OBJECT_ID(N'outbox', N'U') IS NULL THEN 0 ELSE 1 END AS has_outbox, \
 CASE WHEN OBJECT_ID(N'queuebox_schema_history', N'U') IS NULL THEN 0 ELSE 1 END AS has_history";
 
@@ -230,7 +242,8 @@ pub const MIGRATE_LOCK: &str = "SET NOCOUNT ON;
 DECLARE @qbLock INT;
 EXEC @qbLock = sp_getapplock @Resource = N'queuebox_migrate', @LockMode = 'Exclusive', @LockOwner = 'Session', @LockTimeout = 60000;
 SELECT @qbLock AS result;";
-pub const MIGRATE_UNLOCK: &str = "EXEC sp_releaseapplock @Resource = N'queuebox_migrate', @LockOwner = 'Session';";
+pub const MIGRATE_UNLOCK: &str =
+    "EXEC sp_releaseapplock @Resource = N'queuebox_migrate', @LockOwner = 'Session';";
 
 pub const HISTORY_CREATE: &str = "IF OBJECT_ID(N'queuebox_schema_history', N'U') IS NULL
 CREATE TABLE queuebox_schema_history (
@@ -239,8 +252,10 @@ CREATE TABLE queuebox_schema_history (
     checksum   VARCHAR(64)   NOT NULL,
     applied_at DATETIME2     NOT NULL CONSTRAINT df_queuebox_schema_history_applied_at DEFAULT SYSUTCDATETIME()
 );";
-pub const HISTORY_SELECT: &str = "SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version";
-pub const HISTORY_INSERT: &str = "INSERT INTO queuebox_schema_history (version, name, checksum) VALUES (@P1, @P2, @P3)";
+pub const HISTORY_SELECT: &str =
+    "SELECT version, name, checksum FROM queuebox_schema_history ORDER BY version";
+pub const HISTORY_INSERT: &str =
+    "INSERT INTO queuebox_schema_history (version, name, checksum) VALUES (@P1, @P2, @P3)";
 pub const HISTORY_MAX: &str = "SELECT MAX(version) AS version FROM queuebox_schema_history";
 /// The migration transaction; XACT_ABORT makes a failing DDL statement roll it all back.
 pub const MIGRATE_BEGIN: &str = "SET XACT_ABORT ON; BEGIN TRANSACTION;";
@@ -393,7 +408,8 @@ COMMIT TRANSACTION;"
 
 /// Renews many outbox claims at once (`@P1` the JSON pairs, `@P2` the lease in
 /// milliseconds); returns the ids it renewed, live claims only (the outbox fence per row).
-pub const RENEW_OUTBOX: &str = fenced_many!(@on "outbox", ""; "lease_expires_at = ", now_plus_ms!("@P2"));
+pub const RENEW_OUTBOX: &str =
+    fenced_many!(@on "outbox", ""; "lease_expires_at = ", now_plus_ms!("@P2"));
 
 /// Fenced delivery success.
 pub const MARK_SENT: &str = concat!(
@@ -439,7 +455,8 @@ pub const DELETE_OLD_OUTBOX: &str = concat!(
 );
 
 /// Retention by count: at most `@P2` terminal outbox rows beyond the newest `@P1` of each state.
-pub const DELETE_EXCESS_OUTBOX: &str = "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
+pub const DELETE_EXCESS_OUTBOX: &str =
+    "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
     SELECT TOP (@P2) r.id FROM (
         SELECT id, ROW_NUMBER() OVER (PARTITION BY state ORDER BY updated_at DESC, id DESC) AS rn
           FROM outbox WHERE state IN ('sent', 'dead')) AS r
@@ -454,11 +471,13 @@ pub const DELETE_OLD_INBOX: &str = concat!(
 );
 
 /// The newest `@P1` dead outbox rows.
-pub const LIST_DEAD_OUTBOX: &str = "SELECT TOP (@P1) id, topic AS name, [key] AS [key], attempt, last_error, updated_at
+pub const LIST_DEAD_OUTBOX: &str =
+    "SELECT TOP (@P1) id, topic AS name, [key] AS [key], attempt, last_error, updated_at
   FROM outbox WHERE state = 'dead' ORDER BY updated_at DESC";
 
 /// The newest `@P1` dead inbox rows.
-pub const LIST_DEAD_INBOX: &str = "SELECT TOP (@P1) id, source AS name, idempotency_key AS [key], attempt, last_error,
+pub const LIST_DEAD_INBOX: &str =
+    "SELECT TOP (@P1) id, source AS name, idempotency_key AS [key], attempt, last_error,
        COALESCE(processed_at, created_at) AS updated_at
   FROM inbox WHERE state = 'dead' ORDER BY created_at DESC";
 

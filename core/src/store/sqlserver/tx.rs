@@ -30,8 +30,17 @@ pub struct SqlServerStoreTx {
 impl SqlServerStoreTx {
     pub(super) async fn begin(pool: &Arc<Pool>) -> Result<Self> {
         let mut conn = pool.get().await?;
-        conn.client().simple_query(sql::BEGIN).await.map_err(|e| db_err("begin", e))?.into_results().await.map_err(|e| db_err("begin", e))?;
-        Ok(SqlServerStoreTx { conn, failed: false })
+        conn.client()
+            .simple_query(sql::BEGIN)
+            .await
+            .map_err(|e| db_err("begin", e))?
+            .into_results()
+            .await
+            .map_err(|e| db_err("begin", e))?;
+        Ok(SqlServerStoreTx {
+            conn,
+            failed: false,
+        })
     }
 
     /// The connection, unless an earlier statement failed.
@@ -39,7 +48,9 @@ impl SqlServerStoreTx {
         if self.failed {
             return Err(Error::Database {
                 operation,
-                message: "the transaction was rolled back by an earlier error; only rollback is possible".into(),
+                message:
+                    "the transaction was rolled back by an earlier error; only rollback is possible"
+                        .into(),
                 code: Some("25P02".into()),
             });
         }
@@ -59,12 +70,22 @@ impl SqlServerStoreTx {
         self.conn.client()
     }
 
-    async fn finish(mut self: Box<Self>, text: &'static str, operation: &'static str) -> Result<()> {
+    async fn finish(
+        mut self: Box<Self>,
+        text: &'static str,
+        operation: &'static str,
+    ) -> Result<()> {
         if operation == "commit" {
             self.live(operation)?;
         }
         self.conn
-            .client().simple_query(text).await.map_err(|e| db_err(operation, e))?.into_results().await.map_err(|e| db_err(operation, e))?;
+            .client()
+            .simple_query(text)
+            .await
+            .map_err(|e| db_err(operation, e))?
+            .into_results()
+            .await
+            .map_err(|e| db_err(operation, e))?;
         self.conn.release();
         Ok(())
     }
@@ -76,7 +97,11 @@ impl StoreTx for SqlServerStoreTx {
         let ps = params(values);
         let refs: Vec<&dyn ToSql> = ps.iter().map(|p| p as &dyn ToSql).collect();
         let client = self.live("handler statement")?;
-        let r = client.execute(text, &refs).await.map(|r| r.total()).map_err(|e| db_err("handler statement", e));
+        let r = client
+            .execute(text, &refs)
+            .await
+            .map(|r| r.total())
+            .map_err(|e| db_err("handler statement", e));
         self.check(r)
     }
 
@@ -85,10 +110,21 @@ impl StoreTx for SqlServerStoreTx {
         let refs: Vec<&dyn ToSql> = ps.iter().map(|p| p as &dyn ToSql).collect();
         let client = self.live("handler query")?;
         let r = async {
-            let stream = client.query(text, &refs).await.map_err(|e| db_err("handler query", e))?;
+            let stream = client
+                .query(text, &refs)
+                .await
+                .map_err(|e| db_err("handler query", e))?;
             // The first result set, as a reader would see it; later ones are drained.
-            let sets = stream.into_results().await.map_err(|e| db_err("handler query", e))?;
-            sets.into_iter().next().unwrap_or_default().iter().map(row_to_json).collect::<Result<Vec<_>>>()
+            let sets = stream
+                .into_results()
+                .await
+                .map_err(|e| db_err("handler query", e))?;
+            sets.into_iter()
+                .next()
+                .unwrap_or_default()
+                .iter()
+                .map(row_to_json)
+                .collect::<Result<Vec<_>>>()
         }
         .await;
         self.check(r)

@@ -61,22 +61,38 @@ pub fn cell_to_json(column: &str, data: &ColumnData<'static>) -> Result<Value> {
         ColumnData::I16(v) => v.map(Value::from),
         ColumnData::I32(v) => v.map(Value::from),
         ColumnData::I64(v) => v.map(Value::from),
-        ColumnData::F32(v) => v.map(|f| Number::from_f64(f as f64).map(Value::Number).unwrap_or(Value::Null)),
-        ColumnData::F64(v) => v.map(|f| Number::from_f64(f).map(Value::Number).unwrap_or(Value::Null)),
+        ColumnData::F32(v) => v.map(|f| {
+            Number::from_f64(f as f64)
+                .map(Value::Number)
+                .unwrap_or(Value::Null)
+        }),
+        ColumnData::F64(v) => v.map(|f| {
+            Number::from_f64(f)
+                .map(Value::Number)
+                .unwrap_or(Value::Null)
+        }),
         ColumnData::Bit(v) => v.map(Value::Bool),
         ColumnData::String(v) => v.as_ref().map(|s| Value::String(s.to_string())),
         ColumnData::Guid(v) => v.map(|g| Value::String(g.hyphenated().to_string())),
-        ColumnData::Binary(v) => v.as_ref().map(|b| Value::String(format!("0x{}", hex::encode_upper(b)))),
+        ColumnData::Binary(v) => v
+            .as_ref()
+            .map(|b| Value::String(format!("0x{}", hex::encode_upper(b)))),
         ColumnData::Numeric(v) => v.map(|n| Value::String(n.to_string())),
         ColumnData::Xml(v) => v.as_ref().map(|x| Value::String(x.to_string())),
         ColumnData::DateTime(_) | ColumnData::SmallDateTime(_) | ColumnData::DateTime2(_) => {
-            NaiveDateTime::from_sql(data).map_err(dec)?.map(|t| Value::String(utc_text(t)))
+            NaiveDateTime::from_sql(data)
+                .map_err(dec)?
+                .map(|t| Value::String(utc_text(t)))
         }
-        ColumnData::DateTimeOffset(_) => {
-            DateTime::<FixedOffset>::from_sql(data).map_err(dec)?.map(|t| Value::String(t.with_timezone(&Utc).to_rfc3339()))
-        }
-        ColumnData::Date(_) => NaiveDate::from_sql(data).map_err(dec)?.map(|d| Value::String(d.to_string())),
-        ColumnData::Time(_) => NaiveTime::from_sql(data).map_err(dec)?.map(|t| Value::String(t.to_string())),
+        ColumnData::DateTimeOffset(_) => DateTime::<FixedOffset>::from_sql(data)
+            .map_err(dec)?
+            .map(|t| Value::String(t.with_timezone(&Utc).to_rfc3339())),
+        ColumnData::Date(_) => NaiveDate::from_sql(data)
+            .map_err(dec)?
+            .map(|d| Value::String(d.to_string())),
+        ColumnData::Time(_) => NaiveTime::from_sql(data)
+            .map_err(dec)?
+            .map(|t| Value::String(t.to_string())),
     };
     Ok(v.unwrap_or(Value::Null))
 }
@@ -126,7 +142,10 @@ mod tests {
         assert_eq!(bound(SqlValue::Bool(true)), ColumnData::Bit(Some(true)));
         assert_eq!(bound(SqlValue::Int(-7)), ColumnData::I64(Some(-7)));
         assert_eq!(bound(SqlValue::Float(1.5)), ColumnData::F64(Some(1.5)));
-        assert_eq!(bound(SqlValue::Text("héllo".into())), ColumnData::String(Some("héllo".into())));
+        assert_eq!(
+            bound(SqlValue::Text("héllo".into())),
+            ColumnData::String(Some("héllo".into()))
+        );
         assert_eq!(
             bound(SqlValue::Json(serde_json::json!({"a": [1, "x"]}))),
             ColumnData::String(Some(r#"{"a":[1,"x"]}"#.into()))
@@ -138,26 +157,52 @@ mod tests {
 
     #[test]
     fn params_keep_their_order() {
-        let values = vec![SqlValue::Int(1), SqlValue::Text("two".into()), SqlValue::Null];
+        let values = vec![
+            SqlValue::Int(1),
+            SqlValue::Text("two".into()),
+            SqlValue::Null,
+        ];
         let ps = params(&values);
         let data: Vec<ColumnData<'_>> = ps.iter().map(|p| p.to_sql()).collect();
-        assert_eq!(data, vec![ColumnData::I64(Some(1)), ColumnData::String(Some("two".into())), ColumnData::String(None)]);
+        assert_eq!(
+            data,
+            vec![
+                ColumnData::I64(Some(1)),
+                ColumnData::String(Some("two".into())),
+                ColumnData::String(None)
+            ]
+        );
     }
 
     #[test]
     fn rows_decode_to_json_by_column_type() {
-        let when = NaiveDate::from_ymd_opt(2024, 2, 29).unwrap().and_hms_micro_opt(23, 59, 58, 123_456).unwrap();
+        let when = NaiveDate::from_ymd_opt(2024, 2, 29)
+            .unwrap()
+            .and_hms_micro_opt(23, 59, 58, 123_456)
+            .unwrap();
         let row = Row::builder()
             .column("n8", ColumnType::Int1, ColumnData::U8(Some(255)))
             .column("n16", ColumnType::Int2, ColumnData::I16(Some(-2)))
             .column("n32", ColumnType::Int4, ColumnData::I32(Some(42)))
-            .column("n64", ColumnType::Int8, ColumnData::I64(Some(9_007_199_254_740_993)))
+            .column(
+                "n64",
+                ColumnType::Int8,
+                ColumnData::I64(Some(9_007_199_254_740_993)),
+            )
             .column("f", ColumnType::Float8, ColumnData::F64(Some(0.25)))
             .column("nan", ColumnType::Float8, ColumnData::F64(Some(f64::NAN)))
             .column("flag", ColumnType::Bit, ColumnData::Bit(Some(false)))
-            .column("text", ColumnType::NVarchar, ColumnData::String(Some("ünï".into())))
+            .column(
+                "text",
+                ColumnType::NVarchar,
+                ColumnData::String(Some("ünï".into())),
+            )
             .column("missing", ColumnType::NVarchar, ColumnData::String(None))
-            .column("blob", ColumnType::BigVarBin, ColumnData::Binary(Some(vec![0xde, 0xad, 0x01].into())))
+            .column(
+                "blob",
+                ColumnType::BigVarBin,
+                ColumnData::Binary(Some(vec![0xde, 0xad, 0x01].into())),
+            )
             .column("at", ColumnType::Datetime2, when.into_sql())
             .column("day", ColumnType::Daten, when.date().into_sql())
             .build();
@@ -178,20 +223,43 @@ mod tests {
         // is stored as the bytes FF19966F 868B 11D0 B42D00C04FC964FF (first three groups
         // little-endian). The decoded JSON must be the canonical text, never the byte order.
         let id = uuid::Uuid::parse_str("6F9619FF-8B86-D011-B42D-00C04FC964FF").unwrap();
-        let row = Row::builder().column("id", ColumnType::Guid, ColumnData::Guid(Some(id))).build();
-        assert_eq!(row_to_json(&row).unwrap()["id"], "6f9619ff-8b86-d011-b42d-00c04fc964ff");
-        assert_eq!(row.get::<uuid::Uuid, _>("id"), Some(id));
-        let wire_order = hex::encode_upper(
-            [id.as_bytes()[3], id.as_bytes()[2], id.as_bytes()[1], id.as_bytes()[0], id.as_bytes()[5], id.as_bytes()[4], id.as_bytes()[7], id.as_bytes()[6]],
+        let row = Row::builder()
+            .column("id", ColumnType::Guid, ColumnData::Guid(Some(id)))
+            .build();
+        assert_eq!(
+            row_to_json(&row).unwrap()["id"],
+            "6f9619ff-8b86-d011-b42d-00c04fc964ff"
         );
+        assert_eq!(row.get::<uuid::Uuid, _>("id"), Some(id));
+        let wire_order = hex::encode_upper([
+            id.as_bytes()[3],
+            id.as_bytes()[2],
+            id.as_bytes()[1],
+            id.as_bytes()[0],
+            id.as_bytes()[5],
+            id.as_bytes()[4],
+            id.as_bytes()[7],
+            id.as_bytes()[6],
+        ]);
         assert_eq!(wire_order, "FF19966F868B11D0");
-        assert!(!row_to_json(&row).unwrap()["id"].as_str().unwrap().to_uppercase().replace('-', "").starts_with(&wire_order));
+        assert!(!row_to_json(&row).unwrap()["id"]
+            .as_str()
+            .unwrap()
+            .to_uppercase()
+            .replace('-', "")
+            .starts_with(&wire_order));
     }
 
     #[test]
     fn json_columns_parse_and_tolerate_foreign_text() {
-        assert_eq!(json_text(Some(r#"{"a":"b"}"#)), serde_json::json!({"a": "b"}));
-        assert_eq!(json_text(Some("not json")), Value::String("not json".into()));
+        assert_eq!(
+            json_text(Some(r#"{"a":"b"}"#)),
+            serde_json::json!({"a": "b"})
+        );
+        assert_eq!(
+            json_text(Some("not json")),
+            Value::String("not json".into())
+        );
         assert_eq!(json_text(None), Value::Null);
     }
 }

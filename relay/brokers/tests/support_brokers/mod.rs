@@ -12,7 +12,8 @@ use queuebox_core::store::postgres::PgStore;
 use sqlx::PgPool;
 
 pub fn amqp_url() -> String {
-    std::env::var("QUEUEBOX_TEST_AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:55672/%2f".into())
+    std::env::var("QUEUEBOX_TEST_AMQP_URL")
+        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:55672/%2f".into())
 }
 pub fn nats_url() -> String {
     std::env::var("QUEUEBOX_TEST_NATS_URL").unwrap_or_else(|_| "nats://127.0.0.1:54222".into())
@@ -22,7 +23,10 @@ pub fn kafka_brokers() -> String {
 }
 
 /// A Kafka source on `topic` for consumer group `group`, defaults otherwise.
-pub fn kafka_source_config(topic: &str, group: &str) -> queuebox_brokers::config::KafkaSourceConfig {
+pub fn kafka_source_config(
+    topic: &str,
+    group: &str,
+) -> queuebox_brokers::config::KafkaSourceConfig {
     queuebox_brokers::config::KafkaSourceConfig {
         bootstrap_servers: kafka_brokers(),
         topics: vec![topic.into()],
@@ -41,7 +45,10 @@ pub fn kafka_source_config(topic: &str, group: &str) -> queuebox_brokers::config
 
 /// A name unique to this test run.
 pub fn unique(prefix: &str) -> String {
-    format!("{prefix}_{}", &uuid::Uuid::new_v4().simple().to_string()[..12])
+    format!(
+        "{prefix}_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
 }
 
 /// A new, migrated database on the test server: (store, pool, url).
@@ -49,8 +56,13 @@ pub async fn fresh_db(prefix: &str) -> (Arc<PgStore>, PgPool, String) {
     let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
         .expect("QUEUEBOX_TEST_DATABASE_URL is not set: run `source scripts/postgres.sh` or `bash scripts/test.sh`");
     let name = unique(&format!("qb_{prefix}"));
-    let pool = PgPool::connect(&admin).await.expect("connect to the test server");
-    sqlx::query(&format!("CREATE DATABASE {name}")).execute(&pool).await.expect("create database");
+    let pool = PgPool::connect(&admin)
+        .await
+        .expect("connect to the test server");
+    sqlx::query(&format!("CREATE DATABASE {name}"))
+        .execute(&pool)
+        .await
+        .expect("create database");
     pool.close().await;
     let (base, _) = admin.rsplit_once('/').expect("URL has a database");
     let url = format!("{base}/{name}");
@@ -79,7 +91,11 @@ where
 }
 
 pub async fn inbox_count(pool: &PgPool, source: &str) -> i64 {
-    sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = $1").bind(source).fetch_one(pool).await.unwrap()
+    sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = $1")
+        .bind(source)
+        .fetch_one(pool)
+        .await
+        .unwrap()
 }
 
 pub async fn key_count(pool: &PgPool, source: &str, key: &str) -> i64 {
@@ -124,12 +140,22 @@ pub async fn fail_inserts_of(pool: &PgPool, key: &str) {
 }
 
 pub async fn heal_inserts(pool: &PgPool) {
-    sqlx::query("DROP TRIGGER IF EXISTS qb_test_fail ON inbox").execute(pool).await.unwrap();
+    sqlx::query("DROP TRIGGER IF EXISTS qb_test_fail ON inbox")
+        .execute(pool)
+        .await
+        .unwrap();
 }
 
 /// Runs `bash scripts/brokers.sh <args>` from the repository root.
 pub fn brokers_sh(args: &[&str]) {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).ancestors().nth(2).unwrap(); // relay/brokers -> repository root
-    let status = std::process::Command::new("bash").arg(root.join("scripts/brokers.sh")).args(args).status().expect("run brokers.sh");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .nth(2)
+        .unwrap(); // relay/brokers -> repository root
+    let status = std::process::Command::new("bash")
+        .arg(root.join("scripts/brokers.sh"))
+        .args(args)
+        .status()
+        .expect("run brokers.sh");
     assert!(status.success(), "scripts/brokers.sh {args:?} failed");
 }
