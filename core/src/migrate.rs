@@ -1,6 +1,7 @@
-//! Schema migrations, embedded in the binary from `migrations/<backend>/`, applied in
-//! version order, each in its own transaction, recorded with a checksum in
-//! `queuebox_schema_history`. Applying twice is a no-op; an edited released file fails.
+//! Schema migrations, embedded in the binary from `core/migrations/<backend>/` (inside this
+//! crate, so `cargo package` ships them), applied in version order, each in its own
+//! transaction, recorded with a checksum in `queuebox_schema_history`. Applying twice is a
+//! no-op; an edited released file fails.
 
 use sha2::{Digest, Sha256};
 
@@ -25,12 +26,7 @@ macro_rules! migration {
         Migration {
             version: $version,
             name: $name,
-            sql: include_str!(concat!(
-                "../../migrations/",
-                $dir,
-                "/",
-                concat!($name, ".sql")
-            )),
+            sql: include_str!(concat!("../migrations/", $dir, "/", concat!($name, ".sql"))),
         }
     };
 }

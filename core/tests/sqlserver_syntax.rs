@@ -1,6 +1,6 @@
 //! T-SQL syntax checks for the SQL Server backend, which cannot run against a server here:
 //! every statement the backend sends (`store::sqlserver::sql::statements()`) and every file of
-//! `migrations/sqlserver/` is split into statements and parsed with sqlparser's MsSqlDialect;
+//! `core/migrations/sqlserver/` is split into statements and parsed with sqlparser's MsSqlDialect;
 //! the migrations are compared with the PostgreSQL ones (same tables, columns, index names,
 //! index columns and filters); and the rules sqlparser cannot see (UTC clock, no PostgreSQL
 //! syntax, the claim's locking protocol) are checked on the text.
