@@ -367,6 +367,13 @@ impl NatsPublisher {
             headers.insert(k, v.as_str());
         }
         headers.insert("x-message-id", msg.id.to_string().as_str());
+        // JetStream's deduplication id: a re-publish of the same row within the stream's
+        // duplicate window (a crash between the publish and the sent mark, an ack that timed
+        // out) is stored once. Set after the row headers, so a row cannot override it.
+        headers.insert(
+            async_nats::header::NATS_MESSAGE_ID,
+            msg.id.to_string().as_str(),
+        );
         headers.insert("x-topic", msg.topic.as_str());
         headers.insert("x-attempt", msg.attempt.to_string().as_str());
         if let Some(k) = &msg.key {
@@ -395,7 +402,15 @@ impl NatsPublisher {
                     msg.id,
                     subject
                 ),
-                Ok(Ok(_ack)) => Ok(()),
+                Ok(Ok(ack)) => {
+                    if ack.duplicate {
+                        // Already in the stream: the consumers have it once. Said aloud,
+                        // because an admin replay within the window is dropped the same way.
+                        tracing::info!(messageId = %msg.id, subject = %subject, stream = %ack.stream,
+                            "JetStream already holds this message id (duplicate window): stored once, not again");
+                    }
+                    Ok(())
+                }
             }
         } else {
             // Core NATS: no delivery guarantee; the flush only says the server got the bytes.

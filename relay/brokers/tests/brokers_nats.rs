@@ -375,6 +375,7 @@ async fn nats_destination_publishes_to_jetstream_with_headers_and_a_real_consume
     let h = m.headers.as_ref().unwrap();
     let get = |n: &str| h.get(n).map(|v| v.as_str().to_string());
     assert_eq!(get("x-message-id"), Some(msg.id.to_string()));
+    assert_eq!(get("Nats-Msg-Id"), Some(msg.id.to_string()));
     assert_eq!(get("x-topic").as_deref(), Some("orders.created"));
     assert_eq!(get("x-attempt").as_deref(), Some("1"));
     assert_eq!(get("x-message-key").as_deref(), Some("key-7"));
@@ -386,6 +387,53 @@ async fn nats_destination_publishes_to_jetstream_with_headers_and_a_real_consume
         json!({"n": 1})
     );
     m.ack().await.unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
+async fn nats_destination_republishing_a_row_within_the_duplicate_window_stores_it_once() {
+    let js = js().await;
+    let s = fresh_stream(&js, "qbdedup").await;
+    let publisher = NatsPublisher::new(
+        "bus",
+        dest_config(&format!("{s}.{{{{ topic }}}}"), true),
+        Health::new(),
+    )
+    .unwrap();
+    // The same row published twice (a crash between the publish and the sent mark), and a
+    // row header that tries to choose its own deduplication id.
+    let mut msg = outbound("orders.created");
+    msg.headers
+        .insert("Nats-Msg-Id".into(), "chosen-by-the-row".into());
+    publisher
+        .publish(&msg)
+        .await
+        .expect("first publish acknowledged");
+    publisher
+        .publish(&msg)
+        .await
+        .expect("the repeat is acknowledged too");
+    let other = outbound("orders.created");
+    publisher
+        .publish(&other)
+        .await
+        .expect("another row acknowledged");
+
+    let mut info = js.get_stream(&s).await.unwrap();
+    let stored = info.info().await.unwrap().state.messages;
+    assert_eq!(
+        stored, 2,
+        "the repeat of one row must be stored once, the other row once"
+    );
+    let first = info.get_raw_message(1).await.unwrap();
+    assert_eq!(
+        first
+            .headers
+            .get("Nats-Msg-Id")
+            .map(|v| v.as_str().to_string()),
+        Some(msg.id.to_string()),
+        "the deduplication id is the outbox row id, whatever the row's headers say"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
