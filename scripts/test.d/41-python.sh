@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Python client: a venv under .venv/python-client (ignored) with maturin and pytest, builds
-# the pyo3 extension from bindings/python into clients/python with `maturin develop`, and
-# runs pytest against the real PostgreSQL (the suite creates and migrates its own database).
+# Python client: a venv under .venv/python-client (ignored) with maturin, builds the pyo3
+# extension from bindings/python into clients/python with `maturin develop --extras test`
+# (which also installs the package's `test` extra from PyPI: pytest and the drivers the
+# application-transaction tests use, psycopg 3 and SQLAlchemy 2), and runs pytest against
+# the real PostgreSQL (the suite creates and migrates its own databases).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -19,7 +21,8 @@ fi
 if ! "$venv/bin/python" -c "import pytest" 2>/dev/null || [ ! -x "$venv/bin/maturin" ]; then
   "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2" pytest
 fi
-(cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --quiet)
-"$venv/bin/python" -c "import queuebox_inbox._native" # fail here, clearly, if the build did not install
+(cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --quiet --extras test)
+# Fail here, clearly, if the build or the drivers did not install.
+"$venv/bin/python" -c "import queuebox_inbox._native, psycopg, sqlalchemy.ext.asyncio, greenlet"
 cd clients/python
 "$venv/bin/python" -m pytest -q
