@@ -11,11 +11,12 @@
 //		return err // nil: the insert and the completion commit together
 //	})
 //
-// Linking: the package links -lqueuebox. Build the library with
-// `cargo build -p queuebox-c --release` and point cgo at it, e.g.
+// Linking: the released module carries the header and a static libqueuebox.a per platform
+// (lib/linux_amd64, lib/linux_arm64 when built), picked by cgo build tags, so `go get` and
+// `go build` need nothing else than a C compiler (cgo). Inside this repository lib/ is
+// absent: build the library with `cargo build -p queuebox-c --release` and point cgo at it,
 //
 //	CGO_LDFLAGS="-L$REPO/target/release -Wl,-rpath,$REPO/target/release" go build ./...
 //
-// (the shared library), or link the static archive by putting only libqueuebox.a in the
-// -L directory. See clients/go/README.md.
+// See clients/go/README.md.
 package queuebox

@@ -1,14 +1,22 @@
 package queuebox
 
 /*
-#cgo CFLAGS: -I${SRCDIR}/../../bindings/c/include
+#cgo CFLAGS: -I${SRCDIR}
 #cgo LDFLAGS: -lqueuebox -lm -ldl -lpthread
+#cgo linux,amd64 LDFLAGS: -L${SRCDIR}/lib/linux_amd64
+#cgo linux,arm64 LDFLAGS: -L${SRCDIR}/lib/linux_arm64
 #include <stdlib.h>
 #include "queuebox.h"
 */
 import "C"
 
 import "unsafe"
+
+// queuebox.h is a copy of bindings/c/include/queuebox.h kept inside the module so that the
+// package compiles after `go get` (scripts/test.d/31-go.sh fails when the copy is stale).
+// The released module (scripts/package.sh) also carries lib/<goos>_<goarch>/libqueuebox.a,
+// the static library for that platform, selected by the build-tag LDFLAGS above; in this
+// repository lib/ is absent and CGO_LDFLAGS points at a cargo build instead.
 
 // The native library (bindings/c, libqueuebox) does all the work: claims, lease renewal,
 // LISTEN/NOTIFY, backoff, fencing, completion. This file is the only place that talks to

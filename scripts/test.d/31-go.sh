@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Go client (clients/go): builds libqueuebox, then `go vet` and `go test` of the cgo
-# package against the real PostgreSQL (each test makes and migrates its own database),
-# including the conformance vectors through the native library; then builds the example.
+# Go client (clients/go): builds libqueuebox, checks the module's copy of queuebox.h, then
+# `go vet` and `go test` of the cgo package against the real PostgreSQL (each test makes
+# and migrates its own database), including the conformance vectors through the native
+# library; then builds the example.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source bindings/c/tests/ffi-env.sh
@@ -11,6 +12,13 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 ffi_need_apt go golang-go
 ffi_build_native
+
+# The module carries its own copy of the C header (so `go get` compiles); a stale copy fails.
+if ! cmp -s bindings/c/include/queuebox.h clients/go/queuebox.h; then
+  echo "clients/go/queuebox.h differs from bindings/c/include/queuebox.h: copy it with" >&2
+  echo "  cp bindings/c/include/queuebox.h clients/go/queuebox.h" >&2
+  exit 1
+fi
 
 # cgo links -lqueuebox (the shared library) from the workspace build; rpath lets the
 # test binary find it without LD_LIBRARY_PATH.
