@@ -52,16 +52,10 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
 /// The longest a single publish may take: the largest destination `timeoutMs`. While a
 /// batch is published, some message completes at least this often unless the loop is stuck.
 fn longest_publish(cfg: &queuebox_config::Config) -> Duration {
-    use queuebox_config::DestinationKind;
     let ms = cfg
         .destinations
         .values()
-        .map(|d| match &d.kind {
-            DestinationKind::Http(h) => h.timeout_ms,
-            DestinationKind::RabbitMq(r) => r.timeout_ms,
-            DestinationKind::Kafka(k) => k.timeout_ms,
-            DestinationKind::Nats(n) => n.timeout_ms,
-        })
+        .map(|d| d.kind.timeout_ms())
         .max()
         .unwrap_or(0);
     Duration::from_millis(ms)

@@ -8,6 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::registry::{not_mine, BrokerKind, PublisherClient, SourceClient};
+use async_trait::async_trait;
+use queuebox_config::{DestinationConfig, DestinationKind, SourceConfig, SourceKind};
 use rdkafka::client::ClientContext;
 use rdkafka::config::{ClientConfig, RDKafkaLogLevel};
 use rdkafka::consumer::{CommitMode, Consumer, ConsumerContext, StreamConsumer};
@@ -438,5 +441,63 @@ impl KafkaPublisher {
                 topic
             ),
         }
+    }
+}
+
+/// Kafka in the broker table ([`crate::registry::KINDS`]).
+pub struct Kafka;
+
+impl BrokerKind for Kafka {
+    fn type_name(&self) -> &'static str {
+        "kafka"
+    }
+
+    fn source(
+        &self,
+        source: &SourceConfig,
+        sink: Arc<dyn Sink>,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn SourceClient>> {
+        let SourceKind::Kafka(c) = &source.kind else {
+            return Err(not_mine("kafka", &format!("sources.{}", source.name)));
+        };
+        Ok(Box::new(KafkaSource::new(
+            &source.name,
+            c.clone(),
+            sink,
+            health,
+        )?))
+    }
+
+    fn publisher(
+        &self,
+        destination: &DestinationConfig,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn PublisherClient>> {
+        let DestinationKind::Kafka(c) = &destination.kind else {
+            return Err(not_mine(
+                "kafka",
+                &format!("destinations.{}", destination.name),
+            ));
+        };
+        Ok(Box::new(KafkaPublisher::new(
+            &destination.name,
+            c.clone(),
+            health,
+        )?))
+    }
+}
+
+#[async_trait]
+impl SourceClient for KafkaSource {
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+        self.run(stop).await
+    }
+}
+
+#[async_trait]
+impl PublisherClient for KafkaPublisher {
+    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+        self.publish(msg).await
     }
 }

@@ -11,7 +11,8 @@
 //! | [`template`] | the vocabulary of address templates (`{{ topic }}`, `{{ key }}`, `{{ payload.x }}` …), rendered by the relay's one renderer, `queuebox_config::Template` |
 //! | [`health`] | per-component up/down state for readiness |
 //! | [`reconnect`] | the reconnect backoff |
-//! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker |
+//! | [`registry`] | the broker kinds, one table ([`registry::KINDS`]): the relay builds every source and publisher through it |
+//! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker, and its [`registry::BrokerKind`] |
 
 pub mod config;
 pub mod health;
@@ -22,6 +23,7 @@ pub mod offsets;
 pub mod outbound;
 pub mod rabbitmq;
 pub mod reconnect;
+pub mod registry;
 pub mod template;
 
 pub use health::Health;

@@ -7,9 +7,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::registry::{not_mine, BrokerKind, PublisherClient, SourceClient};
 use async_nats::jetstream::{self, consumer::pull, AckKind};
 use async_nats::{HeaderMap, ServerAddr};
+use async_trait::async_trait;
 use futures::StreamExt;
+use queuebox_config::{DestinationConfig, DestinationKind, SourceConfig, SourceKind};
 use queuebox_core::headers::redact_error;
 use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
@@ -429,5 +432,70 @@ impl NatsPublisher {
                 )
             })?
         }
+    }
+}
+
+/// NATS in the broker table ([`crate::registry::KINDS`]).
+pub struct Nats;
+
+impl BrokerKind for Nats {
+    fn type_name(&self) -> &'static str {
+        "nats"
+    }
+
+    fn check_source(&self, source: &SourceConfig) -> anyhow::Result<()> {
+        match &source.kind {
+            SourceKind::Nats(c) => validate_source(&source.name, c),
+            _ => Err(not_mine("nats", &format!("sources.{}", source.name))),
+        }
+    }
+
+    fn source(
+        &self,
+        source: &SourceConfig,
+        sink: Arc<dyn Sink>,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn SourceClient>> {
+        let SourceKind::Nats(c) = &source.kind else {
+            return Err(not_mine("nats", &format!("sources.{}", source.name)));
+        };
+        Ok(Box::new(NatsSource::new(
+            &source.name,
+            c.clone(),
+            sink,
+            health,
+        )?))
+    }
+
+    fn publisher(
+        &self,
+        destination: &DestinationConfig,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn PublisherClient>> {
+        let DestinationKind::Nats(c) = &destination.kind else {
+            return Err(not_mine(
+                "nats",
+                &format!("destinations.{}", destination.name),
+            ));
+        };
+        Ok(Box::new(NatsPublisher::new(
+            &destination.name,
+            c.clone(),
+            health,
+        )?))
+    }
+}
+
+#[async_trait]
+impl SourceClient for NatsSource {
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+        self.run(stop).await
+    }
+}
+
+#[async_trait]
+impl PublisherClient for NatsPublisher {
+    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+        self.publish(msg).await
     }
 }

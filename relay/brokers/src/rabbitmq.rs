@@ -6,6 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::registry::{not_mine, BrokerKind, PublisherClient, SourceClient};
+use async_trait::async_trait;
 use futures::stream::{FuturesUnordered, StreamExt};
 use lapin::options::{
     BasicAckOptions, BasicCancelOptions, BasicConsumeOptions, BasicNackOptions,
@@ -15,6 +17,7 @@ use lapin::options::{
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::Confirmation;
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use queuebox_config::{DestinationConfig, DestinationKind, SourceConfig, SourceKind};
 use queuebox_core::headers::redact_error;
 use tokio::sync::Mutex;
 use tokio_util::sync::CancellationToken;
@@ -548,5 +551,65 @@ impl RabbitMqPublisher {
                 anyhow::bail!("Publish not confirmed: confirms are off on the channel")
             }
         }
+    }
+}
+
+/// RabbitMQ in the broker table ([`crate::registry::KINDS`]).
+pub struct RabbitMq;
+
+impl BrokerKind for RabbitMq {
+    fn type_name(&self) -> &'static str {
+        "rabbitmq"
+    }
+
+    fn source(
+        &self,
+        source: &SourceConfig,
+        sink: Arc<dyn Sink>,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn SourceClient>> {
+        let SourceKind::RabbitMq(c) = &source.kind else {
+            return Err(not_mine("rabbitmq", &format!("sources.{}", source.name)));
+        };
+        Ok(Box::new(RabbitMqSource::new(
+            &source.name,
+            c.clone(),
+            sink,
+            health,
+        )))
+    }
+
+    fn publisher(
+        &self,
+        destination: &DestinationConfig,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn PublisherClient>> {
+        let DestinationKind::RabbitMq(c) = &destination.kind else {
+            return Err(not_mine(
+                "rabbitmq",
+                &format!("destinations.{}", destination.name),
+            ));
+        };
+        Ok(Box::new(RabbitMqPublisher::new(
+            &destination.name,
+            c.clone(),
+            health,
+        )?))
+    }
+}
+
+#[async_trait]
+impl SourceClient for RabbitMqSource {
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+        // A missing queue fails start-up loudly before the consumer loop begins.
+        self.check().await?;
+        self.run(stop).await
+    }
+}
+
+#[async_trait]
+impl PublisherClient for RabbitMqPublisher {
+    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+        self.publish(msg).await
     }
 }

@@ -1,12 +1,106 @@
 //! The kind-specific keys of the broker sources and destinations (RabbitMQ, Kafka, NATS),
 //! reference §4.3. The keys every source shares (`consumption`, `topic`, the `*Path` keys)
 //! stay in [`crate::SourceCommon`]. The clients live in the `queuebox-brokers` crate.
+//!
+//! A broker kind registers its keys once, in [`KINDS`] (its `type` name and how its source
+//! and destination keys are read), and implements [`BrokerSourceKeys`] and
+//! [`BrokerDestinationKeys`]: secrets, validation, the attribute headers and the publish
+//! budget are asked of those traits (through `SourceKind::broker` and
+//! `DestinationKind::broker`), never matched kind by kind.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use serde_yaml::Value;
 
+use crate::model::{DestinationKind, SourceKind};
 use crate::secret::Secret;
+use crate::strict::{fields_of, typed, ConfigErrors};
+use crate::validate::{amqp_tls, kafka_security, nats_login, positive};
+
+/// One broker kind of the configuration: its `type` value and how its keys are typed.
+pub struct BrokerKeysKind {
+    pub type_name: &'static str,
+    /// `sources.<name>` of this type (the common keys already taken out) → the source kind.
+    pub(crate) source: fn(&Value, &str, &mut ConfigErrors) -> Option<SourceKind>,
+    /// `destinations.<name>` of this type → the destination kind.
+    pub(crate) destination: fn(&Value, &str, &mut ConfigErrors) -> Option<DestinationKind>,
+    /// The key lists of its structs, for "did you mean" hints and environment mapping.
+    pub(crate) keys: fn() -> Vec<&'static [&'static str]>,
+}
+
+/// The broker kinds, in the order the `type` lists name them. A new kind is one entry here
+/// (and its variant in `SourceKind` / `DestinationKind`).
+pub const KINDS: &[BrokerKeysKind] = &[
+    BrokerKeysKind {
+        type_name: "rabbitmq",
+        source: |v, p, e| Some(SourceKind::RabbitMq(typed(v, p, e)?)),
+        destination: |v, p, e| Some(DestinationKind::RabbitMq(typed(v, p, e)?)),
+        keys: || {
+            vec![
+                fields_of::<RabbitMqSourceConfig>(),
+                fields_of::<RabbitMqDestinationConfig>(),
+            ]
+        },
+    },
+    BrokerKeysKind {
+        type_name: "kafka",
+        source: |v, p, e| Some(SourceKind::Kafka(typed(v, p, e)?)),
+        destination: |v, p, e| Some(DestinationKind::Kafka(typed(v, p, e)?)),
+        keys: || {
+            vec![
+                fields_of::<KafkaSourceConfig>(),
+                fields_of::<KafkaDestinationConfig>(),
+            ]
+        },
+    },
+    BrokerKeysKind {
+        type_name: "nats",
+        source: |v, p, e| Some(SourceKind::Nats(typed(v, p, e)?)),
+        destination: |v, p, e| Some(DestinationKind::Nats(typed(v, p, e)?)),
+        keys: || {
+            vec![
+                fields_of::<NatsSourceConfig>(),
+                fields_of::<NatsDestinationConfig>(),
+            ]
+        },
+    },
+];
+
+/// The registered broker kind named `type_name`.
+pub fn kind(type_name: &str) -> Option<&'static BrokerKeysKind> {
+    KINDS.iter().find(|k| k.type_name == type_name)
+}
+
+/// What the relay asks of a broker source's keys, whatever its kind.
+pub trait BrokerSourceKeys {
+    /// The header names the attributes are read from.
+    fn attribute_headers(&self) -> &AttributeHeaders;
+    /// `eventTypeFromHeader`: the event type may come from a header.
+    fn event_type_from_header(&self) -> bool;
+    /// True when the broker's record key is the aggregate id (Kafka).
+    fn record_key_is_aggregate(&self) -> bool {
+        false
+    }
+    /// The credentials to mask in log lines.
+    fn secrets(&self) -> Vec<&Secret> {
+        Vec::new()
+    }
+    /// The kind's own checks, each naming its key under `path` (`sources.<name>`).
+    fn validate(&self, path: &str, errs: &mut ConfigErrors);
+}
+
+/// What the relay asks of a broker destination's keys, whatever its kind.
+pub trait BrokerDestinationKeys {
+    /// `timeoutMs`: the whole budget of one publish.
+    fn timeout_ms(&self) -> u64;
+    /// The credentials to mask in log lines.
+    fn secrets(&self) -> Vec<&Secret> {
+        Vec::new()
+    }
+    /// The kind's own checks, each naming its key under `path` (`destinations.<name>`).
+    fn validate(&self, path: &str, errs: &mut ConfigErrors);
+}
 
 fn prefetch() -> u16 {
     10
@@ -260,6 +354,129 @@ pub struct KafkaDestinationConfig {
     pub tls: Option<BrokerTls>,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
+}
+
+impl BrokerSourceKeys for RabbitMqSourceConfig {
+    fn attribute_headers(&self) -> &AttributeHeaders {
+        &self.attribute_headers
+    }
+    fn event_type_from_header(&self) -> bool {
+        self.event_type_from_header
+    }
+    fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        amqp_tls(&self.connection_url, &self.tls, path, errs);
+    }
+}
+
+impl BrokerDestinationKeys for RabbitMqDestinationConfig {
+    fn timeout_ms(&self) -> u64 {
+        self.timeout_ms
+    }
+    fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        // A zero publish budget times every publish out: each row would go dead.
+        positive(errs, &format!("{path}.timeoutMs"), self.timeout_ms);
+        amqp_tls(&self.url, &self.tls, path, errs);
+    }
+}
+
+impl BrokerSourceKeys for KafkaSourceConfig {
+    fn attribute_headers(&self) -> &AttributeHeaders {
+        &self.attribute_headers
+    }
+    fn event_type_from_header(&self) -> bool {
+        self.event_type_from_header
+    }
+    fn record_key_is_aggregate(&self) -> bool {
+        true
+    }
+    fn secrets(&self) -> Vec<&Secret> {
+        self.sasl_password.iter().collect()
+    }
+    fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        if self.topics.is_empty() {
+            errs.push(format!("{path}.topics"), "at least one topic is required");
+        }
+        positive(
+            errs,
+            &format!("{path}.maxPollRecords"),
+            self.max_poll_records as u64,
+        );
+        kafka_security(
+            &self.security_protocol,
+            &self.sasl_mechanism,
+            &self.tls,
+            path,
+            errs,
+        );
+    }
+}
+
+impl BrokerDestinationKeys for KafkaDestinationConfig {
+    fn timeout_ms(&self) -> u64 {
+        self.timeout_ms
+    }
+    fn secrets(&self) -> Vec<&Secret> {
+        self.sasl_password.iter().collect()
+    }
+    fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        if self.timeout_ms < 2000 {
+            errs.push(
+                format!("{path}.timeoutMs"),
+                "must be at least 2000 (the whole publish budget)",
+            );
+        }
+        kafka_security(
+            &self.security_protocol,
+            &self.sasl_mechanism,
+            &self.tls,
+            path,
+            errs,
+        );
+    }
+}
+
+impl BrokerSourceKeys for NatsSourceConfig {
+    fn attribute_headers(&self) -> &AttributeHeaders {
+        &self.attribute_headers
+    }
+    fn event_type_from_header(&self) -> bool {
+        self.event_type_from_header
+    }
+    fn secrets(&self) -> Vec<&Secret> {
+        self.login().secrets()
+    }
+    fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        if !self.jet_stream {
+            errs.push(
+                format!("{path}.jetStream"),
+                "a NATS source reads JetStream only: core NATS cannot acknowledge, so an inbox on it would lose every message that arrives while QueueBox restarts",
+            );
+        } else {
+            positive(errs, &format!("{path}.ackWaitMs"), self.ack_wait_ms);
+            positive(errs, &format!("{path}.batchSize"), self.batch_size as u64);
+        }
+        nats_login(self.login(), path, errs);
+    }
+}
+
+impl BrokerDestinationKeys for NatsDestinationConfig {
+    fn timeout_ms(&self) -> u64 {
+        self.timeout_ms
+    }
+    fn secrets(&self) -> Vec<&Secret> {
+        self.login().secrets()
+    }
+    fn validate(&self, path: &str, errs: &mut ConfigErrors) {
+        positive(errs, &format!("{path}.timeoutMs"), self.timeout_ms);
+        nats_login(self.login(), path, errs);
+    }
+}
+
+impl<'a> NatsLogin<'a> {
+    /// The password and token, to mask in log lines.
+    fn secrets(self) -> Vec<&'a Secret> {
+        [self.password, self.token].into_iter().flatten().collect()
+    }
 }
 
 macro_rules! nats_login {

@@ -197,33 +197,19 @@ impl Config {
         };
         auth(&self.admin.auth);
         for s in self.sources.values() {
-            match &s.kind {
-                SourceKind::Http(h) => auth(&h.auth),
-                SourceKind::Nats(n) => extra.extend(
-                    [&n.password, &n.token]
-                        .into_iter()
-                        .flatten()
-                        .map(|s| s.expose().to_string()),
-                ),
-                SourceKind::Kafka(k) => {
-                    extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string()))
-                }
-                SourceKind::RabbitMq(_) => {}
+            match (&s.kind, s.kind.broker()) {
+                (SourceKind::Http(h), _) => auth(&h.auth),
+                (_, Some(b)) => extra.extend(b.secrets().iter().map(|s| s.expose().to_string())),
+                (_, None) => {}
             }
         }
         for d in self.destinations.values() {
-            match &d.kind {
-                DestinationKind::Http(h) => extra.extend(h.auth.iter().flat_map(|a| a.secrets())),
-                DestinationKind::Nats(n) => extra.extend(
-                    [&n.password, &n.token]
-                        .into_iter()
-                        .flatten()
-                        .map(|s| s.expose().to_string()),
-                ),
-                DestinationKind::Kafka(k) => {
-                    extra.extend(k.sasl_password.iter().map(|s| s.expose().to_string()))
+            match (&d.kind, d.kind.broker()) {
+                (DestinationKind::Http(h), _) => {
+                    extra.extend(h.auth.iter().flat_map(|a| a.secrets()))
                 }
-                DestinationKind::RabbitMq(_) => {}
+                (_, Some(b)) => extra.extend(b.secrets().iter().map(|s| s.expose().to_string())),
+                (_, None) => {}
             }
         }
         out.extend(extra);

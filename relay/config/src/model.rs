@@ -286,8 +286,8 @@ pub struct DestinationConfig {
     pub kind: DestinationKind,
 }
 
-/// The kinds of destination. A broker kind is one more variant (and one arm in
-/// `crate::parse::destination`).
+/// The kinds of destination. A broker kind is one more variant (and its arms in
+/// `type_name` and `broker`), registered in [`crate::brokers::KINDS`].
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type")]
 pub enum DestinationKind {
@@ -309,6 +309,26 @@ impl DestinationKind {
             DestinationKind::RabbitMq(_) => "rabbitmq",
             DestinationKind::Kafka(_) => "kafka",
             DestinationKind::Nats(_) => "nats",
+        }
+    }
+
+    /// A broker destination's keys, asked through one trait whatever the kind; `None` for
+    /// HTTP.
+    pub fn broker(&self) -> Option<&dyn crate::brokers::BrokerDestinationKeys> {
+        match self {
+            DestinationKind::Http(_) => None,
+            DestinationKind::RabbitMq(c) => Some(c),
+            DestinationKind::Kafka(c) => Some(c),
+            DestinationKind::Nats(c) => Some(c),
+        }
+    }
+
+    /// `timeoutMs`: the whole budget of one publish.
+    pub fn timeout_ms(&self) -> u64 {
+        match (self, self.broker()) {
+            (_, Some(b)) => b.timeout_ms(),
+            (DestinationKind::Http(h), None) => h.timeout_ms,
+            (_, None) => 0,
         }
     }
 }
@@ -351,17 +371,14 @@ impl SourceConfig {
     pub fn topic_template(&self) -> &str {
         match &self.common.topic {
             Some(t) => t,
-            None => match self.kind {
-                SourceKind::Http(_) => "{{ eventType }}",
-                SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
-                    "{{ source }}"
-                }
-            },
+            None if self.kind.broker().is_some() => "{{ source }}",
+            None => "{{ eventType }}",
         }
     }
 }
 
-/// The kinds of source; a broker kind is one more variant.
+/// The kinds of source. A broker kind is one more variant (and its arms in `type_name` and
+/// `broker`), registered in [`crate::brokers::KINDS`].
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type")]
 pub enum SourceKind {
@@ -382,6 +399,16 @@ impl SourceKind {
             SourceKind::RabbitMq(_) => "rabbitmq",
             SourceKind::Kafka(_) => "kafka",
             SourceKind::Nats(_) => "nats",
+        }
+    }
+
+    /// A broker source's keys, asked through one trait whatever the kind; `None` for HTTP.
+    pub fn broker(&self) -> Option<&dyn crate::brokers::BrokerSourceKeys> {
+        match self {
+            SourceKind::Http(_) => None,
+            SourceKind::RabbitMq(c) => Some(c),
+            SourceKind::Kafka(c) => Some(c),
+            SourceKind::Nats(c) => Some(c),
         }
     }
 }
@@ -545,16 +572,11 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<BearerAuth>(),
         fields_of::<ApiKeyAuth>(),
         fields_of::<HmacAuth>(),
-        fields_of::<crate::brokers::RabbitMqSourceConfig>(),
-        fields_of::<crate::brokers::KafkaSourceConfig>(),
-        fields_of::<crate::brokers::NatsSourceConfig>(),
         fields_of::<crate::brokers::AttributeHeaders>(),
-        fields_of::<crate::brokers::RabbitMqDestinationConfig>(),
-        fields_of::<crate::brokers::KafkaDestinationConfig>(),
-        fields_of::<crate::brokers::NatsDestinationConfig>(),
         &["auth"],
     ]
     .into_iter()
+    .chain(crate::brokers::KINDS.iter().flat_map(|k| (k.keys)()))
     .chain(crate::destination_auth::key_lists())
     .collect()
 }

@@ -132,8 +132,12 @@ fn unknown_kind(path: &str, kind: &str, known: &[&str], errs: &mut ConfigErrors)
     );
 }
 
-/// Destination kinds; a broker kind adds its name here and an arm below.
-pub const DESTINATION_TYPES: &[&str] = &["http", "rabbitmq", "kafka", "nats"];
+/// Destination kinds: HTTP and the registered broker kinds.
+fn destination_types() -> Vec<&'static str> {
+    std::iter::once("http")
+        .chain(crate::brokers::KINDS.iter().map(|k| k.type_name))
+        .collect()
+}
 
 fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<DestinationConfig> {
     let path = format!("destinations.{name}");
@@ -143,7 +147,7 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
         None => {
             errs.push(
                 join(&path, "type"),
-                format!("required (one of {})", DESTINATION_TYPES.join(", ")),
+                format!("required (one of {})", destination_types().join(", ")),
             );
             return None;
         }
@@ -155,13 +159,13 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
             };
             DestinationKind::Http(h)
         }
-        Some("rabbitmq") => DestinationKind::RabbitMq(typed(&rest, &path, errs)?),
-        Some("kafka") => DestinationKind::Kafka(typed(&rest, &path, errs)?),
-        Some("nats") => DestinationKind::Nats(typed(&rest, &path, errs)?),
-        Some(other) => {
-            unknown_kind(&path, other, DESTINATION_TYPES, errs);
-            return None;
-        }
+        Some(other) => match crate::brokers::kind(other) {
+            Some(broker) => (broker.destination)(&rest, &path, errs)?,
+            None => {
+                unknown_kind(&path, other, &destination_types(), errs);
+                return None;
+            }
+        },
     };
     Some(DestinationConfig {
         name: name.to_string(),
@@ -169,8 +173,10 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
     })
 }
 
-/// Source kinds; a broker kind adds its name here and an arm below.
-pub const SOURCE_TYPES: &[&str] = &["http", "rabbitmq", "kafka", "nats"];
+/// Source kinds: HTTP and the registered broker kinds.
+fn source_types() -> Vec<&'static str> {
+    destination_types()
+}
 
 fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig> {
     let path = format!("sources.{name}");
@@ -201,13 +207,13 @@ fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig
             };
             SourceKind::Http(h)
         }
-        "rabbitmq" => SourceKind::RabbitMq(typed(&kind_v, &path, errs)?),
-        "kafka" => SourceKind::Kafka(typed(&kind_v, &path, errs)?),
-        "nats" => SourceKind::Nats(typed(&kind_v, &path, errs)?),
-        other => {
-            unknown_kind(&path, other, SOURCE_TYPES, errs);
-            return None;
-        }
+        other => match crate::brokers::kind(other) {
+            Some(broker) => (broker.source)(&kind_v, &path, errs)?,
+            None => {
+                unknown_kind(&path, other, &source_types(), errs);
+                return None;
+            }
+        },
     };
     Some(SourceConfig {
         name: name.to_string(),

@@ -108,102 +108,42 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     }
     for (name, d) in &c.destinations {
         let path = format!("destinations.{name}");
-        match &d.kind {
-            DestinationKind::Http(h) => http_destination(h, &path, errs),
-            DestinationKind::Kafka(k) if k.timeout_ms < 2000 => errs.push(
-                format!("{path}.timeoutMs"),
-                "must be at least 2000 (the whole publish budget)",
-            ),
-            // A zero publish budget times every publish out: each row would go dead.
-            DestinationKind::RabbitMq(r) => {
-                positive(errs, &format!("{path}.timeoutMs"), r.timeout_ms)
-            }
-            DestinationKind::Nats(n) => positive(errs, &format!("{path}.timeoutMs"), n.timeout_ms),
-            DestinationKind::Kafka(_) => {}
+        match (&d.kind, d.kind.broker()) {
+            (DestinationKind::Http(h), _) => http_destination(h, &path, errs),
+            (_, Some(broker)) => broker.validate(&path, errs),
+            (_, None) => {}
         }
     }
     let mut paths: BTreeMap<&str, &str> = BTreeMap::new();
     for (name, s) in &c.sources {
         let path = format!("sources.{name}");
         common(s, &path, errs);
-        match &s.kind {
-            SourceKind::Http(h) => {
+        match (&s.kind, s.kind.broker()) {
+            (SourceKind::Http(h), _) => {
                 http_source(h, &path, errs);
                 if let Some(other) = paths.insert(h.path.as_str(), name.as_str()) {
-                    errs.push(format!("{path}.path"), format!("`{}` is also the path of source `{other}`", h.path));
+                    errs.push(
+                        format!("{path}.path"),
+                        format!("`{}` is also the path of source `{other}`", h.path),
+                    );
                 }
             }
-            SourceKind::Nats(n) if !n.jet_stream => errs.push(
-                format!("{path}.jetStream"),
-                "a NATS source reads JetStream only: core NATS cannot acknowledge, so an inbox on it would lose every message that arrives while QueueBox restarts",
-            ),
-            SourceKind::Nats(n) => {
-                positive(errs, &format!("{path}.ackWaitMs"), n.ack_wait_ms);
-                positive(errs, &format!("{path}.batchSize"), n.batch_size as u64);
-            }
-            SourceKind::Kafka(k) => {
-                if k.topics.is_empty() {
-                    errs.push(format!("{path}.topics"), "at least one topic is required");
-                }
-                positive(errs, &format!("{path}.maxPollRecords"), k.max_poll_records as u64);
-            }
-            SourceKind::RabbitMq(_) => {}
-        }
-    }
-    for (name, d) in &c.destinations {
-        if let DestinationKind::Nats(n) = &d.kind {
-            nats_login(n.login(), &format!("destinations.{name}"), errs);
-        }
-    }
-    for (name, s) in &c.sources {
-        if let SourceKind::Nats(n) = &s.kind {
-            nats_login(n.login(), &format!("sources.{name}"), errs);
-        }
-    }
-    for (name, d) in &c.destinations {
-        if let DestinationKind::Kafka(k) = &d.kind {
-            kafka_security(
-                &k.security_protocol,
-                &k.sasl_mechanism,
-                &k.tls,
-                &format!("destinations.{name}"),
-                errs,
-            );
-        }
-    }
-    for (name, s) in &c.sources {
-        if let SourceKind::Kafka(k) = &s.kind {
-            kafka_security(
-                &k.security_protocol,
-                &k.sasl_mechanism,
-                &k.tls,
-                &format!("sources.{name}"),
-                errs,
-            );
-        }
-    }
-    for (name, d) in &c.destinations {
-        if let DestinationKind::RabbitMq(r) = &d.kind {
-            amqp_tls(&r.url, &r.tls, &format!("destinations.{name}"), errs);
-        }
-    }
-    for (name, s) in &c.sources {
-        if let SourceKind::RabbitMq(r) = &s.kind {
-            amqp_tls(&r.connection_url, &r.tls, &format!("sources.{name}"), errs);
+            (_, Some(broker)) => broker.validate(&path, errs),
+            (_, None) => {}
         }
     }
     retention(&c.retention.outbox, "retention.outbox", true, errs);
     retention(&c.retention.inbox, "retention.inbox", false, errs);
 }
 
-fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
+pub(crate) fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
     if v == 0 {
         errs.push(path, "must be greater than 0");
     }
 }
 
 /// One way to log in to NATS, and readable certificate files.
-fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErrors) {
+pub(crate) fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErrors) {
     let ways = [
         l.token.is_some(),
         l.username.is_some() || l.password.is_some(),
@@ -229,7 +169,7 @@ fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErr
 
 /// Kafka's `securityProtocol` and `saslMechanism` are librdkafka's names; a `tls:` block
 /// needs an SSL protocol (else its certificates would be set and never used).
-fn kafka_security(
+pub(crate) fn kafka_security(
     protocol: &Option<String>,
     mechanism: &Option<String>,
     tls: &Option<crate::brokers::BrokerTls>,
@@ -263,7 +203,7 @@ fn kafka_security(
 }
 
 /// A RabbitMQ `tls:` block needs an `amqps://` URL (lapin speaks TLS by the scheme alone).
-fn amqp_tls(
+pub(crate) fn amqp_tls(
     url: &str,
     tls: &Option<crate::brokers::BrokerTls>,
     path: &str,
@@ -461,11 +401,10 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
                 }
             }
             let has_event_type = c.event_type_path.is_some()
-                || match &s.kind {
-                    SourceKind::Http(h) => h.event_type_header.is_some(),
-                    SourceKind::RabbitMq(r) => r.event_type_from_header,
-                    SourceKind::Kafka(k) => k.event_type_from_header,
-                    SourceKind::Nats(n) => n.event_type_from_header,
+                || match (&s.kind, s.kind.broker()) {
+                    (SourceKind::Http(h), _) => h.event_type_header.is_some(),
+                    (_, Some(broker)) => broker.event_type_from_header(),
+                    (_, None) => false,
                 };
             if c.consumption == Consumption::Push && names.contains(&"eventType") && !has_event_type
             {

@@ -1,19 +1,15 @@
-//! Broker destinations (RabbitMQ, Kafka, NATS) on the publishers of `queuebox-brokers`.
+//! Broker destinations on the publishers of `queuebox-brokers`, built through its one
+//! table of kinds (`registry`), so no line here names a broker.
 
 use async_trait::async_trait;
-use queuebox_brokers::{kafka, nats, rabbitmq, Health};
-use queuebox_config::{DestinationConfig, DestinationKind};
+use queuebox_brokers::registry::{self, PublisherClient};
+use queuebox_brokers::Health;
+use queuebox_config::DestinationConfig;
 
 use super::{OutboundMessage, PublishError, Publisher};
 
-enum Client {
-    RabbitMq(rabbitmq::RabbitMqPublisher),
-    Kafka(kafka::KafkaPublisher),
-    Nats(nats::NatsPublisher),
-}
-
 pub struct BrokerPublisher {
-    client: Client,
+    client: Box<dyn PublisherClient>,
     kind: &'static str,
     component: String,
     health: Health,
@@ -22,27 +18,8 @@ pub struct BrokerPublisher {
 impl BrokerPublisher {
     pub fn new(dest: &DestinationConfig) -> anyhow::Result<Self> {
         let health = Health::global();
-        let client = match &dest.kind {
-            DestinationKind::RabbitMq(c) => Client::RabbitMq(rabbitmq::RabbitMqPublisher::new(
-                &dest.name,
-                c.clone(),
-                health.clone(),
-            )?),
-            DestinationKind::Kafka(c) => Client::Kafka(kafka::KafkaPublisher::new(
-                &dest.name,
-                c.clone(),
-                health.clone(),
-            )?),
-            DestinationKind::Nats(c) => Client::Nats(nats::NatsPublisher::new(
-                &dest.name,
-                c.clone(),
-                health.clone(),
-            )?),
-            DestinationKind::Http(_) => {
-                anyhow::bail!("destinations.{}: not a broker destination", dest.name)
-            }
-        };
         let kind = dest.kind.type_name();
+        let client = registry::kind(kind)?.publisher(dest, health.clone())?;
         Ok(BrokerPublisher {
             client,
             kind,
@@ -59,12 +36,7 @@ impl Publisher for BrokerPublisher {
     }
 
     async fn publish(&self, msg: &OutboundMessage) -> Result<(), PublishError> {
-        let r = match &self.client {
-            Client::RabbitMq(p) => p.publish(msg).await,
-            Client::Kafka(p) => p.publish(msg).await,
-            Client::Nats(p) => p.publish(msg).await,
-        };
-        r.map_err(|e| {
+        self.client.send(msg).await.map_err(|e| {
             let text = queuebox_core::headers::redact_error(&e.to_string(), &[]);
             if self.health.get(&self.component).is_some_and(|c| !c.up) {
                 PublishError::Unavailable(text)

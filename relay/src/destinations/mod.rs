@@ -2,15 +2,16 @@
 //! publisher an [`OutboundMessage`]; `Ok(())` means the destination took durable
 //! responsibility (the row becomes `sent`), any error fails the attempt (retry, then dead).
 //!
-//! A new kind (RabbitMQ, Kafka, NATS) is a module with a type implementing [`Publisher`]
-//! and one arm in [`build`] for its `DestinationKind` variant.
+//! Every broker kind is built by [`brokers`] through the broker table of `queuebox-brokers`
+//! (a new broker adds nothing here); a kind that is not a broker (like HTTP) is a module
+//! with a type implementing [`Publisher`] and one arm in [`build`].
 //!
 //! | module | role |
 //! |---|---|
 //! | [`http`] | the HTTP publisher and its outbound auth (bearer, api-key, basic, header, hmac signing) |
 //! | [`oauth2`] | the OAuth2 client-credentials token of an HTTP destination: fetched once, cached, refreshed |
 //! | [`address_guard`] | `http.blockPrivateAddresses`: the start-up check and the connect-time resolver |
-//! | [`brokers`] | RabbitMQ, Kafka and NATS through `queuebox-brokers` |
+//! | [`brokers`] | every broker kind (RabbitMQ, Kafka, NATS) through `queuebox-brokers`' registry |
 
 pub mod address_guard;
 pub mod brokers;
@@ -78,9 +79,7 @@ pub fn build(
             &cfg.http,
             metrics.clone(),
         )?)),
-        DestinationKind::RabbitMq(_) | DestinationKind::Kafka(_) | DestinationKind::Nats(_) => {
-            Ok(Arc::new(brokers::BrokerPublisher::new(dest)?))
-        }
+        _ => Ok(Arc::new(brokers::BrokerPublisher::new(dest)?)),
     }
 }
 

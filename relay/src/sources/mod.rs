@@ -287,10 +287,5 @@ pub trait BrokerSource: Send + Sync {
 
 /// The broker consumer of a source; `None` for HTTP sources (served by the HTTP server).
 pub fn build_broker(source: &SourceConfig) -> Option<anyhow::Result<Box<dyn BrokerSource>>> {
-    match &source.kind {
-        SourceKind::Http(_) => None,
-        SourceKind::RabbitMq(_) | SourceKind::Kafka(_) | SourceKind::Nats(_) => {
-            Some(brokers::build(source))
-        }
-    }
+    source.kind.broker().map(|_| brokers::build(source))
 }

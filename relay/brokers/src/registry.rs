@@ -1,0 +1,76 @@
+//! The broker kinds, one table: [`KINDS`]. The relay builds every broker source and
+//! destination through it ([`kind`] by the configured `type`), so adding a broker is its own
+//! module implementing [`BrokerKind`] (a [`SourceClient`] and a [`PublisherClient`]) plus
+//! its line in [`KINDS`]; the keys it reads register in [`queuebox_config::brokers::KINDS`].
+//! proto-docs/backends.md, "Adding a broker", walks through it.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use queuebox_config::{DestinationConfig, SourceConfig};
+use tokio_util::sync::CancellationToken;
+
+use crate::health::Health;
+use crate::ingest::Sink;
+use crate::outbound::OutboundMessage;
+use crate::{kafka, nats, rabbitmq};
+
+/// Every broker kind the relay knows, by `type`.
+pub static KINDS: &[&dyn BrokerKind] = &[&rabbitmq::RabbitMq, &kafka::Kafka, &nats::Nats];
+
+/// The broker kind whose `type` is `type_name`.
+pub fn kind(type_name: &str) -> anyhow::Result<&'static dyn BrokerKind> {
+    KINDS
+        .iter()
+        .copied()
+        .find(|k| k.type_name() == type_name)
+        .ok_or_else(|| anyhow::anyhow!("`{type_name}` is not a broker kind"))
+}
+
+/// One broker kind: how its sources consume and its destinations publish.
+pub trait BrokerKind: Sync {
+    /// The `type` value of its sources and destinations, also the first part of their
+    /// health component (`nats.<name>`).
+    fn type_name(&self) -> &'static str;
+
+    /// Refuses, before anything connects, a source this kind cannot run. The parsed keys
+    /// are already validated by the configuration; this is for what only the client knows.
+    fn check_source(&self, _source: &SourceConfig) -> anyhow::Result<()> {
+        Ok(())
+    }
+
+    /// The consumer of `source` (of this kind), handing each message to `sink`.
+    fn source(
+        &self,
+        source: &SourceConfig,
+        sink: Arc<dyn Sink>,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn SourceClient>>;
+
+    /// The publisher of `destination` (of this kind).
+    fn publisher(
+        &self,
+        destination: &DestinationConfig,
+        health: Health,
+    ) -> anyhow::Result<Box<dyn PublisherClient>>;
+}
+
+/// A broker source's consumer: acknowledges each message only after `sink` stored it.
+#[async_trait]
+pub trait SourceClient: Send {
+    /// Consumes until `stop`, riding out broker outages; an error is what reconnecting
+    /// cannot fix (a missing queue or stream).
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()>;
+}
+
+/// A broker destination's publisher: `Ok` only after the broker confirmed the message.
+#[async_trait]
+pub trait PublisherClient: Send + Sync {
+    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()>;
+}
+
+/// The error of a source or destination handed to a kind that is not its own (a wrong
+/// table entry, never a user's mistake).
+pub(crate) fn not_mine(kind: &str, path: &str) -> anyhow::Error {
+    anyhow::anyhow!("{path}: not of type {kind}")
+}
