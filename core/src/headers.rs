@@ -94,6 +94,32 @@ pub fn forwardable(name: &str, value: &str) -> Result<(), String> {
     check_field(name, value)
 }
 
+/// Header names a publisher stamps itself (`X-Message-Id`, `X-Topic`, `X-Attempt`,
+/// `X-Message-Key`, `Content-Type`) and the relay headers of a relayed inbox row
+/// (`x-inbox-id`, `x-source`, `x-idempotency-key`): an application's row may not carry them,
+/// or a receiver could be told a false id, topic or origin.
+pub const RELAY_OWNED: [&str; 8] = [
+    "x-message-id",
+    "x-topic",
+    "x-attempt",
+    "x-message-key",
+    "content-type",
+    X_INBOX_ID,
+    X_SOURCE,
+    X_IDEMPOTENCY_KEY,
+];
+
+/// Whether an application may publish an outbox row with the header `name: value`: a
+/// forwardable field ([`forwardable`]) that QueueBox does not own ([`RELAY_OWNED`]).
+pub fn publishable(name: &str, value: &str) -> Result<(), String> {
+    if RELAY_OWNED.iter().any(|h| h.eq_ignore_ascii_case(name)) {
+        return Err(format!(
+            "header {name} is set by QueueBox itself and cannot be published"
+        ));
+    }
+    forwardable(name, value)
+}
+
 /// The bytes a header map takes on a row, counted as names plus values (the bound
 /// `inbox.maxHeaderBytes` applies to this).
 pub fn stored_size(headers: &Map<String, Value>) -> usize {

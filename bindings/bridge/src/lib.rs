@@ -11,6 +11,7 @@
 //!
 //! | module | what it owns |
 //! |---|---|
+//! | [`app_tx`] | the application's own transaction: completion statement, claim lost, publish statement (JSON in and out) |
 //! | [`json`] | worker options, statement parameters, messages, rows and counters as JSON |
 //! | [`errors`] | what every binding hands over with an error besides its [`ErrorKind`] (the one kind table is the core's) |
 //! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real core functions |
@@ -21,6 +22,7 @@
 //! into its own typed error (a `QB_ERR_*` status, a JavaScript `Error` whose `code` is the
 //! kind name, a Python exception class per kind).
 
+pub mod app_tx;
 pub mod conformance;
 pub mod database;
 pub mod errors;

@@ -11,6 +11,7 @@
 //! | [`runtime`] | `qb_runtime_*`: the tokio runtime callbacks fire on |
 //! | [`worker`] | `qb_worker_*`: options JSON, connect, next, shutdown, stats |
 //! | [`task`] | `qb_task_*`: message, transaction (execute/query), cancellation, finishes |
+//! | [`app_tx`] | `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`: SQL for the application's own transaction |
 //! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_version` |
 //!
 //! Rules (proto-docs/ffi.md has the full contract): opaque handles made by `*_new` (or
@@ -21,6 +22,7 @@
 
 #![allow(clippy::missing_safety_doc)]
 
+pub mod app_tx;
 pub mod boundary;
 pub mod error;
 pub mod runtime;

@@ -40,6 +40,17 @@ impl QbTask {
     }
 }
 
+impl QbTask {
+    pub(crate) fn task(&self) -> &Task {
+        &self.task
+    }
+
+    /// Ends the cancellation waits: the task was settled outside a finish call.
+    pub(crate) fn settle(&self) {
+        self.settled.cancel();
+    }
+}
+
 /// Releases the caller's task handle. A task freed before any finish is abandoned: renewal
 /// stops and the row returns after its lease; an open transaction rolls back. NULL is
 /// ignored. Does not block.

@@ -207,6 +207,20 @@ impl NativeWorker {
     }
 }
 
+/// The outbox insert for the application's own transaction: `messagesJson` a JSON array of
+/// messages, `backend` `postgres` (default) or `sqlserver`; JSON text `{"sql", "params",
+/// "expect": "rows_affected", "ids"}`. A bad message throws `invalid_input` naming
+/// `messages[i].field`.
+#[napi]
+pub fn publish_statement(
+    messages_json: String,
+    placeholder: String,
+    backend: Option<String>,
+) -> Typed<String> {
+    queuebox_bridge::app_tx::publish_statement(backend.as_deref(), &messages_json, &placeholder)
+        .into()
+}
+
 /// One claimed row. Business writes through `execute`/`query` run in the task's own
 /// transaction and commit with `complete()`; every other finish rolls them back. On a
 /// cancelled task every finish but `abandon()` abandons it and rejects with `cancelled`
@@ -251,6 +265,23 @@ impl NativeTask {
                 .await
         };
         run.await.map(json::rows_to_text).into()
+    }
+
+    /// The fenced completion for the application's own transaction, as JSON text
+    /// `{"sql", "params", "expect": "one_row_affected"}` in `placeholder` style (`dollar`,
+    /// `question`, `percent`, `colon`, `at`). From here on the application owns the
+    /// completion: no lease renewal, and `complete()` writes nothing.
+    #[napi]
+    pub fn completion_statement(&self, placeholder: String) -> Typed<String> {
+        queuebox_bridge::app_tx::completion_statement(&self.task, &placeholder).into()
+    }
+
+    /// The application's completion affected no row: settles the task and throws the
+    /// `claim_lost` error to raise inside the application's transaction.
+    #[napi]
+    pub fn claim_lost(&self) -> Typed<()> {
+        let e = queuebox_bridge::app_tx::claim_lost(&self.task);
+        self.finished(Err(e))
     }
 
     #[napi]

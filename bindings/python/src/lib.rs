@@ -125,6 +125,20 @@ fn evaluate(kind: &str, input_json: &str) -> PyResult<String> {
     out.map(|v| v.to_string()).map_err(err)
 }
 
+/// The outbox insert for the application's own transaction: `messages_json` a JSON array
+/// of messages, `backend` "postgres" (default) or "sqlserver"; JSON text `{"sql",
+/// "params", "expect": "rows_affected", "ids"}`. A bad message raises InvalidInput naming
+/// `messages[i].field`.
+#[pyfunction]
+#[pyo3(signature = (messages_json, placeholder, backend=None))]
+fn publish_statement(
+    messages_json: &str,
+    placeholder: &str,
+    backend: Option<&str>,
+) -> PyResult<String> {
+    queuebox_bridge::app_tx::publish_statement(backend, messages_json, placeholder).map_err(err)
+}
+
 /// Validates worker options (JSON text, camelCase names); returns the effective options.
 #[pyfunction]
 fn resolve_options(options_json: &str) -> PyResult<String> {
@@ -341,6 +355,22 @@ impl NativeTask {
         })
     }
 
+    /// The fenced completion for the application's own transaction, as JSON text
+    /// `{"sql", "params", "expect": "one_row_affected"}` in `placeholder` style ("dollar",
+    /// "question", "percent", "colon", "at"). From here on the application owns the
+    /// completion: no lease renewal, and `complete()` writes nothing.
+    fn completion_statement(&self, placeholder: &str) -> PyResult<String> {
+        queuebox_bridge::app_tx::completion_statement(&self.task, placeholder).map_err(err)
+    }
+
+    /// The application's completion affected no row: settles the task and raises the
+    /// ClaimLost error to raise inside the application's transaction.
+    fn claim_lost(&self) -> PyResult<()> {
+        let e = queuebox_bridge::app_tx::claim_lost(&self.task);
+        self.done.cancel();
+        Err(err(e))
+    }
+
     fn complete<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         self.finish(py, |t| async move { t.complete().await })
     }
@@ -407,6 +437,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     }
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_options, m)?)?;
+    m.add_function(wrap_pyfunction!(publish_statement, m)?)?;
     m.add_function(wrap_pyfunction!(migrate, m)?)?;
     m.add_function(wrap_pyfunction!(connect_database, m)?)?;
     m.add_function(wrap_pyfunction!(connect_worker, m)?)?;

@@ -20,6 +20,28 @@ pub mod relay;
 #[cfg(feature = "sqlserver")]
 pub mod sqlserver;
 
+/// Each backend's statements (`postgres::sql`, `sqlserver::sql`) in every build: the
+/// statements an application's own driver runs ([`crate::app_tx`]) are rendered for either
+/// database by bindings built without that database's driver. Plain constants, no driver.
+pub mod sql {
+    #[cfg(feature = "postgres")]
+    pub use super::postgres::sql as postgres;
+    #[cfg(not(feature = "postgres"))]
+    pub use super::postgres_sql as postgres;
+    #[cfg(feature = "sqlserver")]
+    pub use super::sqlserver::sql as sqlserver;
+    #[cfg(not(feature = "sqlserver"))]
+    pub use super::sqlserver_sql as sqlserver;
+}
+#[cfg(not(feature = "postgres"))]
+#[path = "postgres/sql.rs"]
+#[doc(hidden)]
+pub mod postgres_sql;
+#[cfg(not(feature = "sqlserver"))]
+#[path = "sqlserver/sql.rs"]
+#[doc(hidden)]
+pub mod sqlserver_sql;
+
 /// Which database a store talks to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

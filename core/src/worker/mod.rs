@@ -66,6 +66,11 @@ struct Live {
     finishing: Arc<AtomicBool>,
     /// Fired when the lease is lost or shutdown's grace ran out.
     cancel: CancellationToken,
+    /// Set when the application took the completion into its own transaction
+    /// ([`Task::completion_statement`]): its `UPDATE` holds the row lock until it commits,
+    /// so the renewer leaves the row alone (it would block on the lock, then read the
+    /// completed row as a lost claim).
+    app_completes: Arc<AtomicBool>,
 }
 
 #[derive(Default)]
@@ -242,9 +247,19 @@ impl Worker {
         let mut st = self.inner.state.lock().unwrap();
         let row = st.buffer.pop_front()?;
         let live = st.live.get(&row.claim.id)?;
-        let (finishing, cancel) = (live.finishing.clone(), live.cancel.clone());
+        let (finishing, cancel, app_completes) = (
+            live.finishing.clone(),
+            live.cancel.clone(),
+            live.app_completes.clone(),
+        );
         st.in_flight += 1;
-        Some(Task::new(self.inner.clone(), row, finishing, cancel))
+        Some(Task::new(
+            self.inner.clone(),
+            row,
+            finishing,
+            cancel,
+            app_completes,
+        ))
     }
 
     async fn idle_wait(&self, d: Duration) {
@@ -306,6 +321,7 @@ impl Inner {
                         claim: row.claim,
                         finishing: Arc::new(AtomicBool::new(false)),
                         cancel: self.hard_stop.child_token(),
+                        app_completes: Arc::new(AtomicBool::new(false)),
                     },
                 );
                 st.buffer.push_back(row);

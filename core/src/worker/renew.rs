@@ -44,7 +44,9 @@ impl Leases for PullLeases<'_> {
         let st = self.0.state.lock().unwrap();
         st.live
             .values()
-            .filter(|l| !l.finishing.load(Ordering::SeqCst))
+            .filter(|l| {
+                !l.finishing.load(Ordering::SeqCst) && !l.app_completes.load(Ordering::SeqCst)
+            })
             .map(|l| l.claim)
             .collect()
     }
@@ -57,7 +59,12 @@ impl Leases for PullLeases<'_> {
         let w = self.0;
         let mut st = w.state.lock().unwrap();
         let gone = match st.live.get(&c.id) {
-            Some(l) if !l.finishing.load(Ordering::SeqCst) => {
+            // A row the application completes in its own transaction was taken out of
+            // renewal; a round that began before that may find it completed: not a loss.
+            Some(l)
+                if !l.finishing.load(Ordering::SeqCst)
+                    && !l.app_completes.load(Ordering::SeqCst) =>
+            {
                 l.cancel.cancel();
                 true
             }

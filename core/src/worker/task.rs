@@ -39,6 +39,10 @@ struct TaskInner {
     permit: Mutex<Option<OwnedSemaphorePermit>>,
     /// Handed out by `next` (counted in `in_flight` until the task settles).
     handed_out: AtomicBool,
+    /// The application completes the row in its own transaction (shared with the renewer).
+    app_completes: Arc<AtomicBool>,
+    /// The application reported its completion fenced out ([`Task::claim_lost`]).
+    lost: AtomicBool,
 }
 
 impl Task {
@@ -47,6 +51,7 @@ impl Task {
         row: ClaimedRow,
         finishing: Arc<AtomicBool>,
         cancel: CancellationToken,
+        app_completes: Arc<AtomicBool>,
     ) -> Task {
         Task {
             inner: Arc::new(TaskInner {
@@ -58,6 +63,8 @@ impl Task {
                 tx: tokio::sync::Mutex::new(None),
                 permit: Mutex::new(None),
                 handed_out: AtomicBool::new(false),
+                app_completes,
+                lost: AtomicBool::new(false),
             }),
         }
     }
@@ -89,6 +96,11 @@ impl Task {
     /// `guard.as_any_mut().downcast_mut::<PgStoreTx>()` for the native sqlx API.
     pub async fn tx(&self) -> Result<TxGuard<'_>> {
         self.check_open()?;
+        if self.completes_in_app() {
+            return Err(Error::InvalidInput(
+                "this task is completed in the application's transaction (completion_statement was asked for); run business writes there, not in the task's own transaction".into(),
+            ));
+        }
         let mut guard = self.inner.tx.lock().await;
         if guard.is_none() {
             *guard = Some(self.inner.worker.store.begin().await?);
@@ -134,9 +146,76 @@ impl Task {
         Ok(())
     }
 
+    /// The fenced completion to run inside the application's own transaction, in the
+    /// application driver's parameter style ([`crate::app_tx`]). From this call on the
+    /// application owns the completion: the worker stops renewing the lease (the
+    /// application's `UPDATE` holds the row lock until it commits) and [`Task::complete`]
+    /// writes nothing, since the application's commit decides. Zero rows affected means the
+    /// claim was lost: call [`Task::claim_lost`] and raise its error in the application's
+    /// transaction. A failed handler is still retried or dead-lettered by
+    /// [`Task::fail`] (fenced, on the worker's own connection, after the application's
+    /// rollback releases the row). Refused once the task opened its own transaction
+    /// ([`Task::tx`]): one task, one transaction.
+    pub fn completion_statement(
+        &self,
+        placeholder: crate::app_tx::Placeholder,
+    ) -> Result<crate::app_tx::Statement> {
+        self.check_open()?;
+        let own_tx_open = match self.inner.tx.try_lock() {
+            Ok(guard) => guard.is_some(),
+            Err(_) => true,
+        };
+        if own_tx_open {
+            return Err(Error::InvalidInput(
+                "this task already opened its own transaction (execute/query/tx); finish it with complete, or make every write in the application's transaction".into(),
+            ));
+        }
+        self.inner.app_completes.store(true, Ordering::SeqCst);
+        Ok(crate::app_tx::completion_statement(
+            self.inner.worker.store.backend(),
+            self.inner.claim.id,
+            self.inner.claim.token,
+            placeholder,
+        ))
+    }
+
+    /// True once [`Task::completion_statement`] handed the completion to the application.
+    pub fn completes_in_app(&self) -> bool {
+        self.inner.app_completes.load(Ordering::SeqCst)
+    }
+
+    /// The application's completion statement affected no row: the lease expired and the
+    /// row was (or will be) claimed again. Counts the loss once (worker stats and
+    /// `queuebox_claims_lost_total{component="pull"}`), logs it, settles the task, and
+    /// returns the [`Error::ClaimLost`] the wrapper raises inside the application's
+    /// transaction so that its business write rolls back. Later finishes return it too.
+    pub fn claim_lost(&self) -> Error {
+        if self.inner.finishing.swap(true, Ordering::SeqCst) {
+            // Already settled (a second report, or a finish raced it): count nothing more.
+            self.inner.lost.store(true, Ordering::SeqCst);
+            return Error::ClaimLost {
+                id: self.inner.claim.id,
+                operation: "complete",
+            };
+        }
+        self.inner.lost.store(true, Ordering::SeqCst);
+        match self.settle(Ok(false), "complete", |s| &s.completed) {
+            Err(e) => e,
+            Ok(()) => unreachable!("a settle of Ok(false) is a lost claim"),
+        }
+    }
+
     /// Claims the right to finish; false when another finish (or the renewer) came first.
     fn begin_finish(&self) -> Result<()> {
         if self.inner.finishing.swap(true, Ordering::SeqCst) {
+            if self.inner.lost.load(Ordering::SeqCst) {
+                // The application reported its completion fenced out: every later finish
+                // (the handler's error path) answers the same, without counting again.
+                return Err(Error::ClaimLost {
+                    id: self.inner.claim.id,
+                    operation: "complete",
+                });
+            }
             return Err(Error::AlreadyFinished {
                 id: self.inner.claim.id,
             });
@@ -176,9 +255,15 @@ impl Task {
 
     /// Marks the row processed. With an open transaction the mark runs inside it and
     /// commits with the business writes; if the fence matches no row everything rolls
-    /// back and [`Error::ClaimLost`] is returned.
+    /// back and [`Error::ClaimLost`] is returned. After [`Task::completion_statement`] it
+    /// writes nothing: the application's transaction completed the row.
     pub async fn complete(&self) -> Result<()> {
         self.begin_write().await?;
+        if self.completes_in_app() {
+            // The application's transaction ran the fenced completion; its commit decides.
+            // Writing here would complete a row the application may still roll back.
+            return self.settle(Ok(true), "complete", |s| &s.completed);
+        }
         let claim = self.inner.claim;
         let w = &self.inner.worker;
         let r = match self.take_tx().await {

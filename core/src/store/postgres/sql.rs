@@ -319,6 +319,30 @@ pub const REPLAY_OUTBOX: &str = "UPDATE outbox SET state = 'pending', attempt = 
 
 pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state <> 'processing'";
 
+// ---- the application's transaction (`crate::app_tx`) ----
+// Run by the application's own driver inside its own transaction, after the core renders
+// them in the driver's parameter style. Every parameter is bound as text (or NULL), so the
+// casts are in the SQL; `CAST(… AS …)` rather than `::`, which SQLAlchemy's `:name` reads.
+
+/// The fenced completion on the application's connection: the fence of [`COMPLETE`], with
+/// `$1` id and `$2` claim token as text. One row affected, or the claim was lost.
+pub const APP_COMPLETE: &str = "UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
+ WHERE id = CAST($1 AS uuid) AND consumption = 'pull' AND state = 'processing'
+   AND claim_token = CAST($2 AS uuid) AND lease_expires_at > clock_timestamp()";
+
+// One statement for any number of rows (10,000 rows are one round trip). The core makes
+// the ids and numbers the rows (`n`), so `sequence` (the key order) follows the caller's
+// order; `delay_ms` counts from the database clock at the statement.
+/// Outbox rows from `$1`, the JSON array `app_tx::publish_statement` writes.
+pub const PUBLISH: &str = "
+INSERT INTO outbox (id, topic, key, aggregate_type, payload, headers, max_attempts, scheduled_at)
+SELECT m.id, m.topic, m.key, m.aggregate_type, m.payload, m.headers, m.max_attempts,
+       COALESCE(m.scheduled_at, clock_timestamp() + make_interval(secs => m.delay_ms / 1000))
+  FROM jsonb_to_recordset(CAST($1 AS jsonb))
+       AS m(n integer, id uuid, topic text, key text, aggregate_type text, payload jsonb,
+            headers jsonb, max_attempts integer, delay_ms float8, scheduled_at timestamptz)
+ ORDER BY m.n";
+
 /// Every statement by name, for tests that check them against a real server.
 pub fn statements() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -361,5 +385,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("INBOX_ROW", INBOX_ROW),
         ("REPLAY_OUTBOX", REPLAY_OUTBOX),
         ("DELETE_OUTBOX", DELETE_OUTBOX),
+        ("APP_COMPLETE", APP_COMPLETE),
+        ("PUBLISH", PUBLISH),
     ]
 }

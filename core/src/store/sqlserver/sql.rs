@@ -512,6 +512,33 @@ pub const REPLAY_OUTBOX: &str = "UPDATE outbox SET state = 'pending', attempt = 
 pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE state <> 'processing'
    AND id IN (SELECT j.id FROM OPENJSON(@P1) WITH (id UNIQUEIDENTIFIER '$') AS j)";
 
+// ---- the application's transaction (`crate::app_tx`) ----
+// Run by the application's own driver inside its own transaction (the core renders the
+// `@P` markers in the driver's style). Every parameter is bound as text (or NULL), so the
+// casts are in the SQL. The driver's session must count rows (no `SET NOCOUNT ON`).
+
+/// The fenced completion on the application's connection: the fence of [`COMPLETE`], with
+/// `@P1` id and `@P2` claim token as text. One row affected, or the claim was lost.
+pub const APP_COMPLETE: &str = "UPDATE inbox SET state = 'processed', processed_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL
+ WHERE id = CAST(@P1 AS UNIQUEIDENTIFIER) AND consumption = 'pull' AND state = 'processing'
+   AND claim_token = CAST(@P2 AS UNIQUEIDENTIFIER) AND lease_expires_at > SYSUTCDATETIME()";
+
+/// Outbox rows from `@P1`, the JSON array `app_tx::publish_statement` writes (payload and
+/// headers as JSON text, `scheduled_at` as UTC); rows in the array's order (`n`).
+pub const PUBLISH: &str = concat!(
+    "INSERT INTO outbox (id, topic, [key], aggregate_type, payload, headers, max_attempts, scheduled_at)
+SELECT m.id, m.topic, m.[key], m.aggregate_type, m.payload, m.headers, m.max_attempts,
+       COALESCE(m.scheduled_at, ",
+    now_plus_ms!("m.delay_ms"),
+    ")
+  FROM OPENJSON(@P1) WITH (n INT '$.n', id UNIQUEIDENTIFIER '$.id', topic NVARCHAR(255) '$.topic',
+       [key] NVARCHAR(255) '$.key', aggregate_type NVARCHAR(255) '$.aggregate_type',
+       payload NVARCHAR(MAX) '$.payload', headers NVARCHAR(MAX) '$.headers',
+       max_attempts INT '$.max_attempts', delay_ms BIGINT '$.delay_ms',
+       scheduled_at DATETIME2 '$.scheduled_at') AS m
+ ORDER BY m.n"
+);
+
 /// Every statement above by name, for the syntax-check test.
 pub fn statements() -> Vec<(&'static str, String)> {
     [
@@ -557,6 +584,8 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("INSERT_OUTBOX", INSERT_OUTBOX),
         ("REPLAY_OUTBOX", REPLAY_OUTBOX),
         ("DELETE_OUTBOX", DELETE_OUTBOX),
+        ("APP_COMPLETE", APP_COMPLETE),
+        ("PUBLISH", PUBLISH),
     ]
     .into_iter()
     .map(|(n, s)| (n, s.to_string()))

@@ -1,0 +1,39 @@
+//! The application's-own-transaction calls every binding offers, as JSON text in and out
+//! (`queuebox_core::app_tx` decides the statements): a task's completion statement, a claim
+//! lost by the application's completion, and the publish statement.
+
+use queuebox_core::app_tx::{self, Placeholder};
+use queuebox_core::{Error, Result, Task};
+use serde_json::Value;
+
+/// `task`'s fenced completion rendered in `placeholder` style, as
+/// `{"sql", "params", "expect": "one_row_affected"}`. From here on the application owns
+/// the completion (no renewal, no completion by the worker).
+pub fn completion_statement(task: &Task, placeholder: &str) -> Result<String> {
+    let style: Placeholder = placeholder.parse()?;
+    Ok(task.completion_statement(style)?.to_json().to_string())
+}
+
+/// The application's completion affected no row: settles the task and returns the
+/// `ClaimLost` error for the wrapper to raise (always an error).
+pub fn claim_lost(task: &Task) -> Error {
+    task.claim_lost()
+}
+
+/// The insert of `messages_json` (a JSON array of messages, see
+/// `app_tx::OutboxMessage::from_json`) for `backend` (`postgres` when `None`, or
+/// `sqlserver`), as `{"sql", "params", "expect": "rows_affected", "ids"}`.
+pub fn publish_statement(
+    backend: Option<&str>,
+    messages_json: &str,
+    placeholder: &str,
+) -> Result<String> {
+    let style: Placeholder = placeholder.parse()?;
+    let backend = app_tx::parse_backend(backend.unwrap_or("postgres"))?;
+    let v: Value = serde_json::from_str(messages_json)
+        .map_err(|e| Error::InvalidInput(format!("messages is not valid JSON: {e}")))?;
+    let messages = app_tx::messages_from_json(&v)?;
+    Ok(app_tx::publish_statement(&messages, style, backend)?
+        .to_json()
+        .to_string())
+}

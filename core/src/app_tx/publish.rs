@@ -1,0 +1,295 @@
+//! Outbox messages an application publishes in its own transaction: the one validation
+//! (each error names `messages[i].field`) and the one insert statement, for both backends.
+//! The core makes every row's id, so a wrapper returns it without reading a result set.
+
+use std::time::Duration;
+
+use chrono::{DateTime, SecondsFormat, Utc};
+use serde_json::{json, Map, Value};
+use uuid::Uuid;
+
+use super::placeholder::{render, Marker, Placeholder};
+use super::{Expect, Statement};
+use crate::error::{Error, Result};
+use crate::headers;
+use crate::message::{check_text, nul_path, MAX_KEY_CHARS};
+use crate::store::{sql, Backend};
+
+/// The dead-letter ceiling of a row published without one (the column's default).
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+
+/// The longest delay: its seconds must fit SQL Server's `DATEADD` (an `INT`).
+const MAX_DELAY_MS: u64 = i32::MAX as u64 * 1000;
+
+/// One outbox row to publish. Only `topic` and `payload` are required.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OutboxMessage {
+    pub topic: String,
+    pub payload: Value,
+    /// Ordering / partition key (`X-Message-Key`, the Kafka record key).
+    pub key: Option<String>,
+    /// Sent with the message; validated by the relay's header rules.
+    pub headers: Map<String, Value>,
+    pub aggregate_type: Option<String>,
+    /// Dead-letter ceiling; [`DEFAULT_MAX_ATTEMPTS`] when `None`.
+    pub max_attempts: Option<u32>,
+    /// Not delivered before this long after the insert (database clock).
+    pub delay: Option<Duration>,
+    /// Not delivered before this time. Not together with `delay`.
+    pub scheduled_at: Option<DateTime<Utc>>,
+}
+
+impl OutboxMessage {
+    /// A message with no options.
+    pub fn new(topic: impl Into<String>, payload: Value) -> Self {
+        OutboxMessage {
+            topic: topic.into(),
+            payload,
+            key: None,
+            headers: Map::new(),
+            aggregate_type: None,
+            max_attempts: None,
+            delay: None,
+            scheduled_at: None,
+        }
+    }
+
+    pub fn key(mut self, key: impl Into<String>) -> Self {
+        self.key = Some(key.into());
+        self
+    }
+
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers
+            .insert(name.into(), Value::String(value.into()));
+        self
+    }
+
+    pub fn aggregate_type(mut self, aggregate_type: impl Into<String>) -> Self {
+        self.aggregate_type = Some(aggregate_type.into());
+        self
+    }
+
+    pub fn max_attempts(mut self, n: u32) -> Self {
+        self.max_attempts = Some(n);
+        self
+    }
+
+    pub fn delay(mut self, delay: Duration) -> Self {
+        self.delay = Some(delay);
+        self
+    }
+
+    pub fn scheduled_at(mut self, at: DateTime<Utc>) -> Self {
+        self.scheduled_at = Some(at);
+        self
+    }
+
+    /// Checks every field; `at` is the message's name in errors (`messages[3]`).
+    pub fn validate(&self, at: &str) -> Result<()> {
+        check_text(&format!("{at}.topic"), &self.topic, MAX_KEY_CHARS, false)?;
+        if self.payload.is_null() {
+            return Err(Error::InvalidInput(format!(
+                "{at}.payload is required (JSON null is not a payload)"
+            )));
+        }
+        if let Some(path) = nul_path(&self.payload) {
+            return Err(Error::InvalidInput(format!(
+                "{at}.payload holds the character U+0000 (NUL) at {path}; the database cannot store it"
+            )));
+        }
+        if let Some(k) = &self.key {
+            check_text(&format!("{at}.key"), k, MAX_KEY_CHARS, true)?;
+        }
+        if let Some(a) = &self.aggregate_type {
+            check_text(&format!("{at}.aggregate_type"), a, MAX_KEY_CHARS, true)?;
+        }
+        for (name, value) in &self.headers {
+            let value = value.as_str().ok_or_else(|| {
+                Error::InvalidInput(format!(
+                    "{at}.headers.{name} must be a string (headers map names to string values)"
+                ))
+            })?;
+            headers::publishable(name, value)
+                .map_err(|e| Error::InvalidInput(format!("{at}.headers.{name}: {e}")))?;
+        }
+        if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > i32::MAX as u32) {
+            return Err(Error::InvalidInput(format!(
+                "{at}.max_attempts must be between 1 and {}",
+                i32::MAX
+            )));
+        }
+        if self.delay.is_some() && self.scheduled_at.is_some() {
+            return Err(Error::InvalidInput(format!(
+                "{at}: give delay_ms or scheduled_at, not both"
+            )));
+        }
+        if self
+            .delay
+            .is_some_and(|d| d.as_millis() > MAX_DELAY_MS as u128)
+        {
+            return Err(Error::InvalidInput(format!(
+                "{at}.delay_ms must be at most {MAX_DELAY_MS}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Reads one message of a wrapper's JSON array; unknown fields are refused (a typo such
+    /// as `delay` must not publish without the delay).
+    pub fn from_json(v: &Value, at: &str) -> Result<OutboxMessage> {
+        let bad = |field: &str, what: &str| Error::InvalidInput(format!("{at}.{field} {what}"));
+        let obj = v
+            .as_object()
+            .ok_or_else(|| Error::InvalidInput(format!("{at} must be a JSON object")))?;
+        for k in obj.keys() {
+            if !FIELDS.contains(&k.as_str()) {
+                return Err(bad(
+                    k,
+                    &format!("is not a field of a message (one of {})", FIELDS.join(", ")),
+                ));
+            }
+        }
+        let text = |field: &str| -> Result<Option<String>> {
+            match obj.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(bad(field, "must be a string or null")),
+            }
+        };
+        let count = |field: &str| -> Result<Option<u64>> {
+            match obj.get(field) {
+                None | Some(Value::Null) => Ok(None),
+                Some(n) => n
+                    .as_u64()
+                    .map(Some)
+                    .ok_or_else(|| bad(field, "must be a whole number >= 0")),
+            }
+        };
+        let topic = text("topic")?.ok_or_else(|| bad("topic", "is required"))?;
+        let payload = match obj.get("payload") {
+            None => return Err(bad("payload", "is required")),
+            Some(p) => p.clone(),
+        };
+        let headers = match obj.get("headers") {
+            None | Some(Value::Null) => Map::new(),
+            Some(Value::Object(m)) => m.clone(),
+            Some(_) => return Err(bad("headers", "must be an object of strings or null")),
+        };
+        let max_attempts = match count("max_attempts")? {
+            Some(n) if n > u32::MAX as u64 => return Err(bad("max_attempts", "is too large")),
+            n => n.map(|n| n as u32),
+        };
+        let scheduled_at = match text("scheduled_at")? {
+            None => None,
+            Some(s) => Some(
+                DateTime::parse_from_rfc3339(&s)
+                    .map_err(|e| bad("scheduled_at", &format!("is not an RFC 3339 time ({e})")))?
+                    .with_timezone(&Utc),
+            ),
+        };
+        let m = OutboxMessage {
+            topic,
+            payload,
+            key: text("key")?,
+            headers,
+            aggregate_type: text("aggregate_type")?,
+            max_attempts,
+            delay: count("delay_ms")?.map(Duration::from_millis),
+            scheduled_at,
+        };
+        m.validate(at)?;
+        Ok(m)
+    }
+}
+
+/// The fields of a message in a wrapper's JSON array.
+const FIELDS: [&str; 8] = [
+    "topic",
+    "payload",
+    "key",
+    "headers",
+    "aggregate_type",
+    "max_attempts",
+    "delay_ms",
+    "scheduled_at",
+];
+
+/// Parses a wrapper's JSON array of messages (`messages[i]` named in every error).
+pub fn messages_from_json(messages: &Value) -> Result<Vec<OutboxMessage>> {
+    let items = messages
+        .as_array()
+        .ok_or_else(|| Error::InvalidInput("messages must be a JSON array".into()))?;
+    items
+        .iter()
+        .enumerate()
+        .map(|(i, m)| OutboxMessage::from_json(m, &format!("messages[{i}]")))
+        .collect()
+}
+
+/// The insert of `messages` for `backend` in `style`, with a new id per row (returned in
+/// order in [`Statement::ids`]). Validates every message first.
+pub fn publish_statement(
+    messages: &[OutboxMessage],
+    style: Placeholder,
+    backend: Backend,
+) -> Result<Statement> {
+    if messages.is_empty() {
+        return Err(Error::InvalidInput(
+            "messages must hold at least one message".into(),
+        ));
+    }
+    let mut ids = Vec::with_capacity(messages.len());
+    let mut rows = Vec::with_capacity(messages.len());
+    for (i, m) in messages.iter().enumerate() {
+        m.validate(&format!("messages[{i}]"))?;
+        let id = Uuid::new_v4();
+        ids.push(id);
+        rows.push(row_json(i, id, m, backend));
+    }
+    let (sql, marker) = match backend {
+        Backend::Postgres => (sql::postgres::PUBLISH, Marker::Dollar),
+        Backend::SqlServer => (sql::sqlserver::PUBLISH, Marker::AtP),
+    };
+    let (sql, params) = render(sql, marker, style, &[Some(Value::Array(rows).to_string())]);
+    Ok(Statement {
+        sql,
+        params,
+        expect: Expect::RowsAffected,
+        ids,
+    })
+}
+
+/// One element of the statement's JSON array. PostgreSQL reads payload and headers as
+/// `jsonb`; SQL Server's `OPENJSON … WITH` reads them as text, so they travel as JSON text.
+fn row_json(n: usize, id: Uuid, m: &OutboxMessage, backend: Backend) -> Value {
+    let headers = Value::Object(m.headers.clone());
+    let (payload, headers) = match backend {
+        Backend::Postgres => (m.payload.clone(), headers),
+        Backend::SqlServer => (
+            Value::String(m.payload.to_string()),
+            Value::String(headers.to_string()),
+        ),
+    };
+    let scheduled_at = m.scheduled_at.map(|t| match backend {
+        Backend::Postgres => t.to_rfc3339_opts(SecondsFormat::Micros, true),
+        // DATETIME2 columns hold UTC without an offset.
+        Backend::SqlServer => t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
+    });
+    let delay_ms = match (&scheduled_at, m.delay) {
+        (Some(_), _) => None,
+        (None, d) => Some(d.map_or(0, |d| d.as_millis() as u64)),
+    };
+    json!({
+        "n": n,
+        "id": id,
+        "topic": m.topic,
+        "key": m.key,
+        "aggregate_type": m.aggregate_type,
+        "payload": payload,
+        "headers": headers,
+        "max_attempts": m.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        "delay_ms": delay_ms,
+        "scheduled_at": scheduled_at,
+    })
+}
