@@ -20,6 +20,10 @@ declare namespace native {
     abandon(): Promise<void>;
     isCancelled(): boolean;
     cancelled(): Promise<boolean>;
+    /** The fenced completion for the application's driver, as JSON text `{sql, params, expect}`. */
+    completionStatement(placeholder: string): string;
+    /** Reports that the application's completion matched no row: settles the task and throws `claim_lost`. */
+    claimLost(): void;
   }
   class NativeWorker {
     next(): Promise<NativeTask | null>;
@@ -34,5 +38,7 @@ declare namespace native {
   function evaluate(kind: string, inputJson: string): string;
   function migrate(databaseUrl: string): Promise<string[]>;
   function resolveOptions(optionsJson: string): string;
+  /** The outbox insert of a JSON array of messages, as JSON text `{sql, params, expect, ids}`. */
+  function publishStatement(messagesJson: string, placeholder: string, backend?: string | null): string;
 }
 export = native;

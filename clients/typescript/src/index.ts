@@ -1,5 +1,7 @@
 export { Worker } from "./worker.js";
 export { Database, migrate, evaluate, type NewMessage } from "./database.js";
+export { completeTx, publish, publishMany, type OutboxMessage, type PublishOptions } from "./app-tx.js";
+export type { AppDb, KnexQueryable, PgQueryable } from "./drivers.js";
 export {
   QueueBoxError,
   ClaimLost,

@@ -38,6 +38,16 @@ class TaskTransaction implements Transaction {
   }
 }
 
+/** The claimed task behind each message handed to a handler (for `completeTx`). */
+const tasks = new WeakMap<InboxMessage, NativeTask>();
+
+/** The task of a message a handler received; anything else is refused naming `message`. */
+export function nativeTaskOf(message: InboxMessage): NativeTask {
+  const task = message !== null && typeof message === "object" ? tasks.get(message) : undefined;
+  if (!task) throw new InvalidInput("invalid input: message: not a message a Worker handed to a handler");
+  return task;
+}
+
 const CANCELLED = Symbol("cancelled");
 const never = new Promise<never>(() => {});
 
@@ -110,6 +120,7 @@ export class Worker {
 
   private async runOne(task: NativeTask, handler: Handler): Promise<void> {
     const message = parseMessage(task.messageJson());
+    tasks.set(message, task);
     const controller = new AbortController();
     const cancelled = task.cancelled().then((c) => {
       if (!c) return never;

@@ -1,5 +1,6 @@
-// The README's example type-checks against the built package (resolved by its own name,
-// as an application would import it).
+// The README's examples type-check against the built package (resolved by its own name, as
+// an application would import it) and against pg's and Knex's own types. (The same calls
+// run against a real database in app-tx.test.mjs.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
 import { execFileSync } from "node:child_process";
@@ -10,20 +11,26 @@ import { fileURLToPath } from "node:url";
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
-test("the README example compiles against the package's types", () => {
+test("every README example compiles against the package's types (and the drivers' own types)", () => {
   const readme = readFileSync(join(root, "README.md"), "utf8");
-  const example = /```ts\n([\s\S]*?)```/.exec(readme)?.[1];
-  assert.ok(example && example.includes("@alternayte/queuebox-inbox"), "README has a TypeScript example");
+  const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  assert.equal(examples.length, 3, "the pg quick start, the Knex example and the zero-setup example");
+  for (const e of examples) assert.ok(e.includes("@alternayte/queuebox-inbox"), "each example imports the package by name");
+  assert.match(examples[0], /completeTx\(client, message\)[\s\S]*publish\(client,/, "the quick start shows both directions with pg");
+  assert.match(examples[1], /completeTx\(trx, message\)[\s\S]*publish\(trx,/, "the Knex example shows both directions");
   const dir = join(root, ".readme-check");
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir);
   try {
-    writeFileSync(join(dir, "example.ts"), example);
+    const files = examples.map((code, i) => {
+      writeFileSync(join(dir, `example${i}.ts`), code);
+      return `example${i}.ts`;
+    });
     writeFileSync(
       join(dir, "tsconfig.json"),
       JSON.stringify({
         compilerOptions: { module: "NodeNext", moduleResolution: "NodeNext", target: "ES2022", strict: true, noEmit: true, types: ["node"], skipLibCheck: true },
-        files: ["example.ts"],
+        files,
       }),
     );
     const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");

@@ -1,0 +1,136 @@
+/**
+ * Your transaction, your driver: complete a claimed message and publish outbox rows inside
+ * the application's own transaction, on its own node-postgres client or Knex transaction,
+ * so its repository code and QueueBox's rows share one commit.
+ *
+ * The core renders every statement (SQL text in the driver's placeholder style, parameters
+ * as text, how to read the result) and keeps the fence; this module runs the statement on
+ * the driver it was given and reads the affected-row count (`./drivers.ts`).
+ */
+import native from "./native.js";
+import { callSync, ClaimLost, DatabaseError, InvalidInput, QueueBoxError } from "./errors.js";
+import { driverOf, type AppDb } from "./drivers.js";
+import { nativeTaskOf } from "./worker.js";
+import type { InboxMessage } from "./types.js";
+
+/** Options of an outbox row; everything but `topic` and `payload`. */
+export interface PublishOptions {
+  /** Ordering / partition key (`X-Message-Key`, the Kafka record key); at most 255 characters. */
+  key?: string | null;
+  /** Sent with the message; the relay's header rules apply (no framing or relay-owned names). */
+  headers?: Record<string, string> | null;
+  aggregateType?: string | null;
+  /** Dead-letter ceiling, at least 1 (default 5). */
+  maxAttempts?: number;
+  /** Not delivered before this many ms after the insert (database clock). Not with `scheduledAt`. */
+  delayMs?: number;
+  /** Not delivered before this time. Not with `delayMs`. */
+  scheduledAt?: Date | string;
+}
+
+/** One outbox row for {@link publishMany}. */
+export interface OutboxMessage extends PublishOptions {
+  topic: string;
+  /** Any JSON value but null. */
+  payload: unknown;
+}
+
+/** A statement the core rendered for the application's driver. */
+interface Statement {
+  sql: string;
+  params: (string | null)[];
+  expect: "one_row_affected" | "rows_affected";
+  ids?: string[];
+}
+
+const CORE_NAMES: Record<string, string> = {
+  aggregateType: "aggregate_type",
+  maxAttempts: "max_attempts",
+  delayMs: "delay_ms",
+  scheduledAt: "scheduled_at",
+};
+const JS_NAMES = new Map(Object.entries(CORE_NAMES).map(([js, core]) => [core, js]));
+
+/** A message as the core reads it (its field names); other keys go through for the core to refuse. */
+function coreMessage(m: OutboxMessage, at: string): Record<string, unknown> {
+  if (m === null || typeof m !== "object") throw new InvalidInput(`invalid input: ${at} must be an object`);
+  const out: Record<string, unknown> = {};
+  for (const [k, v] of Object.entries(m)) {
+    if (v === undefined) continue;
+    if (k === "scheduledAt" && v instanceof Date) {
+      if (Number.isNaN(v.getTime())) throw new InvalidInput(`invalid input: ${at}.scheduledAt is an invalid Date`);
+      out.scheduled_at = v.toISOString();
+    } else {
+      out[CORE_NAMES[k] ?? k] = v;
+    }
+  }
+  return out;
+}
+
+/** The core names fields as its JSON does; say the names this API takes. */
+function jsNames(e: unknown, single: boolean): unknown {
+  if (!(e instanceof QueueBoxError)) return e;
+  let text = e.message.replace(/\b(aggregate_type|max_attempts|delay_ms|scheduled_at)\b/g, (n) => JS_NAMES.get(n) ?? n);
+  if (single) text = text.replace(/messages\[0\]\.?/g, "");
+  if (text === e.message) return e;
+  const renamed = new (e.constructor as new (message: string) => QueueBoxError)(text);
+  renamed.stack = e.stack?.replace(e.message, text);
+  return renamed;
+}
+
+function render(messages: OutboxMessage[], placeholder: string, single: boolean): Statement {
+  if (!Array.isArray(messages)) throw new InvalidInput("invalid input: messages must be an array");
+  const json = JSON.stringify(messages.map((m, i) => coreMessage(m, single ? "message" : `messages[${i}]`)));
+  try {
+    return JSON.parse(callSync(() => native.publishStatement(json, placeholder)));
+  } catch (e) {
+    throw jsNames(e, single);
+  }
+}
+
+async function runPublish(db: AppDb, messages: OutboxMessage[], single: boolean): Promise<string[]> {
+  const driver = driverOf(db);
+  const st = render(messages, driver.placeholder, single);
+  const ids = st.ids ?? [];
+  const n = await driver.run(st.sql, st.params);
+  if (n !== ids.length) throw new DatabaseError(`database error during outbox publish: inserted ${n} rows of ${ids.length}`);
+  return ids;
+}
+
+/**
+ * Completes `message` inside the application's transaction on `db`: the row turns
+ * `processed` when that transaction commits, together with the business write. From here
+ * on the worker no longer renews the lease nor completes the row itself, so commit soon.
+ *
+ * Rejects with {@link ClaimLost} when the lease was lost (another worker owns the row):
+ * let it reach your transaction so the business write rolls back. `db` is the pg client
+ * inside `BEGIN … COMMIT` or the Knex `trx`; `message` is the one the handler received.
+ */
+export async function completeTx(db: AppDb, message: InboxMessage): Promise<void> {
+  const driver = driverOf(db, { transaction: true });
+  const task = nativeTaskOf(message);
+  const st: Statement = JSON.parse(callSync(() => task.completionStatement(driver.placeholder)));
+  const n = await driver.run(st.sql, st.params);
+  if (n !== 1) {
+    // The core settles the task, counts and logs the lost claim, and throws ClaimLost
+    // naming the row.
+    callSync(() => task.claimLost());
+    throw new ClaimLost(`claim lost on inbox row ${message.id}`); // not reached: claimLost throws
+  }
+}
+
+/**
+ * Writes one outbox row in the application's transaction on `db` (a pg client or Knex
+ * transaction; on a pg `Pool` or the Knex instance it commits at once); resolves to the
+ * row's id. Nothing is delivered unless that transaction commits.
+ */
+export async function publish(db: AppDb, topic: string, payload: unknown, options: PublishOptions = {}): Promise<string> {
+  if (options === null || typeof options !== "object") throw new InvalidInput("invalid input: options must be an object");
+  const [id] = await runPublish(db, [{ ...options, topic, payload }], true);
+  return id;
+}
+
+/** Writes many outbox rows with one statement; resolves to their ids in order. */
+export async function publishMany(db: AppDb, messages: OutboxMessage[]): Promise<string[]> {
+  return runPublish(db, messages, false);
+}

@@ -1,0 +1,288 @@
+// The application's own transaction (issue 14): completeTx / publish / publishMany on the
+// drivers users run, node-postgres (a PoolClient inside BEGIN … COMMIT) and Knex
+// (knex.transaction), against a real PostgreSQL through the real native addon. Every
+// behaviour runs once per driver.
+import { after, before, test } from "node:test";
+import assert from "node:assert/strict";
+import pg from "pg";
+import knexFactory from "knex";
+import { ClaimLost, completeTx, InvalidInput, publish, publishMany, QueueBoxError, Worker } from "../dist/esm/index.js";
+import { countState, enqueue, freshDatabase, states, waitFor } from "./helpers.mjs";
+
+let env;
+let pool;
+let knex;
+before(async () => {
+  env = await freshDatabase("apptx");
+  await env.db.execute("CREATE TABLE orders_seen (inbox_id uuid PRIMARY KEY, note text NOT NULL)");
+  pool = new pg.Pool({ connectionString: env.url, max: 4 });
+  knex = knexFactory({ client: "pg", connection: env.url, pool: { min: 0, max: 4 } });
+});
+const running = [];
+after(async () => {
+  for (const r of running) r.ac.abort();
+  await Promise.allSettled(running.map((r) => r.done));
+  await pool?.end();
+  await knex?.destroy();
+  await env?.drop();
+});
+
+const quiet = { warn() {} };
+
+/** `fn(client)` inside BEGIN … COMMIT on a pooled client; ROLLBACK when it throws. */
+async function inPgTx(fn) {
+  const client = await pool.connect();
+  try {
+    await client.query("BEGIN");
+    const r = await fn(client);
+    await client.query("COMMIT");
+    return r;
+  } catch (e) {
+    await client.query("ROLLBACK");
+    throw e;
+  } finally {
+    client.release();
+  }
+}
+
+const DRIVERS = [
+  { name: "pg", inTx: inPgTx, insert: (db, id, note) => db.query("INSERT INTO orders_seen (inbox_id, note) VALUES ($1, $2)", [id, note]) },
+  { name: "knex", inTx: (fn) => knex.transaction(fn), insert: (db, id, note) => db("orders_seen").insert({ inbox_id: id, note }) },
+];
+
+function start(worker, handler) {
+  const ac = new AbortController();
+  const done = worker.run(handler, { signal: ac.signal });
+  running.push({ ac, done });
+  return async () => {
+    ac.abort();
+    await done;
+  };
+}
+
+async function seenNotes(id) {
+  const { rows } = await env.db.query("SELECT note FROM orders_seen WHERE inbox_id = $1::uuid", [id]);
+  return rows.map((r) => r.note);
+}
+
+async function outboxRow(id) {
+  const { rows } = await env.db.query(
+    `SELECT id::text AS id, topic, key, aggregate_type, payload, headers, max_attempts, state, attempt,
+            scheduled_at > now() + interval '50 seconds' AS delayed FROM outbox WHERE id = $1::uuid`,
+    [id],
+  );
+  return rows[0];
+}
+
+for (const d of DRIVERS) {
+  test(`${d.name}: completeTx commits the business write and the completion together`, async () => {
+    const source = `${d.name}-ok`;
+    const [id] = await enqueue(env.db, source, 1);
+    const w = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+    const stop = start(w, (m) =>
+      d.inTx(async (db) => {
+        await d.insert(db, m.id, "handled");
+        await completeTx(db, m);
+      }),
+    );
+    await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed");
+    await stop();
+    const r = (await states(env.db, source)).get(id);
+    assert.equal(r.attempt, 0);
+    assert.equal(r.claim_token, null);
+    assert.deepEqual(await seenNotes(id), ["handled"]);
+  });
+
+  test(`${d.name}: a handler error after completeTx rolls both back and the row is retried with attempt and last_error`, async () => {
+    const source = `${d.name}-retry`;
+    const [id] = await enqueue(env.db, source, 1);
+    const attempts = [];
+    const w = new Worker({
+      databaseUrl: env.url,
+      source,
+      pollIntervalMs: 20,
+      retry: { maxAttempts: 3, baseDelayMs: 50, maxDelayMs: 50, jitter: 0 },
+      logger: quiet,
+    });
+    const stop = start(w, (m) =>
+      d.inTx(async (db) => {
+        attempts.push(m.attempt);
+        await d.insert(db, m.id, `attempt ${m.attempt}`);
+        await completeTx(db, m);
+        if (m.attempt === 0) throw new Error("boom after completeTx");
+      }),
+    );
+    await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed on the retry");
+    await stop();
+    assert.deepEqual(attempts, [0, 1], "the failed delivery was retried once");
+    const r = (await states(env.db, source)).get(id);
+    assert.equal(r.attempt, 1, "the failure spent one attempt");
+    assert.equal(r.last_error, "boom after completeTx");
+    assert.deepEqual(await seenNotes(id), ["attempt 1"], "the first attempt's write rolled back");
+  });
+
+  test(`${d.name}: a lost lease makes completeTx reject with ClaimLost and the business write disappears`, async () => {
+    const source = `${d.name}-lost`;
+    const [id] = await enqueue(env.db, source, 1);
+    let caught;
+    let rivalStop;
+    const rivalSaw = [];
+    const w = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+    const stop = start(w, async (m) => {
+      try {
+        await d.inTx(async (db) => {
+          await d.insert(db, m.id, "lost");
+          // The lease runs out and another worker takes the row and completes it.
+          await env.db.execute("UPDATE inbox SET lease_expires_at = now() - interval '1 second' WHERE id = $1::uuid", [m.id]);
+          const rival = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+          rivalStop = start(rival, (m2) => {
+            rivalSaw.push(m2.id);
+          });
+          await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "the rival's completion");
+          await completeTx(db, m);
+        });
+      } catch (e) {
+        caught = e;
+        throw e;
+      }
+    });
+    await waitFor(() => caught, 15000, "completeTx to fail");
+    await stop();
+    await rivalStop();
+    assert.ok(caught instanceof ClaimLost, `ClaimLost, got ${caught}`);
+    assert.equal(caught.kind, "claim_lost");
+    assert.match(caught.message, new RegExp(id));
+    assert.deepEqual(rivalSaw, [id]);
+    assert.deepEqual(await seenNotes(id), [], "the business write rolled back");
+    const r = (await states(env.db, source)).get(id);
+    assert.equal(r.state, "processed");
+    assert.equal(r.attempt, 0, "the lost claim spent no attempt");
+    assert.equal(w.stats().completed, 0);
+  });
+
+  test(`${d.name}: a rolled-back publish leaves no row`, async () => {
+    let id;
+    await assert.rejects(
+      d.inTx(async (db) => {
+        id = await publish(db, `${d.name}.rolled-back`, { n: 1 });
+        throw new Error("business rule says no");
+      }),
+      /business rule says no/,
+    );
+    assert.match(id, /^[0-9a-f-]{36}$/);
+    assert.equal(await outboxRow(id), undefined);
+  });
+
+  test(`${d.name}: a committed publish is a pending outbox row with the returned id and the options given`, async () => {
+    const topic = `${d.name}.orders.created`;
+    const id = await d.inTx((db) =>
+      publish(db, topic, { total: 12.5, items: [1, 2] }, {
+        key: "order-7",
+        headers: { "x-tenant": "acme" },
+        aggregateType: "order",
+        maxAttempts: 9,
+        delayMs: 60000,
+      }),
+    );
+    const r = await outboxRow(id);
+    assert.deepEqual(r, {
+      id,
+      topic,
+      key: "order-7",
+      aggregate_type: "order",
+      payload: { total: 12.5, items: [1, 2] },
+      headers: { "x-tenant": "acme" },
+      max_attempts: 9,
+      state: "pending",
+      attempt: 0,
+      delayed: true,
+    });
+    const at = new Date(Date.now() + 3600_000);
+    const [a, b] = await d.inTx((db) =>
+      publishMany(db, [
+        { topic, payload: "plain", scheduledAt: at },
+        { topic, payload: [1] },
+      ]),
+    );
+    assert.equal((await outboxRow(a)).delayed, true);
+    assert.equal((await outboxRow(b)).delayed, false);
+    assert.equal((await outboxRow(b)).max_attempts, 5, "the default ceiling");
+  });
+
+  test(`${d.name}: publishMany of 10,000 rows is one statement`, async () => {
+    const topic = `${d.name}.bulk`;
+    const messages = Array.from({ length: 10000 }, (_, n) => ({ topic, payload: { n }, key: `k${n % 7}` }));
+    let statements = 0;
+    const started = Date.now();
+    const ids = await d.inTx(async (db) => {
+      if (d.name === "pg") {
+        // The real client, counted: every statement publishMany runs goes through query.
+        const counted = { query: (...args) => (statements++, db.query(...args)) };
+        return publishMany(counted, messages);
+      }
+      const count = (q) => (/outbox/i.test(q.sql) ? statements++ : 0);
+      knex.on("query", count);
+      try {
+        return await publishMany(db, messages);
+      } finally {
+        knex.off("query", count);
+      }
+    });
+    const ms = Date.now() - started;
+    assert.equal(statements, 1);
+    assert.equal(ids.length, 10000);
+    assert.equal(new Set(ids).size, 10000);
+    const { rows } = await env.db.query(
+      `SELECT count(*)::int8 AS n FROM outbox o JOIN jsonb_array_elements_text($1::jsonb) WITH ORDINALITY AS u(id, i) ON o.id = u.id::uuid
+        WHERE o.topic = $2 AND (o.payload->>'n')::int8 = u.i - 1 AND o.state = 'pending'`,
+      [ids, topic],
+    );
+    assert.equal(Number(rows[0].n), 10000, "every id is its message's row, in order");
+    console.log(`# ${d.name}: publishMany of 10,000 rows in one statement took ${ms} ms (informational, not a benchmark)`);
+  });
+
+  test(`${d.name}: bad input is refused naming the field, and nothing is written`, async () => {
+    const topic = `${d.name}.bad`;
+    const bad = async (f, re) => {
+      await assert.rejects(d.inTx(f), (e) => {
+        assert.ok(e instanceof InvalidInput, `InvalidInput, got ${e}`);
+        assert.match(e.message, re);
+        return true;
+      });
+    };
+    await bad((db) => publish(db, "", {}), /\btopic\b/);
+    await bad((db) => publish(db, topic, undefined), /\bpayload\b/);
+    await bad((db) => publish(db, topic, {}, { maxAttempts: 0 }), /\bmaxAttempts\b/);
+    await bad((db) => publish(db, topic, {}, { delayMs: 5, scheduledAt: new Date() }), /delayMs.*scheduledAt/);
+    await bad((db) => publish(db, topic, {}, { headers: { "content-length": "5" } }), /headers\.content-length/);
+    await bad((db) => publish(db, topic, {}, { delay: 5 }), /\bdelay\b/);
+    await bad((db) => publish(db, topic, {}, { scheduledAt: new Date("nope") }), /scheduledAt/);
+    const ok = { topic, payload: {} };
+    await bad((db) => publishMany(db, [ok, ok, ok, { topic, payload: {}, headers: { "x-a": "line\nbreak" } }]), /messages\[3\]\.headers\.x-a/);
+    const { rows } = await env.db.query("SELECT count(*)::int8 AS n FROM outbox WHERE topic = $1", [topic]);
+    assert.equal(Number(rows[0].n), 0);
+  });
+}
+
+test("publish refuses an object that is no driver, naming db", async () => {
+  await assert.rejects(publish({}, "t", {}), (e) => e instanceof InvalidInput && /\bdb\b/.test(e.message));
+  await assert.rejects(publish(null, "t", {}), (e) => e instanceof InvalidInput && /\bdb\b/.test(e.message));
+});
+
+test("completeTx refuses what is not a transaction, and a message no handler received", async () => {
+  const source = "refusals";
+  await enqueue(env.db, source, 1);
+  const errors = {};
+  const w = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+  const stop = start(w, async (m) => {
+    errors.pool = await completeTx(pool, m).catch((e) => e);
+    errors.knex = await completeTx(knex, m).catch((e) => e);
+    errors.copy = await inPgTx((c) => completeTx(c, { ...m })).catch((e) => e);
+  });
+  await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed by the worker");
+  await stop();
+  assert.ok(errors.pool instanceof InvalidInput && /db: a pg Pool/.test(errors.pool.message), String(errors.pool));
+  assert.ok(errors.knex instanceof InvalidInput && /db: a Knex instance/.test(errors.knex.message), String(errors.knex));
+  assert.ok(errors.copy instanceof InvalidInput && /\bmessage\b/.test(errors.copy.message), String(errors.copy));
+  assert.ok(errors.copy instanceof QueueBoxError);
+});
