@@ -1,15 +1,24 @@
-// Package queuebox is the Go client of QueueBox's inbox pull rows: write a handler, the
-// native library (bindings/c, libqueuebox) claims rows, renews their leases, wakes on
-// LISTEN/NOTIFY, applies the retry policy and completes each row inside the handler's
-// transaction.
+// Package queuebox is the Go client of QueueBox: consume inbox pull rows and publish
+// outbox rows inside the application's own database transaction (pgx v5 or database/sql).
+// The native library (bindings/c, libqueuebox) claims rows, renews their leases, wakes on
+// LISTEN/NOTIFY, applies the retry policy and renders the completion and publish
+// statements; this package runs them on the application's connection.
 //
 //	w, err := queuebox.NewWorker(url, queuebox.Options{Source: "orders", Concurrency: 4})
 //	if err != nil { ... }
 //	defer w.Close()
-//	err = w.Run(ctx, func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
-//		_, err := tx.Exec("INSERT INTO orders_seen (id) VALUES ($1)", m.ID)
-//		return err // nil: the insert and the completion commit together
+//	err = w.RunPgx(ctx, pool, func(ctx context.Context, m *queuebox.Message, tx pgx.Tx) error {
+//		if _, err := tx.Exec(ctx, "INSERT INTO orders_seen (id) VALUES ($1)", m.ID); err != nil {
+//			return err
+//		}
+//		_, err := queuebox.Publish(ctx, tx, "orders.seen", m.Payload)
+//		return err // nil: the insert, the publish and the completion commit together
 //	})
+//
+// Files: worker.go (Worker, Run with the library-owned Tx of tx.go), task.go (RunPgx,
+// RunSQL, RunTasks: the application-owned transaction), apptx.go (Executor, CompleteTx),
+// publish.go (Publish, PublishMany), message.go, options.go, errors.go, native*.go (the
+// only files that call the C ABI).
 //
 // Linking: the released module carries the header and a static libqueuebox.a per platform
 // (lib/linux_amd64, lib/linux_arm64 when built), picked by cgo build tags, so `go get` and

@@ -118,6 +118,46 @@ typedef struct QbStats {
 extern "C" {
 #endif // __cplusplus
 
+// The task's fenced completion for the application's transaction, as JSON
+// `{"sql": "...", "params": ["<id>", "<claim token>"], "expect": "one_row_affected"}`
+// with the SQL in `placeholder` style (`dollar`, `question`, `percent`, `colon`, `at`);
+// free it with `qb_string_free`. From this call on the application owns the completion:
+// the worker stops renewing the lease and `qb_task_complete` writes nothing (the
+// application's commit decides); a failed handler still goes through `qb_task_fail`.
+// Zero rows affected: call `qb_task_claim_lost`. Does not block.
+//
+// # Safety
+// `task` is live; `placeholder` is NUL-terminated; `out_json` is writable.
+QbStatus qb_task_completion_statement(const struct QbTask *task,
+                                      const char *placeholder,
+                                      char **out_json,
+                                      struct QbError **out_error);
+
+// The application's completion statement affected no row: the claim was lost. The core
+// counts and logs the loss once and settles the task; the call returns
+// `QB_ERR_CLAIM_LOST` with the error to raise in the application's transaction (so its
+// business write rolls back). Any other status is a misuse (NULL task). Does not block.
+//
+// # Safety
+// `task` is live.
+QbStatus qb_task_claim_lost(const struct QbTask *task, struct QbError **out_error);
+
+// The insert of outbox rows for the application's transaction. `backend` is `postgres`
+// (also when NULL) or `sqlserver`; `messages_json` a JSON array of
+// `{"topic", "payload", "key", "headers", "aggregate_type", "max_attempts", "delay_ms" |
+// "scheduled_at"}`; `*out_json` is `{"sql", "params": ["<json>"], "expect":
+// "rows_affected", "ids": [...]}` (free it with `qb_string_free`). A bad message is
+// `QB_ERR_INVALID_INPUT` naming `messages[i].field`. Synchronous, needs no runtime.
+//
+// # Safety
+// `backend` is NULL or NUL-terminated; the other strings are NUL-terminated; `out_json`
+// is writable.
+QbStatus qb_publish_statement(const char *backend,
+                              const char *messages_json,
+                              const char *placeholder,
+                              char **out_json,
+                              struct QbError **out_error);
+
 // Releases a string returned by the library (message JSON, query rows, vector output).
 // NULL is ignored.
 //

@@ -63,6 +63,13 @@ func (w *Worker) Run(ctx context.Context, handler Handler) error {
 	if handler == nil {
 		return &Error{Kind: KindInvalidInput, Message: "the handler is mandatory"}
 	}
+	return w.run(ctx, func(ctx context.Context, task *Task) error {
+		return handler(ctx, task.Message, &Tx{task: task.native})
+	})
+}
+
+// run is Run's loop for every handler form: call gets each claimed task.
+func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *Task) error) error {
 	w.mu.Lock()
 	if w.closed || w.running || w.done != nil {
 		w.mu.Unlock()
@@ -110,7 +117,7 @@ func (w *Worker) Run(ctx context.Context, handler Handler) error {
 		handlers.Add(1)
 		go func() {
 			defer handlers.Done()
-			runOne(task, msg, handler)
+			runOne(task, msg, call)
 		}()
 	}
 	close(stopped)
@@ -121,7 +128,7 @@ func (w *Worker) Run(ctx context.Context, handler Handler) error {
 }
 
 // runOne runs the handler on one task and finishes the task by its result.
-func runOne(task *C.QbTask, text string, handler Handler) {
+func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Task) error) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	waiter := make(chan struct{})
@@ -142,9 +149,13 @@ func runOne(task *C.QbTask, text string, handler Handler) {
 		_ = taskAbandon(task)
 		return
 	}
-	herr := callHandler(ctx, handler, msg, &Tx{task: task})
+	t := &Task{Message: msg, native: task}
+	herr := callHandler(ctx, call, t)
 	// A cancelled task is abandoned by the library whatever is asked here (QB_CANCELLED).
 	switch {
+	case t.lost.Load():
+		// CompleteTx found the claim lost (and told the core): the row has a new owner.
+		_ = taskAbandon(task)
 	case herr == nil:
 		_ = taskComplete(task)
 	default:
@@ -158,13 +169,13 @@ func runOne(task *C.QbTask, text string, handler Handler) {
 	}
 }
 
-func callHandler(ctx context.Context, handler Handler, msg *Message, tx *Tx) (err error) {
+func callHandler(ctx context.Context, call func(context.Context, *Task) error, task *Task) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			err = fmt.Errorf("handler panicked: %v", p)
 		}
 	}()
-	return handler(ctx, msg, tx)
+	return call(ctx, task)
 }
 
 // Stats returns the worker's counters.

@@ -25,6 +25,9 @@ fi
 export CGO_ENABLED=1
 export CGO_LDFLAGS="-L$QB_NATIVE_DIR -Wl,-rpath,$QB_NATIVE_DIR"
 cd clients/go
+# pgx v5 (the driver of the application-transaction API and its tests) from the Go module
+# proxy, checked against go.sum.
+go mod download
 go vet ./...
 go test -count=1 -timeout 300s ./...
 go build -o /dev/null ./examples/...
