@@ -357,3 +357,56 @@ func TestCompleteTxRefusesWhatIsNotATransaction(t *testing.T) {
 		t.Fatalf("a nil *sql.Tx: %v", err)
 	}
 }
+
+// Items 7 and 12 with the application's transaction: a handler whose lease was lost (a
+// renewal matched no row) or that outlived the shutdown grace sees its ctx cancelled; its
+// transaction rolls back and the row is not completed (abandoned, no attempt spent).
+func TestAppTxCancelledHandlerCommitsNothing(t *testing.T) {
+	for _, d := range drivers {
+		for _, why := range []string{"lost lease", "shutdown grace"} {
+			t.Run(d.name+"/"+why, func(t *testing.T) {
+				url := newDB(t)
+				psql(t, url, "CREATE TABLE effects (id uuid)")
+				insertRows(t, url, "cancel", 1)
+				opts := quickOptions("cancel")
+				opts.BatchSize, opts.Concurrency = 1, 1
+				opts.Lease, opts.ShutdownGrace = 600*time.Millisecond, 200*time.Millisecond
+				w := newWorker(t, url, opts)
+				started := make(chan struct{})
+				var cancelled atomic.Bool
+				body := func(ctx context.Context, m *queuebox.Message, exec func(string, ...any) error) error {
+					if err := exec("INSERT INTO effects VALUES ($1)", m.ID); err != nil {
+						return err
+					}
+					if why == "lost lease" {
+						psql(t, url, "UPDATE inbox SET claim_token = gen_random_uuid()")
+					}
+					close(started)
+					select {
+					case <-ctx.Done():
+						cancelled.Store(true)
+					case <-time.After(10 * time.Second):
+					}
+					return nil // asks to complete: a cancelled task must not be
+				}
+				ctx, cancel := context.WithCancel(context.Background())
+				done := make(chan error, 1)
+				go func() { done <- d.run(t, w, url, ctx, body) }()
+				<-started
+				if why == "lost lease" {
+					waitFor(t, 10*time.Second, "the lost lease", func() bool { return cancelled.Load() && w.Stats().InFlight == 0 })
+				}
+				cancel()
+				if err := <-done; err != nil {
+					t.Fatalf("Run: %v", err)
+				}
+				if !cancelled.Load() {
+					t.Fatal("the handler's ctx was not cancelled")
+				}
+				if got := psql(t, url, "SELECT state || ' ' || attempt || ' ' || (SELECT count(*) FROM effects) FROM inbox"); got != "processing 0 0" {
+					t.Fatalf("row %q: want processing, no attempt spent, no business write", got)
+				}
+			})
+		}
+	}
+}
