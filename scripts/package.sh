@@ -1,0 +1,206 @@
+#!/usr/bin/env bash
+# Builds QueueBox's release artifacts into dist/ (git-ignored), each the way its language's
+# users install it:
+#   dist/crates/   queuebox-core-<v>.crate                      (cargo package)
+#   dist/c/        queuebox-c-<v>-<triple>.tar.gz               (header, .a, .so, pkg-config)
+#   dist/go/       a file GOPROXY serving github.com/alternayte/queuebox/clients/go @ v<v>
+#                  (header + lib/<goos>_<goarch>/libqueuebox.a inside the module)
+#   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_*.whl and the sdist (maturin)
+#   dist/npm/      @alternayte/queuebox-inbox and one package per platform (napi-rs layout)
+#   dist/relay/    queuebox-<v>-<triple>.tar.gz                 (binary, LICENSE, example, migrations)
+#   dist/SHA256SUMS, dist/MANIFEST.txt (every artifact, its size, its platform)
+# Usage: bash scripts/package.sh [crates c go python npm relay ...]   (default: all of them)
+# Built for the host, linux x86_64 glibc, only; README.md "Install" names what is not built.
+# The native code is built once per artifact kind with --release (the shared target dir).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
+export CARGO_TERM_COLOR=never
+rel="$CARGO_TARGET_DIR/release"
+dist="$root/dist"
+bash scripts/version.sh >/dev/null # every manifest carries one version, or stop here
+version=$(grep -m1 -E '^version = "' Cargo.toml | sed -E 's/^version = "([^"]+)"$/\1/')
+triple=$(rustc -vV | sed -n 's/^host: //p')
+case "$triple" in
+  x86_64-unknown-linux-gnu) goplat=linux_amd64 npmplat=linux-x64-gnu npmcpu=x64 ;;
+  aarch64-unknown-linux-gnu) goplat=linux_arm64 npmplat=linux-arm64-gnu npmcpu=arm64 ;;
+  *) echo "package: host $triple is not a platform QueueBox packages" >&2; exit 1 ;;
+esac
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+log() { echo "package: $*"; }
+
+# A copy of a native file without its debug info (release builds keep line tables for
+# backtraces in the workspace; a shipped artifact does not need them).
+strip_copy() { mkdir -p "$(dirname "$2")"; strip --strip-debug -o "$2" "$1"; }
+
+build_c_lib() {
+  [ -n "${c_built:-}" ] && return 0
+  log "cargo build --release -p queuebox-c"
+  cargo build --quiet --release -p queuebox-c
+  c_built=1
+}
+
+pkg_crates() {
+  mkdir -p "$dist/crates"
+  # --no-verify: the verify step rebuilds the crate from the extracted package in its own
+  # target dir (a full build); scripts/test.d/50-install.sh builds it as a user would.
+  log "cargo package -p queuebox-core"
+  cargo package --quiet -p queuebox-core --no-verify --allow-dirty
+  cp "$CARGO_TARGET_DIR/package/queuebox-core-$version.crate" "$dist/crates/"
+}
+
+pkg_c() {
+  build_c_lib
+  local name="queuebox-c-$version-$triple" d="$stage/c/queuebox-c-$version-$triple"
+  mkdir -p "$d/include" "$d/lib/pkgconfig" "$dist/c"
+  cp bindings/c/include/queuebox.h "$d/include/"
+  strip_copy "$rel/libqueuebox.a" "$d/lib/libqueuebox.a"
+  strip_copy "$rel/libqueuebox.so" "$d/lib/libqueuebox.so"
+  cp LICENSE "$d/"
+  # Relocatable: pkg-config computes the prefix from where the .pc file lies.
+  cat >"$d/lib/pkgconfig/queuebox.pc" <<EOF
+prefix=\${pcfiledir}/../..
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: queuebox
+Description: QueueBox C ABI: the inbox pull worker of the Rust core
+Version: $version
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -lqueuebox
+Libs.private: -lpthread -lm -ldl -lgcc_s
+EOF
+  cat >"$d/README.txt" <<EOF
+QueueBox $version C library for $triple.
+  include/queuebox.h        the API (contract: proto-docs/ffi.md in the repository)
+  lib/libqueuebox.so        shared library
+  lib/libqueuebox.a         static library (link also -lpthread -lm -ldl: pkg-config --static)
+  lib/pkgconfig/queuebox.pc PKG_CONFIG_PATH=<this dir>/lib/pkgconfig pkg-config --cflags --libs queuebox
+EOF
+  tar -C "$stage/c" -czf "$dist/c/$name.tar.gz" "$name"
+}
+
+pkg_go() {
+  build_c_lib
+  local mod=github.com/alternayte/queuebox/clients/go v="v$version"
+  local src="$stage/go/src" out="$dist/go/$mod/@v"
+  rm -rf "$dist/go"
+  mkdir -p "$src" "$out"
+  # The module as committed (HEAD: a consistent snapshot even while the tree is being
+  # edited), header copy included, plus the static library per platform.
+  git archive --format=tar HEAD clients/go | tar -x -C "$stage/go"
+  mv "$stage/go/clients/go"/* "$src/"
+  cmp -s bindings/c/include/queuebox.h "$src/queuebox.h" ||
+    { echo "package: clients/go/queuebox.h is stale (cp bindings/c/include/queuebox.h clients/go/)" >&2; exit 1; }
+  strip_copy "$rel/libqueuebox.a" "$src/lib/$goplat/libqueuebox.a"
+  cp LICENSE "$src/"
+  # A GOPROXY directory (the protocol's file layout): list, .info, .mod and the module zip.
+  echo "$v" >"$out/list"
+  printf '{"Version":"%s","Time":"%s"}\n' "$v" "$(git log -1 --format=%cI)" >"$out/$v.info"
+  cp "$src/go.mod" "$out/$v.mod"
+  python3 - "$src" "$mod@$v" "$out/$v.zip" <<'EOF'
+import os, sys, zipfile
+src, prefix, out = sys.argv[1:]
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    for d, _, files in sorted(os.walk(src)):
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            z.write(p, prefix + "/" + os.path.relpath(p, src))
+EOF
+}
+
+python_tools() {
+  local venv="$root/.venv/package"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2"
+  export PATH="$venv/bin:$PATH"
+}
+
+pkg_python() {
+  python_tools
+  rm -rf "$dist/python"; mkdir -p "$dist/python"
+  # maturin picks the manylinux tag from the glibc symbols the extension uses (auditwheel's
+  # rule), and abi3-py39 (bindings/python/Cargo.toml) makes one wheel for CPython >= 3.9.
+  log "maturin build --release (clients/python)"
+  (cd clients/python && maturin build --quiet --release --strip --out "$dist/python")
+  (cd clients/python && maturin sdist --out "$dist/python")
+}
+
+pkg_npm() {
+  local ts="$root/clients/typescript" main="$stage/npm/main" plat="$stage/npm/$npmplat"
+  mkdir -p "$main" "$plat"; rm -rf "$dist/npm"; mkdir -p "$dist/npm"
+  (cd "$ts" && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
+  log "napi build --release (bindings/node)"
+  (cd "$ts" && npx napi build --platform --release --manifest-path ../../bindings/node/Cargo.toml \
+    --output-dir "$plat" --no-js --dts napi.d.ts >/dev/null)
+  rm -f "$plat/napi.d.ts" # the typed API ships in dist/ (src/native.ts), not in the addon package
+  (cd "$ts" && npm run --silent build:ts)
+  # The platform package: only the addon, installable only where it runs (os/cpu/libc).
+  local addon="queuebox.$npmplat.node"
+  [ -f "$plat/$addon" ] || { echo "package: napi build made no $addon" >&2; exit 1; }
+  strip --strip-debug "$plat/$addon"
+  cp LICENSE "$plat/"
+  node - "$ts/package.json" "$plat" "$npmplat" "$npmcpu" "$addon" <<'EOF'
+const fs = require("node:fs");
+const [pkgPath, dir, plat, cpu, addon] = process.argv.slice(2);
+const main = JSON.parse(fs.readFileSync(pkgPath, "utf8"));
+const pkg = {
+  name: `${main.name}-${plat}`, version: main.version,
+  description: `The ${plat} native addon of ${main.name}`, license: main.license,
+  os: ["linux"], cpu: [cpu], libc: ["glibc"], main: addon, files: [addon, "LICENSE"],
+  engines: main.engines,
+};
+fs.writeFileSync(`${dir}/package.json`, JSON.stringify(pkg, null, 2) + "\n");
+fs.writeFileSync(`${dir}/README.md`, `# ${pkg.name}\n\nThe prebuilt ${plat} addon of [${main.name}](https://www.npmjs.com/package/${main.name}); installed by it as an optional dependency, not on its own.\n`);
+EOF
+  # The main package: the TypeScript outputs and the loader, no addon; one optional
+  # dependency per platform package (what `napi prepublish` writes), npm installs the one
+  # whose os/cpu/libc match.
+  cp -r "$ts/dist" "$ts/README.md" LICENSE "$main/"
+  node - "$ts/package.json" "$main/package.json" "$npmplat" <<'EOF'
+const fs = require("node:fs");
+const [src, dst, ...plats] = process.argv.slice(2);
+const pkg = JSON.parse(fs.readFileSync(src, "utf8"));
+pkg.files = ["dist", "README.md", "LICENSE"];
+pkg.optionalDependencies = Object.fromEntries(plats.map((p) => [`${pkg.name}-${p}`, pkg.version]));
+delete pkg.scripts; delete pkg.devDependencies;
+fs.writeFileSync(dst, JSON.stringify(pkg, null, 2) + "\n");
+EOF
+  (cd "$plat" && npm pack --silent --pack-destination "$dist/npm" >/dev/null)
+  (cd "$main" && npm pack --silent --pack-destination "$dist/npm" >/dev/null)
+}
+
+pkg_relay() {
+  log "cargo build --release -p queuebox (the relay)"
+  cargo build --quiet --release -p queuebox --bin queuebox
+  local name="queuebox-$version-$triple" d="$stage/relay/queuebox-$version-$triple"
+  mkdir -p "$d" "$dist/relay"
+  strip_copy "$rel/queuebox" "$d/queuebox"
+  cp LICENSE CHANGELOG.md "$d/"
+  cp examples/relay.yml "$d/relay.example.yml"
+  cp -r core/migrations "$d/migrations"
+  tar -C "$stage/relay" -czf "$dist/relay/$name.tar.gz" "$name"
+}
+
+manifest() {
+  (cd "$dist" && find . -type f ! -name SHA256SUMS ! -name MANIFEST.txt ! -path './go/*/@v/list' \
+    ! -name '*.info' ! -name '*.mod' | sort | sed 's#^\./##' >"$stage/files")
+  (cd "$dist" && xargs -a "$stage/files" sha256sum >SHA256SUMS)
+  {
+    echo "QueueBox $version artifacts, built on $triple ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    (cd "$dist" && xargs -a "$stage/files" du -h --apparent-size)
+  } >"$dist/MANIFEST.txt"
+  cat "$dist/MANIFEST.txt"
+}
+
+parts=("$@")
+[ ${#parts[@]} -eq 0 ] && parts=(crates c go python npm relay)
+mkdir -p "$dist"
+for p in "${parts[@]}"; do
+  t0=$(date +%s)
+  "pkg_$p"
+  log "$p done in $(($(date +%s) - t0))s"
+done
+manifest

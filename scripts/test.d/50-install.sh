@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# Install tests (tests/install/): builds the release artifacts with scripts/package.sh
+# (cargo/maturin/napi reuse the shared target dir, so a warm run rebuilds nothing), then
+# for each language installs its artifact from dist/ the way that language's users do —
+# in an empty directory outside the repository — and runs its README quick start against
+# the real PostgreSQL: migrate, one pull row, the worker completes it with its business
+# write. QB_INSTALL_ONLY="c go" runs some; QB_INSTALL_SKIP_PACKAGE=1 tests dist/ as it is.
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+langs=(${QB_INSTALL_ONLY:-c go})
+if [ -z "${QB_INSTALL_SKIP_PACKAGE:-}" ]; then
+  t0=$(date +%s)
+  parts=()
+  for lang in "${langs[@]}"; do
+    case "$lang" in node) parts+=(npm) ;; crate) parts+=(crates) ;; *) parts+=("$lang") ;; esac
+  done
+  bash scripts/package.sh "${parts[@]}"
+  echo "install: scripts/package.sh took $(($(date +%s) - t0))s"
+fi
+failed=()
+for lang in "${langs[@]}"; do
+  t0=$(date +%s)
+  echo "--- install test: $lang"
+  if bash "tests/install/$lang/run.sh"; then
+    echo "--- install test $lang passed in $(($(date +%s) - t0))s"
+  else
+    echo "--- install test $lang FAILED after $(($(date +%s) - t0))s"
+    failed+=("$lang")
+  fi
+done
+[ ${#failed[@]} -eq 0 ] || { echo "install tests failed: ${failed[*]}" >&2; exit 1; }
+echo "install: every artifact installed and ran its quick start (${langs[*]})"
