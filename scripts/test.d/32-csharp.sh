@@ -8,12 +8,27 @@ cd "$(dirname "$0")/../.."
 source bindings/c/tests/ffi-env.sh
 
 ffi_need_apt mcs mono-devel
+# The application-transaction tests (AppTxTests, ReadmeTests) need a real ADO.NET provider:
+# Npgsql cannot be fetched without NuGet, so mono's System.Data.Odbc over Debian's psqlODBC
+# driver (odbc-postgresql, on unixODBC) is the one used here.
+if ! odbcinst -q -d -n "PostgreSQL Unicode" >/dev/null 2>&1; then
+  echo "installing unixodbc and odbc-postgresql from Debian's packages" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  if [ ! -f /tmp/.qb-apt-updated ]; then apt-get update -qq && touch /tmp/.qb-apt-updated; fi
+  apt-get install -y -qq unixodbc odbc-postgresql >/dev/null
+fi
 ffi_build_native
 
 out="$QB_CARGO_TARGET/csharp"
 mkdir -p "$out"
-mcs -nologo -target:library -warnaserror+ -out:"$out/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs
-mcs -nologo -warnaserror+ -out:"$out/QueueBox.Inbox.Tests.exe" -r:"$out/QueueBox.Inbox.dll" -r:System.Core.dll clients/csharp/tests/*.cs
+mcs -nologo -target:library -warnaserror+ -r:System.Data.dll -out:"$out/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs
+# Each ```csharp block of the README is a compilation unit of the test runner, so the README's
+# examples build against the library and ReadmeTests runs them (the EF Core helper in
+# src/QueueBox.Inbox.EntityFrameworkCore needs EF Core from NuGet and is not built here).
+rm -rf "$out/readme" && mkdir -p "$out/readme"
+awk -v dir="$out/readme" '/^```csharp$/ { n++; f = 1; next } /^```$/ { f = 0 } f { print > (dir "/Readme" n ".cs") }' clients/csharp/README.md
+mcs -nologo -warnaserror+ -out:"$out/QueueBox.Inbox.Tests.exe" -r:"$out/QueueBox.Inbox.dll" -r:System.Core.dll -r:System.Data.dll \
+  clients/csharp/tests/*.cs "$out"/readme/*.cs
 # DllImport("queuebox") resolves to libqueuebox.so through LD_LIBRARY_PATH.
 LD_LIBRARY_PATH="$QB_NATIVE_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 QUEUEBOX_VECTORS_DIR="$PWD/proto-docs/vectors" \

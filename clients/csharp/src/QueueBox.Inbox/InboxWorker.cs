@@ -1,5 +1,7 @@
 using System;
 using System.Collections.Generic;
+using System.Data;
+using System.Data.Common;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -87,15 +89,58 @@ namespace QueueBox.Inbox
         public Task RunAsync(InboxHandler handler, CancellationToken cancellationToken = default(CancellationToken))
         {
             if (handler == null) throw new ArgumentNullException("handler");
+            return Start((task, tx, token) => handler(task.Message, tx, token), cancellationToken);
+        }
+
+        /// <summary>As <see cref="RunAsync(InboxHandler, CancellationToken)"/> for handlers that
+        /// use the application's own transaction and complete the row in it with
+        /// <see cref="InboxTask.CompleteAsync(DbTransaction, CancellationToken)"/>.</summary>
+        public Task RunTasksAsync(InboxTaskHandler handler, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Start((task, tx, token) => handler(task, token), cancellationToken);
+        }
+
+        /// <summary>As <see cref="RunAsync(InboxHandler, CancellationToken)"/> on the
+        /// application's own database: for each message it takes a connection from
+        /// <paramref name="connect"/> (opened here if closed, e.g. <c>dataSource.CreateConnection</c>),
+        /// begins a transaction, runs <paramref name="handler"/>, completes the row in that
+        /// transaction and commits. A throwing handler rolls the transaction back.</summary>
+        public Task RunAsync(Func<DbConnection> connect, DbInboxHandler handler, CancellationToken cancellationToken = default(CancellationToken))
+        {
+            if (connect == null) throw new ArgumentNullException("connect");
+            if (handler == null) throw new ArgumentNullException("handler");
+            return Start(async (task, tx, token) =>
+            {
+                using (DbConnection connection = connect())
+                {
+                    if (connection == null) throw new InvalidOperationException("connect returned no connection");
+                    if (connection.State != ConnectionState.Open) await connection.OpenAsync(token).ConfigureAwait(false);
+                    // Disposing an uncommitted transaction rolls it back.
+                    using (DbTransaction dbTx = connection.BeginTransaction())
+                    {
+                        await handler(task.Message, dbTx, token).ConfigureAwait(false);
+                        await task.CompleteAsync(dbTx, token).ConfigureAwait(false);
+                        dbTx.Commit();
+                    }
+                }
+            }, cancellationToken);
+        }
+
+        /// <summary>What runs for one claimed row: the task, the wrapper-owned transaction.</summary>
+        private delegate Task TaskBody(InboxTask task, InboxTransaction tx, CancellationToken token);
+
+        private Task Start(TaskBody body, CancellationToken cancellationToken)
+        {
             lock (_gate)
             {
                 if (_run != null) throw new InvalidOperationException("the worker already ran");
-                _run = RunLoopAsync(handler, cancellationToken);
+                _run = RunLoopAsync(body, cancellationToken);
                 return _run;
             }
         }
 
-        private async Task RunLoopAsync(InboxHandler handler, CancellationToken cancellationToken)
+        private async Task RunLoopAsync(TaskBody handler, CancellationToken cancellationToken)
         {
             await Task.Yield();
             var running = new List<Task>();
@@ -137,10 +182,11 @@ namespace QueueBox.Inbox
             return tcs.Task;
         }
 
-        private static async Task RunOneAsync(Pending.Next next, InboxHandler handler)
+        private static async Task RunOneAsync(Pending.Next next, TaskBody handler)
         {
             IntPtr task = next.Task;
             var tx = new InboxTransaction(task);
+            InboxTask inboxTask = null;
             try
             {
                 var cts = new CancellationTokenSource();
@@ -149,8 +195,8 @@ namespace QueueBox.Inbox
                 Exception failure = null;
                 try
                 {
-                    InboxMessage message = InboxMessage.FromJson(next.MessageJson);
-                    await handler(message, tx, cts.Token).ConfigureAwait(false);
+                    inboxTask = new InboxTask(task, InboxMessage.FromJson(next.MessageJson));
+                    await handler(inboxTask, tx, cts.Token).ConfigureAwait(false);
                 }
                 catch (Exception e)
                 {
@@ -159,6 +205,8 @@ namespace QueueBox.Inbox
                 // A cancelled task is abandoned by the library whatever is asked here.
                 var retry = failure as RetryLaterException;
                 var dead = failure as DeadLetterException;
+                // After a claim lost at the application's completion every finish answers
+                // claim_lost (caught below) and writes nothing.
                 if (failure == null) await Finish(task, Native.qb_task_complete).ConfigureAwait(false);
                 else if (retry != null) await Retry(task, (ulong)retry.After.TotalMilliseconds, retry.Message).ConfigureAwait(false);
                 else if (dead != null) await WithText(task, dead.Message, Native.qb_task_dead).ConfigureAwait(false);
@@ -172,6 +220,7 @@ namespace QueueBox.Inbox
             finally
             {
                 tx.Close();
+                if (inboxTask != null) inboxTask.Close();
                 Native.qb_task_free(task);
             }
         }

@@ -66,6 +66,14 @@ namespace QueueBox.Inbox
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_dead(IntPtr task, IntPtr reason, DoneCallback cb, IntPtr userData, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_abandon(IntPtr task, DoneCallback cb, IntPtr userData, out IntPtr error);
 
+        // The application's own transaction (issue 14): statements the wrapper runs with the
+        // application's driver; synchronous, they do no I/O.
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int qb_task_completion_statement(IntPtr task, IntPtr placeholder, out IntPtr outJson, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_claim_lost(IntPtr task, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int qb_publish_statement(IntPtr backend, IntPtr messagesJson, IntPtr placeholder, out IntPtr outJson, out IntPtr error);
+
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_conformance_evaluate(IntPtr kind, IntPtr inputJson, out IntPtr outJson, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_migrate(IntPtr runtime, IntPtr url, StringCallback cb, IntPtr userData, out IntPtr error);

@@ -1,0 +1,54 @@
+using System;
+using System.Data.Common;
+using System.Reflection;
+using System.Threading;
+using System.Threading.Tasks;
+
+namespace QueueBox.Inbox.Tests
+{
+    /// <summary>§10.4 item 14: the README's examples build against the library and run.
+    /// scripts/test.d/32-csharp.sh compiles each ```csharp block of clients/csharp/README.md
+    /// into this runner; they are found by name (so that the test project also builds
+    /// without them) and run against the real PostgreSQL, with ODBC as the ADO.NET provider.</summary>
+    public static class ReadmeTests
+    {
+        private static MethodInfo Example(string type, string method)
+        {
+            Type t = typeof(ReadmeTests).Assembly.GetType(type);
+            if (t == null) throw new AssertionException("NOT RUN: the README example " + type + " is not compiled in (32-csharp.sh extracts the README's csharp blocks)");
+            MethodInfo m = t.GetMethod(method, BindingFlags.Public | BindingFlags.Static);
+            if (m == null) throw new AssertionException("the README example " + type + " has no " + method);
+            return m;
+        }
+
+        [Test]
+        public static async Task Item14ReadmeExamplesBuildAndRun()
+        {
+            MethodInfo zeroSetup = Example("ZeroSetupExample", "RunAsync");
+            MethodInfo consume = Example("ConsumeInYourTransactionExample", "RunAsync");
+            MethodInfo publish = Example("PublishInYourTransactionExample", "PlaceOrderAsync");
+            string url = await Db.CreateAsync();
+            try
+            {
+                Db.Psql(url, "CREATE TABLE orders_seen (id uuid PRIMARY KEY); CREATE TABLE payments_seen (inbox_id uuid PRIMARY KEY); CREATE TABLE orders (id text PRIMARY KEY)");
+                Db.InsertRows(url, "orders", 2);
+                Db.InsertRows(url, "payments", 2);
+
+                await ContractTests.RunUntil(ct => (Task)zeroSetup.Invoke(null, new object[] { url, ct }),
+                    "the zero-setup example processed its rows", () => Db.Psql(url, "SELECT count(*) FROM orders_seen") == "2");
+                Func<DbConnection> connect = () => new System.Data.Odbc.OdbcConnection(AppTxTests.OdbcConnectionString(url));
+                await ContractTests.RunUntil(ct => (Task)consume.Invoke(null, new object[] { url, connect, ct }),
+                    "the consume example processed its rows", () => Db.Psql(url, "SELECT count(*) FROM inbox WHERE source = 'payments' AND state = 'processed'") == "2");
+                Assert.Equal("2", Db.Psql(url, "SELECT count(*) FROM payments_seen p JOIN inbox i ON i.id = p.inbox_id AND i.state = 'processed'"), "business rows of the consume example");
+
+                Guid id;
+                using (DbConnection db = AppTxTests.Odbc(url))
+                    id = await (Task<Guid>)publish.Invoke(null, new object[] { db, "o-42" });
+                Assert.Equal("o-42|orders.created|o-42|{\"orderId\": \"o-42\"}|{\"x-tenant\": \"acme\"}|pending",
+                    Db.Psql(url, "SELECT o.id || '|' || x.topic || '|' || x.key || '|' || x.payload::text || '|' || x.headers::text || '|' || x.state FROM orders o, outbox x WHERE x.id = '" + id + "'"),
+                    "the published order");
+            }
+            finally { Db.Drop(url); }
+        }
+    }
+}
