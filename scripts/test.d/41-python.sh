@@ -23,6 +23,6 @@ if ! "$venv/bin/python" -c "import pytest" 2>/dev/null || [ ! -x "$venv/bin/matu
 fi
 (cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --quiet --extras test)
 # Fail here, clearly, if the build or the drivers did not install.
-"$venv/bin/python" -c "import queuebox_inbox._native, psycopg, sqlalchemy.ext.asyncio, greenlet"
+"$venv/bin/python" -c "import queuebox_inbox._native, psycopg, psycopg_pool, sqlalchemy.ext.asyncio, greenlet"
 cd clients/python
 "$venv/bin/python" -m pytest -q

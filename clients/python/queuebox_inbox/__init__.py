@@ -3,8 +3,12 @@
 The worker claims the ``pull`` rows of one inbox source, runs your handler on each and
 completes, retries or dead-letters it. Claims, lease renewal, LISTEN/NOTIFY wake-ups, the
 retry policy and graceful shutdown run in the Rust core through a native extension.
+
+``complete_in`` / ``publish`` / ``publish_many`` run the core's statements on the
+application's own psycopg connection or SQLAlchemy session, inside its own transaction.
 """
 
+from ._app_tx import OutboxMessage, complete_in, publish, publish_many
 from ._database import Database, evaluate, migrate
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, WorkerStats
 from ._worker import BlockingTransaction, Transaction, Worker
@@ -36,6 +40,7 @@ __all__ = [
     "InboxMessage",
     "InvalidInput",
     "MigrationError",
+    "OutboxMessage",
     "QueueBoxError",
     "ResolvedOptions",
     "Retry",
@@ -44,6 +49,9 @@ __all__ = [
     "Transaction",
     "Worker",
     "WorkerStats",
+    "complete_in",
     "evaluate",
     "migrate",
+    "publish",
+    "publish_many",
 ]

@@ -10,7 +10,7 @@ import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Set, Union
+from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Set, Tuple, Union
 
 from . import _native
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
@@ -56,6 +56,20 @@ class BlockingTransaction:
     @property
     def cancelled(self) -> bool:
         return self._tx.cancelled
+
+
+# The claimed task behind each message a handler is running on (for `complete_in`), keyed by
+# the message object's id and dropped when its handler finishes. (InboxMessage is a frozen
+# dataclass holding a dict, so it cannot key a WeakKeyDictionary.)
+_handling: Dict[int, Tuple[InboxMessage, Any]] = {}
+
+
+def task_of(message: InboxMessage) -> Any:
+    """The task of a message a handler is running on; anything else is refused naming ``message``."""
+    entry = _handling.get(id(message))
+    if entry is None or entry[0] is not message:
+        raise InvalidInput("invalid input: message: not a message a Worker handed to a running handler")
+    return entry[1]
 
 
 AsyncHandler = Callable[[InboxMessage, Transaction], Awaitable[Any]]
@@ -263,6 +277,7 @@ class Worker:
 
     async def _run_one(self, task: Any, handler: Callable[..., Any], pool: Optional[ThreadPoolExecutor]) -> None:
         message = InboxMessage.from_json(task.message_json())
+        _handling[id(message)] = (message, task)
         work = asyncio.ensure_future(self._invoke(handler, message, Transaction(task), pool))
         lost = asyncio.ensure_future(task.cancelled())
         try:
@@ -276,6 +291,7 @@ class Worker:
             await asyncio.wait({work})
             await self._finish(task, message, work)
         finally:
+            _handling.pop(id(message), None)
             if not lost.done():
                 lost.cancel()
 

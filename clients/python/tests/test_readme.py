@@ -1,34 +1,125 @@
-"""The README's example runs as written against a real database (only the URL is swapped)."""
+"""The README's examples run as written against a real database (only the URL is swapped)."""
 
 import asyncio
 import re
+import threading
+import time
 from pathlib import Path
 
-from conftest import count_state, wait_for
+import psycopg
+
+from conftest import wait_for
 from queuebox_inbox import Database
 
 README = Path(__file__).resolve().parents[1] / "README.md"
+URL = "postgres://app@localhost/app"
 
 
-def test_the_readme_example_processes_a_message_with_its_business_write(database_url):
-    code = re.search(r"```python\n(.*?)```", README.read_text(), re.S).group(1)
-    assert "postgres://app@localhost/app" in code and code.rstrip().endswith("asyncio.run(main())")
-    code = code.replace("postgres://app@localhost/app", database_url).rstrip()[: -len("asyncio.run(main())")]
+def examples():
+    return re.findall(r"```python\n(.*?)```", README.read_text(), re.S)
+
+
+def load(code: str, database_url: str, last_line: str) -> dict:
+    """Executes an example without its last line (the one that runs forever); returns its names."""
+    assert URL in code and code.rstrip().endswith(last_line), last_line
+    code = code.rstrip()[: -len(last_line)]
+    code = code.replace("postgresql+psycopg://app@localhost/app", "postgresql+psycopg://" + database_url.split("://", 1)[1])
+    code = code.replace(URL, database_url)
     ns: dict = {}
     exec(compile(code, str(README), "exec"), ns)
+    return ns
+
+
+def fresh_tables(database_url: str) -> None:
+    with psycopg.connect(database_url, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS orders_seen, orders")
+        c.execute("CREATE TABLE orders_seen (id uuid PRIMARY KEY, total int8 NOT NULL)")
+        c.execute("CREATE TABLE orders (id bigserial PRIMARY KEY, total int8 NOT NULL)")
+
+
+def rows(database_url: str, sql: str, *params):
+    with psycopg.connect(database_url, autocommit=True) as c:
+        return c.execute(sql, params).fetchall()
+
+
+def test_the_readme_has_the_three_examples():
+    codes = examples()
+    assert len(codes) == 3
+    assert "complete_in(conn, message)" in codes[0] and "publish(conn," in codes[0]
+    assert "complete_in(session, message)" in codes[1] and "publish(session," in codes[1]
+    assert "tx.execute" in codes[2]
+
+
+def test_the_psycopg_quick_start_consumes_and_publishes_in_the_applications_transaction(database_url):
+    fresh_tables(database_url)
+    ns = load(examples()[0], database_url, "asyncio.run(main())")
 
     async def go():
         db = await Database.connect(database_url)
-        await db.execute("CREATE TABLE orders_seen (id uuid PRIMARY KEY, total int8 NOT NULL)")
+        r = await db.enqueue("orders", "readme-psycopg", {"total": 42})
+        t = asyncio.ensure_future(ns["main"]())
+        await wait_for(lambda: _processed(db, r["id"]), 15, "the quick start processed the row")
+        order_event = await ns["place_order"](7)
+        t.cancel()
+        await asyncio.gather(t, return_exceptions=True)
+        await db.close()
+        return r["id"], order_event
+
+    async def _processed(db, inbox_id):
+        return await db.query("SELECT 1 FROM inbox WHERE id = $1::uuid AND state = 'processed'", [inbox_id])
+
+    inbox_id, event_id = asyncio.run(asyncio.wait_for(go(), 60))
+    assert rows(database_url, "SELECT id::text, total FROM orders_seen") == [(inbox_id, 42)]
+    assert rows(database_url, "SELECT total FROM orders") == [(7,)]
+    assert rows(database_url, "SELECT topic, key, payload FROM outbox WHERE id = %s::uuid", event_id) == [("orders.created", "customer-7", {"total": 7})]
+
+
+def test_the_sqlalchemy_example_completes_and_publishes_in_the_session(database_url):
+    fresh_tables(database_url)
+    ns = load(examples()[1], database_url, 'Worker("postgres://app@localhost/app", "orders").run_blocking(handle)   # until Ctrl-C or stop=')
+
+    async def enqueue():
+        db = await Database.connect(database_url)
+        r = await db.enqueue("orders", "readme-sqlalchemy", {"total": 5})
+        await db.close()
+        return r["id"]
+
+    inbox_id = asyncio.run(enqueue())
+    stop = threading.Event()
+
+    def watch():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not rows(database_url, "SELECT 1 FROM inbox WHERE id = %s::uuid AND state = 'processed'", inbox_id):
+            time.sleep(0.02)
+        stop.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        ns["Worker"](database_url, "orders", poll_interval_ms=20).run_blocking(ns["handle"], stop=stop)
+    finally:
+        stop.set()
+        watcher.join()
+        ns["engine"].dispose()
+    assert rows(database_url, "SELECT id::text, total FROM orders_seen") == [(inbox_id, 5)]
+    assert rows(database_url, "SELECT payload FROM outbox WHERE topic = 'orders.seen'") == [({"id": inbox_id},)]
+
+
+def test_the_zero_setup_example_processes_a_message_with_its_business_write(database_url):
+    fresh_tables(database_url)
+    ns = load(examples()[2], database_url, "asyncio.run(main())")
+
+    async def go():
+        db = await Database.connect(database_url)
         r = await db.enqueue("orders", "readme-1", {"total": 42})
         t = asyncio.ensure_future(ns["main"]())
-        await wait_for(lambda: _processed(db), 15, "README example processed the row")
+        await wait_for(lambda: _processed(db, r["id"]), 15, "README example processed the row")
         t.cancel()
         await asyncio.gather(t, return_exceptions=True)
         assert await db.query("SELECT id::text AS id, total FROM orders_seen") == [{"id": r["id"], "total": 42}]
         await db.close()
 
-    async def _processed(db):
-        return await count_state(db, "orders", "processed") == 1
+    async def _processed(db, inbox_id):
+        return await db.query("SELECT 1 FROM inbox WHERE id = $1::uuid AND state = 'processed'", [inbox_id])
 
     asyncio.run(asyncio.wait_for(go(), 60))

@@ -1,0 +1,161 @@
+"""Your transaction, your driver: complete a claimed message and publish outbox rows inside
+the application's own transaction, on its own psycopg connection or SQLAlchemy session, so
+its repository code and QueueBox's rows share one commit.
+
+The core renders every statement (SQL text in the driver's placeholder style, parameters as
+text, how to read the result) and keeps the fence; this module runs the statement on the
+driver it was given (``_drivers``) and reads the affected-row count. With an asyncio
+connection or session each function returns an awaitable; with a blocking one it returns
+the result.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass, fields
+from datetime import datetime
+from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Union
+
+from . import _native
+from ._drivers import Driver, driver_of
+from ._types import InboxMessage
+from ._worker import task_of
+from .errors import ClaimLost, DatabaseError, InvalidInput, QueueBoxError
+
+
+@dataclass(frozen=True)
+class OutboxMessage:
+    """One outbox row for :func:`publish_many` (a plain dict with these keys works too)."""
+
+    topic: str
+    #: Any JSON value but None.
+    payload: Any
+    #: Ordering / partition key (``X-Message-Key``, the Kafka record key); at most 255 characters.
+    key: Optional[str] = None
+    #: Sent with the message; the relay's header rules apply (no framing or relay-owned names).
+    headers: Optional[Dict[str, str]] = None
+    aggregate_type: Optional[str] = None
+    #: Dead-letter ceiling, at least 1 (default 5).
+    max_attempts: Optional[int] = None
+    #: Not delivered before this many ms after the insert (database clock). Not with ``scheduled_at``.
+    delay_ms: Optional[int] = None
+    #: Not delivered before this time (timezone-aware). Not with ``delay_ms``.
+    scheduled_at: Optional[datetime] = None
+
+
+def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[str, Any]:
+    """The message as the core reads it; unknown keys go through for the core to refuse."""
+    if isinstance(m, OutboxMessage):
+        items = {f.name: getattr(m, f.name) for f in fields(m)}
+    elif isinstance(m, Mapping):
+        items = dict(m)
+    else:
+        raise InvalidInput(f"invalid input: {at} must be an OutboxMessage or a dict, got {type(m).__name__}")
+    out = {}
+    for k, v in items.items():
+        if v is None and k != "payload":
+            continue
+        if isinstance(v, datetime):
+            v = v.isoformat()
+        try:
+            json.dumps(v)
+        except (TypeError, ValueError) as e:
+            raise InvalidInput(f"invalid input: {at}.{k} is not JSON: {e}") from None
+        out[k] = v
+    return out
+
+
+def _render(messages: Iterable[Any], placeholder: str, single: bool) -> Dict[str, Any]:
+    if isinstance(messages, (str, bytes, Mapping, OutboxMessage)) or not isinstance(messages, Iterable):
+        raise InvalidInput("invalid input: messages must be a list of OutboxMessage or dicts")
+    core = [_core_message(m, "message" if single else f"messages[{i}]") for i, m in enumerate(messages)]
+    try:
+        return json.loads(_native.publish_statement(json.dumps(core), placeholder))
+    except QueueBoxError as e:
+        if not single:
+            raise
+        # One message: say `topic`, not `messages[0].topic`.
+        raise type(e)(re.sub(r"messages\[0\]\.?", "", str(e))) from None
+
+
+def _checked_ids(st: Dict[str, Any], n: int) -> List[str]:
+    ids = st["ids"]
+    if n != len(ids):
+        raise DatabaseError(f"database error during outbox publish: inserted {n} rows of {len(ids)}")
+    return ids
+
+
+def _publish(db: Any, messages: Iterable[Any], single: bool) -> Union[List[str], Awaitable[List[str]]]:
+    driver = driver_of(db)
+    st = _render(messages, driver.placeholder, single)
+    if driver.is_async:
+
+        async def run() -> List[str]:
+            return _checked_ids(st, await driver.run(st["sql"], st["params"]))  # type: ignore[misc]
+
+        return run()
+    return _checked_ids(st, driver.run(st["sql"], st["params"]))  # type: ignore[arg-type]
+
+
+def _completed(task: Any, message: InboxMessage, n: int) -> None:
+    if n != 1:
+        # The core settles the task, counts and logs the lost claim, and raises ClaimLost
+        # naming the row.
+        task.claim_lost()
+        raise ClaimLost(f"claim lost on inbox row {message.id}")  # not reached: claim_lost raises
+
+
+def complete_in(db: Any, message: InboxMessage) -> Optional[Awaitable[None]]:
+    """Completes ``message`` inside the application's transaction on ``db``: the row turns
+    ``processed`` when that transaction commits, together with the business write. From
+    here on the worker no longer renews the lease nor completes the row itself, so commit
+    soon. Raises :class:`ClaimLost` when the lease was lost (another worker owns the row):
+    let it leave your transaction block so the business write rolls back.
+
+    ``db``: a psycopg ``Connection`` / ``AsyncConnection`` (or cursor) inside a transaction,
+    or a SQLAlchemy ``Session`` / ``AsyncSession`` / ``Connection``; ``message`` is the one
+    the handler received. Await the result with an asyncio connection or session."""
+    driver: Driver = driver_of(db, transaction=True)
+    task = task_of(message)
+    st = json.loads(task.completion_statement(driver.placeholder))
+    if driver.is_async:
+
+        async def run() -> None:
+            _completed(task, message, await driver.run(st["sql"], st["params"]))  # type: ignore[misc]
+
+        return run()
+    _completed(task, message, driver.run(st["sql"], st["params"]))  # type: ignore[arg-type]
+    return None
+
+
+def publish(
+    db: Any,
+    topic: str,
+    payload: Any,
+    *,
+    key: Optional[str] = None,
+    headers: Optional[Dict[str, str]] = None,
+    aggregate_type: Optional[str] = None,
+    max_attempts: Optional[int] = None,
+    delay_ms: Optional[int] = None,
+    scheduled_at: Optional[datetime] = None,
+) -> Union[str, Awaitable[str]]:
+    """Writes one outbox row in the application's transaction on ``db`` and returns its id
+    (awaitable with an asyncio connection or session). Nothing is delivered unless that
+    transaction commits."""
+    m = OutboxMessage(topic, payload, key, headers, aggregate_type, max_attempts, delay_ms, scheduled_at)
+    ids = _publish(db, [m], True)
+    if isinstance(ids, list):
+        return ids[0]
+
+    async def first() -> str:
+        return (await ids)[0]  # type: ignore[misc]
+
+    return first()
+
+
+def publish_many(db: Any, messages: Iterable[Union[OutboxMessage, Mapping[str, Any]]]) -> Union[List[str], Awaitable[List[str]]]:
+    """Writes many outbox rows with one statement; returns their ids in order (awaitable with
+    an asyncio connection or session)."""
+    return _publish(db, messages, False)
