@@ -234,6 +234,7 @@ def test_a_lost_lease_raises_claim_lost_and_the_business_write_disappears(driver
 
         stats = await run_until(url, source, handler, lambda: bool(caught))
         assert stats.completed == 0
+        assert stats.claims_lost == 1, "the lost claim is counted once (the failing handler's retry is not)"
 
     go(driver, url, test)
     assert len(caught) == 1 and isinstance(caught[0], ClaimLost), caught
@@ -399,6 +400,33 @@ def test_complete_in_refuses_an_autocommit_connection_and_a_message_no_handler_i
 
     asyncio.run(asyncio.wait_for(run_until(url, source, handler, lambda: processed(url, source) == 1), 60))
     assert set(errors) == {"autocommit", "copy"}
+
+
+def test_one_task_one_transaction_complete_in_after_tx_execute_is_refused_and_tx_execute_after_complete_in(url):
+    source = "one-tx"
+    first, second = enqueue(url, source, 2)
+    errors = {}
+
+    async def handler(m, tx):
+        if m.id == first:
+            await tx.execute("INSERT INTO orders_seen (inbox_id, note) VALUES ($1::uuid, 'wrapper tx')", [m.id])
+            with psycopg.connect(url) as conn, conn.transaction():
+                with pytest.raises(InvalidInput) as e:
+                    complete_in(conn, m)
+                errors["complete_after_execute"] = e.value
+        else:
+            async with await psycopg.AsyncConnection.connect(url) as conn:
+                async with conn.transaction():
+                    await conn.execute("INSERT INTO orders_seen (inbox_id, note) VALUES (%s::uuid, 'app tx')", (m.id,))
+                    await complete_in(conn, m)
+                    with pytest.raises(InvalidInput) as e:
+                        await tx.execute("SELECT 1")
+                    errors["execute_after_complete"] = e.value
+
+    asyncio.run(asyncio.wait_for(run_until(url, source, handler, lambda: processed(url, source) == 2, retry={"max_attempts": 0}), 60))
+    assert set(errors) == {"complete_after_execute", "execute_after_complete"}
+    # Each row was completed by the transaction it used, with its write.
+    assert notes(url, first) == ["wrapper tx"] and notes(url, second) == ["app tx"]
 
 
 def test_the_blocking_worker_completes_in_the_applications_blocking_transaction(url):

@@ -158,6 +158,7 @@ for (const d of DRIVERS) {
     assert.equal(r.state, "processed");
     assert.equal(r.attempt, 0, "the lost claim spent no attempt");
     assert.equal(w.stats().completed, 0);
+    assert.equal(w.stats().claimsLost, 1, "the lost claim is counted once (the failing handler's retry is not)");
   });
 
   test(`${d.name}: a rolled-back publish leaves no row`, async () => {
@@ -285,4 +286,30 @@ test("completeTx refuses what is not a transaction, and a message no handler rec
   assert.ok(errors.knex instanceof InvalidInput && /db: a Knex instance/.test(errors.knex.message), String(errors.knex));
   assert.ok(errors.copy instanceof InvalidInput && /\bmessage\b/.test(errors.copy.message), String(errors.copy));
   assert.ok(errors.copy instanceof QueueBoxError);
+});
+
+test("one task, one transaction: completeTx after tx.execute is refused, and tx.execute after completeTx", async () => {
+  const source = "one-tx";
+  const [first, second] = await enqueue(env.db, source, 2);
+  const errors = {};
+  const w = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, retry: { maxAttempts: 0 }, logger: quiet });
+  const stop = start(w, async (m, tx) => {
+    if (m.id === first) {
+      await tx.execute("INSERT INTO orders_seen (inbox_id, note) VALUES ($1::uuid, 'wrapper tx')", [m.id]);
+      errors.completeAfterExecute = await inPgTx((c) => completeTx(c, m)).catch((e) => e);
+    } else {
+      await inPgTx(async (c) => {
+        await c.query("INSERT INTO orders_seen (inbox_id, note) VALUES ($1, 'app tx')", [m.id]);
+        await completeTx(c, m);
+        errors.executeAfterComplete = await tx.execute("SELECT 1").catch((e) => e);
+      });
+    }
+  });
+  await waitFor(async () => (await countState(env.db, source, "processed")) === 2, 10000, "both processed");
+  await stop();
+  assert.ok(errors.completeAfterExecute instanceof InvalidInput, String(errors.completeAfterExecute));
+  assert.ok(errors.executeAfterComplete instanceof InvalidInput, String(errors.executeAfterComplete));
+  // Each row was completed by the transaction it used, with its write.
+  assert.deepEqual(await seenNotes(first), ["wrapper tx"]);
+  assert.deepEqual(await seenNotes(second), ["app tx"]);
 });
