@@ -169,8 +169,8 @@ namespace QueueBox.Inbox.Tests
             finally { Db.Drop(url); }
         }
 
-        // Item 4 on the application's transaction: another worker took the row after the
-        // lease expired; the completion matches no row, CompleteAsync throws
+        // Item 4 on the application's transaction: a rival worker took the row after the
+        // lease expired and completed it; our completion matches no row, CompleteAsync throws
         // ClaimLostException and the business write disappears with the rollback.
         [Test]
         public static async Task LostLeaseThrowsClaimLostAndTheBusinessWriteDisappears()
@@ -181,7 +181,14 @@ namespace QueueBox.Inbox.Tests
                 Db.Psql(url, "CREATE TABLE shipments (key text)");
                 Db.InsertRows(url, "lost", 1);
                 Exception seen = null;
-                using (var w = await InboxWorker.ConnectAsync(url, ContractTests.Quick("lost")))
+                var rivalSaw = new List<Guid>();
+                string id = Db.Psql(url, "SELECT id FROM inbox");
+                // A batch of one: this worker holds its claim and cannot take the expired row
+                // back itself while the handler runs; only the rival can.
+                var opts = ContractTests.Quick("lost");
+                opts.BatchSize = 1;
+                opts.MaxConcurrency = 1;
+                using (var w = await InboxWorker.ConnectAsync(url, opts))
                 {
                     await ContractTests.RunUntil(ct => w.RunTasksAsync(async (task, t) =>
                     {
@@ -189,8 +196,17 @@ namespace QueueBox.Inbox.Tests
                         using (DbTransaction tx = conn.BeginTransaction())
                         {
                             Exec(tx, "INSERT INTO shipments VALUES (?)", task.Message.IdempotencyKey);
-                            // What a rival worker's claim after the expiry leaves behind.
-                            Db.Psql(url, "UPDATE inbox SET claim_token = '00000000-0000-0000-0000-0000000000aa', claimed_at = now(), lease_expires_at = now() + interval '1 minute'");
+                            // The lease runs out (a stalled process renews nothing) and a rival
+                            // worker claims the row and completes it.
+                            Db.Psql(url, "UPDATE inbox SET lease_expires_at = now() - interval '1 second'");
+                            using (var rival = await InboxWorker.ConnectAsync(url, ContractTests.Quick("lost")))
+                            {
+                                await ContractTests.RunUntil(rct => rival.RunAsync((rm, rtx, rt) =>
+                                {
+                                    rivalSaw.Add(rm.Id);
+                                    return Task.FromResult(0);
+                                }, rct), "the rival's completion", () => Db.Psql(url, "SELECT state FROM inbox") == "processed");
+                            }
                             try
                             {
                                 await task.CompleteAsync(tx, t);
@@ -209,8 +225,9 @@ namespace QueueBox.Inbox.Tests
                 Assert.True(seen is ClaimLostException, "CompleteAsync threw " + (seen == null ? "nothing" : seen.GetType().Name + ": " + seen.Message));
                 Assert.Equal(QueueBoxErrorKind.ClaimLost, ((QueueBoxException)seen).Kind, "kind");
                 Assert.Equal("0", Db.Psql(url, "SELECT count(*) FROM shipments"), "business rows after the lost claim");
-                Assert.Equal("processing 0 00000000-0000-0000-0000-0000000000aa",
-                    Db.Psql(url, "SELECT state || ' ' || attempt || ' ' || claim_token FROM inbox"), "the row is left to its new owner");
+                Assert.True(seen.Message.Contains(id), "the error does not name the row " + id + ": " + seen.Message);
+                Assert.Equal(id, string.Join(",", rivalSaw), "the rival's deliveries");
+                Assert.Equal("processed 0", Db.Psql(url, "SELECT state || ' ' || attempt FROM inbox"), "the rival's completion, no attempt spent");
             }
             finally { Db.Drop(url); }
         }
