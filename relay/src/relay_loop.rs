@@ -1,7 +1,9 @@
 //! The loop the inbox relay and the outbox relay share: reclaim expired leases every
 //! `lease / 5`, refresh the pending gauges every `gauge_interval`, claim a batch (backing
-//! off `poll_interval × failures` (at most ×10) after a failed claim), process it, and wait
-//! `poll_interval` unless the batch was full, until `stop` is cancelled. Each relay supplies
+//! off `poll_interval × failures` (at most ×10) after a failed claim), process it, and claim
+//! again at once; only a claim that found nothing waits `poll_interval`, until `stop` is
+//! cancelled. (Waiting after every batch that was not full made a relay whose rows sit on
+//! fewer keys than `batchSize` sleep after every batch: 100 keys, batch 500 → ~130 rows/s.) Each relay supplies
 //! its table's steps through [`Relay`]. The loop beats its [`Heartbeat`] before every step
 //! and every sleep, so `/health/ready` sees a loop stuck inside a step.
 
@@ -69,10 +71,10 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
                 continue;
             }
         };
-        let full = claimed.len() as u32 >= pace.batch_size;
+        let idle = claimed.is_empty();
         hb.beat(Duration::ZERO);
         relay.process(claimed, hb).await;
-        if !full {
+        if idle {
             hb.beat(pace.poll_interval);
             sleep_or_stop(stop, pace.poll_interval).await;
         }

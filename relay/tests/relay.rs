@@ -614,3 +614,37 @@ async fn the_relay_waits_for_the_database_and_recovers_when_it_returns() {
         "the refused request was never stored"
     );
 }
+
+#[tokio::test]
+async fn rows_of_one_key_arrive_in_insert_order_when_the_batch_exceeds_the_keys() {
+    let (url, store) = fresh_db("keyorder").await;
+    let rx = Receiver::start().await;
+    // Fewer keys than the batch, many publishes at once: the shape of the old cliff.
+    let y = base_config(&url, &rx.url()).replace(
+        "claimTimeoutMs: 5000\n  maxAttempts: 2",
+        "claimTimeoutMs: 5000\n  maxAttempts: 2\n  batchSize: 500\n  concurrency: 32",
+    ) + "routes:\n  - topicPattern: '**'\n    destination: rx\n";
+    sqlx::query(
+        "INSERT INTO outbox (topic, key, payload)
+         SELECT 't', 'k' || (g % 8), jsonb_build_object('n', g) FROM generate_series(1, 200) g",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let _relay = Relay::start(&y).await;
+    eventually("every row sent", 60, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 200
+    })
+    .await;
+    let got = rx.to("/hooks");
+    assert_eq!(got.len(), 200, "each row delivered once");
+    let mut last: HashMap<String, i64> = HashMap::new();
+    for d in &got {
+        let key = d.h("x-message-key").expect("a keyed row").to_string();
+        let n = d.body["n"].as_i64().unwrap();
+        if let Some(prev) = last.insert(key.clone(), n) {
+            assert!(prev < n, "key {key}: row {n} arrived after row {prev}");
+        }
+    }
+    assert_eq!(last.len(), 8);
+}

@@ -52,6 +52,9 @@ impl Default for PoolSettings {
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// Where the outbox claim's walk over keys resumes (`sql::CLAIM_OUTBOX`): the last key
+    /// it took, so keys take turns when the oldest rows are all blocked by their keys.
+    outbox_walk: std::sync::Arc<std::sync::Mutex<String>>,
 }
 
 impl PgStore {
@@ -103,12 +106,15 @@ impl PgStore {
             .connect_with(opts.clone())
             .await
             .map_err(|e| tls::connect_error(url, opts.get_host(), e))?;
-        Ok(PgStore { pool })
+        Ok(Self::from_pool(pool))
     }
 
     /// Wraps an existing pool (an application that already has one).
     pub fn from_pool(pool: PgPool) -> Self {
-        PgStore { pool }
+        PgStore {
+            pool,
+            outbox_walk: Default::default(),
+        }
     }
 
     pub fn pool(&self) -> &PgPool {

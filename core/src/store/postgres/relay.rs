@@ -72,6 +72,13 @@ fn in_claim_order<T>(rows: &[PgRow], f: impl Fn(&PgRow) -> T) -> Vec<T> {
     keyed.into_iter().map(|(_, v)| v).collect()
 }
 
+/// Where the next walk over keys starts: the last key this walk took, in walk order (the
+/// keys after `cursor` ascending, then the wrapped-around keys up to it).
+fn next_cursor(cursor: &str, walked: &[String]) -> Option<String> {
+    let wrapped = walked.iter().filter(|k| k.as_str() <= cursor).max();
+    wrapped.or_else(|| walked.iter().max()).cloned()
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_millis() as f64
 }
@@ -163,12 +170,22 @@ impl RelayStore for PgStore {
     }
 
     async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>> {
+        let cursor = self.outbox_walk.lock().unwrap().clone();
         let rows = sqlx::query(sql::CLAIM_OUTBOX)
             .bind(batch as i64)
             .bind(ms(lease))
+            .bind(&cursor)
             .fetch_all(self.pool())
             .await
             .map_err(|e| db_err("outbox claim", e))?;
+        let walked: Vec<String> = rows
+            .iter()
+            .filter(|r| r.get::<bool, _>("walked"))
+            .filter_map(|r| r.get::<Option<String>, _>("key"))
+            .collect();
+        if let Some(next) = next_cursor(&cursor, &walked) {
+            *self.outbox_walk.lock().unwrap() = next;
+        }
         Ok(in_claim_order(&rows, |r| ClaimedOutbox {
             row: decode_outbox(r),
             claim: ClaimRef {
@@ -344,5 +361,19 @@ fn decode_dead(r: &PgRow) -> DeadRow {
         attempt: r.get("attempt"),
         last_error: r.get("last_error"),
         updated_at: r.get("updated_at"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::next_cursor;
+
+    #[test]
+    fn the_key_walk_resumes_after_the_last_key_it_took_in_walk_order() {
+        let k = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        assert_eq!(next_cursor("", &k(&["b", "a", "c"])).as_deref(), Some("c"));
+        // Wrapped around: "a" came after "x" in the walk.
+        assert_eq!(next_cursor("m", &k(&["x", "a"])).as_deref(), Some("a"));
+        assert_eq!(next_cursor("m", &k(&[])), None);
     }
 }
