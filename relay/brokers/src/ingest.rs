@@ -7,6 +7,7 @@
 //! `dead` row that says why (acknowledged by the caller): nothing downstream could read it,
 //! and a refusal to acknowledge it would block the queue or partition for ever.
 
+use crate::error::BrokerError;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -47,13 +48,13 @@ impl SourceRule {
     /// broker message id → digest; event type = `eventTypePath` → header; aggregate id =
     /// `aggregateIdPath` → header → the Kafka record key (offered as the message id of the
     /// aggregate chain, see [`SourceRule::build`]).
-    pub fn new(name: &str, common: &BrokerSourceCommon) -> anyhow::Result<Self> {
-        let paths = |key: &str, paths: &[String]| -> anyhow::Result<Vec<KeySource>> {
+    pub fn new(name: &str, common: &BrokerSourceCommon) -> Result<Self, BrokerError> {
+        let paths = |key: &str, paths: &[String]| -> Result<Vec<KeySource>, BrokerError> {
             paths
                 .iter()
                 .map(|p| match JsonPath::parse(p) {
                     Ok(_) => Ok(KeySource::Path { path: p.clone() }),
-                    Err(e) => Err(anyhow::anyhow!("sources.{name}.{key}: {e}")),
+                    Err(e) => Err(BrokerError::config(format!("sources.{name}.{key}"), e)),
                 })
                 .collect()
         };

@@ -22,6 +22,7 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{BrokerTls, KafkaDestinationConfig, KafkaSourceConfig, OffsetReset};
+use crate::error::BrokerError;
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::offsets::{Admit, OffsetTracker, Tp};
@@ -46,7 +47,14 @@ impl ClientContext for HealthContext {
                 | Some(RDKafkaErrorCode::SSL)
                 | Some(RDKafkaErrorCode::Authentication)
         ) || matches!(error, KafkaError::Global(RDKafkaErrorCode::AllBrokersDown));
-        if down {
+        // "All brokers are down" follows the error that says why (a refused certificate or
+        // password); it must not replace that reason, only report an outage not yet explained.
+        let all_down = error.rdkafka_error_code() == Some(RDKafkaErrorCode::AllBrokersDown);
+        let explained = self
+            .health
+            .get(&self.component)
+            .is_some_and(|c| !c.up && c.error.as_deref() != Some("connecting"));
+        if down && !(all_down && explained) {
             self.health
                 .set_down(&self.component, &format!("{error}: {reason}"));
         }
@@ -138,9 +146,12 @@ impl KafkaSource {
         config: KafkaSourceConfig,
         sink: Arc<dyn Sink>,
         health: Health,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, BrokerError> {
         if config.topics.is_empty() {
-            anyhow::bail!("sources.{name}.topics: at least one topic is required");
+            return Err(BrokerError::config(
+                format!("sources.{name}.topics"),
+                "at least one topic is required",
+            ));
         }
         health.register(&format!("kafka.{name}"));
         Ok(KafkaSource {
@@ -155,7 +166,7 @@ impl KafkaSource {
         format!("kafka.{}", self.name)
     }
 
-    fn consumer(&self) -> anyhow::Result<StreamConsumer<HealthContext>> {
+    fn consumer(&self) -> Result<StreamConsumer<HealthContext>, BrokerError> {
         let c = &self.config;
         let mut cfg = ClientConfig::new();
         cfg.set("bootstrap.servers", &c.bootstrap_servers)
@@ -186,15 +197,18 @@ impl KafkaSource {
             health: self.health.clone(),
             component: self.component(),
         };
-        Ok(cfg.create_with_context(ctx)?)
+        cfg.create_with_context(ctx)
+            .map_err(|e| client_error(&format!("sources.{}", self.name), e))
     }
 
     /// Consumes until `stop`. Broker outages are ridden out by librdkafka's own reconnect;
     /// stopping commits nothing further.
-    pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), BrokerError> {
         let consumer = self.consumer()?;
         let topics: Vec<&str> = self.config.topics.iter().map(String::as_str).collect();
-        consumer.subscribe(&topics)?;
+        consumer
+            .subscribe(&topics)
+            .map_err(|e| client_error(&format!("sources.{}.topics", self.name), e))?;
         tracing::info!(source = %self.name, topics = ?self.config.topics, group = %self.config.group_id, "kafka source consuming");
         let mut tracker = OffsetTracker::new();
         let max = self.config.max_poll_records.max(1);
@@ -276,7 +290,8 @@ impl KafkaSource {
             if !commit.is_empty() {
                 let mut tpl = TopicPartitionList::new();
                 for ((topic, partition), offset) in &commit {
-                    tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))?;
+                    tpl.add_partition_offset(topic, *partition, Offset::Offset(*offset))
+                        .map_err(|e| client_error(&format!("sources.{}", self.name), e))?;
                 }
                 // A failed commit only replays records, which deduplicate.
                 if let Err(e) = consumer.commit(&tpl, CommitMode::Async) {
@@ -345,16 +360,21 @@ pub struct KafkaPublisher {
 }
 
 impl KafkaPublisher {
-    pub fn new(name: &str, config: KafkaDestinationConfig, health: Health) -> anyhow::Result<Self> {
+    pub fn new(
+        name: &str,
+        config: KafkaDestinationConfig,
+        health: Health,
+    ) -> Result<Self, BrokerError> {
         let topic = Template::parse(&config.topic, "topic", name)?;
         let key = Template::parse(&config.key_template, "keyTemplate", name)?;
         if let Some(c) = &config.topic_from {
             template::check_from_column(c, "topicFrom", name)?;
         }
         if config.timeout_ms < 2000 {
-            anyhow::bail!(
-                "destinations.{name}.timeoutMs: at least 2000 (the whole publish budget)"
-            );
+            return Err(BrokerError::config(
+                format!("destinations.{name}.timeoutMs"),
+                "at least 2000 (the whole publish budget)",
+            ));
         }
         let mut cfg = ClientConfig::new();
         cfg.set("bootstrap.servers", &config.bootstrap_servers)
@@ -378,10 +398,12 @@ impl KafkaPublisher {
             &config.tls,
         );
         let component = format!("kafka.{name}");
-        let producer = cfg.create_with_context(HealthContext {
-            health: health.clone(),
-            component,
-        })?;
+        let producer = cfg
+            .create_with_context(HealthContext {
+                health: health.clone(),
+                component,
+            })
+            .map_err(|e| client_error(&format!("destinations.{name}"), e))?;
         Ok(KafkaPublisher {
             name: name.to_string(),
             config,
@@ -396,10 +418,18 @@ impl KafkaPublisher {
         format!("kafka.{}", self.name)
     }
 
-    pub async fn publish(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+    /// The destination, for error messages: `Kafka destination `log` at host:9092`.
+    fn connection(&self) -> String {
+        format!(
+            "Kafka destination `{}` at {}",
+            self.name, self.config.bootstrap_servers
+        )
+    }
+
+    pub async fn publish(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         let topic = template::address(self.config.topic_from.as_deref(), &self.topic, msg);
         if topic.trim().is_empty() {
-            anyhow::bail!("Destination '{}' rendered an empty topic from template '{}'. QueueBox does not publish the message.", self.name, self.topic.source());
+            return Err(BrokerError::config(format!("destinations.{}.topic", self.name), format!("rendered an empty topic from template '{}'. QueueBox does not publish the message.", self.topic.source())));
         }
         let key = msg
             .routing_key
@@ -421,7 +451,10 @@ impl KafkaPublisher {
         add("x-message-id", &msg.id.to_string());
         add("x-topic", &msg.topic);
         add("x-attempt", &msg.attempt.to_string());
-        let body = serde_json::to_vec(&msg.payload)?;
+        let body = serde_json::to_vec(&msg.payload).map_err(|e| BrokerError::Refused {
+            connection: self.connection(),
+            reason: format!("payload: {e}"),
+        })?;
         let mut record = FutureRecord::to(&topic).payload(&body).headers(headers);
         if !key.trim().is_empty() {
             record = record.key(&key);
@@ -435,12 +468,39 @@ impl KafkaPublisher {
                 self.health.set_up(&self.component());
                 Ok(())
             }
-            Err((e, _)) => anyhow::bail!(
-                "Kafka did not acknowledge message {} on topic {}: {e}",
-                msg.id,
-                topic
-            ),
+            Err((e, _)) => Err(publish_error(
+                self.connection(),
+                format!(
+                    "Kafka did not acknowledge message {} on topic {}: {e}",
+                    msg.id, topic
+                ),
+                &e,
+            )),
         }
+    }
+}
+
+/// librdkafka refused a client setting or a call on the client: the configuration at `path`.
+fn client_error(path: &str, e: KafkaError) -> BrokerError {
+    BrokerError::config(path, e)
+}
+
+/// A failed produce by librdkafka's error code: the message timed out, the login or TLS
+/// handshake failed, the cluster could not be reached, or the broker refused the record.
+fn publish_error(connection: String, reason: String, e: &KafkaError) -> BrokerError {
+    use RDKafkaErrorCode as C;
+    match e.rdkafka_error_code() {
+        Some(C::MessageTimedOut) | Some(C::RequestTimedOut) | Some(C::OperationTimedOut) => {
+            BrokerError::Timeout { connection, reason }
+        }
+        Some(C::Authentication) | Some(C::SaslAuthenticationFailed) => {
+            BrokerError::Auth { connection, reason }
+        }
+        Some(C::SSL) => BrokerError::Tls { connection, reason },
+        Some(C::AllBrokersDown) | Some(C::BrokerTransportFailure) | Some(C::BrokerNotAvailable) => {
+            BrokerError::Connect { connection, reason }
+        }
+        _ => BrokerError::Refused { connection, reason },
     }
 }
 
@@ -457,7 +517,7 @@ impl BrokerKind for Kafka {
         source: &SourceConfig,
         sink: Arc<dyn Sink>,
         health: Health,
-    ) -> anyhow::Result<Box<dyn SourceClient>> {
+    ) -> Result<Box<dyn SourceClient>, BrokerError> {
         let SourceKind::Kafka(c) = &source.kind else {
             return Err(not_mine("kafka", &format!("sources.{}", source.name)));
         };
@@ -473,7 +533,7 @@ impl BrokerKind for Kafka {
         &self,
         destination: &DestinationConfig,
         health: Health,
-    ) -> anyhow::Result<Box<dyn PublisherClient>> {
+    ) -> Result<Box<dyn PublisherClient>, BrokerError> {
         let DestinationKind::Kafka(c) = &destination.kind else {
             return Err(not_mine(
                 "kafka",
@@ -490,14 +550,14 @@ impl BrokerKind for Kafka {
 
 #[async_trait]
 impl SourceClient for KafkaSource {
-    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> Result<(), BrokerError> {
         self.run(stop).await
     }
 }
 
 #[async_trait]
 impl PublisherClient for KafkaPublisher {
-    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+    async fn send(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         self.publish(msg).await
     }
 }

@@ -6,6 +6,7 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`config`] | the `sources.<name>` / `destinations.<name>` keys of the three kinds |
+//! | [`error`] | [`BrokerError`]: connect, login, TLS, refused, timeout, configuration; what a caller acts on |
 //! | [`ingest`] | broker message → [`queuebox_core::NewInboxMessage`]: key chain, event type, aggregate, headers, non-JSON → dead |
 //! | [`offsets`] | Kafka: the unbroken run of accepted offsets per partition |
 //! | [`template`] | the vocabulary of address templates (`{{ topic }}`, `{{ key }}`, `{{ payload.x }}` …), rendered by the relay's one renderer, `queuebox_config::Template` |
@@ -15,6 +16,7 @@
 //! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker, and its [`registry::BrokerKind`] |
 
 pub mod config;
+pub mod error;
 pub mod health;
 pub mod ingest;
 pub mod kafka;
@@ -26,5 +28,6 @@ pub mod reconnect;
 pub mod registry;
 pub mod template;
 
+pub use error::BrokerError;
 pub use health::Health;
 pub use outbound::OutboundMessage;

@@ -18,6 +18,7 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{NatsDestinationConfig, NatsSourceConfig};
+use crate::error::{classify_connect, BrokerError};
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::outbound::OutboundMessage;
@@ -37,25 +38,30 @@ pub async fn connect(
     servers: &str,
     login: NatsLogin<'_>,
     name: &str,
-) -> anyhow::Result<async_nats::Client> {
+) -> Result<async_nats::Client, BrokerError> {
+    let at = || format!("NATS `{name}` at {}", redact_error(servers, &[]));
     let addrs: Vec<ServerAddr> = servers
         .split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
         .map(|s| {
-            s.parse::<ServerAddr>()
-                .map_err(|e| anyhow::anyhow!("NATS server `{}`: {e}", redact_error(s, &[])))
+            s.parse::<ServerAddr>().map_err(|e| {
+                BrokerError::config(at(), format!("server `{}`: {e}", redact_error(s, &[])))
+            })
         })
-        .collect::<anyhow::Result<_>>()?;
-    let at = || format!("NATS `{name}` at {}", redact_error(servers, &[]));
+        .collect::<Result<_, _>>()?;
     let options = || async {
         let mut opts = async_nats::ConnectOptions::new()
             .name(format!("queuebox-{name}"))
             .connection_timeout(Duration::from_secs(5));
         if let Some(path) = login.creds_file {
-            opts = opts.credentials_file(path).await.map_err(|e| {
-                anyhow::anyhow!("{}: cannot read the credentials file {path}: {e}", at())
-            })?;
+            opts = opts
+                .credentials_file(path)
+                .await
+                .map_err(|e| BrokerError::Auth {
+                    connection: at(),
+                    reason: format!("cannot read the credentials file {path}: {e}"),
+                })?;
         } else if let Some(seed) = login.nkey_seed {
             opts = opts.nkey(seed.expose().to_string());
         } else if let Some(t) = login.token {
@@ -73,7 +79,7 @@ pub async fn connect(
                 opts = opts.add_client_certificate(cert.into(), key.into());
             }
         }
-        anyhow::Ok(opts)
+        Ok::<_, BrokerError>(opts)
     };
     match options().await?.connect(addrs.clone()).await {
         Ok(client) => Ok(client),
@@ -86,9 +92,20 @@ pub async fn connect(
                 .retry_on_initial_connect()
                 .connect(addrs)
                 .await
-                .map_err(|e| anyhow::anyhow!("{}: {}", at(), chain(&e)))
+                .map_err(|e| connect_error(at(), &e))
         }
-        Err(e) => Err(anyhow::anyhow!("{}: {}", at(), chain(&e))),
+        Err(e) => Err(connect_error(at(), &e)),
+    }
+}
+
+/// A refused login or TLS handshake by async-nats' kind, the rest by its cause's words.
+fn connect_error(connection: String, e: &async_nats::ConnectError) -> BrokerError {
+    use async_nats::ConnectErrorKind as K;
+    let reason = chain(e);
+    match e.kind() {
+        K::Authentication | K::AuthorizationViolation => BrokerError::Auth { connection, reason },
+        K::Tls => BrokerError::Tls { connection, reason },
+        _ => classify_connect(connection, reason),
     }
 }
 
@@ -148,14 +165,17 @@ fn header_pairs(h: Option<&HeaderMap>) -> Vec<(String, String)> {
 }
 
 /// Refuses what a NATS source cannot be: core NATS (no acknowledgement).
-pub fn validate_source(name: &str, config: &NatsSourceConfig) -> anyhow::Result<()> {
+pub fn validate_source(name: &str, config: &NatsSourceConfig) -> Result<(), BrokerError> {
     if !config.jet_stream {
-        anyhow::bail!(
-            "sources.{name}.jetStream: a NATS source reads JetStream only. Core NATS cannot acknowledge a message, so an inbox on it would lose every message that arrives while QueueBox restarts; publish to a JetStream stream and name it in sources.{name}.stream"
-        );
+        return Err(BrokerError::config(format!("sources.{name}.jetStream"), format!(
+            "a NATS source reads JetStream only. Core NATS cannot acknowledge a message, so an inbox on it would lose every message that arrives while QueueBox restarts; publish to a JetStream stream and name it in sources.{name}.stream"
+        )));
     }
     if config.stream.trim().is_empty() || config.durable.trim().is_empty() {
-        anyhow::bail!("sources.{name}: stream and durable are required for a NATS source");
+        return Err(BrokerError::config(
+            format!("sources.{name}"),
+            "stream and durable are required for a NATS source",
+        ));
     }
     Ok(())
 }
@@ -163,7 +183,7 @@ pub fn validate_source(name: &str, config: &NatsSourceConfig) -> anyhow::Result<
 enum RunEnd {
     Stopped,
     Broken(String),
-    Fatal(anyhow::Error),
+    Fatal(BrokerError),
     Crashed,
 }
 
@@ -181,7 +201,7 @@ impl NatsSource {
         config: NatsSourceConfig,
         sink: Arc<dyn Sink>,
         health: Health,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, BrokerError> {
         validate_source(name, &config)?;
         health.register(&format!("nats.{name}"));
         Ok(NatsSource {
@@ -196,7 +216,7 @@ impl NatsSource {
         format!("nats.{}", self.name)
     }
 
-    pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), BrokerError> {
         let mut backoff = Backoff::default();
         loop {
             match self.run_once(&stop, &mut backoff).await {
@@ -234,11 +254,9 @@ impl NatsSource {
             Ok(Err(e)) => {
                 let text = e.to_string();
                 if text.contains("not found") || text.contains("10059") {
-                    return RunEnd::Fatal(anyhow::anyhow!(
-                        "source '{}': JetStream stream '{}' does not exist. QueueBox never creates streams; create it (e.g. `nats stream add {}`)",
-                        self.name,
-                        c.stream,
-                        c.stream
+                    return RunEnd::Fatal(BrokerError::config(
+                        format!("sources.{}.stream", self.name),
+                        format!("JetStream stream '{}' does not exist. QueueBox never creates streams; create it (e.g. `nats stream add {}`)", c.stream, c.stream),
                     ));
                 }
                 return RunEnd::Broken(text);
@@ -315,7 +333,11 @@ pub struct NatsPublisher {
 }
 
 impl NatsPublisher {
-    pub fn new(name: &str, config: NatsDestinationConfig, health: Health) -> anyhow::Result<Self> {
+    pub fn new(
+        name: &str,
+        config: NatsDestinationConfig,
+        health: Health,
+    ) -> Result<Self, BrokerError> {
         let subject = Template::parse(&config.subject, "subject", name)?;
         if let Some(c) = &config.subject_from {
             template::check_from_column(c, "subjectFrom", name)?;
@@ -333,7 +355,7 @@ impl NatsPublisher {
         format!("nats.{}", self.name)
     }
 
-    async fn client(&self) -> anyhow::Result<&async_nats::Client> {
+    async fn client(&self) -> Result<&async_nats::Client, BrokerError> {
         let c = &self.config;
         self.client
             .get_or_try_init(|| connect(&c.servers, c.login(), &self.name))
@@ -347,7 +369,7 @@ impl NatsPublisher {
             .is_some_and(|c| c.connection_state() == async_nats::connection::State::Connected)
     }
 
-    pub async fn publish(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+    pub async fn publish(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         let result = self.publish_inner(msg).await;
         match &result {
             Ok(()) => self.health.set_up(&self.component()),
@@ -357,11 +379,24 @@ impl NatsPublisher {
         result
     }
 
-    async fn publish_inner(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+    /// The destination, for error messages: `NATS destination `events` at nats://…`.
+    fn connection(&self) -> String {
+        format!(
+            "NATS destination `{}` at {}",
+            self.name,
+            redact_error(&self.config.servers, &[])
+        )
+    }
+
+    async fn publish_inner(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         let subject = template::address(self.config.subject_from.as_deref(), &self.subject, msg);
         if subject.trim().is_empty() {
-            anyhow::bail!("Destination '{}' rendered an empty subject from template '{}'. QueueBox does not publish the message.", self.name, self.subject.source());
+            return Err(BrokerError::config(format!("destinations.{}.subject", self.name), format!("rendered an empty subject from template '{}'. QueueBox does not publish the message.", self.subject.source())));
         }
+        let refused = |reason: String| BrokerError::Refused {
+            connection: self.connection(),
+            reason,
+        };
         let mut headers = HeaderMap::new();
         for (k, v) in &self.config.headers {
             headers.insert(k.as_str(), v.as_str());
@@ -382,7 +417,9 @@ impl NatsPublisher {
         if let Some(k) = &msg.key {
             headers.insert("x-message-key", k.as_str());
         }
-        let body = bytes::Bytes::from(serde_json::to_vec(&msg.payload)?);
+        let body = bytes::Bytes::from(
+            serde_json::to_vec(&msg.payload).map_err(|e| refused(format!("payload: {e}")))?,
+        );
         let client = self.client().await?.clone();
         let budget = Duration::from_millis(self.config.timeout_ms.max(1000));
         if self.config.jet_stream {
@@ -390,21 +427,24 @@ impl NatsPublisher {
             let fut = async {
                 let ack = js
                     .publish_with_headers(subject.clone(), headers, body)
-                    .await?;
-                ack.await.map_err(anyhow::Error::from)
+                    .await
+                    .map_err(|e| e.to_string())?;
+                ack.await.map_err(|e| e.to_string())
             };
             match tokio::time::timeout(budget, fut).await {
-                Err(_) => anyhow::bail!(
-                    "JetStream did not acknowledge message {} on subject {} within {} ms",
-                    msg.id,
-                    subject,
-                    budget.as_millis()
-                ),
-                Ok(Err(e)) => anyhow::bail!(
+                Err(_) => Err(BrokerError::Timeout {
+                    connection: self.connection(),
+                    reason: format!(
+                        "JetStream did not acknowledge message {} on subject {} within {} ms",
+                        msg.id,
+                        subject,
+                        budget.as_millis()
+                    ),
+                }),
+                Ok(Err(e)) => Err(refused(format!(
                     "JetStream refused message {} on subject {}: {e}",
-                    msg.id,
-                    subject
-                ),
+                    msg.id, subject
+                ))),
                 Ok(Ok(ack)) => {
                     if ack.duplicate {
                         // Already in the stream: the consumers have it once. Said aloud,
@@ -420,17 +460,25 @@ impl NatsPublisher {
             let fut = async {
                 client
                     .publish_with_headers(subject.clone(), headers, body)
-                    .await?;
-                client.flush().await?;
-                anyhow::Ok(())
+                    .await
+                    .map_err(|e| e.to_string())?;
+                client.flush().await.map_err(|e| e.to_string())
             };
-            tokio::time::timeout(budget, fut).await.map_err(|_| {
-                anyhow::anyhow!(
-                    "NATS flush of message {} did not finish within {} ms",
-                    msg.id,
-                    budget.as_millis()
-                )
-            })?
+            match tokio::time::timeout(budget, fut).await {
+                Err(_) => Err(BrokerError::Timeout {
+                    connection: self.connection(),
+                    reason: format!(
+                        "NATS flush of message {} did not finish within {} ms",
+                        msg.id,
+                        budget.as_millis()
+                    ),
+                }),
+                Ok(Err(e)) => Err(BrokerError::Connect {
+                    connection: self.connection(),
+                    reason: format!("publish of message {}: {e}", msg.id),
+                }),
+                Ok(Ok(())) => Ok(()),
+            }
         }
     }
 }
@@ -443,7 +491,7 @@ impl BrokerKind for Nats {
         "nats"
     }
 
-    fn check_source(&self, source: &SourceConfig) -> anyhow::Result<()> {
+    fn check_source(&self, source: &SourceConfig) -> Result<(), BrokerError> {
         match &source.kind {
             SourceKind::Nats(c) => validate_source(&source.name, c),
             _ => Err(not_mine("nats", &format!("sources.{}", source.name))),
@@ -455,7 +503,7 @@ impl BrokerKind for Nats {
         source: &SourceConfig,
         sink: Arc<dyn Sink>,
         health: Health,
-    ) -> anyhow::Result<Box<dyn SourceClient>> {
+    ) -> Result<Box<dyn SourceClient>, BrokerError> {
         let SourceKind::Nats(c) = &source.kind else {
             return Err(not_mine("nats", &format!("sources.{}", source.name)));
         };
@@ -471,7 +519,7 @@ impl BrokerKind for Nats {
         &self,
         destination: &DestinationConfig,
         health: Health,
-    ) -> anyhow::Result<Box<dyn PublisherClient>> {
+    ) -> Result<Box<dyn PublisherClient>, BrokerError> {
         let DestinationKind::Nats(c) = &destination.kind else {
             return Err(not_mine(
                 "nats",
@@ -488,14 +536,14 @@ impl BrokerKind for Nats {
 
 #[async_trait]
 impl SourceClient for NatsSource {
-    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> Result<(), BrokerError> {
         self.run(stop).await
     }
 }
 
 #[async_trait]
 impl PublisherClient for NatsPublisher {
-    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+    async fn send(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         self.publish(msg).await
     }
 }

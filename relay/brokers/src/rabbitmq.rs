@@ -25,6 +25,7 @@ use tokio_util::sync::CancellationToken;
 use crate::config::{
     BrokerTls, DeliveryMode, ExchangeType, RabbitMqDestinationConfig, RabbitMqSourceConfig,
 };
+use crate::error::{classify_connect, BrokerError};
 use crate::health::Health;
 use crate::ingest::{IngestError, Received, Sink};
 use crate::outbound::OutboundMessage;
@@ -38,7 +39,7 @@ enum RunEnd {
     /// Connection or channel trouble: reconnect after a backoff.
     Broken(String),
     /// Configuration the operator must fix (the queue does not exist).
-    Fatal(anyhow::Error),
+    Fatal(BrokerError),
     /// The crash failpoint fired: drop everything without acknowledging.
     Crashed,
 }
@@ -76,20 +77,35 @@ impl RabbitMqSource {
     }
 
     /// Connects once and checks the queue, so that a missing queue fails startup loudly.
-    pub async fn check(&self) -> anyhow::Result<()> {
+    pub async fn check(&self) -> Result<(), BrokerError> {
         let conn = connect(
             &self.config.connection_url,
             self.config.tls.as_ref(),
             &self.name,
         )
         .await?;
-        let channel = conn.create_channel().await?;
+        let channel = conn
+            .create_channel()
+            .await
+            .map_err(|e| BrokerError::Connect {
+                connection: self.connection(),
+                reason: format!("channel: {e}"),
+            })?;
         let r = self.declare(&channel).await;
         let _ = conn.close(200, "check done".into()).await;
         r
     }
 
-    async fn declare(&self, channel: &Channel) -> anyhow::Result<()> {
+    /// The source, for error messages: `RabbitMQ `orders` at amqp://…`.
+    fn connection(&self) -> String {
+        format!(
+            "RabbitMQ `{}` at {}",
+            self.name,
+            redact_error(&self.config.connection_url, &[])
+        )
+    }
+
+    async fn declare(&self, channel: &Channel) -> Result<(), BrokerError> {
         let q = &self.config.queue_name;
         let options = if self.config.declare_queue {
             QueueDeclareOptions {
@@ -104,20 +120,21 @@ impl RabbitMqSource {
         };
         match channel.queue_declare(q.as_str().into(), options, FieldTable::default()).await {
             Ok(_) => Ok(()),
-            Err(e) if !self.config.declare_queue && e.to_string().contains("NOT_FOUND") => Err(anyhow::anyhow!(
-                "source '{}': RabbitMQ queue '{}' does not exist. QueueBox does not declare source queues; create the queue, or set sources.{}.declareQueue: true to have QueueBox declare it (durable)",
-                self.name,
-                q,
-                self.name
+            Err(e) if !self.config.declare_queue && e.to_string().contains("NOT_FOUND") => Err(BrokerError::config(
+                format!("sources.{}.queueName", self.name),
+                format!("RabbitMQ queue '{q}' does not exist. QueueBox does not declare source queues; create the queue, or set sources.{}.declareQueue: true to have QueueBox declare it (durable)", self.name),
             )),
-            Err(e) => Err(anyhow::anyhow!("source '{}': queue '{}': {}", self.name, q, e)),
+            Err(e) => Err(BrokerError::Connect {
+                connection: self.connection(),
+                reason: format!("queue '{q}': {e}"),
+            }),
         }
     }
 
     /// Runs until `stop`: consumes, reconnecting with backoff when the broker goes away.
     /// Returns an error only for what reconnecting cannot fix (a missing queue) and for the
     /// crash failpoint.
-    pub async fn run(&self, stop: CancellationToken) -> anyhow::Result<()> {
+    pub async fn run(&self, stop: CancellationToken) -> Result<(), BrokerError> {
         let mut backoff = Backoff::default();
         loop {
             match self.run_once(&stop, &mut backoff).await {
@@ -156,10 +173,9 @@ impl RabbitMqSource {
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
         if let Err(e) = self.declare(&channel).await {
-            return if e.to_string().contains("does not exist") {
-                RunEnd::Fatal(e)
-            } else {
-                RunEnd::Broken(e.to_string())
+            return match e {
+                BrokerError::Config { .. } => RunEnd::Fatal(e),
+                other => RunEnd::Broken(other.to_string()),
             };
         }
         let prefetch = self.config.prefetch_count.max(1);
@@ -265,13 +281,20 @@ impl RabbitMqSource {
 /// Connects to `url`; an `amqps://` URL speaks TLS (rustls, system roots plus the `tls:`
 /// CA, and the client certificate when given). A refused certificate or login comes back
 /// as an error naming the connection and the cause; there is no plain-text fallback.
-async fn connect(url: &str, tls: Option<&BrokerTls>, name: &str) -> anyhow::Result<Connection> {
+async fn connect(
+    url: &str,
+    tls: Option<&BrokerTls>,
+    name: &str,
+) -> Result<Connection, BrokerError> {
     let at = || format!("RabbitMQ `{name}` at {}", redact_error(url, &[]));
     queuebox_core::tls::install_provider();
     let props =
         ConnectionProperties::default().with_connection_name(format!("queuebox-{name}").into());
     let read = |path: &str| {
-        std::fs::read(path).map_err(|e| anyhow::anyhow!("{}: cannot read {path}: {e}", at()))
+        std::fs::read(path).map_err(|e| BrokerError::Tls {
+            connection: at(),
+            reason: format!("cannot read {path}: {e}"),
+        })
     };
     let mut config = lapin::tcp::OwnedTLSConfig::default();
     if let Some(t) = tls {
@@ -285,15 +308,20 @@ async fn connect(url: &str, tls: Option<&BrokerTls>, name: &str) -> anyhow::Resu
             });
         }
     }
-    let runtime =
-        lapin::runtime::default_runtime().map_err(|e| anyhow::anyhow!("{}: {e}", at()))?;
+    let runtime = lapin::runtime::default_runtime().map_err(|e| BrokerError::Connect {
+        connection: at(),
+        reason: e.to_string(),
+    })?;
     tokio::time::timeout(
         Duration::from_secs(10),
         Connection::connect_with_config(url, props, config, runtime),
     )
     .await
-    .map_err(|_| anyhow::anyhow!("{}: no connection within 10 s", at()))?
-    .map_err(|e| anyhow::anyhow!("{}: {}", at(), redact_error(&e.to_string(), &[])))
+    .map_err(|_| BrokerError::Timeout {
+        connection: at(),
+        reason: "no connection within 10 s".into(),
+    })?
+    .map_err(|e| classify_connect(at(), redact_error(&e.to_string(), &[])))
 }
 
 /// AMQP headers as strings (reference 6.4): typed values as their text, nested tables and
@@ -396,7 +424,7 @@ impl RabbitMqPublisher {
         name: &str,
         config: RabbitMqDestinationConfig,
         health: Health,
-    ) -> anyhow::Result<Self> {
+    ) -> Result<Self, BrokerError> {
         let exchange = Template::parse(&config.exchange, "exchange", name)?;
         let routing_key =
             Template::parse(&config.routing_key_template, "routingKeyTemplate", name)?;
@@ -417,21 +445,35 @@ impl RabbitMqPublisher {
         format!("rabbitmq.{}", self.name)
     }
 
-    async fn open(&self) -> anyhow::Result<(Connection, Channel)> {
+    /// The destination, for error messages: `RabbitMQ destination `bus` at amqp://…`.
+    fn connection(&self) -> String {
+        format!(
+            "RabbitMQ destination `{}` at {}",
+            self.name,
+            redact_error(&self.config.url, &[])
+        )
+    }
+
+    async fn open(&self) -> Result<(Connection, Channel), BrokerError> {
         let conn = connect(&self.config.url, self.config.tls.as_ref(), &self.name).await?;
-        let channel = conn.create_channel().await?;
+        let broken = |e: lapin::Error| BrokerError::Connect {
+            connection: self.connection(),
+            reason: format!("channel: {e}"),
+        };
+        let channel = conn.create_channel().await.map_err(broken)?;
         channel
             .confirm_select(ConfirmSelectOptions::default())
-            .await?;
+            .await
+            .map_err(broken)?;
         Ok((conn, channel))
     }
 
     /// Publishes `msg` and returns only after the broker confirmed it. An unroutable
     /// message, a nack or no confirm within the timeout is an error (the row retries).
-    pub async fn publish(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+    pub async fn publish(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         let exchange = template::address(self.config.exchange_from.as_deref(), &self.exchange, msg);
         if exchange.trim().is_empty() {
-            anyhow::bail!("Destination '{}' rendered an empty exchange from template '{}'. QueueBox does not publish the message.", self.name, self.exchange.source());
+            return Err(BrokerError::config(format!("destinations.{}.exchange", self.name), format!("rendered an empty exchange from template '{}'. QueueBox does not publish the message.", self.exchange.source())));
         }
         let routing_key = msg
             .routing_key
@@ -458,7 +500,7 @@ impl RabbitMqPublisher {
                 if !channel.status().connected() {
                     *guard = None;
                 }
-                if e.to_string().contains("connection") || guard.is_none() {
+                if e.is_connection() || guard.is_none() {
                     self.health.set_down(&self.component(), &e.to_string());
                 }
             }
@@ -472,7 +514,11 @@ impl RabbitMqPublisher {
         exchange: &str,
         routing_key: &str,
         msg: &OutboundMessage,
-    ) -> anyhow::Result<()> {
+    ) -> Result<(), BrokerError> {
+        let refused = |reason: String| BrokerError::Refused {
+            connection: self.connection(),
+            reason,
+        };
         let kind = match self.config.exchange_type {
             ExchangeType::Topic => ExchangeKind::Topic,
             ExchangeType::Direct => ExchangeKind::Direct,
@@ -490,7 +536,8 @@ impl RabbitMqPublisher {
                 },
                 FieldTable::default(),
             )
-            .await?;
+            .await
+            .map_err(|e| refused(format!("exchange {exchange}: {e}")))?;
         let mut headers = FieldTable::default();
         for (k, v) in &self.config.headers {
             headers.insert(k.as_str().into(), AMQPValue::LongString(v.as_str().into()));
@@ -512,7 +559,8 @@ impl RabbitMqPublisher {
             .with_content_type("application/json".into())
             .with_delivery_mode(mode)
             .with_headers(headers);
-        let body = serde_json::to_vec(&msg.payload)?;
+        let body =
+            serde_json::to_vec(&msg.payload).map_err(|e| refused(format!("payload: {e}")))?;
         let confirm = channel
             .basic_publish(
                 exchange.into(),
@@ -524,32 +572,40 @@ impl RabbitMqPublisher {
                 &body,
                 props,
             )
-            .await?;
+            .await
+            .map_err(|e| BrokerError::Connect {
+                connection: self.connection(),
+                reason: format!("publish of message {}: {e}", msg.id),
+            })?;
         let wait = Duration::from_millis(self.config.timeout_ms.clamp(1000, 5000));
         match tokio::time::timeout(wait, confirm).await {
-            Err(_) => anyhow::bail!(
-                "Publish not confirmed: message {} on exchange {} within {} ms",
-                msg.id,
-                exchange,
-                wait.as_millis()
-            ),
-            Ok(Err(e)) => Err(e.into()),
-            Ok(Ok(Confirmation::Ack(None))) => Ok(()),
-            Ok(Ok(Confirmation::Ack(Some(_)))) | Ok(Ok(Confirmation::Nack(Some(_)))) => {
-                anyhow::bail!(
-                    "Message {} is unroutable on exchange {} with routing key {}",
+            Err(_) => Err(BrokerError::Timeout {
+                connection: self.connection(),
+                reason: format!(
+                    "Publish not confirmed: message {} on exchange {} within {} ms",
                     msg.id,
                     exchange,
-                    routing_key
-                )
+                    wait.as_millis()
+                ),
+            }),
+            Ok(Err(e)) => Err(BrokerError::Connect {
+                connection: self.connection(),
+                reason: format!("confirm of message {}: {e}", msg.id),
+            }),
+            Ok(Ok(Confirmation::Ack(None))) => Ok(()),
+            Ok(Ok(Confirmation::Ack(Some(_)))) | Ok(Ok(Confirmation::Nack(Some(_)))) => {
+                Err(refused(format!(
+                    "Message {} is unroutable on exchange {} with routing key {}",
+                    msg.id, exchange, routing_key
+                )))
             }
-            Ok(Ok(Confirmation::Nack(None))) => anyhow::bail!(
+            Ok(Ok(Confirmation::Nack(None))) => Err(refused(format!(
                 "Publish not confirmed: the broker nacked message {}",
                 msg.id
-            ),
-            Ok(Ok(Confirmation::NotRequested)) => {
-                anyhow::bail!("Publish not confirmed: confirms are off on the channel")
-            }
+            ))),
+            Ok(Ok(Confirmation::NotRequested)) => Err(refused(
+                "Publish not confirmed: confirms are off on the channel".into(),
+            )),
         }
     }
 }
@@ -567,7 +623,7 @@ impl BrokerKind for RabbitMq {
         source: &SourceConfig,
         sink: Arc<dyn Sink>,
         health: Health,
-    ) -> anyhow::Result<Box<dyn SourceClient>> {
+    ) -> Result<Box<dyn SourceClient>, BrokerError> {
         let SourceKind::RabbitMq(c) = &source.kind else {
             return Err(not_mine("rabbitmq", &format!("sources.{}", source.name)));
         };
@@ -583,7 +639,7 @@ impl BrokerKind for RabbitMq {
         &self,
         destination: &DestinationConfig,
         health: Health,
-    ) -> anyhow::Result<Box<dyn PublisherClient>> {
+    ) -> Result<Box<dyn PublisherClient>, BrokerError> {
         let DestinationKind::RabbitMq(c) = &destination.kind else {
             return Err(not_mine(
                 "rabbitmq",
@@ -600,7 +656,7 @@ impl BrokerKind for RabbitMq {
 
 #[async_trait]
 impl SourceClient for RabbitMqSource {
-    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()> {
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> Result<(), BrokerError> {
         // A missing queue fails start-up loudly before the consumer loop begins.
         self.check().await?;
         self.run(stop).await
@@ -609,7 +665,7 @@ impl SourceClient for RabbitMqSource {
 
 #[async_trait]
 impl PublisherClient for RabbitMqPublisher {
-    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()> {
+    async fn send(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         self.publish(msg).await
     }
 }

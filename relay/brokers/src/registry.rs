@@ -10,6 +10,7 @@ use async_trait::async_trait;
 use queuebox_config::{DestinationConfig, SourceConfig};
 use tokio_util::sync::CancellationToken;
 
+use crate::error::BrokerError;
 use crate::health::Health;
 use crate::ingest::Sink;
 use crate::outbound::OutboundMessage;
@@ -19,12 +20,12 @@ use crate::{kafka, nats, rabbitmq};
 pub static KINDS: &[&dyn BrokerKind] = &[&rabbitmq::RabbitMq, &kafka::Kafka, &nats::Nats];
 
 /// The broker kind whose `type` is `type_name`.
-pub fn kind(type_name: &str) -> anyhow::Result<&'static dyn BrokerKind> {
+pub fn kind(type_name: &str) -> Result<&'static dyn BrokerKind, BrokerError> {
     KINDS
         .iter()
         .copied()
         .find(|k| k.type_name() == type_name)
-        .ok_or_else(|| anyhow::anyhow!("`{type_name}` is not a broker kind"))
+        .ok_or_else(|| BrokerError::config("type", format!("`{type_name}` is not a broker kind")))
 }
 
 /// One broker kind: how its sources consume and its destinations publish.
@@ -35,7 +36,7 @@ pub trait BrokerKind: Sync {
 
     /// Refuses, before anything connects, a source this kind cannot run. The parsed keys
     /// are already validated by the configuration; this is for what only the client knows.
-    fn check_source(&self, _source: &SourceConfig) -> anyhow::Result<()> {
+    fn check_source(&self, _source: &SourceConfig) -> Result<(), BrokerError> {
         Ok(())
     }
 
@@ -45,14 +46,14 @@ pub trait BrokerKind: Sync {
         source: &SourceConfig,
         sink: Arc<dyn Sink>,
         health: Health,
-    ) -> anyhow::Result<Box<dyn SourceClient>>;
+    ) -> Result<Box<dyn SourceClient>, BrokerError>;
 
     /// The publisher of `destination` (of this kind).
     fn publisher(
         &self,
         destination: &DestinationConfig,
         health: Health,
-    ) -> anyhow::Result<Box<dyn PublisherClient>>;
+    ) -> Result<Box<dyn PublisherClient>, BrokerError>;
 }
 
 /// A broker source's consumer: acknowledges each message only after `sink` stored it.
@@ -60,17 +61,17 @@ pub trait BrokerKind: Sync {
 pub trait SourceClient: Send {
     /// Consumes until `stop`, riding out broker outages; an error is what reconnecting
     /// cannot fix (a missing queue or stream).
-    async fn consume(self: Box<Self>, stop: CancellationToken) -> anyhow::Result<()>;
+    async fn consume(self: Box<Self>, stop: CancellationToken) -> Result<(), BrokerError>;
 }
 
 /// A broker destination's publisher: `Ok` only after the broker confirmed the message.
 #[async_trait]
 pub trait PublisherClient: Send + Sync {
-    async fn send(&self, msg: &OutboundMessage) -> anyhow::Result<()>;
+    async fn send(&self, msg: &OutboundMessage) -> Result<(), BrokerError>;
 }
 
 /// The error of a source or destination handed to a kind that is not its own (a wrong
 /// table entry, never a user's mistake).
-pub(crate) fn not_mine(kind: &str, path: &str) -> anyhow::Error {
-    anyhow::anyhow!("{path}: not of type {kind}")
+pub(crate) fn not_mine(kind: &str, path: &str) -> BrokerError {
+    BrokerError::config(path, format!("not of type {kind}"))
 }

@@ -5,6 +5,7 @@
 //! renderer, [`queuebox_config::Template`]; this module holds the vocabulary, because the
 //! values come from the [`OutboundMessage`] this crate owns.
 
+use crate::error::BrokerError;
 use std::borrow::Cow;
 
 use serde_json::Value;
@@ -62,16 +63,17 @@ pub struct Template(queuebox_config::Template);
 
 impl Template {
     /// Parses `text`; `field` and `destination` name the error.
-    pub fn parse(text: &str, field: &str, destination: &str) -> anyhow::Result<Self> {
-        let template = queuebox_config::Template::parse(text)
-            .map_err(|e| anyhow::anyhow!("destinations.{destination}.{field}: {e}"))?;
+    pub fn parse(text: &str, field: &str, destination: &str) -> Result<Self, BrokerError> {
+        let path = || format!("destinations.{destination}.{field}");
+        let template =
+            queuebox_config::Template::parse(text).map_err(|e| BrokerError::config(path(), e))?;
         if let Some(other) = template
             .placeholders()
             .find(|name| Placeholder::of(name).is_none())
         {
-            anyhow::bail!(
-                "destinations.{destination}.{field}: the placeholder `{{{{ {other} }}}}` is not allowed; use topic, key, aggregateType, payload.<field> or data.<field>"
-            );
+            return Err(BrokerError::config(path(), format!(
+                "the placeholder `{{{{ {other} }}}}` is not allowed; use topic, key, aggregateType, payload.<field> or data.<field>"
+            )));
         }
         Ok(Template(template))
     }
@@ -88,10 +90,13 @@ impl Template {
 }
 
 /// Checks a `*From` column name: exactly `aggregate_type`, `topic` or `key`.
-pub fn check_from_column(column: &str, field: &str, destination: &str) -> anyhow::Result<()> {
+pub fn check_from_column(column: &str, field: &str, destination: &str) -> Result<(), BrokerError> {
     match column {
         "aggregate_type" | "topic" | "key" => Ok(()),
-        other => anyhow::bail!("destinations.{destination}.{field}: `{other}` is not a column it accepts; use aggregate_type, topic or key"),
+        other => Err(BrokerError::config(
+            format!("destinations.{destination}.{field}"),
+            format!("`{other}` is not a column it accepts; use aggregate_type, topic or key"),
+        )),
     }
 }
 

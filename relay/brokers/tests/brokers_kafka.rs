@@ -74,7 +74,7 @@ fn spawn(
     source: KafkaSource,
 ) -> (
     CancellationToken,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
+    tokio::task::JoinHandle<Result<(), queuebox_brokers::BrokerError>>,
 ) {
     let stop = CancellationToken::new();
     let st = stop.clone();

@@ -98,7 +98,7 @@ fn spawn(
     source: NatsSource,
 ) -> (
     CancellationToken,
-    tokio::task::JoinHandle<anyhow::Result<()>>,
+    tokio::task::JoinHandle<Result<(), queuebox_brokers::BrokerError>>,
 ) {
     let stop = CancellationToken::new();
     let st = stop.clone();

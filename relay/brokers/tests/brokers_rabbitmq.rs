@@ -118,7 +118,7 @@ fn rmq_source_with(
 
 struct Running {
     stop: CancellationToken,
-    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    task: tokio::task::JoinHandle<Result<(), queuebox_brokers::BrokerError>>,
 }
 
 fn spawn(source: RabbitMqSource) -> (Running, Arc<RabbitMqSource>) {
@@ -131,7 +131,7 @@ fn spawn(source: RabbitMqSource) -> (Running, Arc<RabbitMqSource>) {
 }
 
 impl Running {
-    async fn stop(self) -> anyhow::Result<()> {
+    async fn stop(self) -> Result<(), queuebox_brokers::BrokerError> {
         self.stop.cancel();
         self.task.await.unwrap()
     }

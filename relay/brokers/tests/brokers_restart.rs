@@ -22,10 +22,11 @@ const WAIT: Duration = Duration::from_secs(60);
 
 /// Runs `f` until it succeeds or `WAIT` passes (a client's first attempts after a restart
 /// may fail while it reconnects).
-async fn eventually<F, Fut>(what: &str, mut f: F)
+async fn eventually<F, Fut, E>(what: &str, mut f: F)
 where
     F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<()>>,
+    Fut: std::future::Future<Output = Result<(), E>>,
+    E: std::fmt::Display,
 {
     let start = std::time::Instant::now();
     loop {

@@ -3,7 +3,7 @@
 
 use async_trait::async_trait;
 use queuebox_brokers::registry::{self, PublisherClient};
-use queuebox_brokers::Health;
+use queuebox_brokers::{BrokerError, Health};
 use queuebox_config::DestinationConfig;
 
 use super::{OutboundMessage, PublishError, Publisher};
@@ -38,10 +38,16 @@ impl Publisher for BrokerPublisher {
     async fn publish(&self, msg: &OutboundMessage) -> Result<(), PublishError> {
         self.client.send(msg).await.map_err(|e| {
             let text = queuebox_core::headers::redact_error(&e.to_string(), &[]);
-            if self.health.get(&self.component).is_some_and(|c| !c.up) {
-                PublishError::Unavailable(text)
-            } else {
-                PublishError::Rejected(text)
+            // Every variant fails the attempt; the kind says why. A broker timeout keeps its
+            // own text (it names the broker and the budget), so it travels as Unavailable.
+            match e {
+                BrokerError::Connect { .. }
+                | BrokerError::Auth { .. }
+                | BrokerError::Tls { .. }
+                | BrokerError::Timeout { .. } => PublishError::Unavailable(text),
+                BrokerError::Refused { .. }
+                | BrokerError::Config { .. }
+                | BrokerError::Crashed(_) => PublishError::Rejected(text),
             }
         })
     }

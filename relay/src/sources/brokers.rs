@@ -111,11 +111,14 @@ impl BrokerSource for Broker {
         let result = match registry::kind(source.kind.type_name())
             .and_then(|kind| kind.source(&source, sink, self.health.clone()))
         {
-            Ok(client) => client.consume(stop).await,
-            Err(e) => Err(e),
+            Ok(client) => client.consume(stop).await.map_err(anyhow::Error::from),
+            Err(e) => Err(e.into()),
         };
         if let Err(e) = &result {
             tracing::error!(source = %name, error = %e, "broker source stopped");
+            // A source that stopped (a refused certificate at its first connect, a missing
+            // queue) is down for good: readiness says why instead of "connecting" for ever.
+            self.health.set_down(&self.component, &e.to_string());
         }
         result
     }
