@@ -36,6 +36,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 1, "0001_create_outbox"),
     migration!("postgres", 2, "0002_create_inbox"),
     migration!("postgres", 3, "0003_inbox_pull_notify"),
+    migration!("postgres", 4, "0004_outbox_publish"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -44,6 +45,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 1, "0001_create_outbox"),
     migration!("sqlserver", 2, "0002_create_inbox"),
     migration!("sqlserver", 3, "0003_inbox_pull_notify"),
+    migration!("sqlserver", 4, "0004_outbox_publish"),
 ];
 
 /// What a migration run did.

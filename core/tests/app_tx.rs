@@ -532,3 +532,139 @@ async fn bad_input_through_the_sqlx_entry_point_writes_nothing() {
         .unwrap();
     assert_eq!(n, 0, "nothing of a refused batch is written");
 }
+
+#[tokio::test]
+async fn queuebox_publish_writes_a_row_from_plain_sql_and_from_a_trigger() {
+    let (store, _) = fresh_store("apptx_sqlfn").await;
+    let pool = store.pool().clone();
+    let id: Uuid = sqlx::query_scalar(
+        "SELECT queuebox_publish('orders.created', '{\"order\": 7}', key => 'order-7',
+                headers => '{\"traceparent\": \"00-abc-01\"}', max_attempts => 3,
+                delay_ms => 60000, aggregate_type => 'order')",
+    )
+    .fetch_one(&pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        outbox_row(&pool, id).await.unwrap(),
+        json!({"topic": "orders.created", "key": "order-7", "aggregate_type": "order",
+               "payload": {"order": 7}, "headers": {"traceparent": "00-abc-01"},
+               "state": "pending", "max_attempts": 3, "delay_s": 60})
+    );
+    let plain: Uuid = sqlx::query_scalar("SELECT queuebox_publish('t', '[1, 2]')")
+        .fetch_one(&pool)
+        .await
+        .unwrap();
+    assert_eq!(
+        outbox_row(&pool, plain).await.unwrap(),
+        json!({"topic": "t", "key": null, "aggregate_type": null, "payload": [1, 2],
+               "headers": {}, "state": "pending", "max_attempts": 5, "delay_s": 0})
+    );
+
+    // A trigger publishes in the writing transaction: committed with it, or not at all.
+    sqlx::raw_sql(
+        "CREATE TABLE orders (id INT PRIMARY KEY);
+         CREATE FUNCTION orders_publish() RETURNS trigger LANGUAGE plpgsql AS $$
+         BEGIN
+             PERFORM queuebox_publish('orders.created', jsonb_build_object('id', NEW.id), key => NEW.id::text);
+             RETURN NEW;
+         END $$;
+         CREATE TRIGGER orders_publish AFTER INSERT ON orders FOR EACH ROW EXECUTE FUNCTION orders_publish();",
+    )
+    .execute(&pool)
+    .await
+    .unwrap();
+    let mut tx = pool.begin().await.unwrap();
+    sqlx::query("INSERT INTO orders VALUES (1)")
+        .execute(&mut *tx)
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    sqlx::query("INSERT INTO orders VALUES (2)")
+        .execute(&pool)
+        .await
+        .unwrap();
+    let keys: Vec<Option<String>> = sqlx::query_scalar(
+        "SELECT key FROM outbox WHERE aggregate_type IS NULL AND topic = 'orders.created'",
+    )
+    .fetch_all(&pool)
+    .await
+    .unwrap();
+    assert_eq!(keys, vec![Some("2".to_string())]);
+
+    for (call, expected) in [
+        ("SELECT queuebox_publish('', '{}')", "topic is required"),
+        ("SELECT queuebox_publish(NULL, '{}')", "topic is required"),
+        (
+            "SELECT queuebox_publish('t', 'null')",
+            "payload is required",
+        ),
+        (
+            "SELECT queuebox_publish('t', '{}', headers => '[1]')",
+            "headers must be a JSON object of strings",
+        ),
+        (
+            "SELECT queuebox_publish('t', '{}', headers => '{\"a\": 1}')",
+            "headers must be a JSON object of strings",
+        ),
+        (
+            "SELECT queuebox_publish('t', '{}', max_attempts => 0)",
+            "max_attempts must be at least 1",
+        ),
+        (
+            "SELECT queuebox_publish('t', '{}', delay_ms => -1)",
+            "delay_ms must be 0 or more",
+        ),
+    ] {
+        let e = sqlx::query(call)
+            .execute(&pool)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains(expected), "{call}: {e}");
+    }
+}
+
+#[tokio::test]
+async fn an_outbox_insert_notifies_queuebox_outbox_once_per_statement_on_commit_only() {
+    let (store, url) = fresh_store("apptx_notify").await;
+    let pool = store.pool().clone();
+    let mut listener = sqlx::postgres::PgListener::connect(&url).await.unwrap();
+    listener.listen("queuebox_outbox").await.unwrap();
+    let quiet = Duration::from_millis(400);
+
+    let mut tx = pool.begin().await.unwrap();
+    app_tx::publish(&mut tx, &OutboxMessage::new("t", json!({})))
+        .await
+        .unwrap();
+    tx.rollback().await.unwrap();
+    assert!(
+        tokio::time::timeout(quiet, listener.recv()).await.is_err(),
+        "a rolled-back insert notifies nobody"
+    );
+
+    let messages: Vec<OutboxMessage> = (0..50)
+        .map(|i| OutboxMessage::new("t", json!({ "i": i })))
+        .collect();
+    let mut tx = pool.begin().await.unwrap();
+    app_tx::publish_many(&mut tx, &messages).await.unwrap();
+    tx.commit().await.unwrap();
+    let n = tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("a committed insert notifies")
+        .unwrap();
+    assert_eq!(n.channel(), "queuebox_outbox");
+    assert!(
+        tokio::time::timeout(quiet, listener.recv()).await.is_err(),
+        "fifty rows of one statement notify once"
+    );
+
+    sqlx::query("SELECT queuebox_publish('t', '{}')")
+        .execute(&pool)
+        .await
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), listener.recv())
+        .await
+        .expect("queuebox_publish notifies too")
+        .unwrap();
+}

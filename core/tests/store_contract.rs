@@ -730,6 +730,86 @@ fn outbox_ids(claimed: &[ClaimedOutbox]) -> Vec<Uuid> {
     claimed.iter().map(|c| c.row.id).collect()
 }
 
+// A claim fills its batch with every claimable row, however many rows wait behind the heads
+// of their keys: with fewer keys than the batch, and with one hot key holding the oldest rows.
+async fn outbox_claims_fill_the_batch_behind_a_hot_key_and_one_statement_marks_it_sent(
+    relay: Arc<dyn RelayStore>,
+    _store: &Arc<dyn Store>,
+) {
+    let mut hot = Vec::new();
+    for _ in 0..12 {
+        hot.push(
+            relay
+                .insert_outbox(&outbox_row("t", Some("hot")))
+                .await
+                .unwrap(),
+        );
+    }
+    for k in ["a", "b", "c", "d", "e"] {
+        for _ in 0..2 {
+            relay
+                .insert_outbox(&outbox_row("t", Some(k)))
+                .await
+                .unwrap();
+        }
+    }
+    for _ in 0..2 {
+        relay.insert_outbox(&outbox_row("t", None)).await.unwrap();
+    }
+    // Claimable now: the head of each of the 6 keys and the 2 unkeyed rows.
+    let mut taken = Vec::new();
+    for _ in 0..2 {
+        let c = relay.claim_outbox(4, LEASE).await.unwrap();
+        assert_eq!(c.len(), 4, "eight rows are claimable: a batch of 4 is full");
+        taken.extend(c);
+    }
+    assert!(
+        relay.claim_outbox(4, LEASE).await.unwrap().is_empty(),
+        "every other row waits behind the head of its key"
+    );
+    let mut keys: Vec<Option<String>> = taken.iter().map(|c| c.row.key.clone()).collect();
+    keys.sort();
+    let some = |k: &str| Some(k.to_string());
+    assert_eq!(
+        keys,
+        vec![
+            None,
+            None,
+            some("a"),
+            some("b"),
+            some("c"),
+            some("d"),
+            some("e"),
+            some("hot")
+        ],
+        "one row per key, and both unkeyed rows"
+    );
+    assert!(
+        taken.iter().any(|c| c.row.id == hot[0]),
+        "the hot key's head"
+    );
+    // One statement marks the batch sent, fenced per row: a stale token marks nothing.
+    let mut claims: Vec<_> = taken.iter().map(|c| c.claim).collect();
+    claims.push(stranger(&taken[0].claim));
+    let mut marked = relay.mark_sent_many(&claims).await.unwrap();
+    marked.sort();
+    let mut expected: Vec<Uuid> = taken.iter().map(|c| c.row.id).collect();
+    expected.sort();
+    assert_eq!(
+        marked, expected,
+        "every live claim marked once, the stranger not"
+    );
+    assert!(
+        relay.mark_sent_many(&claims).await.unwrap().is_empty(),
+        "a claim ends with its first outcome"
+    );
+    assert!(relay.mark_sent_many(&[]).await.unwrap().is_empty());
+    // Sending the heads makes each key's next row (and the hot key's second) claimable.
+    let next = relay.claim_outbox(10, LEASE).await.unwrap();
+    assert_eq!(next.len(), 6, "the second row of each of the six keys");
+    assert!(next.iter().any(|c| c.row.id == hot[1]));
+}
+
 async fn outbox_claims_keep_the_key_head_rule_and_fence_every_outcome(
     relay: Arc<dyn RelayStore>,
     _store: &Arc<dyn Store>,
@@ -1218,6 +1298,7 @@ contract!(
     relay_sqlserver,
     relay_setup:
     outbox_claims_keep_the_key_head_rule_and_fence_every_outcome,
+    outbox_claims_fill_the_batch_behind_a_hot_key_and_one_statement_marks_it_sent,
     push_claims_take_one_row_per_aggregate_and_forward_exactly_once,
     expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt,
     backlog_and_retention_count_and_delete_only_terminal_rows,

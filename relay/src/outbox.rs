@@ -7,6 +7,12 @@
 //! renewal reports lost cancels its publish if it has not completed (the publish future is
 //! dropped), is logged and counted once, and nothing is written for it. A publish that
 //! completed after its claim was lost is a duplicate delivery: logged and counted.
+//!
+//! Delivered rows are marked sent together, in one fenced statement per [`MARK_EVERY`] rows
+//! and at the end of the batch ([`mark_delivered`]), instead of one UPDATE each: that UPDATE
+//! was most of the database's work per row. A delivered row stays in the renewed set until
+//! its mark, so its claim stays live; a crash before the mark delivers it again (same
+//! message id, which the NATS destination also sends as `Nats-Msg-Id`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -122,15 +128,27 @@ impl Relay for OutboxRelay {
             (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(st, live.clone(), self.lease)));
         // The batch finishes even when shutdown starts: in-flight publishes complete.
         hb.beat(self.publish_allowance);
+        let delivered: Delivered = Mutex::new(Vec::new());
         futures::stream::iter(batch)
             .for_each_concurrent(st.cfg.outbox.concurrency as usize, |(c, t)| {
-                let live = &live;
+                let (live, delivered) = (&live, &delivered);
                 async move {
-                    process(st, c, t, live).await;
+                    if let Some(c) = process(st, c, t, live).await {
+                        let full = {
+                            let mut d = delivered.lock().unwrap();
+                            d.push(c);
+                            (d.len() >= MARK_EVERY).then(|| std::mem::take(&mut *d))
+                        };
+                        if let Some(rows) = full {
+                            mark_delivered(st, rows, live).await;
+                        }
+                    }
                     hb.beat(self.publish_allowance);
                 }
             })
             .await;
+        let rest = std::mem::take(&mut *delivered.lock().unwrap());
+        mark_delivered(st, rest, &live).await;
     }
 }
 
@@ -138,6 +156,54 @@ impl Relay for OutboxRelay {
 /// publish. A row leaves the map when its publish ends (before its outcome is written) or
 /// when a renewal reports its claim lost.
 type Live = Arc<Mutex<HashMap<Uuid, (ClaimRef, CancellationToken)>>>;
+
+/// Rows published and acknowledged, waiting for their sent mark.
+type Delivered = Mutex<Vec<ClaimedOutbox>>;
+
+/// Delivered rows marked sent in one statement: often enough that a crash re-delivers few
+/// rows, rarely enough that the mark costs a small share of a statement per row.
+const MARK_EVERY: usize = 128;
+
+/// Marks `rows` sent in one fenced statement; a row it did not match lost its claim after
+/// the publish (a duplicate delivery: logged and counted once). The rows leave the renewed
+/// set only now, so their claims stay live until the mark.
+async fn mark_delivered(st: &AppState, rows: Vec<ClaimedOutbox>, live: &Live) {
+    if rows.is_empty() {
+        return;
+    }
+    let claims: Vec<ClaimRef> = rows.iter().map(|c| c.claim).collect();
+    let result = st.store.mark_sent_many(&claims).await;
+    {
+        let mut l = live.lock().unwrap();
+        for c in &claims {
+            l.remove(&c.id);
+        }
+    }
+    match result {
+        Ok(marked) => {
+            let marked: std::collections::HashSet<Uuid> = marked.into_iter().collect();
+            for c in &rows {
+                let row = &c.row;
+                if marked.contains(&row.id) {
+                    st.metrics
+                        .inc("queuebox_outbox_messages_total", &[("status", "sent")]);
+                } else {
+                    claim_lost(Component::Outbox);
+                    tracing::error!(
+                        messageId = %row.id, topic = %row.topic, attempt = row.attempt,
+                        "published after the claim was lost: another replica owns the row, so this is a duplicate delivery; raise outbox.claimTimeoutMs above the slowest publish"
+                    );
+                }
+            }
+        }
+        Err(e) => {
+            for c in &rows {
+                st.metrics.inc("queuebox_outbox_process_errors_total", &[]);
+                tracing::error!(messageId = %c.row.id, error = %e, "published but could not mark the row sent; it is delivered again after its lease");
+            }
+        }
+    }
+}
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
 
@@ -211,12 +277,19 @@ fn lost_unpublished(row: &queuebox_core::store::relay::OutboxRow, started: bool)
     );
 }
 
-async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live: &Live) {
+/// Publishes one claimed row and writes a failure's outcome; returns the row when it was
+/// delivered, for [`mark_delivered`].
+async fn process(
+    st: &AppState,
+    c: ClaimedOutbox,
+    lost: CancellationToken,
+    live: &Live,
+) -> Option<ClaimedOutbox> {
     let t0 = Instant::now();
     let row = &c.row;
     if lost.is_cancelled() {
         lost_unpublished(row, false);
-        return;
+        return None;
     }
     let secrets: Vec<&str> = st.secrets.iter().map(String::as_str).collect();
     let Some(route) = st.cfg.route_for(&row.topic) else {
@@ -224,13 +297,13 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
         let why = format!("No route matches topic '{}'", row.topic);
         tracing::warn!(messageId = %row.id, topic = %row.topic, "{why}; the row is dead");
         finish(st, &c, st.store.dead_outbox(&c.claim, &why).await, "dead");
-        return;
+        return None;
     };
     let Some(publisher) = st.publishers.get(&route.destination) else {
         live.lock().unwrap().remove(&row.id);
         let why = format!("No publisher supports destination '{}'", route.destination);
         finish(st, &c, st.store.dead_outbox(&c.claim, &why).await, "dead");
-        return;
+        return None;
     };
     let dest = route.destination.as_str();
     let msg = OutboundMessage::from(row);
@@ -242,7 +315,10 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
         r = publisher.publish(&msg) => Some(r),
         _ = lost.cancelled() => None,
     };
-    live.lock().unwrap().remove(&row.id);
+    if !matches!(result, Some(Ok(()))) {
+        // A delivered row stays renewed until its sent mark (`mark_delivered`).
+        live.lock().unwrap().remove(&row.id);
+    }
     st.metrics.gauge_add(
         "queuebox_outbox_queue_depth",
         &[("destination", dest)],
@@ -250,7 +326,7 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
     );
     let Some(result) = result else {
         lost_unpublished(row, true);
-        return;
+        return None;
     };
     st.metrics.observe(
         "queuebox_outbox_publish_duration_seconds",
@@ -263,22 +339,12 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
                 "queuebox_outbox_destination_messages_total",
                 &[("destination", dest), ("outcome", "success")],
             );
-            match st.store.mark_sent(&c.claim).await {
-                Ok(true) => st
-                    .metrics
-                    .inc("queuebox_outbox_messages_total", &[("status", "sent")]),
-                Ok(false) => {
-                    claim_lost(Component::Outbox);
-                    tracing::error!(
-                        messageId = %row.id, topic = %row.topic, attempt = row.attempt,
-                        "published after the claim was lost: another replica owns the row, so this is a duplicate delivery; raise outbox.claimTimeoutMs above the slowest publish"
-                    );
-                }
-                Err(e) => {
-                    st.metrics.inc("queuebox_outbox_process_errors_total", &[]);
-                    tracing::error!(messageId = %row.id, error = %e, "published but could not mark the row sent; it is delivered again after its lease");
-                }
-            }
+            st.metrics.observe(
+                "queuebox_outbox_processing_duration_seconds",
+                &[],
+                t0.elapsed(),
+            );
+            return Some(c);
         }
         Err(e) => {
             st.metrics.inc(
@@ -313,6 +379,7 @@ async fn process(st: &AppState, c: ClaimedOutbox, lost: CancellationToken, live:
         &[],
         t0.elapsed(),
     );
+    None
 }
 
 fn finish(st: &AppState, c: &ClaimedOutbox, r: queuebox_core::Result<bool>, status: &'static str) {

@@ -155,6 +155,11 @@ pub trait RelayStore: Send + Sync + 'static {
     }
 
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool>;
+
+    /// Marks many claimed rows sent in one statement, each fenced like [`Self::mark_sent`];
+    /// returns the ids marked (a claim missing from the result was lost). The relay marks a
+    /// batch's deliveries with it, so a sent row costs a share of one statement, not one.
+    async fn mark_sent_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>>;
     /// Back to pending after `delay` with `attempt + 1` and `last_error`.
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool>;
     async fn dead_outbox(&self, claim: &ClaimRef, error: &str) -> Result<bool>;

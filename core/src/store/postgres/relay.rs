@@ -211,6 +211,19 @@ impl RelayStore for PgStore {
             .await
     }
 
+    async fn mark_sent_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let (ids, tokens): (Vec<Uuid>, Vec<Uuid>) = claims.iter().map(|c| (c.id, c.token)).unzip();
+        sqlx::query_scalar(sql::MARK_SENT_MANY)
+            .bind(ids)
+            .bind(tokens)
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db_err("outbox sent", e))
+    }
+
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
         self.fenced(
             sql::RETRY_OUTBOX,

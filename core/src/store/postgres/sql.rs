@@ -304,6 +304,15 @@ WITH RECURSIVE window_rows AS (
 SELECT c.*, p.walked FROM claimed c JOIN pick p ON p.id = c.id"
 );
 
+// Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key.
+/// Many fenced sent marks: `$1` ids, `$2` tokens; returns the ids marked.
+pub const MARK_SENT_MANY: &str = "
+UPDATE outbox o SET state = 'sent', updated_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
+  FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
+ WHERE o.id = c.id AND o.claim_token = c.token
+   AND o.state = 'processing' AND o.lease_expires_at > clock_timestamp()
+RETURNING o.id";
+
 pub const MARK_SENT: &str =
     concat!("UPDATE outbox SET state = 'sent', updated_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL WHERE ", outbox_fence!());
 
@@ -424,6 +433,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("RENEW_OUTBOX", RENEW_OUTBOX),
         ("CLAIM_OUTBOX", CLAIM_OUTBOX),
         ("MARK_SENT", MARK_SENT),
+        ("MARK_SENT_MANY", MARK_SENT_MANY),
         ("RETRY_OUTBOX", RETRY_OUTBOX),
         ("DEAD_OUTBOX", DEAD_OUTBOX),
         ("OUTBOX_BACKLOG", OUTBOX_BACKLOG),

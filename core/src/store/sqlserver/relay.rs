@@ -14,8 +14,8 @@ use tiberius::{Row, ToSql};
 use uuid::Uuid;
 
 use super::pull::{
-    decode_claimed, decode_inbox, fenced, json_object, millis, missing, order_key, renew_many,
-    rows, text, Extra,
+    decode_claimed, decode_inbox, fenced, json_object, millis, missing, order_key, renew_json,
+    renew_many, rows, text, Extra,
 };
 use super::value::{json_text, utc};
 use super::{db_err, sql, Pool, SqlServerStore};
@@ -227,6 +227,19 @@ impl RelayStore for SqlServerStore {
             Extra::None,
         )
         .await
+    }
+
+    async fn mark_sent_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+        if claims.is_empty() {
+            return Ok(Vec::new());
+        }
+        let pairs = renew_json(claims);
+        let params: [&dyn ToSql; 1] = [&pairs.as_str()];
+        let marked = rows(self.pool(), "outbox sent", sql::MARK_SENT_MANY, &params).await?;
+        Ok(marked
+            .iter()
+            .filter_map(|r| r.get::<Uuid, _>("id"))
+            .collect())
     }
 
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {

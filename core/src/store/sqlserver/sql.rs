@@ -411,6 +411,11 @@ COMMIT TRANSACTION;"
 pub const RENEW_OUTBOX: &str =
     fenced_many!(@on "outbox", ""; "lease_expires_at = ", now_plus_ms!("@P2"));
 
+/// Many fenced delivery successes: `@P1` the claims as JSON (`[{"id", "token"}, …]`); outputs
+/// the ids marked.
+pub const MARK_SENT_MANY: &str = fenced_many!(@on "outbox", "";
+    "state = 'sent', updated_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL");
+
 /// Fenced delivery success.
 pub const MARK_SENT: &str = concat!(
     "UPDATE outbox SET state = 'sent', updated_at = SYSUTCDATETIME(), claim_token = NULL, lease_expires_at = NULL WHERE ",
@@ -571,6 +576,7 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("CLAIM_OUTBOX", CLAIM_OUTBOX),
         ("RENEW_OUTBOX", RENEW_OUTBOX),
         ("MARK_SENT", MARK_SENT),
+        ("MARK_SENT_MANY", MARK_SENT_MANY),
         ("RETRY_OUTBOX", RETRY_OUTBOX),
         ("DEAD_OUTBOX", DEAD_OUTBOX),
         ("OUTBOX_BACKLOG", OUTBOX_BACKLOG),
