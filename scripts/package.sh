@@ -7,9 +7,10 @@
 #                  (header + lib/<goos>_<goarch>/libqueuebox.a inside the module)
 #   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_*.whl and the sdist (maturin)
 #   dist/npm/      @alternayte/queuebox-inbox and one package per platform (napi-rs layout)
+#   dist/nuget/    QueueBox.Inbox.<v>.nupkg   (lib/net45 built by mono, runtimes/<rid>/native/)
 #   dist/relay/    queuebox-<v>-<triple>.tar.gz                 (binary, LICENSE, example, migrations)
 #   dist/SHA256SUMS, dist/MANIFEST.txt (every artifact, its size, its platform)
-# Usage: bash scripts/package.sh [crates c go python npm relay ...]   (default: all of them)
+# Usage: bash scripts/package.sh [crates c go python npm nuget relay ...]   (default: all of them)
 # Built for the host, linux x86_64 glibc, only; README.md "Install" names what is not built.
 # The native code is built once per artifact kind with --release (the shared target dir).
 set -euo pipefail
@@ -30,6 +31,15 @@ esac
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 log() { echo "package: $*"; }
+
+# need_apt <command> <package>: installs the Debian package when the command is missing.
+need_apt() {
+  command -v "$1" >/dev/null 2>&1 && return 0
+  log "installing $2 from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  if [ ! -f /tmp/.qb-apt-updated ]; then apt-get update -qq && touch /tmp/.qb-apt-updated; fi
+  apt-get install -y -qq "$2" >/dev/null
+}
 
 # A copy of a native file without its debug info (release builds keep line tables for
 # backtraces in the workspace; a shipped artifact does not need them).
@@ -172,9 +182,50 @@ EOF
   (cd "$main" && npm pack --silent --pack-destination "$dist/npm" >/dev/null)
 }
 
+# C#: the .NET SDK cannot be installed here, so mono's mcs compiles the library (the .NET
+# Framework 4.5 API: lib/net45; the csproj's netstandard2.0/net8.0 builds need the SDK) and
+# Debian's NuGet 2.8 (nuget.exe on mono) packs it with runtimes/<rid>/native/libqueuebox.so.
+pkg_nuget() {
+  build_c_lib
+  need_apt mcs mono-devel
+  need_apt nuget nuget
+  local d="$stage/nuget" rid=linux-x64
+  [ "$triple" = aarch64-unknown-linux-gnu ] && rid=linux-arm64
+  mkdir -p "$d/lib/net45" "$d/runtimes/$rid/native"
+  rm -rf "$dist/nuget"; mkdir -p "$dist/nuget"
+  # -nowarn:1591 as the csproj's NoWarn: undocumented members do not stop the build.
+  mcs -nologo -target:library -warnaserror+ -nowarn:1591 -r:System.Data.dll -doc:"$d/lib/net45/QueueBox.Inbox.xml" \
+    -out:"$d/lib/net45/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs
+  strip_copy "$rel/libqueuebox.so" "$d/runtimes/$rid/native/libqueuebox.so"
+  cp LICENSE "$d/"
+  cat >"$d/QueueBox.Inbox.nuspec" <<NUSPEC
+<?xml version="1.0" encoding="utf-8"?>
+<package xmlns="http://schemas.microsoft.com/packaging/2011/08/nuspec.xsd">
+  <metadata>
+    <id>QueueBox.Inbox</id>
+    <version>$version</version>
+    <authors>QueueBox</authors>
+    <licenseUrl>https://www.apache.org/licenses/LICENSE-2.0</licenseUrl>
+    <description>QueueBox inbox pull worker for .NET over the native QueueBox core (lib/net45 built with mono; native library for $rid).</description>
+  </metadata>
+  <files>
+    <file src="lib/net45/*" target="lib/net45" />
+    <file src="runtimes/$rid/native/libqueuebox.so" target="runtimes/$rid/native" />
+    <file src="LICENSE" />
+  </files>
+</package>
+NUSPEC
+  (cd "$d" && nuget pack QueueBox.Inbox.nuspec -OutputDirectory "$dist/nuget" -NoPackageAnalysis -NonInteractive >/dev/null)
+}
+
 pkg_relay() {
-  log "cargo build --release -p queuebox (the relay)"
-  cargo build --quiet --release -p queuebox --bin queuebox
+  # librdkafka built in (kafka-static, relay/brokers/Cargo.toml): the binary needs glibc and
+  # OpenSSL 3 where it runs, no librdkafka.
+  log "cargo build --release -p queuebox --features kafka-static (the relay)"
+  cargo build --quiet --release -p queuebox --bin queuebox --no-default-features --features sqlserver,kafka-static
+  if ldd "$rel/queuebox" | grep -q librdkafka; then
+    echo "package: the relay still links the system's librdkafka" >&2; exit 1
+  fi
   local name="queuebox-$version-$triple" d="$stage/relay/queuebox-$version-$triple"
   mkdir -p "$d" "$dist/relay"
   strip_copy "$rel/queuebox" "$d/queuebox"
@@ -196,7 +247,7 @@ manifest() {
 }
 
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(crates c go python npm relay)
+[ ${#parts[@]} -eq 0 ] && parts=(crates c go python npm nuget relay)
 mkdir -p "$dist"
 for p in "${parts[@]}"; do
   t0=$(date +%s)

@@ -7,12 +7,12 @@
 # write. QB_INSTALL_ONLY="c go" runs some; QB_INSTALL_SKIP_PACKAGE=1 tests dist/ as it is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-langs=(${QB_INSTALL_ONLY:-c go python})
+langs=(${QB_INSTALL_ONLY:-c go python csharp})
 if [ -z "${QB_INSTALL_SKIP_PACKAGE:-}" ]; then
   t0=$(date +%s)
   parts=()
   for lang in "${langs[@]}"; do
-    case "$lang" in node) parts+=(npm) ;; crate) parts+=(crates) ;; *) parts+=("$lang") ;; esac
+    case "$lang" in node) parts+=(npm) ;; crate) parts+=(crates) ;; csharp) parts+=(nuget) ;; *) parts+=("$lang") ;; esac
   done
   bash scripts/package.sh "${parts[@]}"
   echo "install: scripts/package.sh took $(($(date +%s) - t0))s"
