@@ -10,7 +10,8 @@ import json
 import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable, Dict, Optional, Sequence, Set, Tuple, Union
+from contextlib import contextmanager
+from typing import Any, Awaitable, Callable, Dict, Iterator, Optional, Sequence, Set, Tuple, Union
 
 from . import _native
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
@@ -59,9 +60,18 @@ class BlockingTransaction:
 
 
 # The claimed task behind each message a handler is running on (for `complete_in`), keyed by
-# the message object's id and dropped when its handler finishes. (InboxMessage is a frozen
+# the message object's id and dropped when the handler function returns. (InboxMessage is a frozen
 # dataclass holding a dict, so it cannot key a WeakKeyDictionary.)
 _handling: Dict[int, Tuple[InboxMessage, Any]] = {}
+
+
+@contextmanager
+def _running(message: InboxMessage, task: Any) -> Iterator[None]:
+    _handling[id(message)] = (message, task)
+    try:
+        yield
+    finally:
+        _handling.pop(id(message), None)
 
 
 def task_of(message: InboxMessage) -> Any:
@@ -269,15 +279,23 @@ class Worker:
     async def _invoke(self, handler: Callable[..., Any], message: InboxMessage, tx: Transaction, pool: Optional[ThreadPoolExecutor]) -> None:
         if pool is not None:
             loop = asyncio.get_running_loop()
-            await loop.run_in_executor(pool, handler, message, BlockingTransaction(tx, loop))
+            btx = BlockingTransaction(tx, loop)
+
+            def call() -> Any:
+                # Registered until the function returns: a cancelled blocking handler goes on
+                # running on its thread, and its complete_in must reach the core (Cancelled).
+                with _running(message, tx._task):
+                    return handler(message, btx)
+
+            await loop.run_in_executor(pool, call)
             return
-        r = handler(message, tx)
-        if inspect.isawaitable(r):
-            await r
+        with _running(message, tx._task):
+            r = handler(message, tx)
+            if inspect.isawaitable(r):
+                await r
 
     async def _run_one(self, task: Any, handler: Callable[..., Any], pool: Optional[ThreadPoolExecutor]) -> None:
         message = InboxMessage.from_json(task.message_json())
-        _handling[id(message)] = (message, task)
         work = asyncio.ensure_future(self._invoke(handler, message, Transaction(task), pool))
         lost = asyncio.ensure_future(task.cancelled())
         try:
@@ -291,7 +309,6 @@ class Worker:
             await asyncio.wait({work})
             await self._finish(task, message, work)
         finally:
-            _handling.pop(id(message), None)
             if not lost.done():
                 lost.cancel()
 

@@ -245,6 +245,61 @@ def test_a_lost_lease_raises_claim_lost_and_the_business_write_disappears(driver
 
 
 @pytest.mark.parametrize("driver", DRIVERS, ids=ids)
+def test_a_renewal_that_finds_the_lease_lost_cancels_the_handler_and_its_transaction_rolls_back(driver, url):
+    source = f"{driver.name}-renew-lost"
+    [rid] = enqueue(url, source)
+    cancelled = []
+
+    async def test(d):
+        async def handler(m, tx):
+            async def body(db):
+                await maybe(d.insert(db, m.id, "too late"))
+                q(url, "UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = %s::uuid", m.id)
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    cancelled.append(m.id)
+                    raise
+                await maybe(complete_in(db, m))
+
+            await d.in_tx(body)
+
+        stats = await run_until(url, source, handler, lambda: bool(cancelled), lease_ms=600)
+        assert (stats.completed, stats.claims_lost) == (0, 1)
+
+    go(driver, url, test)
+    assert cancelled == [rid]
+    assert notes(url, rid) == [], "the business write rolled back"
+    assert row(url, rid)[:2] == ("processing", 0), "abandoned, not completed"
+
+
+def test_a_blocking_handler_whose_lease_was_lost_is_refused_by_complete_in(url):
+    source = "blocking-renew-lost"
+    [rid] = enqueue(url, source)
+    refused = []
+    stop = threading.Event()
+
+    def handler(m, tx):
+        with psycopg.connect(url) as conn, conn.transaction():
+            conn.execute("INSERT INTO orders_seen (inbox_id, note) VALUES (%s::uuid, 'too late')", (m.id,))
+            q(url, "UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = %s::uuid", m.id)
+            while not tx.cancelled:
+                time.sleep(0.02)
+            try:
+                complete_in(conn, m)
+            except Exception as e:
+                refused.append(e)
+                stop.set()
+                raise
+
+    Worker(url, source, lease_ms=600, poll_interval_ms=20).run_blocking(handler, stop=stop)
+    # Cancelled, or AlreadyFinished once the worker has abandoned the task: either way refused.
+    assert len(refused) == 1 and refused[0].kind in ("cancelled", "already_finished"), refused
+    assert notes(url, rid) == [], "the business write rolled back"
+    assert row(url, rid)[:2] == ("processing", 0), "abandoned, not completed"
+
+
+@pytest.mark.parametrize("driver", DRIVERS, ids=ids)
 def test_a_rolled_back_publish_leaves_no_row(driver, url):
     published = []
 

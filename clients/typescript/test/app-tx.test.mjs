@@ -161,6 +161,29 @@ for (const d of DRIVERS) {
     assert.equal(w.stats().claimsLost, 1, "the lost claim is counted once (the failing handler's retry is not)");
   });
 
+  test(`${d.name}: a renewal that finds the lease lost aborts the handler, a later completeTx is refused and the write rolls back`, async () => {
+    const source = `${d.name}-renew-lost`;
+    const [id] = await enqueue(env.db, source, 1);
+    let refused;
+    const w = new Worker({ databaseUrl: env.url, source, leaseMs: 600, pollIntervalMs: 20, logger: quiet });
+    const stop = start(w, (m, _tx, signal) =>
+      d.inTx(async (db) => {
+        await d.insert(db, m.id, "too late");
+        await env.db.execute("UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = $1::uuid", [m.id]);
+        await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+        refused = await completeTx(db, m).catch((e) => e);
+        throw refused;
+      }),
+    );
+    await waitFor(() => refused, 10000, "the handler aborted");
+    await stop();
+    // Cancelled, or AlreadyFinished once the worker has abandoned the task: either way refused.
+    assert.ok(refused instanceof QueueBoxError && ["cancelled", "already_finished"].includes(refused.kind), String(refused));
+    assert.deepEqual(await seenNotes(id), [], "the business write rolled back");
+    assert.equal((await states(env.db, source)).get(id).state, "processing", "abandoned, not completed");
+    assert.equal(w.stats().completed, 0);
+  });
+
   test(`${d.name}: a rolled-back publish leaves no row`, async () => {
     let id;
     await assert.rejects(
