@@ -485,26 +485,35 @@ def test_one_task_one_transaction_complete_in_after_tx_execute_is_refused_and_tx
 
 
 def test_the_blocking_worker_completes_in_the_applications_blocking_transaction(url):
-    """run_blocking: a plain handler on a worker thread with psycopg's Connection and
-    SQLAlchemy's Session (complete_in runs off the event loop)."""
+    """run_blocking: a plain handler on a worker thread with a psycopg cursor, SQLAlchemy's
+    Session and SQLAlchemy's Connection (complete_in and publish run off the event loop)."""
     source = "blocking-app-tx"
-    rids = enqueue(url, source, 4)
+    rids = enqueue(url, source, 6)
     engine = create_engine(alchemy_url(url), pool_size=2)
     stop = threading.Event()
+    insert = "INSERT INTO orders_seen (inbox_id, note) VALUES (CAST(:id AS uuid), :note)"
 
     def handler(m, tx):
-        if int(m.idempotency_key[1:]) % 2 == 0:
-            with psycopg.connect(url) as conn, conn.transaction():
-                conn.execute("INSERT INTO orders_seen (inbox_id, note) VALUES (%s::uuid, 'blocking psycopg')", (m.id,))
-                complete_in(conn, m)
-        else:
+        kind = int(m.idempotency_key[1:]) % 3
+        if kind == 0:
+            with psycopg.connect(url) as conn, conn.transaction(), conn.cursor() as cur:
+                cur.execute("INSERT INTO orders_seen (inbox_id, note) VALUES (%s::uuid, 'psycopg cursor')", (m.id,))
+                complete_in(cur, m)
+                publish(cur, "blocking.seen", {"id": m.id})
+        elif kind == 1:
             with Session(engine) as s, s.begin():
-                s.execute(text("INSERT INTO orders_seen (inbox_id, note) VALUES (CAST(:id AS uuid), 'blocking sqlalchemy')"), {"id": m.id})
+                s.execute(text(insert), {"id": m.id, "note": "sqlalchemy session"})
                 complete_in(s, m)
+                publish(s, "blocking.seen", {"id": m.id})
+        else:
+            with engine.begin() as c:
+                c.execute(text(insert), {"id": m.id, "note": "sqlalchemy connection"})
+                complete_in(c, m)
+                publish(c, "blocking.seen", {"id": m.id})
 
     def watch():
         deadline = time.monotonic() + 20
-        while processed(url, source) < 4 and time.monotonic() < deadline:
+        while processed(url, source) < 6 and time.monotonic() < deadline:
             time.sleep(0.02)
         stop.set()
 
@@ -516,5 +525,7 @@ def test_the_blocking_worker_completes_in_the_applications_blocking_transaction(
         stop.set()
         watcher.join()
         engine.dispose()
-    assert processed(url, source) == 4
-    assert sorted(n for rid in rids for n in notes(url, rid)) == ["blocking psycopg"] * 2 + ["blocking sqlalchemy"] * 2
+    assert processed(url, source) == 6
+    assert sorted(n for rid in rids for n in notes(url, rid)) == ["psycopg cursor"] * 2 + ["sqlalchemy connection"] * 2 + ["sqlalchemy session"] * 2
+    published = sorted(r[0]["id"] for r in q(url, "SELECT payload FROM outbox WHERE topic = 'blocking.seen'"))
+    assert published == sorted(rids)
