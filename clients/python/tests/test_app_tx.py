@@ -273,6 +273,38 @@ def test_a_renewal_that_finds_the_lease_lost_cancels_the_handler_and_its_transac
     assert row(url, rid)[:2] == ("processing", 0), "abandoned, not completed"
 
 
+def test_shutdown_cancels_a_handler_in_its_own_transaction_after_the_grace_and_its_write_rolls_back(url):
+    source = "shutdown-app-tx"
+    [rid] = enqueue(url, source)
+    started, cancelled = [], []
+
+    async def handler(m, tx):
+        async with await psycopg.AsyncConnection.connect(url) as conn:
+            async with conn.transaction():
+                await conn.execute("INSERT INTO orders_seen (inbox_id, note) VALUES (%s::uuid, 'half done')", (m.id,))
+                started.append(m.id)
+                try:
+                    await asyncio.sleep(30)
+                except asyncio.CancelledError:
+                    cancelled.append(m.id)
+                    raise
+                await complete_in(conn, m)
+
+    async def main():
+        stop = asyncio.Event()
+        async with Worker(url, source, shutdown_grace_ms=300, poll_interval_ms=20) as w:
+            t = asyncio.ensure_future(w.run(handler, stop=stop))
+            while not started:
+                await asyncio.sleep(0.02)
+            stop.set()
+            await t
+
+    asyncio.run(asyncio.wait_for(main(), 60))
+    assert cancelled == [rid]
+    assert notes(url, rid) == [], "the half-done write rolled back"
+    assert row(url, rid)[:2] == ("processing", 0), "abandoned: no completion, no attempt spent"
+
+
 def test_a_blocking_handler_whose_lease_was_lost_is_refused_by_complete_in(url):
     source = "blocking-renew-lost"
     [rid] = enqueue(url, source)

@@ -311,6 +311,35 @@ test("completeTx refuses what is not a transaction, and a message no handler rec
   assert.ok(errors.copy instanceof QueueBoxError);
 });
 
+test("shutdown: a handler in its own transaction that outlives the grace is refused by completeTx and its write rolls back", async () => {
+  const source = "shutdown-app-tx";
+  const [id] = await enqueue(env.db, source, 1);
+  let started = false;
+  let refused;
+  const w = new Worker({ databaseUrl: env.url, source, shutdownGraceMs: 300, pollIntervalMs: 20, logger: quiet });
+  const ac = new AbortController();
+  const done = w.run(
+    (m, _tx, signal) =>
+      inPgTx(async (c) => {
+        await c.query("INSERT INTO orders_seen (inbox_id, note) VALUES ($1, 'half done')", [m.id]);
+        started = true;
+        await new Promise((resolve) => signal.addEventListener("abort", resolve, { once: true }));
+        refused = await completeTx(c, m).catch((e) => e);
+        throw refused;
+      }),
+    { signal: ac.signal },
+  );
+  running.push({ ac, done });
+  await waitFor(() => started, 10000, "the handler started");
+  ac.abort();
+  await done;
+  await waitFor(() => refused, 5000, "completeTx after the grace");
+  assert.ok(refused instanceof QueueBoxError && ["cancelled", "already_finished"].includes(refused.kind), String(refused));
+  assert.deepEqual(await seenNotes(id), [], "the half-done write rolled back");
+  const r = (await states(env.db, source)).get(id);
+  assert.deepEqual([r.state, r.attempt], ["processing", 0], "abandoned: no completion, no attempt spent");
+});
+
 test("one task, one transaction: completeTx after tx.execute is refused, and tx.execute after completeTx", async () => {
   const source = "one-tx";
   const [first, second] = await enqueue(env.db, source, 2);
