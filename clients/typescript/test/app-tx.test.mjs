@@ -288,6 +288,13 @@ for (const d of DRIVERS) {
   });
 }
 
+test("publish on a pg Pool or the Knex instance commits at once (no transaction of the application's)", async () => {
+  const a = await publish(pool, "autocommit.pool", { n: 1 });
+  const [b] = await publishMany(knex, [{ topic: "autocommit.knex", payload: { n: 2 } }]);
+  assert.equal((await outboxRow(a)).topic, "autocommit.pool");
+  assert.equal((await outboxRow(b)).topic, "autocommit.knex");
+});
+
 test("publish refuses an object that is no driver, naming db", async () => {
   await assert.rejects(publish({}, "t", {}), (e) => e instanceof InvalidInput && /\bdb\b/.test(e.message));
   await assert.rejects(publish(null, "t", {}), (e) => e instanceof InvalidInput && /\bdb\b/.test(e.message));
