@@ -2,8 +2,8 @@
 # Python client: a venv under .venv/python-client (ignored) with maturin, builds the pyo3
 # extension from bindings/python into clients/python with `maturin develop --extras test`
 # (which also installs the package's `test` extra from PyPI: pytest and the drivers the
-# application-transaction tests use, psycopg 3 and SQLAlchemy 2), and runs pytest against
-# the real PostgreSQL (the suite creates and migrates its own databases).
+# application-transaction tests use: psycopg 3, SQLAlchemy 2, asyncpg), and runs pytest
+# against the real PostgreSQL (the suite creates and migrates its own databases).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -23,6 +23,6 @@ if ! "$venv/bin/python" -c "import pytest" 2>/dev/null || [ ! -x "$venv/bin/matu
 fi
 (cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --quiet --extras test)
 # Fail here, clearly, if the build or the drivers did not install.
-"$venv/bin/python" -c "import queuebox_inbox._native, psycopg, psycopg_pool, sqlalchemy.ext.asyncio, greenlet"
+"$venv/bin/python" -c "import queuebox_inbox._native, psycopg, psycopg_pool, sqlalchemy.ext.asyncio, greenlet, asyncpg"
 cd clients/python
 "$venv/bin/python" -m pytest -q

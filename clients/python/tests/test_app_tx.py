@@ -1,6 +1,6 @@
 """The application's own transaction (issue 14): complete_in / publish / publish_many on the
 drivers users run — psycopg 3 (Connection, AsyncConnection) and SQLAlchemy 2 (Session,
-AsyncSession) — against a real PostgreSQL through the real extension. Every behaviour runs
+AsyncSession on psycopg and on asyncpg) — against a real PostgreSQL through the real extension. Every behaviour runs
 once per driver; the blocking worker gets its own test with the blocking drivers."""
 
 from __future__ import annotations
@@ -98,7 +98,16 @@ class AlchemyAsync(Alchemy):
         await self.engine.dispose()
 
 
-DRIVERS = [Psycopg, PsycopgAsync, Alchemy, AlchemyAsync]
+class AlchemyAsyncpg(AlchemyAsync):
+    """AsyncSession on asyncpg, the other asyncio driver SQLAlchemy users pick."""
+
+    name = "sqlalchemy-asyncpg"
+
+    def __init__(self, url: str) -> None:
+        self.engine = create_async_engine("postgresql+asyncpg://" + url.split("://", 1)[1], pool_size=2)
+
+
+DRIVERS = [Psycopg, PsycopgAsync, Alchemy, AlchemyAsync, AlchemyAsyncpg]
 ids = [d.name for d in DRIVERS]
 
 
