@@ -142,17 +142,23 @@ pkg_npm() {
   local ts="$root/clients/typescript" main="$stage/npm/main" plat="$stage/npm/$npmplat"
   mkdir -p "$main" "$plat"; rm -rf "$dist/npm"; mkdir -p "$dist/npm"
   (cd "$ts" && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
-  log "napi build --release (bindings/node)"
-  (cd "$ts" && npx napi build --platform --release --manifest-path ../../bindings/node/Cargo.toml \
-    --output-dir "$plat" --no-js --dts napi.d.ts >/dev/null)
-  rm -f "$plat/napi.d.ts" # the typed API ships in dist/ (src/native.ts), not in the addon package
-  (cd "$ts" && npm run --silent build:ts)
+  # The addon is the cdylib `napi build` would copy; cargo directly, because napi passes an
+  # explicit --target, which builds every dependency again in a target dir of its own.
+  log "cargo build --release -p queuebox-node"
+  cargo build --quiet --release -p queuebox-node
+  # The TypeScript outputs from a copy of the committed sources (the package's own build
+  # script, its node_modules linked), not in clients/typescript where tests may be running.
+  local tsb="$stage/npm/build"
+  mkdir -p "$tsb"
+  git archive --format=tar HEAD clients/typescript | tar -x -C "$stage/npm"
+  mv "$stage/npm/clients/typescript"/* "$tsb/"
+  ln -s "$ts/node_modules" "$tsb/node_modules"
+  (cd "$tsb" && node scripts/build.mjs >/dev/null)
   # The platform package: only the addon, installable only where it runs (os/cpu/libc).
   local addon="queuebox.$npmplat.node"
-  [ -f "$plat/$addon" ] || { echo "package: napi build made no $addon" >&2; exit 1; }
-  strip --strip-debug "$plat/$addon"
+  strip_copy "$rel/libqueuebox_node.so" "$plat/$addon"
   cp LICENSE "$plat/"
-  node - "$ts/package.json" "$plat" "$npmplat" "$npmcpu" "$addon" <<'EOF'
+  node - "$tsb/package.json" "$plat" "$npmplat" "$npmcpu" "$addon" <<'EOF'
 const fs = require("node:fs");
 const [pkgPath, dir, plat, cpu, addon] = process.argv.slice(2);
 const main = JSON.parse(fs.readFileSync(pkgPath, "utf8"));
@@ -168,8 +174,8 @@ EOF
   # The main package: the TypeScript outputs and the loader, no addon; one optional
   # dependency per platform package (what `napi prepublish` writes), npm installs the one
   # whose os/cpu/libc match.
-  cp -r "$ts/dist" "$ts/README.md" LICENSE "$main/"
-  node - "$ts/package.json" "$main/package.json" "$npmplat" <<'EOF'
+  cp -r "$tsb/dist" "$tsb/README.md" LICENSE "$main/"
+  node - "$tsb/package.json" "$main/package.json" "$npmplat" <<'EOF'
 const fs = require("node:fs");
 const [src, dst, ...plats] = process.argv.slice(2);
 const pkg = JSON.parse(fs.readFileSync(src, "utf8"));
