@@ -14,7 +14,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().collect();
     let (mode, url) = (args[1].as_str(), args[2].as_str());
     if mode == "migrate" {
-        let report = connect(&DatabaseSettings::new(url)).await?.migrate().await?;
+        let report = connect(&DatabaseSettings::new(url))
+            .await?
+            .migrate()
+            .await?;
         println!("migrated: {:?}", report.applied);
         return Ok(());
     }
