@@ -3,6 +3,7 @@
 //! - ingest baseline: a bare axum handler doing the same `INSERT ... ON CONFLICT DO NOTHING`;
 //! - delivery baseline: a plain loop that selects rows, POSTs them and marks them sent,
 //!   with the same concurrency and no lease protocol.
+//!
 //! Writes benchmarks/results/relay.json. Needs QUEUEBOX_TEST_DATABASE_URL's server.
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -15,5 +15,12 @@ if [ ${#need[@]} -gt 0 ]; then
 fi
 # One formatting for every crate (rustfmt's defaults): a diff here fails the part.
 cargo fmt --all -- --check
+# Clippy with the workspace's lints ([workspace.lints] in Cargo.toml) over every crate and
+# target: a warning fails the part.
+if ! cargo clippy --version >/dev/null 2>&1; then
+  echo "10-rust: installing clippy with rustup"
+  rustup component add clippy
+fi
+cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo build --workspace --bins --quiet
 cargo test --workspace --quiet --no-fail-fast -- --test-threads=4

@@ -341,10 +341,7 @@ fn own<M: Message>(m: &M) -> Record {
         tp: (m.topic().to_string(), m.partition()),
         offset: m.offset(),
         body: m.payload().unwrap_or_default().to_vec(),
-        key: m
-            .key()
-            .map(|k| header_text(k))
-            .filter(|k| !k.trim().is_empty()),
+        key: m.key().map(header_text).filter(|k| !k.trim().is_empty()),
         headers,
     }
 }

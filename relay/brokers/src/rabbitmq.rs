@@ -480,9 +480,10 @@ impl RabbitMqPublisher {
             .clone()
             .unwrap_or_else(|| self.routing_key.render(msg));
         let mut guard = self.channel.lock().await;
-        if guard.as_ref().map_or(true, |(c, ch)| {
-            !c.status().connected() || !ch.status().connected()
-        }) {
+        if guard
+            .as_ref()
+            .is_none_or(|(c, ch)| !c.status().connected() || !ch.status().connected())
+        {
             match self.open().await {
                 Ok(pair) => *guard = Some(pair),
                 Err(e) => {

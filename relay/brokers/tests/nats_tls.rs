@@ -198,8 +198,7 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
         "orders",
     )
     .await
-    .err()
-    .expect("a wrong CA is refused")
+    .expect_err("a wrong CA is refused")
     .to_string();
     assert!(
         e.contains("NATS `orders`") && e.contains("127.0.0.1"),
@@ -217,8 +216,7 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
         "orders",
     )
     .await
-    .err()
-    .expect("no client certificate is refused")
+    .expect_err("no client certificate is refused")
     .to_string();
     assert!(e.contains("NATS `orders`"), "names the connection: {e}");
 
@@ -229,8 +227,7 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
         "orders",
     )
     .await
-    .err()
-    .expect("a wrong password is refused")
+    .expect_err("a wrong password is refused")
     .to_string();
     assert!(
         e.contains("NATS `orders`") && e.to_lowercase().contains("authoriz"),

@@ -26,12 +26,7 @@ pub fn server_url() -> String {
 pub async fn fresh_db(suite: &str) -> (String, PgStore) {
     let name = format!(
         "qb_relay_{suite}_{}",
-        uuid::Uuid::new_v4()
-            .simple()
-            .to_string()
-            .get(..10)
-            .unwrap()
-            .to_string()
+        uuid::Uuid::new_v4().simple().to_string().get(..10).unwrap()
     );
     let admin = PgStore::connect(&format!("{}/postgres", server_url()), 2)
         .await
@@ -93,8 +88,10 @@ pub struct Receiver {
 impl Receiver {
     pub async fn start() -> Receiver {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let mut r = Receiver::default();
-        r.port = listener.local_addr().unwrap().port();
+        let r = Receiver {
+            port: listener.local_addr().unwrap().port(),
+            ..Receiver::default()
+        };
         let app = axum::Router::new().fallback(receive).with_state(r.clone());
         tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
         r
