@@ -27,7 +27,10 @@ use uuid::Uuid;
 
 pub use placeholder::Placeholder;
 pub(crate) use placeholder::{render, Marker};
-pub use publish::{messages_from_json, publish_statement, OutboxMessage, DEFAULT_MAX_ATTEMPTS};
+pub use publish::{
+    messages_from_json, publish_statement, publish_statement_with_ids, OutboxMessage,
+    DEFAULT_MAX_ATTEMPTS,
+};
 
 use crate::error::{Error, Result};
 use crate::store::Backend;
@@ -61,8 +64,10 @@ impl Statement {
     }
 }
 
-/// The fenced completion of a claim on `backend`: `APP_COMPLETE` with id and claim token.
-pub(crate) fn completion_statement(
+/// The fenced completion of the claim `(id, token)` on `backend`: `APP_COMPLETE` rendered in
+/// `style`. Applications get it from [`crate::Task::completion_statement`], which also hands
+/// the completion over; this function only renders (the conformance vectors use it).
+pub fn completion_statement(
     backend: Backend,
     id: Uuid,
     token: Uuid,

@@ -4,12 +4,15 @@
 //! code; no wrapper carries its own copy of a rule.
 //!
 //! Kinds: `backoff`, `idempotency_key`, `relay_headers`, `stored_headers`,
-//! `correlation_id`, `redact`. (State transitions need a database and are run by the Rust
+//! `correlation_id`, `redact`, and the statements an application runs in its own
+//! transaction: `completion_statement`, `publish_statement` (ids given, so every language
+//! renders the same text). (State transitions need a database and are run by the Rust
 //! store tests from `transitions.json`.)
 
 use serde_json::{json, Value};
 use uuid::Uuid;
 
+use queuebox_core::app_tx::{self, Placeholder};
 use queuebox_core::backoff::{Decision, RetryPolicy};
 use queuebox_core::headers;
 use queuebox_core::keys::{self, KeyInput, KeySource};
@@ -86,6 +89,31 @@ pub fn evaluate(kind: &str, input: &Value) -> Result<Value> {
         }
         "redact" => {
             Ok(json!({ "text": headers::redact_error(input["text"].as_str().unwrap_or(""), &[]) }))
+        }
+        "completion_statement" => {
+            let style: Placeholder = input["placeholder"].as_str().unwrap_or("").parse()?;
+            let backend = app_tx::parse_backend(input["backend"].as_str().unwrap_or(""))?;
+            let uuid = |field: &str| -> Result<Uuid> {
+                input[field]
+                    .as_str()
+                    .and_then(|s| s.parse().ok())
+                    .ok_or_else(|| bad(field))
+            };
+            let st = app_tx::completion_statement(backend, uuid("id")?, uuid("token")?, style);
+            Ok(st.to_json())
+        }
+        "publish_statement" => {
+            // Bad messages are part of the contract: the output is the kind and the text.
+            let rendered = (|| -> Result<Value> {
+                let style: Placeholder = input["placeholder"].as_str().unwrap_or("").parse()?;
+                let backend = app_tx::parse_backend(input["backend"].as_str().unwrap_or(""))?;
+                let ids: Vec<Uuid> = serde_json::from_value(input["ids"].clone())
+                    .map_err(|e| bad(&format!("ids: {e}")))?;
+                let messages = app_tx::messages_from_json(&input["messages"])?;
+                Ok(app_tx::publish_statement_with_ids(&messages, style, backend, ids)?.to_json())
+            })();
+            Ok(rendered
+                .unwrap_or_else(|e| json!({"error": e.kind().as_str(), "message": e.to_string()})))
         }
         other => Err(Error::InvalidInput(format!(
             "unknown vector kind `{other}`"

@@ -234,18 +234,34 @@ pub fn publish_statement(
     style: Placeholder,
     backend: Backend,
 ) -> Result<Statement> {
+    let ids = messages.iter().map(|_| Uuid::new_v4()).collect();
+    publish_statement_with_ids(messages, style, backend, ids)
+}
+
+/// [`publish_statement`] with the rows' ids given (one per message): the conformance vectors
+/// use it to get the same statement in every language. Applications let the core make ids.
+pub fn publish_statement_with_ids(
+    messages: &[OutboxMessage],
+    style: Placeholder,
+    backend: Backend,
+    ids: Vec<Uuid>,
+) -> Result<Statement> {
     if messages.is_empty() {
         return Err(Error::InvalidInput(
             "messages must hold at least one message".into(),
         ));
     }
-    let mut ids = Vec::with_capacity(messages.len());
+    if ids.len() != messages.len() {
+        return Err(Error::InvalidInput(format!(
+            "ids: {} ids for {} messages",
+            ids.len(),
+            messages.len()
+        )));
+    }
     let mut rows = Vec::with_capacity(messages.len());
-    for (i, m) in messages.iter().enumerate() {
+    for (i, (m, id)) in messages.iter().zip(&ids).enumerate() {
         m.validate(&format!("messages[{i}]"))?;
-        let id = Uuid::new_v4();
-        ids.push(id);
-        rows.push(row_json(i, id, m, backend));
+        rows.push(row_json(i, *id, m, backend));
     }
     let (sql, marker) = match backend {
         Backend::Postgres => (sql::postgres::PUBLISH, Marker::Dollar),
@@ -280,16 +296,19 @@ fn row_json(n: usize, id: Uuid, m: &OutboxMessage, backend: Backend) -> Value {
         (Some(_), _) => None,
         (None, d) => Some(d.map_or(0, |d| d.as_millis() as u64)),
     };
+    // Keys in alphabetical order: the text is the same whether or not serde_json keeps
+    // insertion order (a workspace build turns `preserve_order` on), so the conformance
+    // vectors hold in every build.
     json!({
-        "n": n,
-        "id": id,
-        "topic": m.topic,
-        "key": m.key,
         "aggregate_type": m.aggregate_type,
-        "payload": payload,
-        "headers": headers,
-        "max_attempts": m.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
         "delay_ms": delay_ms,
+        "headers": headers,
+        "id": id,
+        "key": m.key,
+        "max_attempts": m.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
+        "n": n,
+        "payload": payload,
         "scheduled_at": scheduled_at,
+        "topic": m.topic,
     })
 }
