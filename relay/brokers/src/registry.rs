@@ -2,7 +2,7 @@
 //! destination through it ([`kind`] by the configured `type`), so adding a broker is its own
 //! module implementing [`BrokerKind`] (a [`SourceClient`] and a [`PublisherClient`]) plus
 //! its line in [`KINDS`]; the keys it reads register in [`queuebox_config::brokers::KINDS`].
-//! proto-docs/backends.md, "Adding a broker", walks through it.
+//! proto-docs/brokers.md, "Adding a broker", walks through it.
 
 use std::sync::Arc;
 
