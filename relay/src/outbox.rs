@@ -8,6 +8,11 @@
 //! dropped), is logged and counted once, and nothing is written for it. A publish that
 //! completed after its claim was lost is a duplicate delivery: logged and counted.
 //!
+//! An idle relay waits `outbox.pollIntervalMs` for the next claim, or less: on PostgreSQL it
+//! LISTENs on `queuebox_outbox` (migration 0004's trigger notifies once per inserting
+//! statement) and claims as soon as a notification arrives ([`spawn_listener`]); polling
+//! stays the fallback, and the only way on SQL Server.
+//!
 //! Delivered rows are marked sent together, in one fenced statement per [`MARK_EVERY`] rows
 //! and at the end of the batch ([`mark_delivered`]), instead of one UPDATE each: that UPDATE
 //! was most of the database's work per row. A delivered row stays in the renewed set until
@@ -25,6 +30,7 @@ use queuebox_core::lease::{self, Leases};
 use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
 use queuebox_core::store::relay::{ClaimedOutbox, RelayStore};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -34,6 +40,13 @@ use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
 
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
+    let wake = Arc::new(Notify::new());
+    let _listener = AbortOnDrop(spawn_listener(
+        st.store.clone(),
+        wake.clone(),
+        Duration::from_millis(st.cfg.outbox.poll_interval_ms),
+        stop.clone(),
+    ));
     let oc = &st.cfg.outbox;
     let pace = Pace {
         batch_size: oc.batch_size,
@@ -47,6 +60,7 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
             lease: pace.lease,
             publish_allowance,
             st,
+            wake,
         },
         pace,
         &stop,
@@ -72,6 +86,51 @@ struct OutboxRelay {
     lease: Duration,
     /// How long the loop may go without a message completing (see [`longest_publish`]).
     publish_allowance: Duration,
+    /// Notified by [`spawn_listener`] when rows were inserted; a notification that arrives
+    /// while a batch runs is kept, so the next idle wait ends at once.
+    wake: Arc<Notify>,
+}
+
+/// Listens for the outbox trigger's notifications (PostgreSQL) and wakes the idle loop. A
+/// broken listen falls back to polling and subscribes again after `poll` (0.5–5 s); each
+/// (re)subscription wakes the loop once, for rows inserted while nobody listened. A backend
+/// without notifications (SQL Server) polls only.
+fn spawn_listener(
+    store: Arc<dyn RelayStore>,
+    wake: Arc<Notify>,
+    poll: Duration,
+    stop: CancellationToken,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            match store.listen_outbox().await {
+                Ok(Some(mut w)) => {
+                    wake.notify_one();
+                    loop {
+                        tokio::select! {
+                            r = w.wait() => match r {
+                                Ok(()) => wake.notify_one(),
+                                Err(e) => {
+                                    tracing::warn!(error = %e, "outbox LISTEN connection lost; polling until it is back");
+                                    break;
+                                }
+                            },
+                            _ = stop.cancelled() => return,
+                        }
+                    }
+                }
+                Ok(None) => return,
+                Err(e) => {
+                    tracing::warn!(error = %e, "outbox LISTEN failed; polling until it works")
+                }
+            }
+            let again = poll.clamp(Duration::from_millis(500), Duration::from_secs(5));
+            relay_loop::sleep_or_stop(&stop, again).await;
+            if stop.is_cancelled() {
+                return;
+            }
+        }
+    })
 }
 
 impl Relay for OutboxRelay {
@@ -109,6 +168,13 @@ impl Relay for OutboxRelay {
             .claim_outbox(n, lease)
             .await
             .inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
+    }
+
+    async fn idle(&self, stop: &CancellationToken, d: Duration) {
+        tokio::select! {
+            _ = relay_loop::sleep_or_stop(stop, d) => {}
+            _ = self.wake.notified() => {}
+        }
     }
 
     async fn process(&self, claimed: Vec<ClaimedOutbox>, hb: &Heartbeat) {

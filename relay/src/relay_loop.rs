@@ -38,6 +38,12 @@ pub(crate) trait Relay {
     /// Handles one claimed batch; the batch finishes even when shutdown starts. Beats `hb`
     /// as rows complete, so a long batch that makes progress is not taken for a stuck loop.
     async fn process(&self, batch: Vec<Self::Row>, hb: &Heartbeat);
+
+    /// Waits `d` after a claim that found nothing, or less when `stop` is cancelled; a relay
+    /// that hears about new rows (LISTEN) returns as soon as it does.
+    async fn idle(&self, stop: &CancellationToken, d: Duration) {
+        sleep_or_stop(stop, d).await
+    }
 }
 
 /// Runs `relay` at `pace` until `stop` is cancelled.
@@ -76,7 +82,7 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
         relay.process(claimed, hb).await;
         if idle {
             hb.beat(pace.poll_interval);
-            sleep_or_stop(stop, pace.poll_interval).await;
+            relay.idle(stop, pace.poll_interval).await;
         }
     }
 }

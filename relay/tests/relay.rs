@@ -648,3 +648,58 @@ async fn rows_of_one_key_arrive_in_insert_order_when_the_batch_exceeds_the_keys(
     }
     assert_eq!(last.len(), 8);
 }
+
+/// The relay's LISTEN backend for the outbox channel, once it is listening.
+async fn outbox_listener_pid(store: &queuebox_core::store::postgres::PgStore) -> Option<i32> {
+    sqlx::query_scalar(
+        "SELECT pid FROM pg_stat_activity
+          WHERE datname = current_database() AND query ILIKE 'LISTEN%queuebox_outbox%'",
+    )
+    .fetch_optional(store.pool())
+    .await
+    .unwrap()
+}
+
+#[tokio::test]
+async fn an_idle_relay_delivers_a_new_row_on_its_notification_and_again_after_losing_the_listen_connection(
+) {
+    let (url, store) = fresh_db("listen").await;
+    let rx = Receiver::start().await;
+    // A poll interval no test waits for: only the notification can deliver in time.
+    let y = base_config(&url, &rx.url()).replace(
+        "outbox:\n  pollIntervalMs: 20",
+        "outbox:\n  pollIntervalMs: 600000",
+    ) + "routes:\n  - topicPattern: '**'\n    destination: rx\n";
+    let _relay = Relay::start(&y).await;
+    eventually("the relay listens on queuebox_outbox", 30, || async {
+        outbox_listener_pid(&store).await.is_some()
+    })
+    .await;
+    let first = outbox_listener_pid(&store).await;
+    // Past the claim at start: the loop is idle now.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    insert(&store, "t.one", 3).await;
+    eventually("delivered on the notification", 15, || async {
+        rx.to("/hooks").len() == 1
+    })
+    .await;
+
+    sqlx::query("SELECT pg_terminate_backend($1)")
+        .bind(first.unwrap())
+        .execute(store.pool())
+        .await
+        .unwrap();
+    eventually("listening again on a new connection", 30, || async {
+        outbox_listener_pid(&store)
+            .await
+            .is_some_and(|p| Some(p) != first)
+    })
+    .await;
+    insert(&store, "t.two", 3).await;
+    eventually(
+        "delivered on the new connection's notification",
+        15,
+        || async { rx.to("/hooks").len() == 2 },
+    )
+    .await;
+}

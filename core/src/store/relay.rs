@@ -160,6 +160,13 @@ pub trait RelayStore: Send + Sync + 'static {
     /// returns the ids marked (a claim missing from the result was lost). The relay marks a
     /// batch's deliveries with it, so a sent row costs a share of one statement, not one.
     async fn mark_sent_many(&self, claims: &[ClaimRef]) -> Result<Vec<Uuid>>;
+
+    /// Subscribes to the notification migration 0004's trigger sends after every statement
+    /// that inserts outbox rows, so the relay claims within milliseconds of a commit instead
+    /// of a poll interval later. `None` (the default, and SQL Server) means poll only.
+    async fn listen_outbox(&self) -> Result<Option<Box<dyn crate::store::Wakeup>>> {
+        Ok(None)
+    }
     /// Back to pending after `delay` with `attempt + 1` and `last_error`.
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool>;
     async fn dead_outbox(&self, claim: &ClaimRef, error: &str) -> Result<bool>;

@@ -27,6 +27,9 @@ pub use tx::PgStoreTx;
 /// The channel the inbox trigger notifies on insert of a pull row (payload: the source).
 pub const PULL_CHANNEL: &str = "queuebox_inbox_pull";
 
+/// The channel the outbox trigger (migration 0004) notifies once per inserting statement.
+pub const OUTBOX_CHANNEL: &str = "queuebox_outbox";
+
 /// How [`PgStore::connect_with`] sizes its pool and how long a statement waits for one of
 /// its connections.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -10,13 +10,14 @@ use sqlx::postgres::PgRow;
 use sqlx::Row;
 use uuid::Uuid;
 
-use super::{db_err, sql, PgStore};
+use super::{db_err, sql, PgStore, OUTBOX_CHANNEL};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
 use crate::store::relay::{
     ClaimedOutbox, DeadRow, Forwarded, InboxBacklog, NewOutboxRow, OutboxBacklog, OutboxRow,
     RelayStore, ReplayFilter,
 };
+use crate::store::Wakeup;
 
 fn object(v: Value) -> Map<String, Value> {
     match v {
@@ -224,6 +225,17 @@ impl RelayStore for PgStore {
             .map_err(|e| db_err("outbox sent", e))
     }
 
+    async fn listen_outbox(&self) -> Result<Option<Box<dyn Wakeup>>> {
+        let mut listener = sqlx::postgres::PgListener::connect_with(self.pool())
+            .await
+            .map_err(|e| db_err("listen", e))?;
+        listener
+            .listen(OUTBOX_CHANNEL)
+            .await
+            .map_err(|e| db_err("listen", e))?;
+        Ok(Some(Box::new(OutboxWakeup(listener))))
+    }
+
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
         self.fenced(
             sql::RETRY_OUTBOX,
@@ -364,6 +376,18 @@ fn bind_outbox<'q, O>(
         .bind(&row.payload)
         .bind(Value::Object(row.headers.clone()))
         .bind(row.max_attempts as i32)
+}
+
+/// Any notification on [`OUTBOX_CHANNEL`] may mean claimable rows. A lost connection wakes
+/// too (notifications sent meanwhile are gone), and the next wait reconnects and listens again.
+struct OutboxWakeup(sqlx::postgres::PgListener);
+
+#[async_trait]
+impl Wakeup for OutboxWakeup {
+    async fn wait(&mut self) -> Result<()> {
+        self.0.try_recv().await.map_err(|e| db_err("listen", e))?;
+        Ok(())
+    }
 }
 
 fn decode_dead(r: &PgRow) -> DeadRow {
