@@ -56,8 +56,8 @@ def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[s
     for k, v in items.items():
         if v is None and k != "payload":
             continue
-        if isinstance(v, datetime):
-            v = v.isoformat()
+        if k == "scheduled_at" and isinstance(v, datetime):
+            v = v.isoformat()  # without a timezone the core refuses it, naming scheduled_at
         try:
             json.dumps(v)
         except (TypeError, ValueError) as e:

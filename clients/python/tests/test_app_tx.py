@@ -455,6 +455,7 @@ def test_bad_input_is_refused_naming_the_field_and_nothing_is_written(driver, ur
         (lambda db: publish(db, topic, {}, headers={"content-length": "5"}), r"headers\.content-length"),
         (lambda db: publish(db, topic, {}, scheduled_at=datetime(2030, 1, 1)), r"scheduled_at"),  # no timezone
         (lambda db: publish(db, topic, {"when": datetime.now}), r"payload"),
+        (lambda db: publish(db, topic, datetime.now(timezone.utc)), r"payload is not JSON"),
         (lambda db: publish_many(db, [ok, ok, ok, {"topic": topic, "payload": {}, "headers": {"x-a": "line\nbreak"}}]), r"messages\[3\]\.headers\.x-a"),
         (lambda db: publish_many(db, [{"topic": topic, "payload": {}, "delay": 5}]), r"messages\[0\]\.delay\b"),
     ]
