@@ -18,6 +18,10 @@ if ! odbcinst -q -d -n "PostgreSQL Unicode" >/dev/null 2>&1; then
   apt-get install -y -qq unixodbc odbc-postgresql >/dev/null
 fi
 ffi_build_native
+# DeliveryTests runs the relay binary (publish -> HTTP delivery); usually already built by 10-rust.
+relay_flag=()
+[ "$QB_PROFILE" = release ] && relay_flag=(--release)
+cargo build --quiet -p queuebox --bin queuebox "${relay_flag[@]}"
 
 out="$QB_CARGO_TARGET/csharp"
 mkdir -p "$out"
@@ -32,4 +36,5 @@ mcs -nologo -warnaserror+ -out:"$out/QueueBox.Inbox.Tests.exe" -r:"$out/QueueBox
 # DllImport("queuebox") resolves to libqueuebox.so through LD_LIBRARY_PATH.
 LD_LIBRARY_PATH="$QB_NATIVE_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 QUEUEBOX_VECTORS_DIR="$PWD/proto-docs/vectors" \
+QUEUEBOX_BIN="$QB_NATIVE_DIR/queuebox" \
   mono --debug "$out/QueueBox.Inbox.Tests.exe"
