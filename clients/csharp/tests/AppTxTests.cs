@@ -320,6 +320,79 @@ namespace QueueBox.Inbox.Tests
             finally { Db.Drop(url); }
         }
 
+        private static long RunVector(DbTransaction tx, IDictionary<string, object> statement)
+        {
+            using (DbCommand cmd = tx.Connection.CreateCommand())
+            {
+                cmd.Transaction = tx;
+                cmd.CommandText = (string)statement["sql"];
+                foreach (object v in (List<object>)statement["params"])
+                {
+                    DbParameter p = cmd.CreateParameter();
+                    p.DbType = System.Data.DbType.String;
+                    p.Value = v ?? DBNull.Value;
+                    cmd.Parameters.Add(p);
+                }
+                return cmd.ExecuteNonQuery();
+            }
+        }
+
+        // The statement vectors (proto-docs/vectors) on the real server through ODBC: the
+        // PostgreSQL `question` completion exactly as the vector gives it, and every PostgreSQL
+        // publish vector re-rendered in `question` style with the vector's ids.
+        [Test]
+        public static async Task StatementVectorsRunOnPostgreSqlThroughOdbc()
+        {
+            string dir = InboxTests.FindVectors();
+            var completion = ((List<object>)((IDictionary<string, object>)Json.Parse(System.IO.File.ReadAllText(System.IO.Path.Combine(dir, "completion_statement.json"))))["cases"])
+                .Cast<IDictionary<string, object>>().Single(c => (string)c["name"] == "postgres question");
+            var input = (IDictionary<string, object>)completion["input"];
+            var expected = (IDictionary<string, object>)completion["expected"];
+            string url = await Db.CreateAsync();
+            try
+            {
+                Db.Psql(url, "INSERT INTO inbox (id, source, idempotency_key, payload, consumption, state, claim_token, claimed_at, lease_expires_at) VALUES ('" +
+                             input["id"] + "', 's', 'k', '{}', 'pull', 'processing', '" + input["token"] + "', now(), now() + interval '1 minute')");
+                using (OdbcConnection conn = Odbc(url))
+                {
+                    using (DbTransaction tx = conn.BeginTransaction())
+                    {
+                        Assert.Equal(1L, RunVector(tx, expected), "completion rows affected on the claimed row");
+                        tx.Commit();
+                    }
+                    using (DbTransaction tx = conn.BeginTransaction())
+                    {
+                        Assert.Equal(0L, RunVector(tx, expected), "completion rows affected once the row is processed");
+                        tx.Commit();
+                    }
+                }
+                Assert.Equal("processed", Db.Psql(url, "SELECT state FROM inbox"), "state");
+
+                int ran = 0;
+                var publishes = ((List<object>)((IDictionary<string, object>)Json.Parse(System.IO.File.ReadAllText(System.IO.Path.Combine(dir, "publish_statement.json"))))["cases"])
+                    .Cast<IDictionary<string, object>>();
+                foreach (var c in publishes)
+                {
+                    var pin = new Dictionary<string, object>((IDictionary<string, object>)c["input"]);
+                    if ((string)pin["backend"] != "postgres" || ((IDictionary<string, object>)c["expected"]).ContainsKey("error")) continue;
+                    pin["placeholder"] = "question";
+                    var st = (IDictionary<string, object>)Json.Parse(QueueBoxLibrary.EvaluateVector("publish_statement", Json.Serialize(pin)));
+                    var ids = ((List<object>)st["ids"]).Cast<string>().ToList();
+                    using (OdbcConnection conn = Odbc(url))
+                    using (DbTransaction tx = conn.BeginTransaction())
+                    {
+                        Assert.Equal((long)ids.Count, RunVector(tx, st), c["name"] + ": rows inserted");
+                        tx.Commit();
+                    }
+                    Assert.Equal(string.Join(",", ids), Db.Psql(url, "SELECT string_agg(id::text, ',' ORDER BY sequence) FROM outbox"), c["name"] + ": ids in order");
+                    Db.Psql(url, "DELETE FROM outbox");
+                    ran++;
+                }
+                Assert.True(ran >= 3, "only " + ran + " PostgreSQL publish vectors ran");
+            }
+            finally { Db.Drop(url); }
+        }
+
         // Bad input gets an error naming the field (the core's validation), and nothing is written.
         [Test]
         public static async Task BadInputNamesTheField()
