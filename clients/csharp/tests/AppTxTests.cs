@@ -76,6 +76,9 @@ namespace QueueBox.Inbox.Tests
                             // The detected placeholder and the caller's override take the same path.
                             if (task.Message.IdempotencyKey == "k2") await task.CompleteAsync(tx, SqlPlaceholder.Question, t);
                             else await task.CompleteAsync(tx, t);
+                            // A second completion is refused, not mistaken for a lost claim.
+                            if (task.Message.IdempotencyKey == "k3")
+                                await Assert.ThrowsAsync<InvalidOperationException>(() => task.CompleteAsync(tx, t), "a second CompleteAsync");
                             // Not visible outside the transaction before the commit.
                             Assert.Equal("processing", Db.Psql(url, "SELECT state FROM inbox WHERE id = '" + task.Message.Id + "'"), "state before the commit");
                             tx.Commit();

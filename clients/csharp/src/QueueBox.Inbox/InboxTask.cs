@@ -36,6 +36,9 @@ namespace QueueBox.Inbox
     public sealed class InboxTask
     {
         private IntPtr _task;
+        // Set once the completion ran in an application transaction: a second run would match
+        // no row (this transaction already completed it) and look like a lost claim.
+        private int _completing;
 
         internal InboxTask(IntPtr task, InboxMessage message)
         {
@@ -78,6 +81,8 @@ namespace QueueBox.Inbox
         public async Task CompleteAsync(DbTransaction tx, SqlPlaceholder placeholder, CancellationToken cancellationToken = default(CancellationToken))
         {
             AppStatement.ConnectionOf(tx);
+            if (Interlocked.Exchange(ref _completing, 1) != 0)
+                throw new InvalidOperationException("CompleteAsync already ran for inbox row " + Message.Id + "; commit that transaction");
             IntPtr cstyle = Native.Utf8(Providers.Name(placeholder)), json, err;
             string text;
             try
@@ -90,7 +95,17 @@ namespace QueueBox.Inbox
                 Native.FreeUtf8(cstyle);
             }
             AppStatement st = AppStatement.Parse(text, placeholder);
-            long n = await st.ExecuteAsync(tx, cancellationToken).ConfigureAwait(false);
+            long n;
+            try
+            {
+                n = await st.ExecuteAsync(tx, cancellationToken).ConfigureAwait(false);
+            }
+            catch
+            {
+                // The driver failed (its transaction is lost): a new transaction may try again.
+                Interlocked.Exchange(ref _completing, 0);
+                throw;
+            }
             if (n == 1) return;
             // The core counts and logs the loss (queuebox_claims_lost_total) and answers with
             // the claim_lost error to raise here; the worker's later finish answers it again.
