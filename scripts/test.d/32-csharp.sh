@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../.."
 source bindings/c/tests/ffi-env.sh
 
 ffi_need_apt mcs mono-devel
-# The application-transaction tests (AppTxTests, ReadmeTests) need a real ADO.NET provider:
+# The application-transaction tests (AppTxTests, ReadmeTests, DeliveryTests) need a real ADO.NET provider:
 # Npgsql cannot be fetched without NuGet, so mono's System.Data.Odbc over Debian's psqlODBC
 # driver (odbc-postgresql, on unixODBC) is the one used here.
 if ! odbcinst -q -d -n "PostgreSQL Unicode" >/dev/null 2>&1; then
