@@ -592,6 +592,101 @@ static void null_handles_are_refused(void) {
   EXPECT(qb_task_abandon_blocking(NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "abandon blocking null");
 }
 
+/* The `index`-th string of the statement's "params" array (a UUID here), caller frees. */
+static char *param_at(const char *json, int index) {
+  const char *p = strstr(json, "\"params\":[");
+  if (!p) return strdup("");
+  p += strlen("\"params\":[");
+  for (int i = 0; i <= index; i++) {
+    p = strchr(p, '"');
+    if (!p) return strdup("");
+    if (i < index) p = strchr(p + 1, '"') + 1;
+  }
+  const char *end = strchr(p + 1, '"');
+  return strndup(p + 1, (size_t)(end - p - 1));
+}
+
+/* The statement's "sql" string with its JSON escapes (\n, \") undone, caller frees. */
+static char *sql_of(const char *json) {
+  const char *p = strstr(json, "\"sql\":\"");
+  if (!p) return strdup("");
+  p += strlen("\"sql\":\"");
+  char *out = malloc(strlen(p) + 1), *o = out;
+  for (; *p && *p != '"'; p++) {
+    if (*p == '\\') { p++; *o++ = *p == 'n' ? '\n' : *p; } else *o++ = *p;
+  }
+  *o = 0;
+  return out;
+}
+
+/* The application's own transaction: the completion statement run by another client (psql,
+ * standing in for the application's driver) inside its transaction, a claim reported lost,
+ * and the publish statement with its validation. */
+static void application_transaction_statements(QbRuntime *rt) {
+  insert_rows("app", 2);
+  QbWorker *w = new_worker(rt, "{\"source\":\"app\",\"batchSize\":2,\"concurrency\":2,\"listen\":false,\"pollIntervalMs\":50}");
+  QbError *err = NULL;
+  char *json = NULL;
+
+  /* 1: the application runs the fenced completion with its business write and commits. */
+  QbTask *t = next_task(w, NULL);
+  EXPECT(qb_task_completion_statement(t, "dollar", &json, &err), QB_OK, NULL, NULL, "completion statement");
+  CHECK(json && strstr(json, "\"expect\":\"one_row_affected\"") && strstr(json, "CAST($1 AS uuid)"), "statement %s", json ? json : "NULL");
+  char *id = param_at(json, 0), *token = param_at(json, 1), *text = sql_of(json);
+  qb_string_free(json);
+  char buf[2048];
+  snprintf(buf, sizeof buf,
+           "BEGIN; CREATE TABLE app_seen (id uuid); INSERT INTO app_seen VALUES ('%s');"
+           " PREPARE qb_complete(text, text) AS %s; EXECUTE qb_complete('%s', '%s'); COMMIT;"
+           " SELECT state FROM inbox WHERE id = '%s';",
+           id, text, id, token, id);
+  free(sql(db_url, buf));
+  sql_expect("SELECT state FROM inbox WHERE idempotency_key = 'k1' AND source = 'app';", "processed", "completed by the application's commit");
+  EXPECT(qb_task_execute_blocking(t, "SELECT 1", NULL, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "application's transaction", "own tx after handing over");
+  EXPECT(qb_task_complete_blocking(t, &err), QB_OK, NULL, NULL, "complete settles without writing");
+  qb_task_free(t);
+  free(id); free(token); free(text);
+
+  /* 2: zero rows affected -> claim_lost returns the ClaimLost error, counted once. */
+  t = next_task(w, NULL);
+  EXPECT(qb_task_completion_statement(t, "question", &json, &err), QB_OK, NULL, NULL, "completion statement question");
+  CHECK(json && strstr(json, "CAST(? AS uuid)"), "question style %s", json ? json : "NULL");
+  qb_string_free(json);
+  EXPECT(qb_task_claim_lost(t, &err), QB_ERR_CLAIM_LOST, NULL, "claim lost", "claim lost reported");
+  EXPECT(qb_task_fail_blocking(t, "handler saw ClaimLost", &err), QB_ERR_CLAIM_LOST, NULL, NULL, "fail after claim lost");
+  EXPECT(qb_task_claim_lost(NULL, &err), QB_ERR_INVALID_INPUT, NULL, "task is NULL", "claim lost null");
+  qb_task_free(t);
+  QbStats stats;
+  EXPECT(qb_worker_stats(w, &stats, &err), QB_OK, NULL, NULL, "stats");
+  CHECK(stats.claims_lost == 1 && stats.completed == 1, "claims_lost %llu completed %llu",
+        (unsigned long long)stats.claims_lost, (unsigned long long)stats.completed);
+  sql_expect("SELECT state || ' ' || attempt FROM inbox WHERE idempotency_key = 'k2' AND source = 'app';", "processing 0", "a lost claim writes nothing");
+
+  EXPECT(qb_task_completion_statement(NULL, "dollar", &json, &err), QB_ERR_INVALID_INPUT, NULL, "task is NULL", "completion null task");
+  uint64_t abandoned = 0;
+  EXPECT(qb_worker_shutdown_blocking(w, &abandoned, &err), QB_OK, NULL, NULL, "shutdown");
+  qb_worker_free(w);
+
+  /* 3: the publish statement, and bad input naming messages[i].field. */
+  EXPECT(qb_publish_statement(NULL, "[{\"topic\":\"t\",\"payload\":{\"a\":1}},{\"topic\":\"u\",\"payload\":2}]", "dollar", &json, &err),
+         QB_OK, NULL, NULL, "publish statement");
+  CHECK(json && strstr(json, "jsonb_to_recordset") && strstr(json, "\"expect\":\"rows_affected\"") && strstr(json, "\"ids\":[\""),
+        "publish %s", json ? json : "NULL");
+  qb_string_free(json);
+  EXPECT(qb_publish_statement("sqlserver", "[{\"topic\":\"t\",\"payload\":{}}]", "at", &json, &err), QB_OK, NULL, NULL, "publish sqlserver");
+  CHECK(json && strstr(json, "OPENJSON(@p1)"), "sqlserver publish %s", json ? json : "NULL");
+  qb_string_free(json);
+  EXPECT(qb_publish_statement(NULL, "[{\"topic\":\"t\",\"payload\":{}},{\"topic\":\"\",\"payload\":{}}]", "dollar", &json, &err),
+         QB_ERR_INVALID_INPUT, NULL, "messages[1].topic", "publish empty topic");
+  CHECK(json == NULL, "no output on failure");
+  EXPECT(qb_publish_statement(NULL, "[{\"topic\":\"t\",\"payload\":{}}]", "qmark", &json, &err), QB_ERR_INVALID_INPUT, NULL, "qmark", "bad placeholder");
+  EXPECT(qb_publish_statement("oracle", "[{\"topic\":\"t\",\"payload\":{}}]", "dollar", &json, &err), QB_ERR_INVALID_INPUT, NULL, "oracle", "bad backend");
+  EXPECT(qb_publish_statement(NULL, "[{", "dollar", &json, &err), QB_ERR_INVALID_INPUT, NULL, "not valid JSON", "bad json");
+  EXPECT(qb_publish_statement(NULL, NULL, "dollar", &json, &err), QB_ERR_INVALID_INPUT, NULL, "messages_json is NULL", "null messages");
+  EXPECT(qb_publish_statement(NULL, "[]", NULL, &json, &err), QB_ERR_INVALID_INPUT, NULL, "placeholder is NULL", "null placeholder");
+  EXPECT(qb_publish_statement(NULL, "[{\"topic\":\"t\",\"payload\":{}}]", "dollar", NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_json", "null out");
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s <empty database url> <second empty database url>\n", argv[0]);
@@ -613,6 +708,7 @@ int main(int argc, char **argv) {
   blocking_calls_finish_rows_in_the_database(rt);
   callbacks_fire_once_from_runtime_threads(rt);
   shutdown_after_grace_cancels_and_nothing_completes(rt);
+  application_transaction_statements(rt);
   qb_runtime_free(rt);
 
   if (failures) {
