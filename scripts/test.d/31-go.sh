@@ -2,7 +2,8 @@
 # Go client (clients/go): builds libqueuebox, checks the module's copy of queuebox.h, then
 # `go vet` and `go test` of the cgo package against the real PostgreSQL (each test makes
 # and migrates its own database), including the conformance vectors through the native
-# library; then builds the example.
+# library, the application-transaction tests on pgx and database/sql, and a publish delivered
+# by the real relay binary to an HTTP receiver; then builds the example.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source bindings/c/tests/ffi-env.sh
@@ -12,6 +13,11 @@ if ! command -v go >/dev/null 2>&1; then
 fi
 ffi_need_apt go golang-go
 ffi_build_native
+# delivery_test.go runs the relay binary (publish -> HTTP delivery); usually already built by 10-rust.
+relay_flag=()
+[ "$QB_PROFILE" = release ] && relay_flag=(--release)
+cargo build --quiet -p queuebox --bin queuebox "${relay_flag[@]}"
+export QUEUEBOX_BIN="$QB_NATIVE_DIR/queuebox"
 
 # The module carries its own copy of the C header (so `go get` compiles); a stale copy fails.
 if ! cmp -s bindings/c/include/queuebox.h clients/go/queuebox.h; then
