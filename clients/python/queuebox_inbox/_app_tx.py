@@ -20,7 +20,7 @@ from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Unio
 from . import _native
 from ._drivers import Driver, driver_of
 from ._types import InboxMessage
-from ._worker import task_of
+from ._worker import Running, running_of
 from .errors import ClaimLost, DatabaseError, InvalidInput, QueueBoxError
 
 
@@ -98,12 +98,13 @@ def _publish(db: Any, messages: Iterable[Any], single: bool) -> Union[List[str],
     return _checked_ids(st, driver.run(st["sql"], st["params"]))  # type: ignore[arg-type]
 
 
-def _completed(task: Any, message: InboxMessage, n: int) -> None:
+def _completed(running: Running, n: int) -> None:
     if n != 1:
         # The core settles the task, counts and logs the lost claim, and raises ClaimLost
         # naming the row.
-        task.claim_lost()
-        raise ClaimLost(f"claim lost on inbox row {message.id}")  # not reached: claim_lost raises
+        running.task.claim_lost()
+        raise ClaimLost(f"claim lost on inbox row {running.message.id}")  # not reached: claim_lost raises
+    running.completed = True
 
 
 def complete_in(db: Any, message: InboxMessage) -> Optional[Awaitable[None]]:
@@ -117,15 +118,19 @@ def complete_in(db: Any, message: InboxMessage) -> Optional[Awaitable[None]]:
     or a SQLAlchemy ``Session`` / ``AsyncSession`` / ``Connection``; ``message`` is the one
     the handler received. Await the result with an asyncio connection or session."""
     driver: Driver = driver_of(db, transaction=True)
-    task = task_of(message)
-    st = json.loads(task.completion_statement(driver.placeholder))
+    running = running_of(message)
+    if running.completed:
+        # A second run would match no row (the first one already took the claim) and read as
+        # a lost claim, rolling back a transaction that is fine.
+        raise InvalidInput("invalid input: message: complete_in already completed this message in your transaction; it runs once per message")
+    st = json.loads(running.task.completion_statement(driver.placeholder))
     if driver.is_async:
 
         async def run() -> None:
-            _completed(task, message, await driver.run(st["sql"], st["params"]))  # type: ignore[misc]
+            _completed(running, await driver.run(st["sql"], st["params"]))  # type: ignore[misc]
 
         return run()
-    _completed(task, message, driver.run(st["sql"], st["params"]))  # type: ignore[arg-type]
+    _completed(running, driver.run(st["sql"], st["params"]))  # type: ignore[arg-type]
     return None
 
 

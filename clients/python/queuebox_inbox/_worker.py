@@ -11,7 +11,7 @@ import logging
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Dict, Iterator, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Dict, Iterator, Optional, Sequence, Set, Union
 
 from . import _native
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
@@ -59,27 +59,36 @@ class BlockingTransaction:
         return self._tx.cancelled
 
 
-# The claimed task behind each message a handler is running on (for `complete_in`), keyed by
-# the message object's id and dropped when the handler function returns. (InboxMessage is a frozen
-# dataclass holding a dict, so it cannot key a WeakKeyDictionary.)
-_handling: Dict[int, Tuple[InboxMessage, Any]] = {}
+class Running:
+    """A message a handler is running on, with its claimed task (for ``complete_in``)."""
+
+    def __init__(self, message: InboxMessage, task: Any) -> None:
+        self.message = message
+        self.task = task
+        #: Set once ``complete_in`` ran the completion (one row affected) in the application's transaction.
+        self.completed = False
+
+
+# Keyed by the message object's id and dropped when the handler function returns.
+# (InboxMessage is a frozen dataclass holding a dict, so it cannot key a WeakKeyDictionary.)
+_handling: Dict[int, Running] = {}
 
 
 @contextmanager
 def _running(message: InboxMessage, task: Any) -> Iterator[None]:
-    _handling[id(message)] = (message, task)
+    _handling[id(message)] = Running(message, task)
     try:
         yield
     finally:
         _handling.pop(id(message), None)
 
 
-def task_of(message: InboxMessage) -> Any:
-    """The task of a message a handler is running on; anything else is refused naming ``message``."""
+def running_of(message: InboxMessage) -> Running:
+    """The message a handler is running on; anything else is refused naming ``message``."""
     entry = _handling.get(id(message))
-    if entry is None or entry[0] is not message:
+    if entry is None or entry.message is not message:
         raise InvalidInput("invalid input: message: not a message a Worker handed to a running handler")
-    return entry[1]
+    return entry
 
 
 AsyncHandler = Callable[[InboxMessage, Transaction], Awaitable[Any]]

@@ -191,6 +191,31 @@ def test_complete_in_commits_the_business_write_and_the_completion_together(driv
 
 
 @pytest.mark.parametrize("driver", DRIVERS, ids=ids)
+def test_complete_in_runs_once_per_message_a_second_call_is_refused_and_the_first_commits(driver, url):
+    source = f"{driver.name}-twice"
+    [rid] = enqueue(url, source)
+    second = []
+
+    async def test(d):
+        async def handler(m, tx):
+            async def body(db):
+                await maybe(d.insert(db, m.id, "once"))
+                await maybe(complete_in(db, m))
+                with pytest.raises(InvalidInput, match="runs once per message") as e:
+                    await maybe(complete_in(db, m))
+                second.append(e.value)
+
+            await d.in_tx(body)
+
+        stats = await run_until(url, source, handler, lambda: processed(url, source) == 1)
+        assert stats.claims_lost == 0, "no lost claim was reported"
+
+    go(driver, url, test)
+    assert len(second) == 1
+    assert notes(url, rid) == ["once"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS, ids=ids)
 def test_a_handler_error_after_complete_in_rolls_both_back_and_the_row_is_retried(driver, url):
     source = f"{driver.name}-retry"
     [rid] = enqueue(url, source)

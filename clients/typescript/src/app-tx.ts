@@ -97,6 +97,9 @@ async function runPublish(db: AppDb, messages: OutboxMessage[], single: boolean)
   return ids;
 }
 
+/** Messages whose completion already ran (one row affected) in the application's transaction. */
+const completed = new WeakSet<InboxMessage>();
+
 /**
  * Completes `message` inside the application's transaction on `db`: the row turns
  * `processed` when that transaction commits, together with the business write. From here
@@ -109,6 +112,11 @@ async function runPublish(db: AppDb, messages: OutboxMessage[], single: boolean)
 export async function completeTx(db: AppDb, message: InboxMessage): Promise<void> {
   const driver = driverOf(db, { transaction: true });
   const task = nativeTaskOf(message);
+  if (completed.has(message)) {
+    // A second run would match no row (the first one already took the claim) and read as
+    // a lost claim, rolling back a transaction that is fine.
+    throw new InvalidInput("invalid input: message: completeTx already completed this message in your transaction; it runs once per message");
+  }
   const st: Statement = JSON.parse(callSync(() => task.completionStatement(driver.placeholder)));
   const n = await driver.run(st.sql, st.params);
   if (n !== 1) {
@@ -117,6 +125,7 @@ export async function completeTx(db: AppDb, message: InboxMessage): Promise<void
     callSync(() => task.claimLost());
     throw new ClaimLost(`claim lost on inbox row ${message.id}`); // not reached: claimLost throws
   }
+  completed.add(message);
 }
 
 /**

@@ -93,6 +93,25 @@ for (const d of DRIVERS) {
     assert.deepEqual(await seenNotes(id), ["handled"]);
   });
 
+  test(`${d.name}: completeTx runs once per message: a second call is refused and the first completion commits`, async () => {
+    const source = `${d.name}-twice`;
+    const [id] = await enqueue(env.db, source, 1);
+    let second;
+    const w = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+    const stop = start(w, (m) =>
+      d.inTx(async (db) => {
+        await d.insert(db, m.id, "once");
+        await completeTx(db, m);
+        second = await completeTx(db, m).catch((e) => e);
+      }),
+    );
+    await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed");
+    await stop();
+    assert.ok(second instanceof InvalidInput && /runs once per message/.test(second.message), String(second));
+    assert.deepEqual(await seenNotes(id), ["once"]);
+    assert.equal(w.stats().claimsLost, 0, "no lost claim was reported");
+  });
+
   test(`${d.name}: a handler error after completeTx rolls both back and the row is retried with attempt and last_error`, async () => {
     const source = `${d.name}-retry`;
     const [id] = await enqueue(env.db, source, 1);
