@@ -7,7 +7,7 @@
 # write. QB_INSTALL_ONLY="c go" runs some; QB_INSTALL_SKIP_PACKAGE=1 tests dist/ as it is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-langs=(${QB_INSTALL_ONLY:-crate c go python node csharp})
+langs=(${QB_INSTALL_ONLY:-crate c go python node csharp relay})
 if [ -z "${QB_INSTALL_SKIP_PACKAGE:-}" ]; then
   t0=$(date +%s)
   parts=()
