@@ -99,12 +99,19 @@ def _publish(db: Any, messages: Iterable[Any], single: bool) -> Union[List[str],
 
 
 def _completed(running: Running, n: int) -> None:
-    if n != 1:
-        # The core settles the task, counts and logs the lost claim, and raises ClaimLost
-        # naming the row.
-        running.task.claim_lost()
-        raise ClaimLost(f"claim lost on inbox row {running.message.id}")  # not reached: claim_lost raises
-    running.completed = True
+    if n == 1:
+        running.completed = True
+        return
+    if running.completed:
+        # Run twice in one transaction: the first run already took the claim, so this one
+        # matches no row. Not a lost claim; the application's transaction still fails, so a
+        # transaction that rolled back and lost the claim meanwhile commits nothing either.
+        # (A new transaction after a rollback completes again: its run affects the row.)
+        raise InvalidInput("invalid input: message: complete_in already completed this message in this transaction; it runs once per transaction")
+    # The core settles the task, counts and logs the lost claim, and raises ClaimLost naming
+    # the row.
+    running.task.claim_lost()
+    raise ClaimLost(f"claim lost on inbox row {running.message.id}")  # not reached: claim_lost raises
 
 
 def complete_in(db: Any, message: InboxMessage) -> Optional[Awaitable[None]]:
@@ -119,10 +126,6 @@ def complete_in(db: Any, message: InboxMessage) -> Optional[Awaitable[None]]:
     the handler received. Await the result with an asyncio connection or session."""
     driver: Driver = driver_of(db, transaction=True)
     running = running_of(message)
-    if running.completed:
-        # A second run would match no row (the first one already took the claim) and read as
-        # a lost claim, rolling back a transaction that is fine.
-        raise InvalidInput("invalid input: message: complete_in already completed this message in your transaction; it runs once per message")
     st = json.loads(running.task.completion_statement(driver.placeholder))
     if driver.is_async:
 

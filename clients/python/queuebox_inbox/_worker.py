@@ -65,7 +65,7 @@ class Running:
     def __init__(self, message: InboxMessage, task: Any) -> None:
         self.message = message
         self.task = task
-        #: Set once ``complete_in`` ran the completion (one row affected) in the application's transaction.
+        #: Set once ``complete_in``'s completion affected its row in an application transaction.
         self.completed = False
 
 

@@ -191,7 +191,7 @@ def test_complete_in_commits_the_business_write_and_the_completion_together(driv
 
 
 @pytest.mark.parametrize("driver", DRIVERS, ids=ids)
-def test_complete_in_runs_once_per_message_a_second_call_is_refused_and_the_first_commits(driver, url):
+def test_complete_in_runs_once_per_transaction_a_second_call_is_refused_and_the_first_commits(driver, url):
     source = f"{driver.name}-twice"
     [rid] = enqueue(url, source)
     second = []
@@ -201,7 +201,7 @@ def test_complete_in_runs_once_per_message_a_second_call_is_refused_and_the_firs
             async def body(db):
                 await maybe(d.insert(db, m.id, "once"))
                 await maybe(complete_in(db, m))
-                with pytest.raises(InvalidInput, match="runs once per message") as e:
+                with pytest.raises(InvalidInput, match="runs once per transaction") as e:
                     await maybe(complete_in(db, m))
                 second.append(e.value)
 
@@ -213,6 +213,34 @@ def test_complete_in_runs_once_per_message_a_second_call_is_refused_and_the_firs
     go(driver, url, test)
     assert len(second) == 1
     assert notes(url, rid) == ["once"]
+
+
+@pytest.mark.parametrize("driver", DRIVERS, ids=ids)
+def test_after_a_rolled_back_transaction_the_handler_can_complete_in_a_new_one(driver, url):
+    source = f"{driver.name}-again"
+    [rid] = enqueue(url, source)
+
+    async def test(d):
+        async def handler(m, tx):
+            # The application's own retry of a transaction (a serialization failure, say).
+            async def first(db):
+                await maybe(d.insert(db, m.id, "first try"))
+                await maybe(complete_in(db, m))
+                raise RuntimeError("serialization failure")
+
+            async def second(db):
+                await maybe(d.insert(db, m.id, "second try"))
+                await maybe(complete_in(db, m))
+
+            with pytest.raises(RuntimeError):
+                await d.in_tx(first)
+            await d.in_tx(second)
+
+        await run_until(url, source, handler, lambda: processed(url, source) == 1)
+
+    go(driver, url, test)
+    assert notes(url, rid) == ["second try"]
+    assert row(url, rid)[:2] == ("processed", 0)
 
 
 @pytest.mark.parametrize("driver", DRIVERS, ids=ids)

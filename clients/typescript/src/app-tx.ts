@@ -97,7 +97,7 @@ async function runPublish(db: AppDb, messages: OutboxMessage[], single: boolean)
   return ids;
 }
 
-/** Messages whose completion already ran (one row affected) in the application's transaction. */
+/** Messages whose completion ran (one row affected) in an application transaction. */
 const completed = new WeakSet<InboxMessage>();
 
 /**
@@ -112,20 +112,23 @@ const completed = new WeakSet<InboxMessage>();
 export async function completeTx(db: AppDb, message: InboxMessage): Promise<void> {
   const driver = driverOf(db, { transaction: true });
   const task = nativeTaskOf(message);
-  if (completed.has(message)) {
-    // A second run would match no row (the first one already took the claim) and read as
-    // a lost claim, rolling back a transaction that is fine.
-    throw new InvalidInput("invalid input: message: completeTx already completed this message in your transaction; it runs once per message");
-  }
   const st: Statement = JSON.parse(callSync(() => task.completionStatement(driver.placeholder)));
   const n = await driver.run(st.sql, st.params);
-  if (n !== 1) {
-    // The core settles the task, counts and logs the lost claim, and throws ClaimLost
-    // naming the row.
-    callSync(() => task.claimLost());
-    throw new ClaimLost(`claim lost on inbox row ${message.id}`); // not reached: claimLost throws
+  if (n === 1) {
+    completed.add(message);
+    return;
   }
-  completed.add(message);
+  if (completed.has(message)) {
+    // Run twice in one transaction: the first run already took the claim, so this one
+    // matches no row. Not a lost claim; the application's transaction still fails, so a
+    // transaction that rolled back and lost the claim meanwhile commits nothing either.
+    // (A new transaction after a rollback completes again: its run affects the row.)
+    throw new InvalidInput("invalid input: message: completeTx already completed this message in this transaction; it runs once per transaction");
+  }
+  // The core settles the task, counts and logs the lost claim, and throws ClaimLost naming
+  // the row.
+  callSync(() => task.claimLost());
+  throw new ClaimLost(`claim lost on inbox row ${message.id}`); // not reached: claimLost throws
 }
 
 /**

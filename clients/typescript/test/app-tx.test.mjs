@@ -93,7 +93,7 @@ for (const d of DRIVERS) {
     assert.deepEqual(await seenNotes(id), ["handled"]);
   });
 
-  test(`${d.name}: completeTx runs once per message: a second call is refused and the first completion commits`, async () => {
+  test(`${d.name}: completeTx runs once per transaction: a second call is refused and the first completion commits`, async () => {
     const source = `${d.name}-twice`;
     const [id] = await enqueue(env.db, source, 1);
     let second;
@@ -107,9 +107,33 @@ for (const d of DRIVERS) {
     );
     await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed");
     await stop();
-    assert.ok(second instanceof InvalidInput && /runs once per message/.test(second.message), String(second));
+    assert.ok(second instanceof InvalidInput && /runs once per transaction/.test(second.message), String(second));
     assert.deepEqual(await seenNotes(id), ["once"]);
     assert.equal(w.stats().claimsLost, 0, "no lost claim was reported");
+  });
+
+  test(`${d.name}: after a rolled-back transaction the handler can complete in a new one`, async () => {
+    const source = `${d.name}-again`;
+    const [id] = await enqueue(env.db, source, 1);
+    const w = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+    const stop = start(w, async (m) => {
+      // The application's own retry of a transaction (a serialization failure, say).
+      await d
+        .inTx(async (db) => {
+          await d.insert(db, m.id, "first try");
+          await completeTx(db, m);
+          throw new Error("serialization failure");
+        })
+        .catch(() => {});
+      await d.inTx(async (db) => {
+        await d.insert(db, m.id, "second try");
+        await completeTx(db, m);
+      });
+    });
+    await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed");
+    await stop();
+    assert.deepEqual(await seenNotes(id), ["second try"]);
+    assert.equal((await states(env.db, source)).get(id).attempt, 0);
   });
 
   test(`${d.name}: a handler error after completeTx rolls both back and the row is retried with attempt and last_error`, async () => {
