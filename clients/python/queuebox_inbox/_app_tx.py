@@ -107,7 +107,7 @@ def _completed(running: Running, n: int) -> None:
         # matches no row. Not a lost claim; the application's transaction still fails, so a
         # transaction that rolled back and lost the claim meanwhile commits nothing either.
         # (A new transaction after a rollback completes again: its run affects the row.)
-        raise InvalidInput("invalid input: message: complete_in already completed this message in this transaction; it runs once per transaction")
+        raise InvalidInput("invalid input: message: complete_in already completed this message; it runs once per transaction (a second run in the same transaction, or after it committed, matches no row)")
     # The core settles the task, counts and logs the lost claim, and raises ClaimLost naming
     # the row.
     running.task.claim_lost()

@@ -123,7 +123,7 @@ export async function completeTx(db: AppDb, message: InboxMessage): Promise<void
     // matches no row. Not a lost claim; the application's transaction still fails, so a
     // transaction that rolled back and lost the claim meanwhile commits nothing either.
     // (A new transaction after a rollback completes again: its run affects the row.)
-    throw new InvalidInput("invalid input: message: completeTx already completed this message in this transaction; it runs once per transaction");
+    throw new InvalidInput("invalid input: message: completeTx already completed this message; it runs once per transaction (a second run in the same transaction, or after it committed, matches no row)");
   }
   // The core settles the task, counts and logs the lost claim, and throws ClaimLost naming
   // the row.
