@@ -104,6 +104,9 @@ func CompleteTx(ctx context.Context, tx Executor, task *Task) error {
 	if task == nil || task.native == nil {
 		return &Error{Kind: KindInvalidInput, Message: "task: is nil (use the *Task a TaskHandler receives)"}
 	}
+	if task.returned.Load() {
+		return &Error{Kind: KindAlreadyFinished, Message: "task: its handler already returned; call CompleteTx inside the handler"}
+	}
 	text, err := taskCompletionStatement(task.native, placeholder)
 	if err != nil {
 		return err

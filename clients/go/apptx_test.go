@@ -410,3 +410,23 @@ func TestAppTxCancelledHandlerCommitsNothing(t *testing.T) {
 		}
 	}
 }
+
+// A *Task kept past its handler cannot be completed (its native handle is freed).
+func TestCompleteTxAfterTheHandlerReturnedIsAlreadyFinished(t *testing.T) {
+	url := newDB(t)
+	insertRows(t, url, "late", 1)
+	w := newWorker(t, url, quickOptions("late"))
+	kept := make(chan *queuebox.Task, 1)
+	runUntilTasks(t, w, func(ctx context.Context, task *queuebox.Task) error {
+		kept <- task
+		return nil // the core completes the row itself
+	}, "the row processed", func() bool { return psql(t, url, "SELECT state FROM inbox") == "processed" })
+	tx, err := pgxPool(t, url).Begin(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if err := queuebox.CompleteTx(context.Background(), tx, <-kept); !errors.Is(err, queuebox.ErrAlreadyFinished) {
+		t.Fatalf("want ErrAlreadyFinished, got %v", err)
+	}
+}

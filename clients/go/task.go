@@ -25,6 +25,8 @@ type Task struct {
 	native  *C.QbTask
 	// lost is set when CompleteTx matched no row; the worker then abandons the row.
 	lost atomic.Bool
+	// returned is set once the handler returned (the native task is about to be freed).
+	returned atomic.Bool
 }
 
 // TaskHandler processes one task with the application's own transaction:

@@ -151,6 +151,7 @@ func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Ta
 	}
 	t := &Task{Message: msg, native: task}
 	herr := callHandler(ctx, call, t)
+	t.returned.Store(true) // the task is finished and freed below: CompleteTx refuses it from now on
 	// A cancelled task is abandoned by the library whatever is asked here (QB_CANCELLED).
 	switch {
 	case t.lost.Load():
