@@ -42,20 +42,26 @@ func sqlDB(t *testing.T, url string) *sql.DB {
 	return db
 }
 
-// drivers runs body once with RunPgx and once with RunSQL; insert writes the business row
-// for a message in the handler's transaction through that driver.
+// execFunc runs one statement in the handler's transaction, whatever the driver.
+type execFunc func(query string, args ...any) error
+
+// bodyFunc is a test handler written once for both drivers.
+type bodyFunc func(ctx context.Context, m *queuebox.Message, exec execFunc) error
+
+// driverCase runs a worker with body through one driver's handler form: RunPgx on a pgx
+// pool, or RunSQL on a database/sql pool (pgx's stdlib driver).
 type driverCase struct {
 	name string
-	run  func(t *testing.T, w *queuebox.Worker, url string, ctx context.Context, insert func(ctx context.Context, m *queuebox.Message, exec func(string, ...any) error) error) error
+	run  func(ctx context.Context, t *testing.T, w *queuebox.Worker, url string, body bodyFunc) error
 }
 
 var drivers = []driverCase{
-	{"pgx", func(t *testing.T, w *queuebox.Worker, url string, ctx context.Context, body func(context.Context, *queuebox.Message, func(string, ...any) error) error) error {
+	{"pgx", func(ctx context.Context, t *testing.T, w *queuebox.Worker, url string, body bodyFunc) error {
 		return w.RunPgx(ctx, pgxPool(t, url), func(ctx context.Context, m *queuebox.Message, tx pgx.Tx) error {
 			return body(ctx, m, func(q string, args ...any) error { _, err := tx.Exec(ctx, q, args...); return err })
 		})
 	}},
-	{"database/sql", func(t *testing.T, w *queuebox.Worker, url string, ctx context.Context, body func(context.Context, *queuebox.Message, func(string, ...any) error) error) error {
+	{"database/sql", func(ctx context.Context, t *testing.T, w *queuebox.Worker, url string, body bodyFunc) error {
 		return w.RunSQL(ctx, sqlDB(t, url), func(ctx context.Context, m *queuebox.Message, tx *sql.Tx) error {
 			return body(ctx, m, func(q string, args ...any) error { _, err := tx.ExecContext(ctx, q, args...); return err })
 		})
@@ -63,11 +69,11 @@ var drivers = []driverCase{
 }
 
 // runDriverUntil runs the worker through d until cond holds, then stops it.
-func runDriverUntil(t *testing.T, d driverCase, w *queuebox.Worker, url string, body func(context.Context, *queuebox.Message, func(string, ...any) error) error, what string, cond func() bool) {
+func runDriverUntil(t *testing.T, d driverCase, w *queuebox.Worker, url string, body bodyFunc, what string, cond func() bool) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- d.run(t, w, url, ctx, body) }()
+	go func() { done <- d.run(ctx, t, w, url, body) }()
 	waitFor(t, 20*time.Second, what, cond)
 	cancel()
 	select {
@@ -88,7 +94,7 @@ func TestAppTxBusinessWriteAndCompletionCommitTogether(t *testing.T) {
 			psql(t, url, "CREATE TABLE shipments (id uuid PRIMARY KEY, key text)")
 			insertRows(t, url, "ship", 5)
 			w := newWorker(t, url, quickOptions("ship"))
-			body := func(ctx context.Context, m *queuebox.Message, exec func(string, ...any) error) error {
+			body := func(ctx context.Context, m *queuebox.Message, exec execFunc) error {
 				return exec("INSERT INTO shipments (id, key) VALUES ($1, $2)", m.ID, m.IdempotencyKey)
 			}
 			runDriverUntil(t, d, w, url, body, "5 rows processed", func() bool {
@@ -154,7 +160,7 @@ func TestAppTxHandlerErrorRollsBackAndTheRowIsRetried(t *testing.T) {
 			opts := quickOptions("ship")
 			opts.Retry = queuebox.RetryPolicy{BaseDelay: time.Hour, MaxDelay: time.Hour, Jitter: queuebox.NoJitter()}
 			w := newWorker(t, url, opts)
-			body := func(ctx context.Context, m *queuebox.Message, exec func(string, ...any) error) error {
+			body := func(ctx context.Context, m *queuebox.Message, exec execFunc) error {
 				if err := exec("INSERT INTO shipments (id) VALUES ($1)", m.ID); err != nil {
 					return err
 				}
@@ -231,7 +237,7 @@ func TestAppTxLostLeaseIsErrClaimLostAndTheWriteDisappears(t *testing.T) {
 			firstStarted := make(chan struct{})
 			// The first handler stalls (as in a long GC pause or a network partition) until
 			// its lease ran out and the second worker holds the row, then completes.
-			body := func(ctx context.Context, m *queuebox.Message, exec func(string, ...any) error) error {
+			body := func(ctx context.Context, m *queuebox.Message, exec execFunc) error {
 				if firstCalls.Add(1) > 1 {
 					return errors.New("the first worker got the row again")
 				}
@@ -247,7 +253,7 @@ func TestAppTxLostLeaseIsErrClaimLostAndTheWriteDisappears(t *testing.T) {
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			firstDone := make(chan error, 1)
-			go func() { firstDone <- d.run(t, first, url, ctx, body) }()
+			go func() { firstDone <- d.run(ctx, t, first, url, body) }()
 			<-firstStarted
 			// Expire the first lease (a lease of milliseconds would be renewed by the
 			// first worker), then let the second worker take the row.
@@ -374,7 +380,7 @@ func TestAppTxCancelledHandlerCommitsNothing(t *testing.T) {
 				w := newWorker(t, url, opts)
 				started := make(chan struct{})
 				var cancelled atomic.Bool
-				body := func(ctx context.Context, m *queuebox.Message, exec func(string, ...any) error) error {
+				body := func(ctx context.Context, m *queuebox.Message, exec execFunc) error {
 					if err := exec("INSERT INTO effects VALUES ($1)", m.ID); err != nil {
 						return err
 					}
@@ -391,7 +397,7 @@ func TestAppTxCancelledHandlerCommitsNothing(t *testing.T) {
 				}
 				ctx, cancel := context.WithCancel(context.Background())
 				done := make(chan error, 1)
-				go func() { done <- d.run(t, w, url, ctx, body) }()
+				go func() { done <- d.run(ctx, t, w, url, body) }()
 				<-started
 				if why == "lost lease" {
 					waitFor(t, 10*time.Second, "the lost lease", func() bool { return cancelled.Load() && w.Stats().InFlight == 0 })
