@@ -19,4 +19,8 @@ if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.j
   npm ci --no-audit --no-fund --loglevel=error
 fi
 npm run --silent build
+# delivery.test.mjs runs the relay binary (publish -> HTTP delivery); the same build as
+# 32-csharp's, so a no-op after it.
+cargo build --quiet -p queuebox --bin queuebox
+export QUEUEBOX_BIN="$CARGO_TARGET_DIR/debug/queuebox"
 npm test

@@ -24,5 +24,9 @@ fi
 (cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --quiet --extras test)
 # Fail here, clearly, if the build or the drivers did not install.
 "$venv/bin/python" -c "import queuebox_inbox._native, psycopg, psycopg_pool, sqlalchemy.ext.asyncio, greenlet, asyncpg"
+# tests/test_delivery.py runs the relay binary (publish -> HTTP delivery); the same build as
+# 32-csharp's, so a no-op after it.
+cargo build --quiet -p queuebox --bin queuebox
+export QUEUEBOX_BIN="$CARGO_TARGET_DIR/debug/queuebox"
 cd clients/python
 "$venv/bin/python" -m pytest -q
