@@ -12,17 +12,21 @@ import (
 // time), generates each row's id and renders one INSERT for all of them; this file only
 // collects the options into the core's JSON and runs the statement on tx.
 
-// PublishOption sets an optional field of an outbox message. Values are checked by the
-// core, which names the bad field (e.g. "messages[0].max_attempts: must be at least 1").
-type PublishOption func(fields map[string]any)
+// PublishOption sets an optional field of an outbox message (the With* functions). Values
+// are checked by the core, which names the bad field ("messages[0].max_attempts must be
+// between 1 and ...").
+type PublishOption func(fields publishFields)
+
+// publishFields is one message as the core reads it (publish_statement's JSON object).
+type publishFields map[string]any
 
 // WithKey sets the message key (partition / ordering key at the broker; at most 255 characters).
-func WithKey(key string) PublishOption { return func(f map[string]any) { f["key"] = key } }
+func WithKey(key string) PublishOption { return func(f publishFields) { f["key"] = key } }
 
 // WithHeaders sets the message headers (merged with earlier WithHeader/WithHeaders).
 // Framing, hop-by-hop and relay-owned headers and control characters are refused.
 func WithHeaders(headers map[string]string) PublishOption {
-	return func(f map[string]any) {
+	return func(f publishFields) {
 		h, _ := f["headers"].(map[string]string)
 		if h == nil {
 			h = map[string]string{}
@@ -41,21 +45,21 @@ func WithHeader(name, value string) PublishOption {
 
 // WithAggregateType sets the outbox row's aggregate type.
 func WithAggregateType(aggregateType string) PublishOption {
-	return func(f map[string]any) { f["aggregate_type"] = aggregateType }
+	return func(f publishFields) { f["aggregate_type"] = aggregateType }
 }
 
 // WithMaxAttempts sets how many failed deliveries the relay allows (at least 1; default 5).
-func WithMaxAttempts(n int) PublishOption { return func(f map[string]any) { f["max_attempts"] = n } }
+func WithMaxAttempts(n int) PublishOption { return func(f publishFields) { f["max_attempts"] = n } }
 
 // WithDelay makes the row due after d (whole milliseconds) counted from the database's
 // clock at insert time. Not together with WithScheduledAt.
 func WithDelay(d time.Duration) PublishOption {
-	return func(f map[string]any) { f["delay_ms"] = d.Milliseconds() }
+	return func(f publishFields) { f["delay_ms"] = d.Milliseconds() }
 }
 
 // WithScheduledAt makes the row due at t. Not together with WithDelay.
 func WithScheduledAt(t time.Time) PublishOption {
-	return func(f map[string]any) { f["scheduled_at"] = t.Format(time.RFC3339Nano) }
+	return func(f publishFields) { f["scheduled_at"] = t.Format(time.RFC3339Nano) }
 }
 
 // OutboxMessage is one message of PublishMany.
@@ -89,13 +93,13 @@ func PublishMany(ctx context.Context, tx Executor, messages []OutboxMessage) ([]
 	if len(messages) == 0 {
 		return nil, &Error{Kind: KindInvalidInput, Message: "messages: must not be empty"}
 	}
-	rows := make([]map[string]any, len(messages))
+	rows := make([]publishFields, len(messages))
 	for i, m := range messages {
 		payload, err := json.Marshal(m.Payload)
 		if err != nil {
 			return nil, &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("messages[%d].payload: cannot be encoded as JSON: %v", i, err)}
 		}
-		row := map[string]any{"topic": m.Topic, "payload": json.RawMessage(payload)}
+		row := publishFields{"topic": m.Topic, "payload": json.RawMessage(payload)}
 		for _, opt := range m.Options {
 			if opt != nil {
 				opt(row)
