@@ -5,11 +5,18 @@
 #   NATS + JetStream (Debian package nats-server, -js)      nats://127.0.0.1:${QB_NATS_PORT:-54222}
 #   Apache Kafka, KRaft single node (org.apache.kafka:kafka_2.13 from Maven Central,
 #     jars cached in ~/.cache/queuebox-kafka)               127.0.0.1:${QB_KAFKA_PORT:-59092}
+# RabbitMQ and Kafka also listen with TLS, for the TLS tests (relay/tests/tls_brokers.rs), with
+# certificates made by openssl in $QB_BROKERS_DIR/tls (see broker_tls_certs):
+#   RabbitMQ amqps, client certificate required              127.0.0.1 and 127.0.0.2:${QB_AMQPS_PORT:-55671}
+#   Kafka SSL, client certificate required                   127.0.0.1:${QB_KAFKA_SSL_PORT:-59094}
+#   Kafka SASL_SSL: PLAIN, SCRAM-SHA-256 and -512, user relay / relay-secret
+#                                                            127.0.0.1:${QB_KAFKA_SASL_SSL_PORT:-59095}
 # Usage:
 #   bash scripts/brokers.sh start [rabbitmq|nats|kafka ...]   (default: all three; waits until ready)
 #   bash scripts/brokers.sh stop  [rabbitmq|nats|kafka ...]
 #   bash scripts/brokers.sh restart rabbitmq|nats|kafka       (stop, then start; data kept)
 #   bash scripts/brokers.sh env                                (prints the export lines)
+#   bash scripts/brokers.sh rabbitmqctl <args>                 (rabbitmqctl against our node)
 #   bash scripts/brokers.sh install                            (install only)
 #   bash scripts/brokers.sh deps                               (build dependencies of the relay:
 #                                                               librdkafka-dev + pkg-config, for rdkafka)
@@ -23,12 +30,16 @@ QB_EPMD_PORT="${QB_EPMD_PORT:-54369}"
 QB_NATS_PORT="${QB_NATS_PORT:-54222}"
 QB_KAFKA_PORT="${QB_KAFKA_PORT:-59092}"
 QB_KAFKA_CONTROLLER_PORT="${QB_KAFKA_CONTROLLER_PORT:-59093}"
+QB_AMQPS_PORT="${QB_AMQPS_PORT:-55671}"
+QB_KAFKA_SSL_PORT="${QB_KAFKA_SSL_PORT:-59094}"
+QB_KAFKA_SASL_SSL_PORT="${QB_KAFKA_SASL_SSL_PORT:-59095}"
 QB_KAFKA_VERSION="${QB_KAFKA_VERSION:-3.9.1}"
 QB_KAFKA_CACHE="${QB_KAFKA_CACHE:-$HOME/.cache/queuebox-kafka}/$QB_KAFKA_VERSION"
 
 RABBIT_DIR="$QB_BROKERS_DIR/rabbitmq"
 NATS_DIR="$QB_BROKERS_DIR/nats"
 KAFKA_DIR="$QB_BROKERS_DIR/kafka"
+TLS_DIR="$QB_BROKERS_DIR/tls"
 
 log() { echo "brokers: $*" >&2; }
 
@@ -68,6 +79,41 @@ stop_pidfile() {  # stop_pidfile <pidfile> <name>: TERM, wait up to 30 s, then K
   log "$name stopped"
 }
 
+# ---------------------------------------------------------------- TLS certificates
+# A throwaway CA and, signed by it, a server certificate for localhost and 127.0.0.1 (not
+# 127.0.0.2: the host-name test connects there) and a client certificate (CN queuebox); also
+# a CA nobody trusts (other-ca.crt) and a client certificate it signed (client-other.*). All
+# PEM; server.pem is the key and certificate in one file, Kafka's PEM keystore. Made once and
+# again when they expire within a day.
+broker_tls_certs() {
+  command -v openssl >/dev/null || apt_install openssl
+  if [ -s "$TLS_DIR/client-other.crt" ] && openssl x509 -checkend 86400 -noout -in "$TLS_DIR/server.crt" >/dev/null 2>&1; then return 0; fi
+  log "making TLS certificates in $TLS_DIR"
+  rm -rf "$TLS_DIR"; mkdir -p "$TLS_DIR"
+  (
+    cd "$TLS_DIR"
+    ca() {
+      openssl req -x509 -newkey rsa:2048 -nodes -days 30 -sha256 -subj "/CN=$2" -keyout "$1.key" -out "$1.crt" \
+        -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+    }
+    leaf() {  # leaf NAME CN ISSUER EXTENSION
+      openssl req -new -newkey rsa:2048 -nodes -subj "/CN=$2" -keyout "$1.key" -out "$1.csr" 2>/dev/null
+      printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\n%s\n' "$4" >"$1.ext"
+      openssl x509 -req -in "$1.csr" -CA "$3.crt" -CAkey "$3.key" -CAcreateserial -days 30 -sha256 \
+        -extfile "$1.ext" -out "$1.crt" 2>/dev/null
+      rm -f "$1.csr" "$1.ext"
+    }
+    ca ca "QueueBox broker test CA"
+    ca other-ca "Some other CA"
+    leaf server localhost ca "extendedKeyUsage=serverAuth
+subjectAltName=DNS:localhost,IP:127.0.0.1"
+    leaf client queuebox ca "extendedKeyUsage=clientAuth"
+    leaf client-other queuebox other-ca "extendedKeyUsage=clientAuth"
+    cat server.key server.crt >server.pem
+    chmod 600 ./*.key server.pem
+  )
+}
+
 # ---------------------------------------------------------------- RabbitMQ
 rabbit_env() {
   export HOME="$RABBIT_DIR/home"  # the Erlang cookie lives here, shared by server and CLI
@@ -94,8 +140,18 @@ rabbit_start() {
   [ -f "$RABBIT_DIR/enabled_plugins" ] || echo "[]." >"$RABBIT_DIR/enabled_plugins"
   [ -f "$RABBIT_DIR/rabbitmq-env.conf" ] || : >"$RABBIT_DIR/rabbitmq-env.conf"
   [ -f "$RABBIT_DIR/advanced.config" ] || echo "[]." >"$RABBIT_DIR/advanced.config"
+  broker_tls_certs
+  # amqps on 127.0.0.1 and 127.0.0.2 (a host name the certificate does not name); a client
+  # without a certificate signed by the CA is refused in the handshake.
   cat >"$RABBIT_DIR/rabbitmq.conf" <<CONF
 listeners.tcp.default = 127.0.0.1:$QB_AMQP_PORT
+listeners.ssl.1 = 127.0.0.1:$QB_AMQPS_PORT
+listeners.ssl.2 = 127.0.0.2:$QB_AMQPS_PORT
+ssl_options.cacertfile = $TLS_DIR/ca.crt
+ssl_options.certfile = $TLS_DIR/server.crt
+ssl_options.keyfile = $TLS_DIR/server.key
+ssl_options.verify = verify_peer
+ssl_options.fail_if_no_peer_cert = true
 loopback_users = none
 log.console = false
 log.file.level = warning
@@ -110,7 +166,8 @@ CONF
     tail -30 "$RABBIT_DIR/server.out" >&2 || true; return 1
   fi
   wait_for 30 "rabbitmq port $QB_AMQP_PORT" port_open "$QB_AMQP_PORT"
-  log "rabbitmq ready on 127.0.0.1:$QB_AMQP_PORT"
+  wait_for 30 "rabbitmq amqps port $QB_AMQPS_PORT" port_open "$QB_AMQPS_PORT"
+  log "rabbitmq ready on 127.0.0.1:$QB_AMQP_PORT (amqps $QB_AMQPS_PORT)"
 }
 
 rabbit_stop() {
@@ -178,15 +235,27 @@ kafka_start() {
   kafka_install
   mkdir -p "$KAFKA_DIR/data" "$KAFKA_DIR/logs"
   if pid_alive "$KAFKA_DIR/server.pid" && port_open "$QB_KAFKA_PORT"; then log "kafka already running on $QB_KAFKA_PORT"; return 0; fi
+  broker_tls_certs
+  # Besides PLAINTEXT: SSL (client certificate required) and SASL_SSL (PLAIN users from the
+  # JAAS line, SCRAM users from the metadata log, added at format time), PEM keystores.
   cat >"$KAFKA_DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$QB_KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,CONTROLLER://127.0.0.1:$QB_KAFKA_CONTROLLER_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT
+listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,CONTROLLER://127.0.0.1:$QB_KAFKA_CONTROLLER_PORT,SSL://127.0.0.1:$QB_KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$QB_KAFKA_SASL_SSL_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,SSL://127.0.0.1:$QB_KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$QB_KAFKA_SASL_SSL_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+ssl.keystore.type=PEM
+ssl.keystore.location=$TLS_DIR/server.pem
+ssl.truststore.type=PEM
+ssl.truststore.location=$TLS_DIR/ca.crt
+listener.name.ssl.ssl.client.auth=required
+sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
+listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_relay="relay-secret";
+listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
+listener.name.sasl_ssl.scram-sha-512.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
 log.dirs=$KAFKA_DIR/data
 num.partitions=1
 offsets.topic.replication.factor=1
@@ -211,8 +280,11 @@ PROPS
   if [ ! -s "$KAFKA_DIR/data/meta.properties" ]; then
     log "formatting kafka storage (KRaft)"
     kafka_java kafka.tools.StorageTool format -t "qb-$(head -c 16 /dev/urandom | od -An -tx1 | tr -d ' \n' | head -c 22)" \
-      -c "$KAFKA_DIR/server.properties" --ignore-formatted >"$KAFKA_DIR/format.out" 2>&1 \
+      -c "$KAFKA_DIR/server.properties" --ignore-formatted \
+      --add-scram 'SCRAM-SHA-256=[name=relay,password=relay-secret]' \
+      --add-scram 'SCRAM-SHA-512=[name=relay,password=relay-secret]' >"$KAFKA_DIR/format.out" 2>&1 \
       || { cat "$KAFKA_DIR/format.out" >&2; return 1; }
+    touch "$KAFKA_DIR/scram-users"
   fi
   : >"$KAFKA_DIR/server.out"
   # exec: the pid we record is the JVM itself, so `stop` signals the broker, not a wrapper.
@@ -220,7 +292,12 @@ PROPS
     >"$KAFKA_DIR/server.out" 2>&1 </dev/null &
   echo $! >"$KAFKA_DIR/server.pid"
   if ! wait_for 120 kafka kafka_ready; then tail -40 "$KAFKA_DIR/server.out" >&2; return 1; fi
-  log "kafka (KRaft) ready on 127.0.0.1:$QB_KAFKA_PORT"
+  if [ ! -e "$KAFKA_DIR/scram-users" ]; then  # storage formatted before SCRAM users were added
+    kafka_java kafka.admin.ConfigCommand --bootstrap-server "127.0.0.1:$QB_KAFKA_PORT" --alter --entity-type users \
+      --entity-name relay --add-config 'SCRAM-SHA-256=[password=relay-secret],SCRAM-SHA-512=[password=relay-secret]' >&2
+    touch "$KAFKA_DIR/scram-users"
+  fi
+  log "kafka (KRaft) ready on 127.0.0.1:$QB_KAFKA_PORT (SSL $QB_KAFKA_SSL_PORT, SASL_SSL $QB_KAFKA_SASL_SSL_PORT)"
 }
 
 kafka_stop() { [ -d "$KAFKA_DIR" ] && stop_pidfile "$KAFKA_DIR/server.pid" kafka; return 0; }
@@ -230,10 +307,15 @@ print_env() {
 export QUEUEBOX_TEST_AMQP_URL=amqp://guest:guest@127.0.0.1:$QB_AMQP_PORT/%2f
 export QUEUEBOX_TEST_NATS_URL=nats://127.0.0.1:$QB_NATS_PORT
 export QUEUEBOX_TEST_KAFKA_BROKERS=127.0.0.1:$QB_KAFKA_PORT
+export QUEUEBOX_TEST_AMQPS_URL=amqps://guest:guest@127.0.0.1:$QB_AMQPS_PORT/%2f
+export QUEUEBOX_TEST_KAFKA_SSL_BROKERS=127.0.0.1:$QB_KAFKA_SSL_PORT
+export QUEUEBOX_TEST_KAFKA_SASL_SSL_BROKERS=127.0.0.1:$QB_KAFKA_SASL_SSL_PORT
+export QUEUEBOX_TEST_BROKER_TLS_DIR=$TLS_DIR
 ENV
 }
 
 mode="${1:-start}"; shift || true
+if [ "$mode" = rabbitmqctl ]; then rabbit_env; exec /usr/lib/rabbitmq/bin/rabbitmqctl "$@"; fi
 which=("$@"); [ ${#which[@]} -eq 0 ] && which=(rabbitmq nats kafka)
 for b in "${which[@]}"; do case "$b" in rabbitmq|nats|kafka) ;; *) echo "unknown broker $b" >&2; exit 2 ;; esac; done
 fn() { case "$1" in rabbitmq) echo rabbit ;; *) echo "$1" ;; esac; }
@@ -256,5 +338,5 @@ case "$mode" in
   restart)
     for b in "${which[@]}"; do "$(fn "$b")_stop"; "$(fn "$b")_start"; done ;;
   env) print_env ;;
-  *) echo "usage: scripts/brokers.sh start|stop|restart|install|env [rabbitmq|nats|kafka ...]" >&2; exit 2 ;;
+  *) echo "usage: scripts/brokers.sh start|stop|restart|install|env [rabbitmq|nats|kafka ...] | rabbitmqctl <args>" >&2; exit 2 ;;
 esac
