@@ -9,6 +9,9 @@
 # directory stays `trust` for this script's own set-up.
 #   scripts/postgres-tls.sh start   -> certificates in $QB_PG_TLS_DIR.certs/
 #   scripts/postgres-tls.sh stop    -> stops the cluster and removes it and its certificates
+#   scripts/postgres-tls.sh env     -> QUEUEBOX_TEST_TLS_DATABASE_URL: user postgres with its
+#                                      client certificate, sslmode=verify-full (the language
+#                                      workers' TLS tests read it)
 # Certificates (all PEM): ca.crt, server.crt (SAN localhost, 127.0.0.1; not 127.0.0.2),
 # client-postgres.{crt,key}, client-app.{crt,key}, other-ca.crt (a CA nobody uses) and
 # client-other.{crt,key} (CN postgres, signed by other-ca).
@@ -82,5 +85,6 @@ HBA
 case "${1:-start}" in
   start) start ;;
   stop) pg stop; rm -rf "$DIR" "$CERTS" ;;
-  *) echo "usage: scripts/postgres-tls.sh [start|stop]" >&2; exit 2 ;;
+  env) echo "export QUEUEBOX_TEST_TLS_DATABASE_URL='postgres://postgres@localhost:$PORT/queuebox?sslmode=verify-full&sslrootcert=$CERTS/ca.crt&sslcert=$CERTS/client-postgres.crt&sslkey=$CERTS/client-postgres.key'" ;;
+  *) echo "usage: scripts/postgres-tls.sh [start|stop|env]" >&2; exit 2 ;;
 esac

@@ -3,7 +3,8 @@
 # `go vet` and `go test` of the cgo package against the real PostgreSQL (each test makes
 # and migrates its own database), including the conformance vectors through the native
 # library, the application-transaction tests on pgx and database/sql, and a publish delivered
-# by the real relay binary to an HTTP receiver; then builds the example.
+# by the real relay binary to an HTTP receiver, and the worker against a TLS-only PostgreSQL
+# (scripts/postgres-tls.sh, worker_tls_test.go); then builds the example.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source bindings/c/tests/ffi-env.sh
@@ -25,6 +26,12 @@ if ! cmp -s bindings/c/include/queuebox.h clients/go/queuebox.h; then
   echo "  cp bindings/c/include/queuebox.h clients/go/queuebox.h" >&2
   exit 1
 fi
+
+# The worker's TLS test (worker_tls_test.go) needs a TLS-only PostgreSQL of its own.
+export QB_PG_TLS_PORT="${QB_PG_TLS_PORT_GO:-55436}"
+trap "bash '$PWD/scripts/postgres-tls.sh' stop" EXIT  # the tests run from clients/go
+bash scripts/postgres-tls.sh start
+eval "$(bash scripts/postgres-tls.sh env)"
 
 # cgo links -lqueuebox (the shared library) from the workspace build; rpath lets the
 # test binary find it without LD_LIBRARY_PATH.

@@ -3,7 +3,8 @@
 # extension from bindings/python into clients/python with `maturin develop --extras test`
 # (which also installs the package's `test` extra from PyPI: pytest and the drivers the
 # application-transaction tests use: psycopg 3, SQLAlchemy 2, asyncpg), and runs pytest
-# against the real PostgreSQL (the suite creates and migrates its own databases).
+# against the real PostgreSQL (the suite creates and migrates its own databases), and the
+# worker against a TLS-only PostgreSQL (scripts/postgres-tls.sh, tests/test_worker_tls.py).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -28,5 +29,10 @@ fi
 # 32-csharp's, so a no-op after it.
 cargo build --quiet -p queuebox --bin queuebox
 export QUEUEBOX_BIN="$CARGO_TARGET_DIR/debug/queuebox"
+# The worker's TLS test (tests/test_worker_tls.py) needs a TLS-only PostgreSQL of its own.
+export QB_PG_TLS_PORT="${QB_PG_TLS_PORT_PYTHON:-55437}"
+trap "bash '$root/scripts/postgres-tls.sh' stop" EXIT
+bash scripts/postgres-tls.sh start
+eval "$(bash scripts/postgres-tls.sh env)"
 cd clients/python
 "$venv/bin/python" -m pytest -q
