@@ -62,7 +62,7 @@ def vector_files():
 
 def test_the_vector_directory_has_the_pure_kinds():
     kinds = {json.loads(f.read_text())["kind"] for f in vector_files()}
-    assert {"backoff", "idempotency_key", "redact"} <= kinds
+    assert {"backoff", "idempotency_key", "redact", "completion_statement", "publish_statement"} <= kinds
 
 
 def pure_vector_files():

@@ -15,7 +15,7 @@ const files = readdirSync(dir).filter((f) => f.endsWith(".json"));
 
 test("the vector directory has the pure kinds", () => {
   const kinds = files.map((f) => JSON.parse(readFileSync(join(dir, f), "utf8")).kind);
-  for (const k of ["backoff", "idempotency_key", "redact"]) assert.ok(kinds.includes(k), `missing ${k} vectors`);
+  for (const k of ["backoff", "idempotency_key", "redact", "completion_statement", "publish_statement"]) assert.ok(kinds.includes(k), `missing ${k} vectors`);
 });
 
 for (const f of files) {
