@@ -2,7 +2,8 @@
 # C# client (clients/csharp, QueueBox.Inbox): there is no .NET SDK and no NuGet here, so
 # Debian's mono compiles the library sources and the self-contained test runner with mcs
 # and runs it against the real libqueuebox and PostgreSQL (each test makes and migrates
-# its own database). The runner prints PASS/FAIL per test and "N passed, N failed".
+# its own database; WorkerTlsTests a TLS-only one from scripts/postgres-tls.sh). The runner
+# prints PASS/FAIL per test and "N passed, N failed".
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 source bindings/c/tests/ffi-env.sh
@@ -33,6 +34,11 @@ rm -rf "$out/readme" && mkdir -p "$out/readme"
 awk -v dir="$out/readme" '/^```csharp$/ { n++; f = 1; next } /^```$/ { f = 0 } f { print > (dir "/Readme" n ".cs") }' clients/csharp/README.md
 mcs -nologo -warnaserror+ -out:"$out/QueueBox.Inbox.Tests.exe" -r:"$out/QueueBox.Inbox.dll" -r:System.Core.dll -r:System.Data.dll \
   clients/csharp/tests/*.cs "$out"/readme/*.cs
+# WorkerTlsTests needs a TLS-only PostgreSQL of its own.
+export QB_PG_TLS_PORT="${QB_PG_TLS_PORT_CSHARP:-55439}"
+trap "bash '$PWD/scripts/postgres-tls.sh' stop" EXIT
+bash scripts/postgres-tls.sh start
+eval "$(bash scripts/postgres-tls.sh env)"
 # DllImport("queuebox") resolves to libqueuebox.so through LD_LIBRARY_PATH.
 LD_LIBRARY_PATH="$QB_NATIVE_DIR${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
 QUEUEBOX_VECTORS_DIR="$PWD/proto-docs/vectors" \

@@ -4,7 +4,7 @@
 # pg and knex, which the package itself only names as optional peers), builds the native
 # addon from bindings/node with `napi build`, builds the ESM and CommonJS outputs, and runs
 # `node --test` against the real PostgreSQL (each test file creates and migrates its own
-# database).
+# database), the worker's TLS test against a TLS-only PostgreSQL (scripts/postgres-tls.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -23,4 +23,9 @@ npm run --silent build
 # 32-csharp's, so a no-op after it.
 cargo build --quiet -p queuebox --bin queuebox
 export QUEUEBOX_BIN="$CARGO_TARGET_DIR/debug/queuebox"
+# The worker's TLS test (test/worker-tls.test.mjs) needs a TLS-only PostgreSQL of its own.
+export QB_PG_TLS_PORT="${QB_PG_TLS_PORT_NODE:-55438}"
+trap "bash '$root/scripts/postgres-tls.sh' stop" EXIT
+bash "$root/scripts/postgres-tls.sh" start
+eval "$(bash "$root/scripts/postgres-tls.sh" env)"
 npm test
