@@ -21,6 +21,7 @@
 //! | `parse` | section by section typing; `type`-dispatched maps (sources, destinations, auth) |
 //! | `strict` | path-aware deserialisation: unknown keys, type errors, hints ([`ConfigErrors`], [`Problem`], [`suggest`]) |
 //! | `validate` | semantic checks after parsing, each naming its key path |
+//! | `transform` | the `transform` blocks and key expressions ([`TransformConfig`]), compiled during validation |
 //! | [`template`] | the one `{{ name }}` template renderer ([`Template`], [`render_topic`]) |
 //! | `glob` | route globs ([`glob_match`]) |
 //! | `secret` | [`Secret`]: a value printed as `***` |
@@ -46,6 +47,7 @@ mod secret;
 mod strict;
 mod substitute;
 pub mod template;
+mod transform;
 mod validate;
 
 use std::path::Path;
@@ -58,6 +60,9 @@ pub use model::*;
 pub use secret::Secret;
 pub use strict::{suggest, ConfigErrors, Problem};
 pub use template::{render_topic, Template, TemplateError, TOPIC_PLACEHOLDERS};
+pub use transform::{
+    key_expression, key_expressions, TransformConfig, TransformProblem, MAX_TRANSFORM_TIMEOUT_MS,
+};
 
 /// The variable naming the configuration file when `--config` is not given.
 pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";

@@ -223,20 +223,49 @@ impl Default for HttpConfig {
     }
 }
 
-#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default)]
 pub struct AdminFlags {
     pub enabled: bool,
     pub insecure: bool,
     pub auth: Option<serde_yaml::Value>,
+    pub max_transform_timeout_ms: u64,
+    pub max_payload_bytes: u64,
+}
+impl Default for AdminFlags {
+    fn default() -> Self {
+        AdminFlags {
+            enabled: false,
+            insecure: false,
+            auth: None,
+            max_transform_timeout_ms: 1000,
+            max_payload_bytes: 65_536,
+        }
+    }
 }
 
-#[derive(Debug, Clone, Serialize, Default)]
+#[derive(Debug, Clone, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct AdminConfig {
     pub enabled: bool,
     pub insecure: bool,
     pub auth: Option<AuthConfig>,
+    /// `POST /admin/transform/test` clamps a request's `timeoutMs` to this.
+    pub max_transform_timeout_ms: u64,
+    /// Admin request bodies above this many bytes are answered 413 (before the auth check).
+    pub max_payload_bytes: u64,
+}
+impl Default for AdminConfig {
+    fn default() -> Self {
+        let f = AdminFlags::default();
+        AdminConfig {
+            enabled: f.enabled,
+            insecure: f.insecure,
+            auth: None,
+            max_transform_timeout_ms: f.max_transform_timeout_ms,
+            max_payload_bytes: f.max_payload_bytes,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -275,6 +304,9 @@ pub struct RouteConfig {
     /// Anchored glob: `*` one dot-free segment, `**` anything.
     pub topic_pattern: String,
     pub destination: String,
+    /// Applied at delivery before the destination's transform.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transform: Option<crate::TransformConfig>,
 }
 
 /// One destination: its name and its kind-specific settings.
@@ -284,6 +316,10 @@ pub struct DestinationConfig {
     pub name: String,
     #[serde(flatten)]
     pub kind: DestinationKind,
+    /// Applied at delivery after the route's transform (every kind; parsed apart from the
+    /// kind's own keys in `crate::parse`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub transform: Option<crate::TransformConfig>,
 }
 
 /// The kinds of destination. A broker kind is one more variant (and its arms in
@@ -423,6 +459,13 @@ pub struct SourceCommon {
     pub aggregate_id_path: Option<PathList>,
     /// Hold each row this long after receipt (`30s`, `5m`).
     pub initial_delay: Option<String>,
+    /// Applied at receipt; the stored payload is its result.
+    pub transform: Option<crate::TransformConfig>,
+    /// JSONata over the original body (before `transform`): after the key header, before
+    /// the key paths.
+    pub idempotency_key_expression: Option<String>,
+    pub event_type_expression: Option<String>,
+    pub aggregate_id_expression: Option<String>,
 }
 
 /// A definite JSONPath or a non-empty list of them; the first that yields a value wins.
@@ -566,6 +609,7 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<RetentionConfig>(),
         fields_of::<TableRetention>(),
         fields_of::<RouteConfig>(),
+        fields_of::<crate::TransformConfig>(),
         fields_of::<HttpDestination>(),
         fields_of::<SourceCommon>(),
         fields_of::<HttpSource>(),

@@ -96,6 +96,8 @@ fn admin(v: Option<&Value>, errs: &mut ConfigErrors) -> Option<AdminConfig> {
         enabled: flags.enabled,
         insecure: flags.insecure,
         auth,
+        max_transform_timeout_ms: flags.max_transform_timeout_ms,
+        max_payload_bytes: flags.max_payload_bytes,
     })
 }
 
@@ -141,7 +143,16 @@ fn destination_types() -> Vec<&'static str> {
 
 fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<DestinationConfig> {
     let path = format!("destinations.{name}");
-    let (rest, kind, auth_v) = split_kind(v, &path, errs)?;
+    let (mut rest, kind, auth_v) = split_kind(v, &path, errs)?;
+    // `transform` is the same block on every kind, so it is typed here, not by each kind.
+    let transform = match rest.remove("transform") {
+        Some(t) => Some(typed::<crate::TransformConfig>(
+            &t,
+            &join(&path, "transform"),
+            errs,
+        )?),
+        None => None,
+    };
     let rest = Value::Mapping(rest);
     let kind = match kind.as_deref() {
         None => {
@@ -170,6 +181,7 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
     Some(DestinationConfig {
         name: name.to_string(),
         kind,
+        transform,
     })
 }
 

@@ -134,6 +134,13 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     }
     retention(&c.retention.outbox, "retention.outbox", true, errs);
     retention(&c.retention.inbox, "retention.inbox", false, errs);
+    crate::transform::expressions(c, errs);
+    positive(
+        errs,
+        "admin.maxTransformTimeoutMs",
+        c.admin.max_transform_timeout_ms,
+    );
+    positive(errs, "admin.maxPayloadBytes", c.admin.max_payload_bytes);
 }
 
 pub(crate) fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
@@ -401,6 +408,7 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
                 }
             }
             let has_event_type = c.event_type_path.is_some()
+                || c.event_type_expression.is_some()
                 || match (&s.kind, s.kind.broker()) {
                     (SourceKind::Http(h), _) => h.event_type_header.is_some(),
                     (_, Some(broker)) => broker.event_type_from_header(),
