@@ -579,6 +579,23 @@ def test_one_task_one_transaction_complete_in_after_tx_execute_is_refused_and_tx
     assert notes(url, first) == ["wrapper tx"] and notes(url, second) == ["app tx"]
 
 
+def test_complete_in_with_a_message_kept_past_its_handler_is_refused_and_writes_nothing(url):
+    source = "kept"
+    [rid] = enqueue(url, source)
+    kept = []
+
+    async def handler(m, tx):
+        kept.append(m)  # the worker completes the row itself when the handler returns
+
+    asyncio.run(asyncio.wait_for(run_until(url, source, handler, lambda: processed(url, source) == 1), 60))
+    with psycopg.connect(url) as conn:
+        with pytest.raises(InvalidInput, match=r"\bmessage\b"):
+            with conn.transaction():
+                conn.execute("INSERT INTO orders_seen (inbox_id, note) VALUES (%s::uuid, 'late')", (rid,))
+                complete_in(conn, kept[0])
+    assert notes(url, rid) == [], "the late transaction rolled back"
+
+
 def test_the_blocking_worker_completes_in_the_applications_blocking_transaction(url):
     """run_blocking: a plain handler on a worker thread with a psycopg cursor, SQLAlchemy's
     Session and SQLAlchemy's Connection (complete_in and publish run off the event loop)."""

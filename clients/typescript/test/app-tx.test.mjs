@@ -390,6 +390,24 @@ test("shutdown: a handler in its own transaction that outlives the grace is refu
   assert.deepEqual([r.state, r.attempt], ["processing", 0], "abandoned: no completion, no attempt spent");
 });
 
+test("completeTx with a message kept past its handler is refused and writes nothing", async () => {
+  const source = "kept";
+  const [id] = await enqueue(env.db, source, 1);
+  let kept;
+  const w = new Worker({ databaseUrl: env.url, source, pollIntervalMs: 20, logger: quiet });
+  const stop = start(w, (m) => {
+    kept = m; // the worker completes the row itself when the handler returns
+  });
+  await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed by the worker");
+  await stop();
+  const late = await inPgTx(async (c) => {
+    await c.query("INSERT INTO orders_seen (inbox_id, note) VALUES ($1, 'late')", [kept.id]);
+    await completeTx(c, kept);
+  }).catch((e) => e);
+  assert.ok(late instanceof QueueBoxError && late.kind === "already_finished", String(late));
+  assert.deepEqual(await seenNotes(id), [], "the late transaction rolled back");
+});
+
 test("one task, one transaction: completeTx after tx.execute is refused, and tx.execute after completeTx", async () => {
   const source = "one-tx";
   const [first, second] = await enqueue(env.db, source, 2);
