@@ -1263,6 +1263,79 @@ async fn the_inbox_backlog_ages_push_and_pull_rows_apart(
 
 /// One test per behaviour and backend: `$pg` and `$ms` name the test modules, `$setup` the
 /// function of `pg` and `mssql` that returns the two arguments of each behaviour.
+/// The statements an application runs in its own transaction (`queuebox_core::app_tx`), in
+/// the backend's native parameter style, with every parameter bound as text as a wrapper
+/// binds it: the fenced completion commits or rolls back with the business write and a
+/// stale token matches nothing; the publish inserts every row with the core's ids.
+async fn application_transaction_statements_complete_and_publish(
+    store: Arc<dyn Store>,
+    h: &dyn Harness,
+) {
+    use queuebox_core::app_tx::{self, OutboxMessage, Placeholder};
+    use queuebox_core::store::{sql, Backend};
+    let (complete_sql, publish_sql, count_sql, style) = match store.backend() {
+        Backend::Postgres => (
+            sql::postgres::APP_COMPLETE,
+            sql::postgres::PUBLISH,
+            "SELECT COUNT(*) AS n FROM outbox WHERE id = CAST($1 AS uuid) AND state = 'pending' AND max_attempts = 7",
+            Placeholder::Dollar,
+        ),
+        Backend::SqlServer => (
+            sql::sqlserver::APP_COMPLETE,
+            sql::sqlserver::PUBLISH,
+            "SELECT COUNT(*) AS n FROM outbox WHERE id = @P1 AND state = 'pending' AND max_attempts = 7",
+            Placeholder::At,
+        ),
+    };
+    let text = |v: &str| SqlValue::Text(v.to_string());
+    let src = source("apptx");
+    let id = insert(&store, pull(&src, "app", None)).await;
+    let c = store.claim_pull(&src, 1, LEASE).await.unwrap()[0].claim;
+    let key = format!("order-{}", Uuid::new_v4());
+
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(h.dialect().business_insert, &[text(&key)])
+        .await
+        .unwrap();
+    let stale = [text(&c.id.to_string()), text(&Uuid::new_v4().to_string())];
+    assert_eq!(
+        tx.execute(complete_sql, &stale).await.unwrap(),
+        0,
+        "a stale token matches nothing"
+    );
+    tx.rollback().await.unwrap();
+    assert_eq!(business_count(&store, h, &key).await, 0);
+    assert_eq!(row(&store, h, id).await.state, "processing");
+
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(h.dialect().business_insert, &[text(&key)])
+        .await
+        .unwrap();
+    let fence = [text(&c.id.to_string()), text(&c.token.to_string())];
+    assert_eq!(tx.execute(complete_sql, &fence).await.unwrap(), 1);
+    let messages = [
+        OutboxMessage::new("apptx", json!({ "n": 1 })).max_attempts(7),
+        OutboxMessage::new("apptx", json!("two"))
+            .key(&key)
+            .header("x-tenant", "t1")
+            .max_attempts(7)
+            .delay(Duration::from_secs(60)),
+    ];
+    let st = app_tx::publish_statement(&messages, style, store.backend()).unwrap();
+    let param = st.params[0].clone().unwrap();
+    assert_eq!(tx.execute(publish_sql, &[text(&param)]).await.unwrap(), 2);
+    tx.commit().await.unwrap();
+    assert_eq!(row(&store, h, id).await.state, "processed");
+    assert_eq!(business_count(&store, h, &key).await, 1);
+    for published in &st.ids {
+        assert_eq!(
+            query_one(&store, count_sql, &published.to_string()).await["n"],
+            json!(1),
+            "row {published} published"
+        );
+    }
+}
+
 macro_rules! contract {
     ($pg:ident, $ms:ident, $setup:ident: $($name:ident),* $(,)?) => {
         mod $pg {
@@ -1324,6 +1397,7 @@ contract!(
     complete_many_completes_only_live_claims_in_one_call,
     a_failed_statement_ends_the_transaction_without_completing,
     handler_queries_return_rows_as_json,
+    application_transaction_statements_complete_and_publish,
 );
 
 mod pg {
