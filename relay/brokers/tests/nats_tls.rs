@@ -41,6 +41,11 @@ fn free_port() -> u16 {
 /// Certificates (a CA, another CA nobody trusts, a server certificate for localhost and
 /// 127.0.0.1, a client certificate) and a TLS-only nats-server with `nkey_public` as one user.
 fn start(test: &str, nkey_public: &str) -> Server {
+    start_named(test, nkey_public, "DNS:localhost,IP:127.0.0.1")
+}
+
+/// As [`start`], with a server certificate whose subjectAltName is `san`.
+fn start_named(test: &str, nkey_public: &str, san: &str) -> Server {
     for tool in ["nats-server", "openssl"] {
         if Command::new(tool).arg("--version").output().is_err()
             && Command::new(tool).arg("version").output().is_err()
@@ -60,12 +65,13 @@ leaf() {
 ca ca "QueueBox NATS test CA"
 ca other-ca "Some other CA"
 leaf server localhost "extendedKeyUsage=serverAuth
-subjectAltName=DNS:localhost,IP:127.0.0.1"
+subjectAltName=$QB_SAN"
 leaf client queuebox "extendedKeyUsage=clientAuth"
 "#;
     let out = Command::new("bash")
         .arg("-c")
         .arg(script)
+        .env("QB_SAN", san)
         .current_dir(dir.path())
         .output()
         .unwrap();
@@ -238,4 +244,32 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
         "refusals come at once, not after retries: {:?}",
         started.elapsed()
     );
+}
+
+#[tokio::test]
+async fn nats_refuses_a_server_whose_certificate_does_not_name_the_host_connected_to() {
+    let pair = nkeys::KeyPair::new_user();
+    // Signed by the CA the client trusts, but for another host only.
+    let server = start_named("nats_tls host name", &pair.public_key(), "DNS:nats.example");
+    let url = format!("tls://127.0.0.1:{}", server.port);
+    let right = tls(&server.certs, "ca.crt", true);
+    let password = Secret::new("relay-secret");
+    let e = connect(
+        &url,
+        login(&right, Some("relay"), Some(&password), None),
+        "orders",
+    )
+    .await
+    .err()
+    .expect("a certificate for another host is refused")
+    .to_string();
+    assert!(
+        e.contains("NATS `orders`") && e.contains("127.0.0.1"),
+        "names the connection: {e}"
+    );
+    assert!(
+        e.contains("not valid for name") || e.contains("NotValidForName"),
+        "says why: {e}"
+    );
+    eprintln!("host name refused: {e}");
 }
