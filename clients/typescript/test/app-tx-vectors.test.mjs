@@ -21,6 +21,9 @@ let knex;
 before(async () => {
   env = await freshDatabase("apptx_vectors");
   pool = new pg.Pool({ connectionString: env.url, max: 2 });
+  // pool.end() resolves before its idle clients' sockets close; the database drop at teardown
+  // then terminates them, which a pool reports as an 'error' event (uncaught without this).
+  pool.on("error", () => {});
   knex = knexFactory({ client: "pg", connection: env.url, pool: { min: 0, max: 2 } });
 });
 after(async () => {

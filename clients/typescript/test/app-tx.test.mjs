@@ -16,6 +16,9 @@ before(async () => {
   env = await freshDatabase("apptx");
   await env.db.execute("CREATE TABLE orders_seen (inbox_id uuid PRIMARY KEY, note text NOT NULL)");
   pool = new pg.Pool({ connectionString: env.url, max: 4 });
+  // pool.end() resolves before its idle clients' sockets close; the database drop at teardown
+  // then terminates them, which a pool reports as an 'error' event (uncaught without this).
+  pool.on("error", () => {});
   knex = knexFactory({ client: "pg", connection: env.url, pool: { min: 0, max: 4 } });
 });
 const running = [];
