@@ -9,11 +9,13 @@ mod destinations;
 mod inbox_relay;
 mod listener_tls;
 mod liveness;
+mod logging;
 mod metrics;
 mod outbox;
 mod relay_loop;
 mod retention;
 mod sources;
+mod transforms;
 
 use std::path::PathBuf;
 
@@ -58,18 +60,26 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<config::Config> {
 
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| "info,sqlx=warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
     // One rustls provider for every TLS client of the process (see queuebox_core::tls).
     queuebox_core::tls::install_provider();
     let cli = Cli::parse();
-    let result: anyhow::Result<()> = match cli.command.unwrap_or(Command::Run) {
-        Command::Run => async { app::run(load(cli.config.as_deref())?).await }.await,
+    let command = cli.command.unwrap_or(Command::Run);
+    // `run` reads its configuration before the subscriber exists, so `logging.format`
+    // applies from the first record; the other commands follow QUEUEBOX_LOGGING_FORMAT.
+    let run_config = match command {
+        Command::Run => Some(load(cli.config.as_deref())),
+        _ => None,
+    };
+    let log_format = match &run_config {
+        Some(Ok(c)) => c.logging.format,
+        _ => logging::format_from_env(),
+    };
+    logging::init(log_format);
+    let result: anyhow::Result<()> = match command {
+        Command::Run => {
+            let cfg = run_config.unwrap_or_else(|| load(cli.config.as_deref()));
+            async { app::run(cfg?).await }.await
+        }
         Command::CheckConfig => {
             load(cli.config.as_deref()).map(|c| print!("{}", c.to_redacted_yaml()))
         }
@@ -102,9 +112,9 @@ async fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!(
-                "queuebox: {}",
-                queuebox_core::headers::redact_error(&e.to_string(), &[])
+            logging::fatal(
+                log_format,
+                &queuebox_core::headers::redact_error(&e.to_string(), &[]),
             );
             std::process::ExitCode::FAILURE
         }

@@ -20,6 +20,7 @@ pub struct Config {
     pub http: HttpConfig,
     pub admin: AdminConfig,
     pub retention: RetentionConfig,
+    pub logging: LoggingConfig,
     pub destinations: BTreeMap<String, DestinationConfig>,
     pub routes: Vec<RouteConfig>,
     pub sources: BTreeMap<String, SourceConfig>,
@@ -37,6 +38,7 @@ pub(super) struct RawConfig {
     pub http: Option<serde_yaml::Value>,
     pub admin: Option<serde_yaml::Value>,
     pub retention: Option<serde_yaml::Value>,
+    pub logging: Option<serde_yaml::Value>,
     pub destinations: BTreeMap<String, serde_yaml::Value>,
     pub routes: Option<serde_yaml::Value>,
     pub sources: BTreeMap<String, serde_yaml::Value>,
@@ -266,6 +268,23 @@ impl Default for AdminConfig {
             max_payload_bytes: f.max_payload_bytes,
         }
     }
+}
+
+/// `logging`: how the relay writes its log records to stderr (the level filter stays
+/// `RUST_LOG`, so an operator can raise one module without touching the file).
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct LoggingConfig {
+    /// `text` (default, for people) or `json` (one object per line, for log collectors).
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
@@ -607,6 +626,7 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<HttpConfig>(),
         fields_of::<AdminFlags>(),
         fields_of::<RetentionConfig>(),
+        fields_of::<LoggingConfig>(),
         fields_of::<TableRetention>(),
         fields_of::<RouteConfig>(),
         fields_of::<crate::TransformConfig>(),

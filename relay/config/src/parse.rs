@@ -34,6 +34,7 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
     let http = section::<HttpConfig>(&raw.http, "http", errs);
     let admin = admin(raw.admin.as_ref(), errs);
     let retention = section::<RetentionConfig>(&raw.retention, "retention", errs);
+    let logging = section::<LoggingConfig>(&raw.logging, "logging", errs);
     let routes = section::<Vec<RouteConfig>>(&raw.routes, "routes", errs);
     let mut destinations = BTreeMap::new();
     let mut broken_destinations = BTreeSet::new();
@@ -61,6 +62,7 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
         http: http?,
         admin: admin?,
         retention: retention?,
+        logging: logging?,
         destinations,
         routes: routes?,
         sources,

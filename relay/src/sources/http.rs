@@ -160,7 +160,10 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
             Some(correlation_id),
         ),
         Ok(Stored::Dead { id }) => (StatusCode::ACCEPTED, json!({ "messageId": id }), None),
-        Err(Rejected::NotJson) => return error(StatusCode::BAD_REQUEST, "Invalid JSON"),
+        Err(Rejected::NotJson) => {
+            tracing::warn!(source = %source.name, "inbox request refused: the body is not JSON");
+            return error(StatusCode::BAD_REQUEST, "Invalid JSON");
+        }
         Err(Rejected::Invalid(why)) => {
             tracing::warn!(source = %source.name, reason = %why, "inbox request refused: a value that cannot be stored or sent");
             return error(StatusCode::BAD_REQUEST, &why);

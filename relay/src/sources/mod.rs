@@ -197,11 +197,13 @@ impl Inbox {
                 Ok(Stored::Dead { id })
             }
             Ok(queuebox_core::InsertOutcome::Inserted(id)) => {
+                tracing::debug!(messageId = %id, source = %new.source, "inbox message stored");
                 self.metrics
                     .inc("queuebox_inbox_messages_total", &[("status", "new")]);
                 Ok(Stored::New { id, correlation_id })
             }
             Ok(queuebox_core::InsertOutcome::Duplicate(id)) => {
+                tracing::debug!(messageId = %id, source = %new.source, "duplicate inbox message; nothing stored");
                 self.metrics
                     .inc("queuebox_inbox_messages_total", &[("status", "duplicate")]);
                 Ok(Stored::Duplicate { id, correlation_id })
