@@ -260,8 +260,7 @@ async fn nats_refuses_a_server_whose_certificate_does_not_name_the_host_connecte
         "orders",
     )
     .await
-    .err()
-    .expect("a certificate for another host is refused")
+    .expect_err("a certificate for another host is refused")
     .to_string();
     assert!(
         e.contains("NATS `orders`") && e.contains("127.0.0.1"),
