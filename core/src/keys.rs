@@ -26,6 +26,11 @@ pub enum KeySource {
     MessageId,
     /// `sha256:<hex>` of the raw body bytes. Identical bodies become one message.
     Digest,
+    /// The result of a JSONata key expression for this message (`idempotencyKeyExpression`
+    /// …), evaluated by the relay before the rule runs: core links no JSONata engine, so
+    /// the caller offers the text (already through [`scalar_text`]) and the chain decides
+    /// its place. `name` is the expression's key path; `None` means it gave no value.
+    Expression { name: String, value: Option<String> },
 }
 
 /// Where the key of a message was found.
@@ -36,6 +41,7 @@ pub enum KeyOrigin {
     Path,
     MessageId,
     Digest,
+    Expression,
 }
 
 /// What a message offers to the extraction.
@@ -71,6 +77,9 @@ impl KeySource {
                 .filter(|s| !s.is_empty())
                 .map(|s| (s.to_string(), KeyOrigin::MessageId)),
             KeySource::Digest => Some((digest(input.body), KeyOrigin::Digest)),
+            KeySource::Expression { value, .. } => value
+                .as_deref()
+                .map(|v| (v.to_string(), KeyOrigin::Expression)),
         })
     }
 
@@ -81,6 +90,7 @@ impl KeySource {
             KeySource::Path { path } => format!("path {path}"),
             KeySource::MessageId => "message id".to_string(),
             KeySource::Digest => "digest".to_string(),
+            KeySource::Expression { name, .. } => format!("expression {name}"),
         }
     }
 }

@@ -21,6 +21,50 @@ pub fn router() -> Router<AppState> {
         .route("/admin/replay", post(replay_outbox))
         .route("/admin/inbox/:id/replay", post(replay_inbox))
         .route("/admin/outbox/:id", delete(delete_outbox))
+        .route("/admin/transform/test", post(transform_test))
+}
+
+/// `POST /admin/transform/test` (reference §5.2): the body is read under
+/// `admin.maxPayloadBytes` before the auth check (413 above it, and HMAC signs the exact
+/// bytes); the answer is `queuebox_transform::run_transform_test`'s, evaluated on the
+/// blocking pool with `timeoutMs` clamped to `admin.maxTransformTimeoutMs`.
+async fn transform_test(State(st): State<AppState>, req: axum::extract::Request) -> Response {
+    let (parts, body) = req.into_parts();
+    let limit = st.cfg.admin.max_payload_bytes;
+    let body = match crate::sources::http::read_limited(&parts.headers, body, limit).await {
+        Ok(b) => b,
+        Err(true) => {
+            return err(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body exceeds {limit} bytes"),
+            )
+        }
+        Err(false) => return err(StatusCode::BAD_REQUEST, "The request body broke off"),
+    };
+    if let Err(r) = guard(&st, &parts.headers, &body) {
+        return r;
+    }
+    let max = std::time::Duration::from_millis(st.cfg.admin.max_transform_timeout_ms);
+    let answer = tokio::task::spawn_blocking(move || {
+        queuebox_transform::run_transform_test(
+            &body,
+            max,
+            &Uuid::new_v4().to_string(),
+            chrono::Utc::now(),
+        )
+    })
+    .await;
+    match answer {
+        Ok(a) => (
+            StatusCode::from_u16(a.status).unwrap_or(StatusCode::BAD_REQUEST),
+            Json(a.body),
+        )
+            .into_response(),
+        Err(e) => err(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("the evaluation panicked: {e}"),
+        ),
+    }
 }
 
 fn err(status: StatusCode, msg: impl Into<String>) -> Response {

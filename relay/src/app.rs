@@ -34,6 +34,8 @@ pub struct AppState {
     pub inbox: Inbox,
     pub metrics: Arc<Metrics>,
     pub publishers: Arc<BTreeMap<String, Arc<dyn Publisher>>>,
+    /// Every transform and key expression, compiled once at start-up.
+    pub transforms: Arc<crate::transforms::Transforms>,
     pub draining: Arc<AtomicBool>,
     pub secrets: Arc<Vec<String>>,
     /// The background loops' liveness, for `/health/ready`.
@@ -95,12 +97,15 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     // relay renews its claims every claimTimeoutMs/3 while a publish runs.
     let metrics = Arc::new(Metrics::new());
     let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
+    let transforms = Arc::new(crate::transforms::Transforms::compile(&cfg)?);
     let st = AppState {
         inbox: Inbox {
             store: db.store(),
             metrics: metrics.clone(),
             max_header_bytes: cfg.inbox.max_header_bytes,
+            transforms: transforms.clone(),
         },
+        transforms,
         cfg: cfg.clone(),
         store: db.relay_store(),
         db: db.clone(),

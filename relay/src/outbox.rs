@@ -372,7 +372,23 @@ async fn process(
         return None;
     };
     let dest = route.destination.as_str();
-    let msg = OutboundMessage::from(row);
+    // The route's transform, then the destination's (crate::transforms).
+    let msg = match crate::transforms::at_delivery(
+        &st.transforms,
+        &st.cfg,
+        &st.metrics,
+        route,
+        OutboundMessage::from(row),
+    )
+    .await
+    {
+        Ok(msg) => msg,
+        Err(stop) => {
+            live.lock().unwrap().remove(&row.id);
+            stop.write(st, &c).await;
+            return None;
+        }
+    };
     st.metrics
         .gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], 1.0);
     let p0 = Instant::now();
@@ -448,7 +464,12 @@ async fn process(
     None
 }
 
-fn finish(st: &AppState, c: &ClaimedOutbox, r: queuebox_core::Result<bool>, status: &'static str) {
+pub(crate) fn finish(
+    st: &AppState,
+    c: &ClaimedOutbox,
+    r: queuebox_core::Result<bool>,
+    status: &'static str,
+) {
     match r {
         Ok(true) => st
             .metrics

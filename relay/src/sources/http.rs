@@ -171,6 +171,10 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
         Err(e @ Rejected::HeadersTooLarge { .. }) => {
             return error(StatusCode::REQUEST_HEADER_FIELDS_TOO_LARGE, &e.to_string())
         }
+        Err(Rejected::Transform(why)) => {
+            tracing::warn!(source = %source.name, reason = %why, "inbox request refused by the source transform");
+            return error(StatusCode::UNPROCESSABLE_ENTITY, &why);
+        }
         Err(Rejected::MissingKey(why)) => {
             tracing::warn!(source = %source.name, reason = %why, "inbox request without an idempotency key");
             return error(StatusCode::BAD_REQUEST, &why);

@@ -19,6 +19,7 @@ use bytes::Bytes;
 use queuebox_config::{parse_duration, HttpSource, PathList, SourceConfig, SourceKind};
 use queuebox_core::keys::{self, AttributeRule, KeyInput, KeySource};
 use queuebox_core::{headers, NewInboxMessage, Store};
+use queuebox_transform::{Context, InboxContext};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -66,6 +67,9 @@ pub enum Rejected {
     /// 503 with `Retry-After` when the database is unreachable: `Error::is_unavailable`).
     #[error("Storage failed")]
     Storage(#[source] queuebox_core::Error),
+    /// The source transform failed under `Fail` or `Dead`: HTTP 422, nothing stored.
+    #[error("{0}")]
+    Transform(String),
 }
 
 /// The entry into the inbox shared by every source.
@@ -75,6 +79,8 @@ pub struct Inbox {
     pub metrics: Arc<Metrics>,
     /// `inbox.maxHeaderBytes`: the most header bytes stored on one row.
     pub max_header_bytes: usize,
+    /// The sources' transforms and key expressions.
+    pub transforms: Arc<crate::transforms::Transforms>,
 }
 
 impl Inbox {
@@ -118,7 +124,11 @@ impl Inbox {
             headers: &msg.headers,
             message_id: msg.message_id.as_deref(),
         };
-        let rule = http_rule(source, http);
+        let expressions = self.transforms.source(&source.name);
+        let evaluated = expressions
+            .map(|x| x.keys(&source.name, &json))
+            .unwrap_or_default();
+        let rule = http_rule(source, http, &evaluated);
         let key = match rule.key(&input) {
             Ok(Some((key, _))) => key,
             Ok(None) => {
@@ -132,6 +142,26 @@ impl Inbox {
             }
         };
         let (event_type, aggregate_id) = (rule.event_type(&input), rule.aggregate_id(&input));
+        // The source transform (reference §5.1 step 8), after the keys were read from the
+        // original body: its result is what is stored; a refusal stores nothing (422).
+        let json = match expressions.and_then(|x| x.transform.as_ref()) {
+            None => json,
+            Some(t) => {
+                let vars = Context::outbox(Uuid::new_v4().to_string(), "", 0, chrono::Utc::now())
+                    .with_inbox(InboxContext {
+                        source: source.name.clone(),
+                        headers: stored.clone(),
+                        idempotency_key: key.clone(),
+                        event_type: event_type.clone(),
+                    });
+                match crate::transforms::at_receipt(t, &self.metrics, json, vars).await {
+                    Ok(p) => p,
+                    Err(why) => {
+                        return Err(self.reject("transform_failed", Rejected::Transform(why)))
+                    }
+                }
+            }
+        };
         let new = NewInboxMessage {
             source: source.name.clone(),
             idempotency_key: key,
@@ -233,7 +263,11 @@ impl Inbox {
 /// only when the source declares neither a key header nor a key path, so a source that names
 /// its key answers 400 naming what it tried when a message lacks it. Event type and
 /// aggregate id: the declared header first, then the path(s).
-pub fn http_rule(source: &SourceConfig, http: &HttpSource) -> AttributeRule {
+pub fn http_rule(
+    source: &SourceConfig,
+    http: &HttpSource,
+    evaluated: &crate::transforms::EvaluatedKeys,
+) -> AttributeRule {
     let header = |name: &str| KeySource::Header {
         name: name.to_string(),
     };
@@ -247,15 +281,27 @@ pub fn http_rule(source: &SourceConfig, http: &HttpSource) -> AttributeRule {
             })
             .collect()
     };
-    let chain = |h: &Option<String>, p: &Option<PathList>| {
+    // A key expression's result sits between the header and the paths (reference §6.3).
+    let expression = |e: &Option<(String, Option<String>)>| {
+        e.as_ref().map(|(name, value)| KeySource::Expression {
+            name: name.clone(),
+            value: value.clone(),
+        })
+    };
+    let chain = |h: &Option<String>, e: &Option<(String, Option<String>)>, p: &Option<PathList>| {
         h.as_deref()
             .map(header)
             .into_iter()
+            .chain(expression(e))
             .chain(paths(p))
             .collect()
     };
     let common = &source.common;
-    let mut key: Vec<KeySource> = chain(&http.idempotency_key_header, &common.idempotency_key_path);
+    let mut key: Vec<KeySource> = chain(
+        &http.idempotency_key_header,
+        &evaluated.idempotency_key,
+        &common.idempotency_key_path,
+    );
     let declared = !key.is_empty();
     key.push(header(headers::X_IDEMPOTENCY_KEY));
     if !declared {
@@ -263,8 +309,16 @@ pub fn http_rule(source: &SourceConfig, http: &HttpSource) -> AttributeRule {
     }
     AttributeRule {
         key,
-        event_type: chain(&http.event_type_header, &common.event_type_path),
-        aggregate_id: chain(&http.aggregate_id_header, &common.aggregate_id_path),
+        event_type: chain(
+            &http.event_type_header,
+            &evaluated.event_type,
+            &common.event_type_path,
+        ),
+        aggregate_id: chain(
+            &http.aggregate_id_header,
+            &evaluated.aggregate_id,
+            &common.aggregate_id_path,
+        ),
     }
 }
 
