@@ -1,5 +1,7 @@
 //! Test harness: a fresh database per test, a real HTTP receiver, and the real `queuebox`
-//! binary as a child process.
+//! binary as a child process. Shared by the relay's tests and the acceptance suite
+//! (tests/acceptance includes this file), so nothing here may depend on being compiled
+//! inside the relay package.
 #![allow(dead_code)]
 
 use std::collections::HashMap;
@@ -24,8 +26,15 @@ pub fn server_url() -> String {
 
 /// A fresh, migrated database of its own.
 pub async fn fresh_db(suite: &str) -> (String, PgStore) {
+    let (url, store) = empty_db(&format!("relay_{suite}")).await;
+    queuebox_core::migrate::postgres::run(&store).await.unwrap();
+    (url, store)
+}
+
+/// A fresh database of its own with no tables: the binary under test migrates it.
+pub async fn empty_db(suite: &str) -> (String, PgStore) {
     let name = format!(
-        "qb_relay_{suite}_{}",
+        "qb_{suite}_{}",
         uuid::Uuid::new_v4().simple().to_string().get(..10).unwrap()
     );
     let admin = PgStore::connect(&format!("{}/postgres", server_url()), 2)
@@ -38,7 +47,6 @@ pub async fn fresh_db(suite: &str) -> (String, PgStore) {
     admin.pool().close().await;
     let url = format!("{}/{name}", server_url());
     let store = PgStore::connect(&url, 4).await.unwrap();
-    queuebox_core::migrate::postgres::run(&store).await.unwrap();
     (url, store)
 }
 
@@ -58,6 +66,8 @@ pub struct Delivery {
     pub body: serde_json::Value,
     /// The body bytes exactly as they arrived.
     pub raw: Bytes,
+    /// When it arrived.
+    pub at: Instant,
 }
 
 impl Delivery {
@@ -83,6 +93,9 @@ pub struct Receiver {
     pub got: Arc<Mutex<Vec<Delivery>>>,
     pub behaviour: Arc<Mutex<Behaviour>>,
     pub port: u16,
+    /// Delayed requests (`first_delay`) being answered now, and the most at any one time.
+    pub in_flight: Arc<std::sync::atomic::AtomicUsize>,
+    pub max_in_flight: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 impl Receiver {
@@ -132,6 +145,7 @@ async fn receive(State(r): State<Receiver>, uri: Uri, headers: HeaderMap, body: 
             .collect(),
         body: serde_json::from_slice(&body).unwrap_or(serde_json::Value::Null),
         raw: body.clone(),
+        at: Instant::now(),
     };
     let first_of_id = {
         let mut got = r.got.lock().unwrap();
@@ -156,7 +170,11 @@ async fn receive(State(r): State<Receiver>, uri: Uri, headers: HeaderMap, body: 
         futures::future::pending::<()>().await;
     }
     if let Some(d) = delay {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = r.in_flight.fetch_add(1, SeqCst) + 1;
+        r.max_in_flight.fetch_max(now, SeqCst);
         tokio::time::sleep(d).await;
+        r.in_flight.fetch_sub(1, SeqCst);
     }
     let mut resp = (StatusCode::from_u16(status).unwrap(), "receiver says hi").into_response();
     if (300..400).contains(&status) {
@@ -173,8 +191,42 @@ pub struct Relay {
     pub config: tempfile::NamedTempFile,
 }
 
+/// The `queuebox` binary under test: `QUEUEBOX_BIN` when set, the one cargo built for the
+/// relay's own tests, else the one next to this test executable (target/<profile>/, which
+/// `cargo build -p queuebox` fills before the acceptance suite runs).
+pub fn queuebox_bin() -> std::path::PathBuf {
+    if let Some(bin) = std::env::var_os("QUEUEBOX_BIN") {
+        return bin.into();
+    }
+    if let Some(bin) = option_env!("CARGO_BIN_EXE_queuebox") {
+        return bin.into();
+    }
+    let exe = std::env::current_exe().expect("the test executable's path");
+    // target/<profile>/deps/<test> → target/<profile>/queuebox
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("queuebox");
+    assert!(
+        bin.exists(),
+        "no queuebox binary at {} (run `cargo build -p queuebox` or set QUEUEBOX_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+/// The repository's root (the folder holding scripts/postgres.sh).
+pub fn repo_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .ancestors()
+        .find(|d| d.join("scripts/postgres.sh").exists())
+        .expect("the repository root above CARGO_MANIFEST_DIR")
+        .to_path_buf()
+}
+
 pub fn relay_command(config_path: &std::path::Path, args: &[&str]) -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_queuebox"));
+    let mut cmd = Command::new(queuebox_bin());
     cmd.arg("--config").arg(config_path).args(args);
     for (k, _) in std::env::vars() {
         if k.starts_with("QUEUEBOX_") {
@@ -345,9 +397,8 @@ impl Cluster {
 
     /// Runs `scripts/postgres.sh <action>` (`start` creates the cluster and waits for it).
     pub fn script(&self, action: &str) {
-        let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
         let st = std::process::Command::new("bash")
-            .arg(format!("{root}/scripts/postgres.sh"))
+            .arg(repo_root().join("scripts/postgres.sh"))
             .arg(action)
             .env("QB_PG_PORT", self.port.to_string())
             .env("QB_PG_DIR", &self.dir)

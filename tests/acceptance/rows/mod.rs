@@ -1,0 +1,225 @@
+//! The rows of §12, in order, each with the test that proves it against the real binary or
+//! the reason nothing does yet.
+//!
+//! One module per area of the table: `schema` (1–3), `outbox` (4–20), `brokers` (23–27,
+//! 51–54), `inbox` (28–39), `push` (40–50) and `operations` (55–75). A test returns
+//! `Err(NotRun)` only for a missing prerequisite it names (a broker URL, the SQL Server URL);
+//! everything else it checks with assertions, and a failed assertion fails the row.
+
+use futures::future::BoxFuture;
+
+mod brokers;
+mod inbox;
+mod operations;
+mod outbox;
+mod push;
+mod schema;
+
+/// Why a row did not run.
+pub struct NotRun(pub String);
+
+pub type Outcome = Result<(), NotRun>;
+
+pub enum Check {
+    /// The black-box test of the row.
+    Test(fn() -> BoxFuture<'static, Outcome>),
+    /// Why the row does not run: the feature is not built, or it has no black-box test yet.
+    NotBuilt(&'static str),
+}
+
+pub struct Row {
+    pub n: u32,
+    pub title: &'static str,
+    /// The test's path under `rows::` (empty when there is none).
+    pub name: &'static str,
+    pub check: Check,
+}
+
+macro_rules! test {
+    ($n:literal, $title:literal, $module:ident :: $f:ident) => {
+        Row {
+            n: $n,
+            title: $title,
+            name: concat!(stringify!($module), "::", stringify!($f)),
+            check: Check::Test(|| Box::pin($module::$f())),
+        }
+    };
+}
+
+macro_rules! not_run {
+    ($n:literal, $title:literal, $why:expr) => {
+        Row {
+            n: $n,
+            title: $title,
+            name: "",
+            check: Check::NotBuilt($why),
+        }
+    };
+}
+
+const TRANSFORMS: &str = "not built: transforms and JSONata expressions (issue 17)";
+const NO_TEST: &str = "implemented, no black-box test yet (issue 16)";
+
+pub static ALL: &[Row] = &[
+    test!(1, "Schema migrations at startup (PG + SQL Server)", schema::migrations_at_startup_create_the_schema_and_a_restart_is_clean),
+    test!(2, "`migrate` command and exit codes", schema::migrate_applies_once_and_refuses_bad_arguments),
+    not_run!(3, "Baseline of hand-applied schema", "not built: `migrate --baseline` (issue 16)"),
+    test!(4, "Minimal outbox insert", outbox::a_minimal_insert_gets_the_column_defaults),
+    test!(5, "HTTP delivery with standard headers", outbox::http_delivery_carries_the_standard_headers),
+    test!(6, "Any 2xx completes", outbox::any_2xx_completes_and_is_never_resent),
+    test!(7, "Non-2xx / 3xx retries", outbox::non_2xx_and_redirects_are_retried),
+    test!(8, "Retry bookkeeping", outbox::a_failed_attempt_is_booked_on_the_row_and_counted),
+    test!(9, "Backoff formula", outbox::retry_gaps_double_from_the_base_delay),
+    test!(10, "Dead-letter ceiling from row", outbox::the_rows_max_attempts_is_its_dead_letter_ceiling),
+    test!(11, "`outbox.maxAttempts` stamped on relayed rows", push::max_attempts_settings_are_stamped_on_relayed_rows),
+    test!(12, "No route → dead", outbox::a_topic_without_a_route_is_dead),
+    test!(13, "Route glob semantics", outbox::route_globs_match_whole_segments_and_the_first_route_wins),
+    test!(14, "Delayed delivery", outbox::a_row_is_not_delivered_before_its_scheduled_at),
+    test!(15, "Crash recovery / reclaim", outbox::an_expired_lease_is_reclaimed_without_spending_an_attempt),
+    not_run!(16, "Claim fence / claims lost", NO_TEST),
+    test!(17, "Concurrency limit", outbox::concurrency_caps_the_requests_in_flight),
+    test!(18, "Key ordering", outbox::rows_of_one_key_arrive_in_insert_order),
+    test!(19, "Empty key parallelism", outbox::rows_without_a_key_are_published_concurrently),
+    test!(20, "Claim order ≠ commit order", outbox::rows_are_claimed_in_commit_order),
+    not_run!(21, "Transforms route→destination", TRANSFORMS),
+    not_run!(22, "Transform onError", TRANSFORMS),
+    not_run!(23, "RabbitMQ destination", NO_TEST),
+    not_run!(24, "Routing key template precedence", "not built: route-level `routingKeyTemplate` and `routingKeyMissingFieldDefault` (issue 16)"),
+    not_run!(25, "Address templates / `*From`", NO_TEST),
+    not_run!(26, "Kafka destination", NO_TEST),
+    not_run!(27, "NATS destination", NO_TEST),
+    test!(28, "HTTP inbox accept / duplicate", inbox::a_webhook_is_accepted_once_and_a_repeat_is_a_duplicate),
+    test!(29, "Inbox 400 cases", inbox::invalid_json_and_a_missing_key_answer_400),
+    test!(30, "Unknown source path", inbox::an_unknown_source_path_answers_404),
+    test!(31, "Body size limit", inbox::a_body_over_max_body_bytes_answers_413_and_stores_nothing),
+    not_run!(32, "Rate limit", "not built: per-source `requestsPerMinute` (issue 16)"),
+    test!(33, "Inbox auth: bearer/api-key/hmac", inbox::source_auth_refuses_wrong_credentials),
+    not_run!(34, "Source transform rejection (HTTP)", TRANSFORMS),
+    test!(35, "Correlation id", inbox::the_correlation_id_is_echoed_stored_and_forwarded),
+    test!(36, "Stored inbox headers", inbox::stored_headers_keep_custom_ones_and_drop_credentials),
+    not_run!(37, "Header filter", "not built: header filters `require`/`exclude` (issue 16)"),
+    test!(38, "Header keys (HTTP)", inbox::the_idempotency_key_header_decides_duplicates),
+    not_run!(39, "Key expressions and path lists", TRANSFORMS),
+    test!(40, "Relay (push)", push::a_push_webhook_is_relayed_to_the_outbox_with_the_relay_headers),
+    test!(41, "Relay exactly-once forwarding under replicas", push::two_replicas_forward_each_push_row_once),
+    test!(42, "Relay header precedence", push::a_senders_relay_headers_are_replaced),
+    test!(43, "Empty topic → dead", push::an_empty_topic_is_dead_and_such_a_config_is_refused),
+    not_run!(44, "Relay failure is recoverable", NO_TEST),
+    not_run!(45, "Push aggregate serialisation", NO_TEST),
+    test!(46, "Pull consumption", push::the_relay_never_touches_pull_rows),
+    not_run!(47, "Pull per-(source, aggregate) reservation", "implemented in the core; proved by its store contract tests and the clients' contract (row 74), no black-box client here yet"),
+    not_run!(48, "Pull fence", "implemented in the core; proved by its store contract tests and the clients' contract (row 74), no black-box client here yet"),
+    test!(49, "`initialDelay`", push::initial_delay_holds_rows_back),
+    not_run!(50, "Publish-time ordering", "not built: `scheduledAtPath` / `scheduledAtHeader` (issue 16)"),
+    not_run!(51, "RabbitMQ source", NO_TEST),
+    not_run!(52, "Kafka source", NO_TEST),
+    not_run!(53, "NATS source", NO_TEST),
+    not_run!(54, "Body digest fallback", NO_TEST),
+    test!(55, "Health endpoints", operations::health_answers_live_and_ready),
+    test!(56, "Management port", operations::the_management_port_serves_metrics_and_health),
+    not_run!(57, "Metrics exposure", NO_TEST),
+    test!(58, "Lag gauges", operations::the_oldest_pending_age_gauge_follows_the_table),
+    test!(59, "Admin disabled by default", operations::admin_routes_do_not_exist_unless_enabled),
+    not_run!(60, "Admin transform test", TRANSFORMS),
+    test!(61, "Admin replay", operations::admin_replay_moves_sent_rows_back_to_pending),
+    not_run!(62, "Documented requeue SQL", "not built: the documented dead-letter requeue statement (issue 16)"),
+    not_run!(63, "Retention", NO_TEST),
+    not_run!(64, "Env-var configuration", NO_TEST),
+    not_run!(65, "File replaces packaged config", NO_TEST),
+    test!(66, "Strict config", operations::config_mistakes_are_refused_naming_the_key),
+    not_run!(67, "`file:` secrets", NO_TEST),
+    not_run!(68, "Secret masking", NO_TEST),
+    test!(69, "Outbound URL validation", operations::bad_outbound_urls_are_refused_at_startup),
+    not_run!(70, "Custom table/column names", "not built: custom table and column names, own schema, schema guards (issue 16)"),
+    not_run!(71, "Wait for database", NO_TEST),
+    not_run!(72, "Graceful shutdown", NO_TEST),
+    not_run!(73, "SQL Server claim serialisation", "needs QUEUEBOX_TEST_MSSQL_URL (SQL Server), and no black-box test yet"),
+    not_run!(74, "Pull clients (C#/TS/Go)", "the 19-item contract runs in parts 31-go, 32-csharp and 40-node, not in this suite"),
+    test!(75, "CDC wake-up (optional)", operations::an_insert_wakes_the_outbox_relay_before_the_poll_interval),
+];
+
+/// What the rows share on top of the relay's helpers.
+pub mod kit {
+    pub use crate::common::*;
+    use queuebox_core::store::postgres::PgStore;
+    use std::time::Duration;
+
+    /// A database of its own, a receiver, and the binary started on `yaml` (`base_config`
+    /// plus `extra`); the binary migrates the empty database itself.
+    pub async fn start(tag: &str, extra: &str) -> (Relay, Receiver, PgStore) {
+        let (url, store) = empty_db(tag).await;
+        let rx = Receiver::start().await;
+        let relay = Relay::start(&format!("{}{extra}", base_config(&url, &rx.url()))).await;
+        (relay, rx, store)
+    }
+
+    /// `base_config` with `outbox.<key>: value` changed or added.
+    pub fn outbox_setting(yaml: String, key: &str, value: &str) -> String {
+        let anchor = "outbox:\n";
+        let pos = yaml.find(anchor).unwrap() + anchor.len();
+        let mut lines: Vec<String> = yaml.lines().map(String::from).collect();
+        let prefix = format!("  {key}:");
+        let head_lines = yaml[..pos].lines().count();
+        match lines
+            .iter()
+            .skip(head_lines)
+            .take_while(|l| l.starts_with("  "))
+            .position(|l| l.starts_with(&prefix))
+        {
+            Some(i) => lines[head_lines + i] = format!("{prefix} {value}"),
+            None => lines.insert(head_lines, format!("{prefix} {value}")),
+        }
+        lines.join("\n") + "\n"
+    }
+
+    /// One catch-all route to the receiver's `/hooks` destination `rx`.
+    pub const ROUTE_ALL: &str = "routes:\n  - topicPattern: '**'\n    destination: rx\n";
+
+    pub async fn insert(store: &PgStore, topic: &str, key: Option<&str>) -> uuid::Uuid {
+        sqlx::query_scalar(
+            "INSERT INTO outbox (topic, key, payload) VALUES ($1, $2, '{\"n\":1}') RETURNING id",
+        )
+        .bind(topic)
+        .bind(key)
+        .fetch_one(store.pool())
+        .await
+        .unwrap()
+    }
+
+    /// `(state, attempt, last_error)` of an outbox row.
+    pub async fn outbox_row(store: &PgStore, id: uuid::Uuid) -> (String, i32, Option<String>) {
+        sqlx::query_as("SELECT state, attempt, last_error FROM outbox WHERE id = $1")
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+    }
+
+    pub async fn wait_state(store: &PgStore, id: uuid::Uuid, state: &str, secs: u64) {
+        eventually(&format!("outbox row {id} {state}"), secs, || async {
+            outbox_row(store, id).await.0 == state
+        })
+        .await;
+    }
+
+    /// Runs the binary with `yaml` as its config (after `{port}` and `{db}` are filled in) and
+    /// `args`, and returns its exit code and everything it printed; it must exit within 30 s.
+    pub async fn run_to_exit(yaml: &str, db: &str, args: &[&str]) -> (i32, String) {
+        let config = write_config(
+            &yaml
+                .replace("{port}", &free_port().to_string())
+                .replace("{db}", db),
+        );
+        let out = relay_command(config.path(), args).output();
+        let out = tokio::time::timeout(Duration::from_secs(30), out)
+            .await
+            .expect("the binary exits within 30 s")
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.code().unwrap_or(-1), text)
+    }
+}

@@ -1,0 +1,274 @@
+//! Rows 11 and 40–49: webhooks on push sources relayed into the outbox and delivered, and
+//! pull sources left to their clients.
+
+use std::time::Duration;
+
+use super::kit::*;
+use super::Outcome;
+
+/// A push source `stripe` whose topic is `{{ source }}.{{ eventType }}`, routed to the receiver.
+const STRIPE: &str = "routes:
+  - topicPattern: '**'
+    destination: rx
+sources:
+  stripe:
+    path: /stripe
+    idempotencyKeyPath: $.id
+    eventTypePath: $.type
+    aggregateIdPath: $.customer
+    topic: '{{ source }}.{{ eventType }}'
+  other:
+    path: /other
+    idempotencyKeyPath: $.id
+    aggregateIdPath: $.customer
+    topic: other.event
+  jobs:
+    path: /jobs
+    consumption: pull
+    idempotencyKeyPath: $.id
+";
+
+/// Row 11: relayed rows carry `outbox.maxAttempts`, or `inbox.relay.maxAttempts` when set.
+pub async fn max_attempts_settings_are_stamped_on_relayed_rows() -> Outcome {
+    for (tag, relay_max, expected) in [("acc_r11a", None, 7), ("acc_r11b", Some(10), 10)] {
+        let (url, store) = empty_db(tag).await;
+        let rx = Receiver::start().await;
+        let mut yaml = outbox_setting(base_config(&url, &rx.url()), "maxAttempts", "7");
+        if let Some(m) = relay_max {
+            yaml = yaml.replacen(
+                "  relay:\n",
+                &format!("  relay:\n    maxAttempts: {m}\n"),
+                1,
+            );
+        }
+        let relay = Relay::start(&format!("{yaml}{STRIPE}")).await;
+        let (s, b) = relay
+            .post(
+                "/inbox/stripe",
+                r#"{"id":"e1","type":"x","customer":"c"}"#,
+                &[],
+            )
+            .await;
+        assert_eq!(s, 202, "{b}");
+        eventually("relayed", 20, || async {
+            scalar_i64(&store, "SELECT count(*) FROM outbox").await == 1
+        })
+        .await;
+        let max: i32 = sqlx::query_scalar("SELECT max_attempts FROM outbox")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        assert_eq!(max, expected);
+    }
+    Ok(())
+}
+
+/// Row 40: the webhook's inbox row is processed, its outbox row has the rendered topic, the
+/// aggregate id as key and the relay headers, and the receiver gets the payload.
+pub async fn a_push_webhook_is_relayed_to_the_outbox_with_the_relay_headers() -> Outcome {
+    let (relay, rx, store) = start("acc_r40", STRIPE).await;
+    let body = r#"{"id":"evt_1","type":"payment.succeeded","customer":"cus_9","amount":12}"#;
+    assert_eq!(relay.post("/inbox/stripe", body, &[]).await.0, 202);
+    eventually("delivered", 20, || async { rx.to("/hooks").len() == 1 }).await;
+    let (inbox_id, state): (String, String) = sqlx::query_as("SELECT id::text, state FROM inbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    eventually("inbox row processed", 10, || async {
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE state = 'processed'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    let _ = state;
+    let (topic, key, headers): (String, Option<String>, serde_json::Value) =
+        sqlx::query_as("SELECT topic, key, headers FROM outbox")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(topic, "stripe.payment.succeeded");
+    assert_eq!(key.as_deref(), Some("cus_9"));
+    assert_eq!(headers["x-inbox-id"], serde_json::json!(inbox_id));
+    assert_eq!(headers["x-source"], "stripe");
+    assert_eq!(headers["x-idempotency-key"], "evt_1");
+    let d = &rx.to("/hooks")[0];
+    assert_eq!(d.body["amount"], 12);
+    assert_eq!(d.h("x-inbox-id"), Some(inbox_id.as_str()));
+    Ok(())
+}
+
+/// Row 41: 100 pending push rows and two relays → exactly 100 outbox rows, 100 processed.
+pub async fn two_replicas_forward_each_push_row_once() -> Outcome {
+    let (url, store) = empty_db("acc_r41").await;
+    let rx = Receiver::start().await;
+    // The first instance only receives (its relays are off) so the rows pile up pending.
+    let receive_only = base_config(&url, &rx.url())
+        .replacen("  relay:\n", "  relay:\n    enabled: false\n", 1)
+        .replacen("outbox:\n", "outbox:\n  enabled: false\n", 1);
+    let mut a = Relay::start(&format!("{receive_only}{STRIPE}")).await;
+    for i in 0..100 {
+        let body = format!(r#"{{"id":"e{i}","customer":"c{}"}}"#, i % 7);
+        assert_eq!(a.post("/inbox/other", &body, &[]).await.0, 202);
+    }
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE state = 'pending'").await,
+        100
+    );
+    a.kill();
+    let yaml = format!("{}{STRIPE}", base_config(&url, &rx.url()));
+    let _b = Relay::start(&yaml).await;
+    let _c = Relay::start(&yaml).await;
+    eventually("100 processed", 40, || async {
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE state = 'processed'",
+        )
+        .await
+            == 100
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox").await, 100);
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(DISTINCT headers->>'x-inbox-id') FROM outbox"
+        )
+        .await,
+        100
+    );
+    Ok(())
+}
+
+/// Row 42: a sender's own `x-inbox-id` (any case) is replaced by the real one.
+pub async fn a_senders_relay_headers_are_replaced() -> Outcome {
+    let (relay, rx, store) = start("acc_r42", STRIPE).await;
+    let (s, _) = relay
+        .post(
+            "/inbox/other",
+            r#"{"id":"f1","customer":"c"}"#,
+            &[("X-Inbox-Id", "fake"), ("x-source", "fake")],
+        )
+        .await;
+    assert_eq!(s, 202);
+    eventually("delivered", 20, || async { rx.to("/hooks").len() == 1 }).await;
+    let inbox_id: String = sqlx::query_scalar("SELECT id::text FROM inbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let d = &rx.to("/hooks")[0];
+    assert_eq!(d.h("x-inbox-id"), Some(inbox_id.as_str()));
+    assert_eq!(d.h("x-source"), Some("other"));
+    let headers: serde_json::Value = sqlx::query_scalar("SELECT headers FROM outbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    let fakes = headers
+        .as_object()
+        .unwrap()
+        .values()
+        .filter(|v| *v == "fake")
+        .count();
+    assert_eq!(
+        fakes, 0,
+        "no copy of the sender's value survives: {headers}"
+    );
+    Ok(())
+}
+
+/// Row 43: an `{{ eventType }}` topic without an event type → the inbox row is dead; a
+/// config with such a topic and no event-type source is refused at start-up.
+pub async fn an_empty_topic_is_dead_and_such_a_config_is_refused() -> Outcome {
+    let typed = format!("{STRIPE}  typed:\n    path: /typed\n    idempotencyKeyPath: $.id\n    eventTypePath: $.type\n    topic: '{{{{ eventType }}}}'\n");
+    let (relay, _rx, store) = start("acc_r43", &typed).await;
+    assert_eq!(
+        relay.post("/inbox/typed", r#"{"id":"n1"}"#, &[]).await.0,
+        202
+    );
+    eventually("dead", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE state = 'dead'").await == 1
+    })
+    .await;
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox").await, 0);
+    let (url, _) = empty_db("acc_r43b").await;
+    let yaml = "database:\n  url: {db}\nsources:\n  untyped:\n    path: /untyped\n    topic: 'x.{{ eventType }}'\n";
+    let (code, out) = run_to_exit(yaml, &url, &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("untyped"), "the error names the source: {out}");
+    Ok(())
+}
+
+/// Row 46: a pull source's rows stay pending for their clients; no route or destination needed.
+pub async fn the_relay_never_touches_pull_rows() -> Outcome {
+    let (url, store) = empty_db("acc_r46").await;
+    let yaml = "server:\n  httpPort: {port}\n  bindAddress: 127.0.0.1\ndatabase:\n  url: DB\ninbox:\n  relay:\n    pollIntervalMs: 20\nsources:\n  jobs:\n    path: /jobs\n    consumption: pull\n    idempotencyKeyPath: $.id\n"
+        .replace("DB", &url);
+    let relay = Relay::start(&yaml).await;
+    for i in 0..3 {
+        assert_eq!(
+            relay
+                .post("/inbox/jobs", &format!(r#"{{"id":"j{i}"}}"#), &[])
+                .await
+                .0,
+            202
+        );
+    }
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let untouched = scalar_i64(
+        &store,
+        "SELECT count(*) FROM inbox WHERE consumption = 'pull' AND state = 'pending' AND attempt = 0 AND claim_token IS NULL",
+    )
+    .await;
+    assert_eq!(untouched, 3);
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox").await, 0);
+    Ok(())
+}
+
+/// Row 49: `initialDelay: 30s` → scheduled_at ≈ receipt + 30 s and the relay leaves the row
+/// alone; `30` and `-5s` are refused at start-up.
+pub async fn initial_delay_holds_rows_back() -> Outcome {
+    let delayed = STRIPE.replace(
+        "    topic: other.event\n",
+        "    topic: other.event\n    initialDelay: 30s\n",
+    );
+    let (relay, rx, store) = start("acc_r49", &delayed).await;
+    assert_eq!(
+        relay
+            .post("/inbox/other", r#"{"id":"d1","customer":"c"}"#, &[])
+            .await
+            .0,
+        202
+    );
+    let secs: f64 = sqlx::query_scalar(
+        "SELECT EXTRACT(EPOCH FROM scheduled_at - created_at)::float8 FROM inbox",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert!(
+        (29.0..=31.0).contains(&secs),
+        "scheduled {secs} s after receipt"
+    );
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE state = 'pending'").await,
+        1
+    );
+    assert!(rx.deliveries().is_empty());
+    for bad in ["30", "-5s"] {
+        let (url, _) = empty_db("acc_r49b").await;
+        let yaml = format!(
+            "database:\n  url: {{db}}\nsources:\n  s:\n    path: /s\n    initialDelay: '{bad}'\n"
+        );
+        let (code, out) = run_to_exit(&yaml, &url, &["run"]).await;
+        assert_ne!(code, 0, "initialDelay {bad}: {out}");
+        assert!(
+            out.contains("initialDelay"),
+            "the error names the key: {out}"
+        );
+    }
+    Ok(())
+}
