@@ -2,14 +2,19 @@
 //! proxy. rustls (ring provider) does the handshake; the certificate lives behind a lock so
 //! SIGHUP can swap in a renewed one without a restart: connections accepted after the
 //! reload see the new certificate, open ones keep theirs. A reload that fails (a missing
-//! file, a key that does not match) keeps the old certificate and logs why.
+//! file, a key that does not match) keeps the old certificate and logs why. With
+//! `clientCaFile` the handshake also requires a client certificate that chains to one of
+//! those CAs (mutual TLS).
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
 
+use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, PrivateKeyDer};
-use rustls::ServerConfig;
+use rustls::server::danger::ClientCertVerifier;
+use rustls::server::WebPkiClientVerifier;
+use rustls::{RootCertStore, ServerConfig};
 use tokio_rustls::TlsAcceptor;
 
 /// Why a certificate or key could not be loaded; each names the `server.tls` key.
@@ -21,6 +26,8 @@ pub enum TlsLoadError {
     NoCert { path: String },
     #[error("server.tls.keyFile: cannot read a private key from {path}: {reason}")]
     Key { path: String, reason: String },
+    #[error("server.tls.clientCaFile: cannot use CA certificates from {path}: {reason}")]
+    ClientCa { path: String, reason: String },
     #[error("server.tls: the key in {key} does not belong to the certificate in {cert}: {reason}")]
     Mismatch {
         cert: String,
@@ -101,10 +108,14 @@ fn server_config(s: &queuebox_config::ServerTls) -> Result<Arc<ServerConfig>, Tl
         reason: pem_reason(&s.key_file, e),
     })?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let mut config = ServerConfig::builder_with_provider(provider)
+    let builder = ServerConfig::builder_with_provider(provider.clone())
         .with_safe_default_protocol_versions()
-        .expect("ring supports the default protocol versions")
-        .with_no_client_auth()
+        .expect("ring supports the default protocol versions");
+    let builder = match &s.client_ca_file {
+        None => builder.with_no_client_auth(),
+        Some(path) => builder.with_client_cert_verifier(client_verifier(path, provider)?),
+    };
+    let mut config = builder
         .with_single_cert(certs, key)
         .map_err(|e| TlsLoadError::Mismatch {
             cert: s.cert_file.clone(),
@@ -114,6 +125,30 @@ fn server_config(s: &queuebox_config::ServerTls) -> Result<Arc<ServerConfig>, Tl
     // The connection loop speaks HTTP/1 only.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
+}
+
+/// Mutual TLS: a client certificate is required and must chain to a CA in `path`.
+fn client_verifier(
+    path: &str,
+    provider: Arc<CryptoProvider>,
+) -> Result<Arc<dyn ClientCertVerifier>, TlsLoadError> {
+    let err = |reason: String| TlsLoadError::ClientCa {
+        path: path.to_string(),
+        reason,
+    };
+    let cas = CertificateDer::pem_file_iter(path)
+        .and_then(|it| it.collect::<Result<Vec<_>, _>>())
+        .map_err(|e| err(pem_reason(path, e)))?;
+    let mut roots = RootCertStore::empty();
+    for ca in cas {
+        roots.add(ca).map_err(|e| err(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(err("the file holds no certificate".into()));
+    }
+    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| err(e.to_string()))
 }
 
 fn pem_reason(path: &str, e: rustls::pki_types::pem::Error) -> String {

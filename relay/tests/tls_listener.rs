@@ -2,7 +2,8 @@
 //! and two server certificates made with openssl in the test; a client that trusts the CA
 //! posts over HTTPS and gets 202; plain HTTP to the TLS port gets no answer; after the
 //! certificate files are replaced and SIGHUP is sent, new connections see the new
-//! certificate, and a reload from broken files keeps the old one.
+//! certificate, and a reload from broken files keeps the old one. With
+//! `server.tls.clientCaFile` both ports take only clients whose certificate that CA signed.
 
 mod common;
 
@@ -35,6 +36,15 @@ for n in one two; do
   openssl req -new -newkey rsa:2048 -nodes -subj "/CN=queuebox-$n" -keyout $n.key -out $n.csr 2>/dev/null
   printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=serverAuth\nsubjectAltName=DNS:localhost,IP:127.0.0.1\n' > $n.ext
   openssl x509 -req -in $n.csr -CA ca.crt -CAkey ca.key -CAcreateserial -days 2 -sha256 -extfile $n.ext -out $n.crt 2>/dev/null
+done
+# Client certificates for mutual TLS: one the CA signed, one another CA signed.
+openssl req -x509 -newkey rsa:2048 -nodes -days 2 -sha256 -subj "/CN=Some other CA" -keyout other-ca.key -out other-ca.crt \
+  -addext "basicConstraints=critical,CA:TRUE" -addext "keyUsage=critical,keyCertSign,cRLSign" 2>/dev/null
+for n in client:ca foreign:other-ca; do
+  c=${n%%:*}; issuer=${n#*:}
+  openssl req -new -newkey rsa:2048 -nodes -subj "/CN=relay-$c" -keyout $c.key -out $c.csr 2>/dev/null
+  printf 'basicConstraints=CA:FALSE\nkeyUsage=critical,digitalSignature,keyEncipherment\nextendedKeyUsage=clientAuth\n' > $c.ext
+  openssl x509 -req -in $c.csr -CA $issuer.crt -CAkey $issuer.key -CAcreateserial -days 2 -sha256 -extfile $c.ext -out $c.crt 2>/dev/null
 done
 "#;
     let out = std::process::Command::new("bash")
@@ -230,6 +240,102 @@ async fn a_key_that_does_not_match_the_certificate_stops_the_relay_at_start_up()
     assert!(!out.status.success());
     assert!(
         err.contains("server.tls") && err.contains("does not belong"),
+        "{err}"
+    );
+}
+
+/// An HTTPS client that trusts `ca` and presents the client certificate `name` (.crt, .key).
+fn https_client_with(ca: &Path, certs: &Path, name: &str) -> reqwest::Client {
+    let mut pem = std::fs::read(certs.join(format!("{name}.crt"))).unwrap();
+    pem.extend(std::fs::read(certs.join(format!("{name}.key"))).unwrap());
+    reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(&std::fs::read(ca).unwrap()).unwrap())
+        .identity(reqwest::Identity::from_pem(&pem).unwrap())
+        .timeout(Duration::from_secs(10))
+        .build()
+        .unwrap()
+}
+
+#[tokio::test]
+async fn with_a_client_ca_file_both_ports_take_only_clients_whose_certificate_that_ca_signed() {
+    let Some((_keep, certs)) = make_certs(
+        "with_a_client_ca_file_both_ports_take_only_clients_whose_certificate_that_ca_signed",
+    ) else {
+        return;
+    };
+    install(&certs, "one");
+    let (url, store) = fresh_db("tls_listener_mtls").await;
+    let rx = Receiver::start().await;
+    let mgmt = free_port();
+    let ca = certs.join("ca.crt");
+    let yaml = tls_config(&url, &rx.url(), &certs, mgmt).replacen(
+        "  tls:\n",
+        &format!("  tls:\n    clientCaFile: {}\n", ca.display()),
+        1,
+    );
+    let relay = Relay::start(&yaml).await;
+    let post = |client: reqwest::Client, id: &'static str| {
+        let url = format!("https://localhost:{}/inbox/orders", relay.port);
+        async move {
+            client
+                .post(url)
+                .header("content-type", "application/json")
+                .body(format!(r#"{{"id":"{id}"}}"#))
+                .send()
+                .await
+        }
+    };
+
+    let resp = post(https_client_with(&ca, &certs, "client"), "mtls-1")
+        .await
+        .expect("a client certificate the CA signed is accepted");
+    assert_eq!(resp.status().as_u16(), 202);
+    let health = https_client_with(&ca, &certs, "client")
+        .get(format!("https://localhost:{mgmt}/health/live"))
+        .send()
+        .await
+        .expect("the management port takes the client certificate too");
+    assert_eq!(health.status().as_u16(), 200);
+
+    // No client certificate, or one another CA signed: the handshake fails, nothing stored.
+    let none = post(https_client(&ca), "mtls-none").await;
+    assert!(
+        none.is_err(),
+        "no client certificate got {:?}",
+        none.map(|r| r.status())
+    );
+    let foreign = post(https_client_with(&ca, &certs, "foreign"), "mtls-foreign").await;
+    assert!(
+        foreign.is_err(),
+        "a foreign client certificate got {:?}",
+        foreign.map(|r| r.status())
+    );
+    let health = https_client(&ca)
+        .get(format!("https://localhost:{mgmt}/health/live"))
+        .send()
+        .await;
+    assert!(
+        health.is_err(),
+        "the management port without a client certificate got {:?}",
+        health.map(|r| r.status())
+    );
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 1);
+
+    // An unreadable CA file is a start-up error naming its key.
+    let bad = write_config(
+        &yaml
+            .replace(&ca.display().to_string(), "/nonexistent/client-ca.pem")
+            .replace("{port}", &free_port().to_string()),
+    );
+    let out = relay_command(bad.path(), &["check-config"])
+        .output()
+        .await
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(
+        err.contains("server.tls.clientCaFile") && err.contains("/nonexistent/client-ca.pem"),
         "{err}"
     );
 }

@@ -66,8 +66,9 @@ pub struct ServerConfig {
     pub tls: Option<ServerTls>,
 }
 
-/// `server.tls`: the listener's certificate chain and private key, PEM files. The relay
-/// re-reads both on SIGHUP, so a renewed certificate needs no restart.
+/// `server.tls`: the listener's certificate chain and private key, PEM files, and optionally
+/// the CAs its clients' certificates must chain to. The relay re-reads them on SIGHUP, so a
+/// renewed certificate needs no restart.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerTls {
@@ -75,6 +76,10 @@ pub struct ServerTls {
     pub cert_file: String,
     /// The private key (PKCS#8, PKCS#1 or SEC1).
     pub key_file: String,
+    /// Mutual TLS: when set, a client must present a certificate that chains to one of the
+    /// CA certificates in this PEM file, on both ports (re-read on SIGHUP with the rest).
+    #[serde(default)]
+    pub client_ca_file: Option<String>,
 }
 impl Default for ServerConfig {
     fn default() -> Self {

@@ -80,6 +80,9 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     if let Some(tls) = &c.server.tls {
         readable(errs, "server.tls.certFile", &tls.cert_file);
         readable(errs, "server.tls.keyFile", &tls.key_file);
+        if let Some(ca) = &tls.client_ca_file {
+            readable(errs, "server.tls.clientCaFile", ca);
+        }
     }
     if c.server.management_port == Some(c.server.http_port) {
         errs.push("server.managementPort", "must differ from server.httpPort");
