@@ -181,7 +181,7 @@ fn report(metrics: &Metrics, message: &str, failures: &[(String, String, String)
             "queuebox_transform_failures_total",
             &[("stage", stage), ("strategy", strategy_label(strategy))],
         );
-        tracing::warn!(stage, key = %key, strategy = %strategy, message, error = %error, "transform failed");
+        tracing::warn!(stage, key = %key, strategy = %strategy, messageId = %message, error = %error, "transform failed");
     }
 }
 
