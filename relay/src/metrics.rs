@@ -146,6 +146,11 @@ const HELP: &[(&str, &str, &str)] = &[
         "Rejected inbox messages by reason",
     ),
     (
+        "queuebox_transform_failures_total",
+        "counter",
+        "Transform failures by stage (source, route, destination) and onError strategy",
+    ),
+    (
         "queuebox_cleanup_messages_deleted_total",
         "counter",
         "Rows deleted by retention",
