@@ -37,6 +37,8 @@ pub struct AppState {
     /// Every transform and key expression, compiled once at start-up.
     pub transforms: Arc<crate::transforms::Transforms>,
     pub draining: Arc<AtomicBool>,
+    /// Ingest requests being handled now: the shutdown drain waits for them.
+    pub ingesting: Arc<std::sync::atomic::AtomicUsize>,
     pub secrets: Arc<Vec<String>>,
     /// The background loops' liveness, for `/health/ready`.
     pub loops: Loops,
@@ -112,6 +114,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         publishers,
         draining: Arc::new(AtomicBool::new(false)),
+        ingesting: Arc::default(),
         secrets: Arc::new(cfg.secrets()),
         loops: Loops::default(),
     };
@@ -204,11 +207,17 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
 
     shutdown_signal().await;
     tracing::info!("Shutting down QueueBox...");
-    // 1. HTTP: new requests get 503 while in-flight ones finish, then the servers stop.
+    // 1. HTTP: new requests get 503 for as long as ingest requests are in flight (at most
+    // drainTimeoutMs), so a client arriving mid-drain is told to retry instead of refused a
+    // connection; then the servers stop and the last connections finish.
     st.draining.store(true, Ordering::SeqCst);
-    tokio::time::sleep(Duration::from_millis(100)).await;
-    http_stop.cancel();
     let drain = Duration::from_millis(cfg.server.drain_timeout_ms);
+    let drain_end = tokio::time::Instant::now() + drain;
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    while st.ingesting.load(Ordering::SeqCst) > 0 && tokio::time::Instant::now() < drain_end {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    http_stop.cancel();
     for s in servers {
         if tokio::time::timeout(drain, s).await.is_err() {
             tracing::warn!("Shutdown step 'drain HTTP' timed out");

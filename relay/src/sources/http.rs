@@ -83,7 +83,25 @@ pub async fn ingest(State(st): State<AppState>, req: Request) -> Response {
     resp
 }
 
+/// One ingest request being handled, counted in [`AppState::ingesting`] until dropped.
+struct InFlight(std::sync::Arc<std::sync::atomic::AtomicUsize>);
+
+impl InFlight {
+    fn enter(st: &AppState) -> InFlight {
+        st.ingesting.fetch_add(1, Ordering::SeqCst);
+        InFlight(st.ingesting.clone())
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
 async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Request) -> Response {
+    // Counted before the draining check, so the drain cannot end between the two.
+    let _in_flight = InFlight::enter(st);
     if st.draining.load(Ordering::SeqCst) {
         return error(StatusCode::SERVICE_UNAVAILABLE, "QueueBox is shutting down");
     }
