@@ -302,3 +302,487 @@ pub async fn an_insert_wakes_the_outbox_relay_before_the_poll_interval() -> Outc
     );
     Ok(())
 }
+
+/// Row 57: after traffic the scrape holds every `queuebox_*` family of §9 with its labels,
+/// and `queuebox{version=…} 1`. Not here: the header-filter family (not built, issue 16), the
+/// transform family (issue 17), and the lost-claim and error counters, whose traffic rows 16
+/// and 44 make and check.
+pub async fn every_metric_family_appears_after_traffic() -> Outcome {
+    let (url, store) = empty_db("acc_r57").await;
+    let rx = Receiver::start().await;
+    rx.script("/hooks", &[500, 200]);
+    let yaml = outbox_setting(base_config(&url, &rx.url()), "pendingGaugeIntervalMs", "100")
+        .replacen("  relay:\n", "  relay:\n    pendingGaugeIntervalMs: 100\n", 1)
+        + "retention:\n  enabled: true\n  outbox:\n    policy: AGE\n    maxAge: 1h\n    cleanupInterval: 1s\n  inbox:\n    policy: AGE\n    maxAge: 1h\n    cleanupInterval: 1s\n"
+        + "routes:\n  - topicPattern: '**'\n    destination: rx\nsources:\n  hooks:\n    path: /hooks\n    idempotencyKeyPath: $.id\n    topic: hooked\n";
+    let relay = Relay::start(&yaml).await;
+    assert_eq!(
+        relay.post("/inbox/hooks", r#"{"id":"m1"}"#, &[]).await.0,
+        202
+    );
+    assert_eq!(
+        relay.post("/inbox/hooks", r#"{"id":"m1"}"#, &[]).await.0,
+        200
+    );
+    assert_eq!(
+        relay.post("/inbox/hooks", r#"{"nokey":1}"#, &[]).await.0,
+        400
+    );
+    // A row whose claim expired, for the reclaim counter.
+    sqlx::query(
+        "INSERT INTO outbox (topic, payload, state, claim_token, claimed_at, lease_expires_at) \
+         VALUES ('t.crashed', '{}', 'processing', gen_random_uuid(), now(), now() - interval '1 second')",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    eventually("both delivered, one after a failure", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 2
+    })
+    .await;
+    let expected = [
+        "queuebox{version=\"",
+        "queuebox_uptime_seconds ",
+        "queuebox_outbox_messages_total{status=\"sent\"}",
+        "queuebox_outbox_messages_total{status=\"failed\"}",
+        "queuebox_outbox_messages_pending ",
+        "queuebox_outbox_oldest_pending_age_seconds ",
+        "queuebox_inbox_oldest_pending_age_seconds ",
+        "queuebox_outbox_processing_duration_seconds",
+        "queuebox_outbox_processing_duration_seconds_max",
+        "queuebox_outbox_publish_duration_seconds{destination_type=\"http\"",
+        "queuebox_outbox_publish_duration_seconds_max{destination_type=\"http\"}",
+        "queuebox_outbox_destination_messages_total{destination=\"rx\",outcome=\"success\"}",
+        "queuebox_outbox_destination_messages_total{destination=\"rx\",outcome=\"failure\"}",
+        "queuebox_outbox_queue_depth{destination=\"rx\"}",
+        "queuebox_http_publish_responses_total{status_class=\"5xx\"}",
+        "queuebox_http_publish_responses_total{status_class=\"2xx\"}",
+        "queuebox_inbox_messages_total{status=\"new\"}",
+        "queuebox_inbox_messages_total{status=\"duplicate\"}",
+        "queuebox_inbox_messages_total{status=\"forwarded\"}",
+        "queuebox_inbox_rejections_total{reason=\"extraction_failed\"}",
+        "queuebox_cleanup_messages_deleted_total{table=\"outbox\"}",
+        "queuebox_cleanup_duration_seconds_max{table=\"outbox\"}",
+        "queuebox_cleanup_last_run_timestamp{table=\"inbox\"}",
+        "queuebox_outbox_messages_reclaimed_total ",
+    ];
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let text = loop {
+        let (_, text) = relay.get("/metrics").await;
+        let missing: Vec<&str> = expected
+            .iter()
+            .filter(|f| !text.lines().any(|l| l.starts_with(*f)))
+            .copied()
+            .collect();
+        if missing.is_empty() {
+            break text;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "missing from the scrape: {missing:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let info = text
+        .lines()
+        .find(|l| l.starts_with("queuebox{version="))
+        .unwrap();
+    assert!(info.ends_with(" 1"), "{info}");
+    Ok(())
+}
+
+/// Row 63: AGE retention deletes old terminal rows in batches and keeps pending and
+/// processing ones; COUNT keeps N per state; COUNT on the inbox is refused naming the key;
+/// the cleanup metrics appear.
+pub async fn retention_deletes_old_terminal_rows_only() -> Outcome {
+    let (url, store) = empty_db("acc_r63").await;
+    let rx = Receiver::start().await;
+    let age = base_config(&url, &rx.url()).replacen("outbox:\n", "outbox:\n  enabled: false\n", 1)
+        .replacen("  relay:\n", "  relay:\n    enabled: false\n", 1)
+        + "retention:\n  enabled: true\n  outbox:\n    policy: AGE\n    maxAge: 1m\n    cleanupInterval: 1s\n    batchSize: 2\n  inbox:\n    policy: AGE\n    maxAge: 1m\n    cleanupInterval: 1s\n    batchSize: 2\n";
+    // The schema first (retention starts with the binary), then old and new rows of every state.
+    let (code, out) = run_to_exit("database:\n  url: {db}\n", &url, &["migrate"]).await;
+    assert_eq!(code, 0, "{out}");
+    for (state, old) in [
+        ("sent", true),
+        ("sent", true),
+        ("sent", true),
+        ("dead", true),
+        ("pending", true),
+        ("sent", false),
+    ] {
+        let at = if old {
+            "now() - interval '1 hour'"
+        } else {
+            "now()"
+        };
+        sqlx::query(&format!(
+            "INSERT INTO outbox (topic, payload, state, created_at, updated_at) VALUES ('t', '{{}}', '{state}', {at}, {at})"
+        ))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    sqlx::query(
+        "INSERT INTO outbox (topic, payload, state, claim_token, claimed_at, lease_expires_at, created_at, updated_at) \
+         VALUES ('t', '{}', 'processing', gen_random_uuid(), now(), now() + interval '1 hour', now() - interval '1 hour', now() - interval '1 hour')",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    for (i, (state, old)) in [
+        ("processed", true),
+        ("dead", true),
+        ("pending", true),
+        ("processed", false),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let at = if *old {
+            "now() - interval '1 hour'"
+        } else {
+            "now()"
+        };
+        sqlx::query(&format!(
+            "INSERT INTO inbox (source, idempotency_key, payload, state, created_at) VALUES ('s', 'k{i}', '{{}}', '{state}', {at})"
+        ))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+    let relay = Relay::start(&age).await;
+    eventually("old terminal rows deleted", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox").await == 3
+            && scalar_i64(&store, "SELECT count(*) FROM inbox").await == 2
+    })
+    .await;
+    let left: Vec<String> = sqlx::query_scalar("SELECT state FROM outbox ORDER BY state")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        left,
+        ["pending", "processing", "sent"],
+        "pending, processing and the new sent row stay"
+    );
+    let inbox_left: Vec<String> = sqlx::query_scalar("SELECT state FROM inbox ORDER BY state")
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(inbox_left, ["pending", "processed"]);
+    eventually("cleanup metrics", 10, || async {
+        relay
+            .metric("queuebox_cleanup_messages_deleted_total{table=\"outbox\"}")
+            .await
+            >= 4.0
+    })
+    .await;
+    // COUNT keeps the newest N per terminal state.
+    let (url2, store2) = empty_db("acc_r63b").await;
+    let (code, out) = run_to_exit("database:\n  url: {db}\n", &url2, &["migrate"]).await;
+    assert_eq!(code, 0, "{out}");
+    for i in 0..5 {
+        for state in ["sent", "dead"] {
+            sqlx::query(&format!(
+                "INSERT INTO outbox (topic, payload, state, updated_at) VALUES ('t', '{{}}', '{state}', now() - make_interval(mins => {i}))"
+            ))
+            .execute(store2.pool())
+            .await
+            .unwrap();
+        }
+    }
+    let count = base_config(&url2, &rx.url()).replacen("outbox:\n", "outbox:\n  enabled: false\n", 1)
+        + "retention:\n  enabled: true\n  outbox:\n    policy: COUNT\n    maxCount: 2\n    cleanupInterval: 1s\n";
+    let _r = Relay::start(&count).await;
+    eventually("two per state kept", 20, || async {
+        scalar_i64(&store2, "SELECT count(*) FROM outbox").await == 4
+    })
+    .await;
+    assert_eq!(
+        scalar_i64(&store2, "SELECT count(*) FROM outbox WHERE state = 'sent'").await,
+        2
+    );
+    let refused = "database:\n  url: {db}\nretention:\n  enabled: true\n  inbox:\n    policy: COUNT\n    maxCount: 2\n";
+    let (code, out) = run_to_exit(refused, &url2, &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("retention.inbox.policy"), "{out}");
+    Ok(())
+}
+
+/// Row 64: no configuration file at all, everything from `QUEUEBOX_*` variables (list
+/// indexes, `__` for an underscore inside a name): a webhook goes in and is delivered; no
+/// demo source exists.
+pub async fn configuration_from_the_environment_alone_works() -> Outcome {
+    let (url, store) = empty_db("acc_r64").await;
+    let rx = Receiver::start().await;
+    let port = free_port();
+    let mut cmd = tokio::process::Command::new(queuebox_bin());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("QUEUEBOX_") {
+            cmd.env_remove(k);
+        }
+    }
+    let hooks = format!("{}/env", rx.url());
+    cmd.envs([
+        ("QUEUEBOX_DATABASE_URL", url.as_str()),
+        ("QUEUEBOX_SERVER_HTTPPORT", &port.to_string()),
+        ("QUEUEBOX_SERVER_BINDADDRESS", "127.0.0.1"),
+        ("QUEUEBOX_OUTBOX_POLLINTERVALMS", "20"),
+        ("QUEUEBOX_INBOX_RELAY_POLLINTERVALMS", "20"),
+        ("QUEUEBOX_DESTINATIONS_MY__RX_TYPE", "http"),
+        ("QUEUEBOX_DESTINATIONS_MY__RX_BASEURL", hooks.as_str()),
+        ("QUEUEBOX_ROUTES_0_TOPICPATTERN", "orders.*"),
+        ("QUEUEBOX_ROUTES_0_DESTINATION", "my_rx"),
+        ("QUEUEBOX_SOURCES_ORDERS_PATH", "/orders"),
+        ("QUEUEBOX_SOURCES_ORDERS_IDEMPOTENCYKEYPATH", "$.id"),
+        ("QUEUEBOX_SOURCES_ORDERS_TOPIC", "orders.placed"),
+        ("RUST_LOG", "warn"),
+    ])
+    .kill_on_drop(true)
+    .stdin(std::process::Stdio::null());
+    let _child = cmd.arg("run").spawn().unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    eventually("listening", 60, || async {
+        reqwest::get(format!("{base}/health/live")).await.is_ok()
+    })
+    .await;
+    let post = |path: &str| {
+        reqwest::Client::new()
+            .post(format!("{base}{path}"))
+            .header("content-type", "application/json")
+            .body(r#"{"id":"env-1"}"#)
+            .send()
+    };
+    assert_eq!(post("/inbox/orders").await.unwrap().status().as_u16(), 202);
+    assert_eq!(
+        post("/inbox/stripe").await.unwrap().status().as_u16(),
+        404,
+        "no demo source"
+    );
+    eventually("delivered", 20, || async { rx.to("/env").len() == 1 }).await;
+    assert_eq!(rx.to("/env")[0].h("x-topic"), Some("orders.placed"));
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await,
+        1
+    );
+    Ok(())
+}
+
+/// Row 67: `file:` secrets are read (trailing newline dropped): the database password, and a
+/// source's bearer token that a request must match; `database.url: file:…` is refused.
+pub async fn file_secrets_are_read_and_a_file_url_is_refused() -> Outcome {
+    let (url, store) = empty_db("acc_r67").await;
+    let rx = Receiver::start().await;
+    let dir = tempfile::tempdir().unwrap();
+    let pw = dir.path().join("pw");
+    std::fs::write(&pw, "unused-with-trust-auth\n").unwrap();
+    let token = dir.path().join("token");
+    std::fs::write(&token, "tok-from-file\n").unwrap();
+    let yaml = base_config(&url, &rx.url()).replacen(
+        "  startupTimeoutMs: 60000\n",
+        &format!("  startupTimeoutMs: 60000\n  password: file:{}\n", pw.display()),
+        1,
+    ) + &format!(
+        "sources:\n  s:\n    path: /s\n    consumption: pull\n    idempotencyKeyPath: $.id\n    auth:\n      type: bearer\n      token: file:{}\n",
+        token.display()
+    );
+    let relay = Relay::start(&yaml).await;
+    let body = r#"{"id":"f1"}"#;
+    assert_eq!(
+        relay
+            .post("/inbox/s", body, &[("Authorization", "Bearer tok-from")])
+            .await
+            .0,
+        401
+    );
+    assert_eq!(
+        relay
+            .post(
+                "/inbox/s",
+                body,
+                &[("Authorization", "Bearer tok-from-file")]
+            )
+            .await
+            .0,
+        202
+    );
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 1);
+    let url_file = dir.path().join("url");
+    std::fs::write(&url_file, format!("{url}\n")).unwrap();
+    let yaml = format!("database:\n  url: file:{}\n", url_file.display());
+    let (code, out) = run_to_exit(&yaml, "", &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("database.url"), "{out}");
+    Ok(())
+}
+
+/// A receiver that answers 500 with the request's headers in its body, as a careless
+/// endpoint would.
+async fn echoing_receiver() -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let app = axum::Router::new().fallback(|headers: axum::http::HeaderMap| async move {
+        let echoed: Vec<String> = headers
+            .iter()
+            .map(|(k, v)| format!("{k}: {}", String::from_utf8_lossy(v.as_bytes())))
+            .collect();
+        (
+            axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+            echoed.join("\n"),
+        )
+    });
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    format!("http://127.0.0.1:{port}")
+}
+
+/// Row 68: the database password never shows in configuration errors, the redacted config or
+/// the logs, and destination credentials echoed back by an endpoint never reach `last_error`.
+pub async fn secrets_never_show_in_errors_logs_or_last_error() -> Outcome {
+    let secret_url = "postgres://postgres:hunter2-db@127.0.0.1:1/nowhere";
+    let mistake = format!(
+        "database:\n  url: {secret_url}\n  startupTimeoutMs: 1000\noutbox:\n  batchSzie: 1\n"
+    );
+    let (code, out) = run_to_exit(&mistake, "", &["check-config"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(!out.contains("hunter2-db"), "configuration error: {out}");
+    let valid = format!("database:\n  url: {secret_url}\n  startupTimeoutMs: 1000\n");
+    let (code, out) = run_to_exit(&valid, "", &["check-config"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(!out.contains("hunter2-db"), "resolved configuration: {out}");
+    let (code, out) = run_to_exit(
+        &format!("server:\n  httpPort: {{port}}\n{valid}"),
+        "",
+        &["run"],
+    )
+    .await;
+    assert_ne!(code, 0, "no database: {out}");
+    assert!(!out.contains("hunter2-db"), "logs: {out}");
+
+    let (url, store) = empty_db("acc_r68").await;
+    let echo = echoing_receiver().await;
+    let extra = format!(
+        "  basic:\n    type: http\n    baseUrl: {echo}\n    auth:\n      type: basic\n      username: relay-user\n      password: 'pw-secret-1'\n  header:\n    type: http\n    baseUrl: {echo}\n    auth:\n      type: header\n      headerName: X-Relay-Token\n      headerValue: tok-secret-2\nroutes:\n  - topicPattern: t.basic\n    destination: basic\n  - topicPattern: t.header\n    destination: header\n"
+    );
+    let _relay = Relay::start(&format!(
+        "{}{extra}",
+        base_config(&url, "http://127.0.0.1:9")
+    ))
+    .await;
+    let a = insert(&store, "t.basic", None).await;
+    let b = insert(&store, "t.header", None).await;
+    wait_state(&store, a, "dead", 20).await;
+    wait_state(&store, b, "dead", 20).await;
+    let basic64 = "cmVsYXktdXNlcjpwdy1zZWNyZXQtMQ"; // base64("relay-user:pw-secret-1") without padding
+    for id in [a, b] {
+        let err = outbox_row(&store, id).await.2.unwrap_or_default();
+        assert!(err.starts_with("HTTP 500"), "{err}");
+        for secret in ["pw-secret-1", "tok-secret-2", basic64] {
+            assert!(!err.contains(secret), "last_error holds {secret}: {err}");
+        }
+    }
+    Ok(())
+}
+
+/// Row 71: the binary waits for a database that comes up within `startupTimeoutMs`, and
+/// exits non-zero naming `database.startupTimeoutMs` when it never does.
+pub async fn startup_waits_for_the_database() -> Outcome {
+    let cluster = Cluster::new(free_port(), "acc-r71");
+    let rx = Receiver::start().await;
+    let yaml = base_config(&cluster.url(), &rx.url());
+    let (relay, ()) = tokio::join!(Relay::start(&yaml), async {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        cluster.script_async("start").await;
+    });
+    eventually("ready once the database is up", 60, || async {
+        relay.get("/health/ready").await.0 == 200
+    })
+    .await;
+    let never = "server:\n  httpPort: {port}\ndatabase:\n  url: postgres://postgres@127.0.0.1:1/none\n  startupTimeoutMs: 1500\n";
+    let t0 = Instant::now();
+    let (code, out) = run_to_exit(never, "", &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("database.startupTimeoutMs"), "{out}");
+    assert!(
+        t0.elapsed() < Duration::from_secs(20),
+        "gave up after {:?}",
+        t0.elapsed()
+    );
+    Ok(())
+}
+
+/// Row 72: SIGTERM with a slow webhook in flight: that request still gets 202 and its row;
+/// new requests during the whole drain get 503 `{"error":"QueueBox is shutting down"}`.
+pub async fn sigterm_finishes_requests_in_flight_and_refuses_new_ones() -> Outcome {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (url, store) = empty_db("acc_r72").await;
+    let rx = Receiver::start().await;
+    let yaml = base_config(&url, &rx.url()).replacen(
+        "  drainTimeoutMs: 2000\n",
+        "  drainTimeoutMs: 8000\n",
+        1,
+    )
+        + "sources:\n  s:\n    path: /s\n    consumption: pull\n    idempotencyKeyPath: $.id\n";
+    let mut relay = Relay::start(&yaml).await;
+    let body = r#"{"id":"slow-1"}"#;
+    let mut conn = tokio::net::TcpStream::connect(("127.0.0.1", relay.port))
+        .await
+        .unwrap();
+    let head = format!(
+        "POST /inbox/s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{}",
+        body.len(),
+        &body[..5]
+    );
+    conn.write_all(head.as_bytes()).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    relay.term();
+    let t0 = Instant::now();
+    for probe_at in [Duration::from_millis(300), Duration::from_millis(2500)] {
+        tokio::time::sleep(probe_at.saturating_sub(t0.elapsed())).await;
+        let (s, b) = match reqwest::Client::new()
+            .post(relay.url("/inbox/s"))
+            .header("content-type", "application/json")
+            .body(r#"{"id":"new"}"#)
+            .send()
+            .await
+        {
+            Ok(r) => (r.status().as_u16(), r.text().await.unwrap_or_default()),
+            Err(e) => panic!("a new request {probe_at:?} into the drain was not answered: {e}"),
+        };
+        assert_eq!(
+            (s, b.as_str()),
+            (503, r#"{"error":"QueueBox is shutting down"}"#),
+            "{probe_at:?} into the drain"
+        );
+    }
+    conn.write_all(&body.as_bytes()[5..]).await.unwrap();
+    let mut answer = vec![0u8; 1024];
+    let n = conn.read(&mut answer).await.unwrap();
+    let answer = String::from_utf8_lossy(&answer[..n]);
+    assert!(
+        answer.starts_with("HTTP/1.1 202"),
+        "the request in flight: {answer}"
+    );
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 'slow-1'"
+        )
+        .await,
+        1
+    );
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 'new'"
+        )
+        .await,
+        0
+    );
+    let status = tokio::time::timeout(Duration::from_secs(20), relay.child.wait())
+        .await
+        .expect("exits after the drain")
+        .unwrap();
+    assert!(status.success(), "a clean exit: {status:?}");
+    Ok(())
+}

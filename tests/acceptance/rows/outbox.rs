@@ -447,3 +447,41 @@ pub async fn rows_are_claimed_in_commit_order() -> Outcome {
     assert_eq!(order, vec![b.to_string(), a.to_string()]);
     Ok(())
 }
+
+/// Row 16: while the first relay publishes, another owner takes the row (new token, lease in
+/// the past) and a second relay delivers it; the first relay's write matches no row and is
+/// counted as a lost claim; the row ends as the second relay left it.
+pub async fn a_write_after_losing_the_claim_changes_nothing_and_is_counted() -> Outcome {
+    let (url, store) = empty_db("acc_r16").await;
+    let rx = Receiver::start().await;
+    let yaml = format!("{}{ROUTE_ALL}", base_config(&url, &rx.url()));
+    let first = Relay::start(&yaml).await;
+    rx.behaviour.lock().unwrap().first_delay = Some(Duration::from_secs(3));
+    let id = insert(&store, "t.fenced", None).await;
+    eventually("the first relay publishing", 20, || async {
+        rx.to("/hooks").len() == 1
+    })
+    .await;
+    sqlx::query(
+        "UPDATE outbox SET claim_token = gen_random_uuid(), lease_expires_at = now() - interval '1 second' WHERE id = $1",
+    )
+    .bind(id)
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let _second = Relay::start(&yaml).await;
+    wait_state(&store, id, "sent", 20).await;
+    let lost = "queuebox_claims_lost_total{component=\"outbox\"}";
+    eventually("the first relay's lost claim counted", 20, || async {
+        first.metric(lost).await >= 1.0
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(
+        outbox_row(&store, id).await.0,
+        "sent",
+        "the second relay's outcome stands"
+    );
+    assert_eq!(outbox_row(&store, id).await.1, 0);
+    Ok(())
+}

@@ -272,3 +272,108 @@ pub async fn initial_delay_holds_rows_back() -> Outcome {
     }
     Ok(())
 }
+
+/// Row 44: while the outbox refuses inserts (a trigger raises) the inbox row is not lost: it
+/// stays claimed, goes back to be claimed again after its lease, the failures are counted,
+/// and once inserts work it is forwarded.
+pub async fn a_failed_forward_is_retried_after_the_lease() -> Outcome {
+    let (url, store) = empty_db("acc_r44").await;
+    let rx = Receiver::start().await;
+    let yaml = base_config(&url, &rx.url()).replacen(
+        "    claimTimeoutMs: 5000\n",
+        "    claimTimeoutMs: 1000\n",
+        2,
+    );
+    let relay = Relay::start(&format!("{yaml}{STRIPE}")).await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'outbox refuses'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse();",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(
+        relay
+            .post("/inbox/other", r#"{"id":"r1","customer":"c"}"#, &[])
+            .await
+            .0,
+        202
+    );
+    eventually("relay errors counted", 20, || async {
+        relay.metric("queuebox_inbox_relay_errors_total").await >= 2.0
+    })
+    .await;
+    let state: String = sqlx::query_scalar("SELECT state FROM inbox")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert!(
+        state == "processing" || state == "pending",
+        "not lost, not dead: {state}"
+    );
+    sqlx::raw_sql("DROP TRIGGER refuse ON outbox")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    eventually("forwarded once inserts work", 20, || async {
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE state = 'processed'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    eventually("delivered", 20, || async { rx.to("/hooks").len() == 1 }).await;
+    Ok(())
+}
+
+/// Row 45: push rows of one aggregate, across two sources, are forwarded in the order they
+/// arrived.
+pub async fn one_aggregate_is_forwarded_in_arrival_order_across_sources() -> Outcome {
+    let (url, store) = empty_db("acc_r45").await;
+    let rx = Receiver::start().await;
+    let receive_only =
+        base_config(&url, &rx.url()).replacen("  relay:\n", "  relay:\n    enabled: false\n", 1);
+    let mut a = Relay::start(&format!("{receive_only}{STRIPE}")).await;
+    for i in 0..8 {
+        let (path, body) = if i % 2 == 0 {
+            (
+                "/inbox/stripe",
+                format!(r#"{{"id":"s{i}","type":"t","customer":"agg","n":{i}}}"#),
+            )
+        } else {
+            (
+                "/inbox/other",
+                format!(r#"{{"id":"o{i}","customer":"agg","n":{i}}}"#),
+            )
+        };
+        assert_eq!(a.post(path, &body, &[]).await.0, 202);
+    }
+    a.kill();
+    let yaml = format!("{}{STRIPE}", base_config(&url, &rx.url()));
+    let _b = Relay::start(&yaml).await;
+    let _c = Relay::start(&yaml).await;
+    eventually("8 delivered", 30, || async { rx.to("/hooks").len() == 8 }).await;
+    let forwarded: Vec<i64> =
+        sqlx::query_scalar("SELECT (payload->>'n')::bigint FROM outbox ORDER BY sequence")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(
+        forwarded,
+        (0..8).collect::<Vec<i64>>(),
+        "forwarded in arrival order"
+    );
+    let delivered: Vec<i64> = rx
+        .to("/hooks")
+        .iter()
+        .map(|d| d.body["n"].as_i64().unwrap())
+        .collect();
+    assert_eq!(
+        delivered,
+        (0..8).collect::<Vec<i64>>(),
+        "and delivered in that order (key = aggregate)"
+    );
+    Ok(())
+}
