@@ -1,1 +1,387 @@
-//! Rows 23–27 and 51–54: broker destinations and sources (RabbitMQ, Kafka, NATS).
+//! Rows 23–27 and 51–54: broker destinations and sources against real RabbitMQ, Kafka and
+//! NATS (scripts/brokers.sh; part 25-acceptance starts them). Without a broker's URL in the
+//! environment its rows are not run.
+
+use std::time::Duration;
+
+use lapin::options::{
+    BasicGetOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueBindOptions,
+    QueueDeclareOptions,
+};
+use lapin::types::{AMQPValue, FieldTable};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+
+use super::kit::*;
+use super::{NotRun, Outcome};
+
+fn broker_env(var: &str) -> Result<String, NotRun> {
+    std::env::var(var).map_err(|_| {
+        NotRun(format!(
+            "{var} is not set (start the brokers: bash scripts/brokers.sh start; eval \"$(bash scripts/brokers.sh env)\")"
+        ))
+    })
+}
+
+fn unique(p: &str) -> String {
+    format!("{p}_{}", &uuid::Uuid::new_v4().simple().to_string()[..10])
+}
+
+async fn amqp() -> Result<(String, Connection, Channel), NotRun> {
+    let url = broker_env("QUEUEBOX_TEST_AMQP_URL")?;
+    let c = Connection::connect(&url, ConnectionProperties::default())
+        .await
+        .unwrap_or_else(|e| panic!("RabbitMQ at {url}: {e}"));
+    let ch = c.create_channel().await.unwrap();
+    Ok((url, c, ch))
+}
+
+async fn declare_queue(ch: &Channel, q: &str) {
+    ch.queue_declare(
+        q.into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+}
+
+async fn queue_depth(ch: &Channel, q: &str) -> u32 {
+    ch.queue_declare(
+        q.into(),
+        QueueDeclareOptions {
+            passive: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap()
+    .message_count()
+}
+
+async fn publish(ch: &Channel, q: &str, body: &[u8], props: BasicProperties) {
+    ch.basic_publish(
+        "".into(),
+        q.into(),
+        BasicPublishOptions::default(),
+        body,
+        props,
+    )
+    .await
+    .unwrap()
+    .await
+    .unwrap();
+}
+
+/// The next message on `q` within 20 s.
+async fn get(ch: &Channel, q: &str) -> lapin::message::BasicGetMessage {
+    for _ in 0..200 {
+        if let Some(m) = ch
+            .basic_get(q.into(), BasicGetOptions { no_ack: true })
+            .await
+            .unwrap()
+        {
+            return m;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("no message on {q} within 20 s");
+}
+
+fn header(props: &BasicProperties, name: &str) -> Option<String> {
+    let h = props.headers().as_ref()?;
+    h.inner().iter().find_map(|(k, v)| {
+        if !k.as_str().eq_ignore_ascii_case(name) {
+            return None;
+        }
+        match v {
+            AMQPValue::LongString(s) => Some(s.to_string()),
+            AMQPValue::ShortString(s) => Some(s.as_str().to_string()),
+            // x-attempt travels as an AMQP integer.
+            AMQPValue::LongInt(n) => Some(n.to_string()),
+            AMQPValue::LongLongInt(n) => Some(n.to_string()),
+            AMQPValue::ShortInt(n) => Some(n.to_string()),
+            other => Some(format!("{other:?}")),
+        }
+    })
+}
+
+/// Row 23: the relay declares a durable topic exchange and publishes with routing key = topic,
+/// messageId = row id, persistent delivery, x-topic / x-attempt headers; a message no queue is
+/// bound for is a failure to retry, not sent.
+pub async fn rabbitmq_destination_publishes_persistent_messages_by_topic() -> Outcome {
+    let (amqp_url, _c, ch) = amqp().await?;
+    let exchange = unique("acc_r23_ex");
+    let (url, store) = empty_db("acc_r23").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "  bus:\n    type: rabbitmq\n    url: {amqp_url}\n    exchange: {exchange}\nroutes:\n  - topicPattern: '**'\n    destination: bus\n"
+        );
+    let _relay = Relay::start(&yaml).await;
+    // Nothing bound yet: unroutable, so retried.
+    let lost = insert(&store, "nobody.listens", None).await;
+    eventually("the unroutable row retried", 20, || async {
+        outbox_row(&store, lost).await.1 >= 1
+    })
+    .await;
+    assert_ne!(outbox_row(&store, lost).await.0, "sent");
+    // The exchange the relay declared is a durable topic exchange: declaring it so again is
+    // accepted (RabbitMQ refuses a declaration that differs).
+    ch.exchange_declare(
+        exchange.as_str().into(),
+        ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .expect("the relay's exchange is a durable topic exchange");
+    let q = unique("acc_r23_q");
+    declare_queue(&ch, &q).await;
+    ch.queue_bind(
+        q.as_str().into(),
+        exchange.as_str().into(),
+        "order.#".into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let id = insert(&store, "order.created", Some("k-1")).await;
+    let m = get(&ch, &q).await;
+    assert_eq!(m.delivery.routing_key.as_str(), "order.created");
+    let p = &m.delivery.properties;
+    assert_eq!(
+        p.message_id().as_ref().map(|s| s.as_str().to_string()),
+        Some(id.to_string())
+    );
+    assert_eq!(*p.delivery_mode(), Some(2), "persistent");
+    assert_eq!(header(p, "x-topic").as_deref(), Some("order.created"));
+    assert_eq!(header(p, "x-attempt").as_deref(), Some("0"));
+    wait_state(&store, id, "sent", 20).await;
+    Ok(())
+}
+
+/// Row 25: `exchange: "public.{{ aggregateType }}.v1"` publishes to `public.orders.v1`;
+/// `exchangeFrom: topic` to the topic's exchange; an unknown placeholder or column fails the
+/// start naming the destination; an empty render is a failure to retry.
+pub async fn address_templates_render_from_the_row() -> Outcome {
+    let (amqp_url, _c, ch) = amqp().await?;
+    let tag = unique("r25");
+    let (url, store) = empty_db("acc_r25").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "  templated:\n    type: rabbitmq\n    url: {amqp_url}\n    exchange: 'public.{{{{ aggregateType }}}}.{tag}'\n  fromtopic:\n    type: rabbitmq\n    url: {amqp_url}\n    exchange: unused\n    exchangeFrom: topic\nroutes:\n  - topicPattern: 'tpl.*'\n    destination: templated\n  - topicPattern: '**'\n    destination: fromtopic\n"
+        );
+    let _relay = Relay::start(&yaml).await;
+    // Exchanges and queues first, so the first publish is routable.
+    let mut queues = Vec::new();
+    for ex in [format!("public.orders.{tag}"), format!("ex_{tag}")] {
+        ch.exchange_declare(
+            ex.as_str().into(),
+            ExchangeKind::Topic,
+            ExchangeDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        let q = unique("acc_r25_q");
+        declare_queue(&ch, &q).await;
+        ch.queue_bind(
+            q.as_str().into(),
+            ex.as_str().into(),
+            "#".into(),
+            QueueBindOptions::default(),
+            FieldTable::default(),
+        )
+        .await
+        .unwrap();
+        queues.push(q);
+    }
+    let a: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO outbox (topic, aggregate_type, payload) VALUES ('tpl.x', 'orders', '{}') RETURNING id",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    let m = get(&ch, &queues[0]).await;
+    assert_eq!(m.delivery.exchange.as_str(), format!("public.orders.{tag}"));
+    wait_state(&store, a, "sent", 20).await;
+    let b = insert(&store, &format!("ex_{tag}"), None).await;
+    let m = get(&ch, &queues[1]).await;
+    assert_eq!(m.delivery.exchange.as_str(), format!("ex_{tag}"));
+    wait_state(&store, b, "sent", 20).await;
+    // Without an aggregate type the placeholder renders empty: a failure to retry, never a
+    // publish to some other exchange.
+    let empty: uuid::Uuid = sqlx::query_scalar(
+        "INSERT INTO outbox (topic, payload) VALUES ('tpl.y', '{}') RETURNING id",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    eventually("the empty render retried", 20, || async {
+        outbox_row(&store, empty).await.1 >= 1
+    })
+    .await;
+    assert_ne!(outbox_row(&store, empty).await.0, "sent");
+    for (bad, what) in [
+        ("exchange: 'x.{{ nope }}'", "placeholder"),
+        ("exchange: x\n    exchangeFrom: nope", "column"),
+    ] {
+        let yaml = format!(
+            "database:\n  url: {{db}}\ndestinations:\n  broken:\n    type: rabbitmq\n    url: {amqp_url}\n    {bad}\n"
+        );
+        let (code, out) = run_to_exit(&yaml, &url, &["run"]).await;
+        assert_ne!(code, 0, "unknown {what}: {out}");
+        assert!(
+            out.contains("destinations.broken"),
+            "unknown {what} names the destination: {out}"
+        );
+    }
+    Ok(())
+}
+
+/// Row 51: messages from a queue become rows keyed by body, header or messageId; a
+/// duplicate is one row; a non-JSON body is one dead row and acknowledged; a missing queue is
+/// an error that mentions declareQueue.
+pub async fn rabbitmq_source_stores_each_message_once() -> Outcome {
+    let (amqp_url, _c, ch) = amqp().await?;
+    let q = unique("acc_r51_q");
+    declare_queue(&ch, &q).await;
+    let (url, store) = empty_db("acc_r51").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "sources:\n  rabbit:\n    type: rabbitmq\n    queueName: {q}\n    connectionUrl: {amqp_url}\n    consumption: pull\n    idempotencyKeyPath: $.id\n"
+        );
+    let relay = Relay::start(&yaml).await;
+    let mut h = FieldTable::default();
+    h.insert(
+        "x-idempotency-key".into(),
+        AMQPValue::LongString("from-header".into()),
+    );
+    publish(
+        &ch,
+        &q,
+        br#"{"id":"from-body"}"#,
+        BasicProperties::default(),
+    )
+    .await;
+    publish(
+        &ch,
+        &q,
+        br#"{"id":"from-body"}"#,
+        BasicProperties::default(),
+    )
+    .await;
+    publish(
+        &ch,
+        &q,
+        br#"{"other":1}"#,
+        BasicProperties::default().with_headers(h),
+    )
+    .await;
+    publish(
+        &ch,
+        &q,
+        br#"{"other":2}"#,
+        BasicProperties::default().with_message_id("from-message-id".into()),
+    )
+    .await;
+    publish(&ch, &q, b"not json", BasicProperties::default()).await;
+    eventually("four rows", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await == 4
+    })
+    .await;
+    eventually("the queue drained (all acknowledged)", 20, || async {
+        queue_depth(&ch, &q).await == 0
+    })
+    .await;
+    let keys: Vec<(String, String)> =
+        sqlx::query_as("SELECT idempotency_key, state FROM inbox ORDER BY created_at")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(keys[0], ("from-body".to_string(), "pending".to_string()));
+    assert_eq!(keys[1], ("from-header".to_string(), "pending".to_string()));
+    assert_eq!(
+        keys[2],
+        ("from-message-id".to_string(), "pending".to_string())
+    );
+    assert_eq!(keys[3].1, "dead", "the non-JSON body is stored dead");
+    drop(relay);
+    let missing = format!(
+        "server:\n  httpPort: {{port}}\ndatabase:\n  url: {{db}}\nsources:\n  rabbit:\n    type: rabbitmq\n    queueName: {}\n    connectionUrl: {amqp_url}\n",
+        unique("acc_r51_missing")
+    );
+    let (url2, _) = empty_db("acc_r51b").await;
+    let config = write_config(
+        &missing
+            .replace("{port}", &free_port().to_string())
+            .replace("{db}", &url2),
+    );
+    let mut child = relay_command(config.path(), &["run"])
+        .env("RUST_LOG", "info")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // It either exits or keeps retrying the consumer; either way its log names declareQueue.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let _ = child.start_kill();
+    let out = child.wait_with_output().await.unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        text.contains("declareQueue"),
+        "the error mentions declareQueue: {text}"
+    );
+    Ok(())
+}
+
+/// Row 54: a broker message with no key source is keyed by the SHA-256 digest of its body;
+/// identical bodies are one row.
+pub async fn a_message_without_a_key_is_keyed_by_its_digest() -> Outcome {
+    let (amqp_url, _c, ch) = amqp().await?;
+    let q = unique("acc_r54_q");
+    declare_queue(&ch, &q).await;
+    let (url, store) = empty_db("acc_r54").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "sources:\n  rabbit:\n    type: rabbitmq\n    queueName: {q}\n    connectionUrl: {amqp_url}\n    consumption: pull\n"
+        );
+    let _relay = Relay::start(&yaml).await;
+    for body in [br#"{"same":1}"#, br#"{"same":1}"#, br#"{"same":2}"#] {
+        publish(&ch, &q, body, BasicProperties::default()).await;
+    }
+    eventually("drained", 20, || async { queue_depth(&ch, &q).await == 0 }).await;
+    eventually("two rows", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await == 2
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let keys: Vec<String> =
+        sqlx::query_scalar("SELECT idempotency_key FROM inbox ORDER BY created_at")
+            .fetch_all(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(keys.len(), 2);
+    use sha2::Digest;
+    let digest = hex::encode(sha2::Sha256::digest(br#"{"same":1}"#));
+    assert!(keys[0].starts_with("sha256:"), "{keys:?}");
+    assert!(
+        keys[0].contains(&digest),
+        "the body's SHA-256: {keys:?} vs {digest}"
+    );
+    Ok(())
+}
