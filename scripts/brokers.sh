@@ -136,7 +136,11 @@ rabbit_start() {
   apt_install rabbitmq-server
   mkdir -p "$RABBIT_DIR/home" "$RABBIT_DIR/mnesia" "$RABBIT_DIR/log"
   rabbit_env
-  if pid_alive "$RABBIT_DIR/server.pid" && port_open "$QB_AMQP_PORT"; then log "rabbitmq already running on $QB_AMQP_PORT"; return 0; fi
+  if pid_alive "$RABBIT_DIR/server.pid" && port_open "$QB_AMQP_PORT"; then
+    if port_open "$QB_AMQPS_PORT"; then log "rabbitmq already running on $QB_AMQP_PORT"; return 0; fi
+    log "rabbitmq is running without its TLS listener (an older configuration); restarting it"
+    rabbit_stop; rabbit_env
+  fi
   [ -f "$RABBIT_DIR/enabled_plugins" ] || echo "[]." >"$RABBIT_DIR/enabled_plugins"
   [ -f "$RABBIT_DIR/rabbitmq-env.conf" ] || : >"$RABBIT_DIR/rabbitmq-env.conf"
   [ -f "$RABBIT_DIR/advanced.config" ] || echo "[]." >"$RABBIT_DIR/advanced.config"
@@ -234,7 +238,11 @@ kafka_ready() {  # the broker answers metadata on its listener
 kafka_start() {
   kafka_install
   mkdir -p "$KAFKA_DIR/data" "$KAFKA_DIR/logs"
-  if pid_alive "$KAFKA_DIR/server.pid" && port_open "$QB_KAFKA_PORT"; then log "kafka already running on $QB_KAFKA_PORT"; return 0; fi
+  if pid_alive "$KAFKA_DIR/server.pid" && port_open "$QB_KAFKA_PORT"; then
+    if port_open "$QB_KAFKA_SSL_PORT"; then log "kafka already running on $QB_KAFKA_PORT"; return 0; fi
+    log "kafka is running without its TLS listeners (an older configuration); restarting it"
+    kafka_stop
+  fi
   broker_tls_certs
   # Besides PLAINTEXT: SSL (client certificate required) and SASL_SSL (PLAIN users from the
   # JAAS line, SCRAM users from the metadata log, added at format time), PEM keystores.

@@ -157,8 +157,9 @@ pub fn relay_headers(
 
 /// The headers stored on an inbox row: one string per name (the last value of a repeated
 /// name wins), names as received, minus credentials, the source's own auth header, the
-/// framing and hop-by-hop fields ([`HOP_BY_HOP`]) and every field the sender's
-/// `Connection` header names as connection-specific.
+/// framing and hop-by-hop fields ([`HOP_BY_HOP`]), every field the sender's
+/// `Connection` header names as connection-specific, and `traceparent` / `tracestate`
+/// (validated into the row's own columns by [`crate::trace`], never relayed as sent).
 pub fn stored_headers<'a>(
     received: impl IntoIterator<Item = (&'a str, &'a str)>,
     auth_header: Option<&str>,
@@ -178,7 +179,9 @@ pub fn stored_headers<'a>(
             || connection_options
                 .iter()
                 .any(|o| o.eq_ignore_ascii_case(name));
-        if !secret && !hop {
+        let trace = name.eq_ignore_ascii_case(crate::trace::TRACEPARENT)
+            || name.eq_ignore_ascii_case(crate::trace::TRACESTATE);
+        if !secret && !hop && !trace {
             set_replacing(&mut out, name, value);
         }
     }

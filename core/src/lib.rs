@@ -21,6 +21,7 @@
 //! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
 //! | [`keys`] | idempotency-key extraction (header, JSONPath, broker message id, SHA-256 digest) and `AttributeRule`, the one key / event type / aggregate id rule of every source |
 //! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
+//! | [`trace`] | W3C trace context (`traceparent`, `tracestate`): validated at receipt, kept in the inbox row's columns, stamped on the relayed outbox row |
 //! | [`migrate`] | embedded migrations and their runner |
 //! | [`metrics`] | process-wide counters such as claims lost |
 //! | [`error`] | [`Error`]: one variant per thing a caller can act on; [`ErrorKind`]: the one error-kind table (code and name) every binding and wrapper uses |
@@ -57,6 +58,7 @@ pub mod message;
 pub mod metrics;
 pub mod migrate;
 pub mod store;
+pub mod trace;
 #[cfg(feature = "postgres")]
 pub mod tls;
 pub mod worker;

@@ -107,6 +107,9 @@ pub struct InboxMessage {
     pub attempt: i32,
     pub correlation_id: Option<String>,
     pub created_at: DateTime<Utc>,
+    /// The W3C trace context the message arrived with (validated; `crate::trace`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// The fence of one claim: the row and the token the claim wrote.
@@ -133,6 +136,9 @@ pub struct NewInboxMessage {
     pub payload: Value,
     pub headers: Map<String, Value>,
     pub correlation_id: Option<String>,
+    /// The validated W3C trace context ([`crate::trace::TraceContext::from_headers`]),
+    /// stored in the row's own columns, not among `headers`.
+    pub trace: Option<crate::trace::TraceContext>,
     pub consumption: Consumption,
     /// Insert directly as `dead` (a broker body that is not JSON); `last_error` says why.
     pub dead_reason: Option<String>,
@@ -155,6 +161,7 @@ impl NewInboxMessage {
             payload,
             headers: Map::new(),
             correlation_id: None,
+            trace: None,
             consumption: Consumption::Push,
             dead_reason: None,
             delay: None,
@@ -188,6 +195,9 @@ impl NewInboxMessage {
         }
         if let Some(c) = &self.correlation_id {
             check_text("correlation_id", c, MAX_CORRELATION_CHARS, true)?;
+        }
+        if let Some(t) = &self.trace {
+            t.check().map_err(Error::InvalidInput)?;
         }
         for (name, value) in &self.headers {
             let value = value.as_str().ok_or_else(|| {
@@ -233,6 +243,7 @@ impl NewInboxMessage {
             &self.correlation_id,
             MAX_CORRELATION_CHARS,
         );
+        self.trace = self.trace.take().filter(|t| t.check().is_ok());
         self.headers.retain(|k, v| {
             v.as_str()
                 .is_some_and(|v| headers::check_field(k, v).is_ok())

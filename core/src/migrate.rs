@@ -37,6 +37,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 2, "0002_create_inbox"),
     migration!("postgres", 3, "0003_inbox_pull_notify"),
     migration!("postgres", 4, "0004_outbox_publish"),
+    migration!("postgres", 5, "0005_inbox_trace_context"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -46,6 +47,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 2, "0002_create_inbox"),
     migration!("sqlserver", 3, "0003_inbox_pull_notify"),
     migration!("sqlserver", 4, "0004_outbox_publish"),
+    migration!("sqlserver", 5, "0005_inbox_trace_context"),
 ];
 
 /// What a migration run did.

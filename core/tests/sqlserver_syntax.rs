@@ -195,6 +195,15 @@ fn every_migration_parses_as_tsql() {
                 stmts.len() == 1 && matches!(stmts[0], Statement::CreateProcedure { .. }),
                 "0004 is exactly one CREATE PROCEDURE: {stmts:?}"
             );
+        } else if m.version == 5 {
+            // Two nullable columns on inbox, one ALTER each (the parser reads one column per ADD).
+            assert!(
+                stmts.len() == 2
+                    && stmts
+                        .iter()
+                        .all(|s| s.to_string().starts_with("ALTER TABLE inbox ADD")),
+                "0005 adds the two trace columns to inbox: {stmts:?}"
+            );
         } else {
             assert!(
                 stmts.len() >= 5,
@@ -410,6 +419,17 @@ fn shape(stmts: &[Statement]) -> Shape {
                         .and_then(|r| r.split_whitespace().next())
                     {
                         s.constraints.insert(name.to_string());
+                    }
+                }
+            }
+            // A later migration's added columns join their table's column list, in order.
+            Statement::AlterTable(at) => {
+                for op in &at.operations {
+                    if let sqlparser::ast::AlterTableOperation::AddColumn { column_def, .. } = op {
+                        s.tables
+                            .entry(at.name.to_string())
+                            .or_default()
+                            .push(column_def.name.value.clone());
                     }
                 }
             }

@@ -91,7 +91,8 @@ pub enum Unroutable {
 
 /// The outbox row inbox row `m` becomes, for the relay's forward and the admin replay alike:
 /// the source's topic template rendered, key = aggregate id, the payload, the four relay
-/// headers over the stored ones (the correlation id generated when the row has none), and
+/// headers over the stored ones (the correlation id generated when the row has none), the
+/// row's W3C trace context as `traceparent` / `tracestate` (only from its columns), and
 /// `inbox.relay.maxAttempts` falling back to `outbox.maxAttempts`.
 pub fn outbox_row(cfg: &Config, m: &InboxMessage) -> Result<NewOutboxRow, Unroutable> {
     let source = cfg
@@ -106,17 +107,20 @@ pub fn outbox_row(cfg: &Config, m: &InboxMessage) -> Result<NewOutboxRow, Unrout
         .correlation_id
         .clone()
         .unwrap_or_else(|| queuebox_core::headers::correlation_id(None));
+    let mut headers = relay_headers(
+        &m.headers,
+        m.id,
+        &m.source,
+        &m.idempotency_key,
+        &correlation,
+    );
+    // The inbox row's own trace context, never a header of that name the row may hold.
+    queuebox_core::trace::stamp(&mut headers, m.trace.as_ref());
     Ok(NewOutboxRow {
         topic,
         key: m.aggregate_id.clone(),
         payload: m.payload.clone(),
-        headers: relay_headers(
-            &m.headers,
-            m.id,
-            &m.source,
-            &m.idempotency_key,
-            &correlation,
-        ),
+        headers,
         max_attempts: cfg
             .inbox
             .relay

@@ -13,6 +13,7 @@ use std::sync::Arc;
 
 use queuebox_core::headers::{correlation_id, stored_headers, X_CORRELATION_ID};
 use queuebox_core::keys::{self, AttributeRule, JsonPath, KeyInput, KeySource};
+use queuebox_core::trace::TraceContext;
 use queuebox_core::{Consumption, InsertOutcome, NewInboxMessage, Store};
 use serde_json::{json, Value};
 
@@ -131,6 +132,7 @@ impl SourceRule {
                 None,
             ),
             correlation_id: Some(correlation_id(received_correlation.as_deref())),
+            trace: self.trace(&msg.headers),
             consumption: self.consumption,
             dead_reason,
             delay: None,
@@ -141,6 +143,19 @@ impl SourceRule {
             row.quarantine(msg.body, &e.to_string());
         }
         row
+    }
+}
+
+impl SourceRule {
+    /// The message's W3C trace context; a malformed one is not stored (the message is), and
+    /// is logged at debug.
+    fn trace(&self, headers: &[(String, String)]) -> Option<TraceContext> {
+        let (trace, ignored) =
+            TraceContext::from_headers(headers.iter().map(|(k, v)| (k.as_str(), v.as_str())));
+        for why in ignored {
+            tracing::debug!(source = %self.source, reason = %why, "received trace context ignored");
+        }
+        trace
     }
 }
 

@@ -170,6 +170,7 @@ impl Inbox {
             payload: json,
             headers: stored,
             correlation_id: Some(correlation_id.clone()),
+            trace: received_trace(&source.name, &msg.headers),
             consumption: source.common.consumption,
             dead_reason: None,
             delay: source
@@ -255,6 +256,21 @@ impl Inbox {
             .inc("queuebox_inbox_rejections_total", &[("reason", reason)]);
         r
     }
+}
+
+/// The request's W3C trace context; a malformed one is not stored (the message is), and is
+/// logged at debug. Broker sources read theirs in `queuebox_brokers::ingest`.
+fn received_trace(
+    source: &str,
+    headers: &[(String, String)],
+) -> Option<queuebox_core::trace::TraceContext> {
+    let (trace, ignored) = queuebox_core::trace::TraceContext::from_headers(
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+    );
+    for why in ignored {
+        tracing::debug!(%source, reason = %why, "received trace context ignored");
+    }
+    trace
 }
 
 /// The attribute rule of an HTTP source (the type broker sources use too, built there by

@@ -280,6 +280,16 @@ pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
     }
 }
 
+/// The trace context columns of an inbox row (migration 0005); none without a traceparent.
+pub(crate) fn decode_trace(row: &sqlx::postgres::PgRow) -> Option<crate::trace::TraceContext> {
+    use sqlx::Row;
+    let traceparent: Option<String> = row.get("traceparent");
+    traceparent.map(|traceparent| crate::trace::TraceContext {
+        traceparent,
+        tracestate: row.get("tracestate"),
+    })
+}
+
 /// SQLSTATEs that mean the server cannot serve us now rather than that it refused the
 /// statement: connection exceptions (class 08), too many connections, and the server
 /// shutting down, crashed or starting up.

@@ -32,6 +32,8 @@ pub(super) async fn insert_inbox(pool: &PgPool, m: &NewInboxMessage) -> Result<I
         .bind(m.consumption.as_str())
         .bind(&m.dead_reason)
         .bind(delay_ms)
+        .bind(m.trace.as_ref().map(|t| t.traceparent.as_str()))
+        .bind(m.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
         .fetch_optional(pool)
         .await
         .map_err(|e| db_err("inbox insert", e))?;
@@ -91,6 +93,7 @@ fn decode_claimed(row: &PgRow) -> ClaimedRow {
             attempt: row.get("attempt"),
             correlation_id: row.get("correlation_id"),
             created_at: row.get("created_at"),
+            trace: super::decode_trace(row),
         },
         claim: ClaimRef {
             id,

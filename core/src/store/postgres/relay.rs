@@ -38,6 +38,7 @@ fn decode_inbox(row: &PgRow) -> InboxMessage {
         attempt: row.get("attempt"),
         correlation_id: row.get("correlation_id"),
         created_at: row.get("created_at"),
+        trace: super::decode_trace(row),
     }
 }
 

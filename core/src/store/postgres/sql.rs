@@ -41,14 +41,15 @@ macro_rules! outbox_fence {
 
 // ---- pull rows and the inbox insert (`pull.rs`) ----
 
-/// One inbox row; `$9` (a dead reason) stores it dead at once; a repeat of
-/// `(source, idempotency_key)` returns no row.
+/// One inbox row; `$9` (a dead reason) stores it dead at once; `$11`, `$12` the trace
+/// context; a repeat of `(source, idempotency_key)` returns no row.
 pub const INSERT: &str = "
 INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, headers,
-                   correlation_id, consumption, state, last_error, scheduled_at)
+                   correlation_id, consumption, state, last_error, scheduled_at,
+                   traceparent, tracestate)
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
         CASE WHEN $9::text IS NULL THEN 'pending' ELSE 'dead' END, $9,
-        clock_timestamp() + make_interval(secs => $10::float8 / 1000))
+        clock_timestamp() + make_interval(secs => $10::float8 / 1000), $11, $12)
 ON CONFLICT ON CONSTRAINT uq_inbox_source_idempotency DO NOTHING
 RETURNING id";
 
@@ -100,7 +101,8 @@ UPDATE inbox u
   FROM locked l
  WHERE u.id = l.id
 RETURNING u.id, u.source, u.idempotency_key, u.aggregate_id, u.event_type, u.payload, u.headers,
-          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence";
+          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence,
+          u.traceparent, u.tracestate";
 
 // Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key; the
 // `(id, token) IN (SELECT unnest …)` form made PostgreSQL scan every processing row instead.
@@ -197,7 +199,8 @@ UPDATE inbox u
     "
   FROM pick WHERE u.id = pick.id
 RETURNING u.id, u.source, u.idempotency_key, u.aggregate_id, u.event_type, u.payload, u.headers,
-          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence"
+          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence,
+          u.traceparent, u.tracestate"
 );
 
 /// The fenced mark of a forwarded push row; runs first in the forward's transaction so it
@@ -365,7 +368,7 @@ pub const LIST_DEAD_INBOX: &str = "SELECT id, source AS name, idempotency_key AS
                FROM inbox WHERE state = 'dead' ORDER BY created_at DESC LIMIT $1";
 
 pub const INBOX_ROW: &str =
-    "SELECT id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt, correlation_id, created_at FROM inbox WHERE id = $1";
+    "SELECT id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt, correlation_id, created_at, traceparent, tracestate FROM inbox WHERE id = $1";
 
 /// `$1` states, then the optional filters `$2` ids … `$6` created before (NULL = any).
 pub const REPLAY_OUTBOX: &str = "UPDATE outbox SET state = 'pending', attempt = 0, last_error = NULL, scheduled_at = clock_timestamp(),

@@ -12,6 +12,7 @@ use super::{db_err, sql, Pool};
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage, InsertOutcome, NewInboxMessage};
 use crate::store::candidate_limit;
+use crate::trace::TraceContext;
 use std::sync::Arc;
 
 /// Milliseconds as the `BIGINT` the statements add to `SYSUTCDATETIME()`.
@@ -57,7 +58,7 @@ pub(super) async fn insert_inbox(pool: &Arc<Pool>, m: &NewInboxMessage) -> Resul
     };
     let payload = m.payload.to_string();
     let headers = Value::Object(m.headers.clone()).to_string();
-    let params: [&dyn ToSql; 10] = [
+    let params: [&dyn ToSql; 12] = [
         &m.source.as_str(),
         &m.idempotency_key.as_str(),
         &m.aggregate_id.as_deref(),
@@ -68,6 +69,8 @@ pub(super) async fn insert_inbox(pool: &Arc<Pool>, m: &NewInboxMessage) -> Resul
         &m.consumption.as_str(),
         &m.dead_reason.as_deref(),
         &delay_ms,
+        &m.trace.as_ref().map(|t| t.traceparent.as_str()),
+        &m.trace.as_ref().and_then(|t| t.tracestate.as_deref()),
     ];
     match rows(pool, "inbox insert", sql::INSERT, &params).await {
         Ok(rows) => {
@@ -200,6 +203,13 @@ pub(super) fn decode_inbox(op: &'static str, row: &Row) -> Result<InboxMessage> 
         attempt: row.try_get("attempt").map_err(err)?.unwrap_or(0),
         correlation_id: text(op, row, "correlation_id")?,
         created_at: utc(created),
+        trace: match text(op, row, "traceparent")? {
+            Some(traceparent) => Some(TraceContext {
+                traceparent,
+                tracestate: text(op, row, "tracestate")?,
+            }),
+            None => None,
+        },
     })
 }
 

@@ -104,17 +104,18 @@ SET TRANSACTION ISOLATION LEVEL READ COMMITTED;";
 /// Returns one row: the id and whether this call inserted it.
 /// `@P1` source, `@P2` key, `@P3` aggregate, `@P4` event type, `@P5` payload JSON, `@P6`
 /// headers JSON, `@P7` correlation id, `@P8` consumption, `@P9` dead reason or NULL,
-/// `@P10` delay in milliseconds.
+/// `@P10` delay in milliseconds, `@P11` traceparent, `@P12` tracestate.
 pub const INSERT: &str = concat!(
     "SET NOCOUNT ON;
 DECLARE @qbIds TABLE (id UNIQUEIDENTIFIER NOT NULL);
 INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, headers,
-                   correlation_id, consumption, state, last_error, scheduled_at)
+                   correlation_id, consumption, state, last_error, scheduled_at,
+                   traceparent, tracestate)
 OUTPUT inserted.id INTO @qbIds (id)
 SELECT @P1, @P2, @P3, @P4, @P5, @P6, @P7, @P8,
        CASE WHEN @P9 IS NULL THEN 'pending' ELSE 'dead' END, @P9, ",
     now_plus_ms!("@P10"),
-    "
+    ", @P11, @P12
  WHERE NOT EXISTS (SELECT 1 FROM inbox WITH (UPDLOCK, HOLDLOCK) WHERE source = @P1 AND idempotency_key = @P2);
 SELECT id, CAST(1 AS BIT) AS is_new FROM @qbIds
 UNION ALL
@@ -487,7 +488,8 @@ pub const LIST_DEAD_INBOX: &str =
   FROM inbox WHERE state = 'dead' ORDER BY created_at DESC";
 
 /// One inbox row by id (`@P1`), any state.
-pub const INBOX_ROW: &str = "SELECT id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt, correlation_id, created_at
+pub const INBOX_ROW: &str = "SELECT id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt, correlation_id, created_at,
+       traceparent, tracestate
   FROM inbox WHERE id = @P1";
 
 /// A new outbox row (`@P1` topic, `@P2` key, `@P3` payload JSON, `@P4` headers JSON, `@P5`
