@@ -15,13 +15,18 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::inbox_relay::outbox_row;
 
-pub fn router() -> Router<AppState> {
+/// The admin routes. Every request body is read under `admin.maxPayloadBytes` (413 above
+/// it) before the admin auth check, so an oversized unauthenticated request is refused
+/// early and an HMAC check sees the whole body (reference §5.2).
+pub fn router(max_payload_bytes: u64) -> Router<AppState> {
+    let limit = usize::try_from(max_payload_bytes).unwrap_or(usize::MAX);
     Router::new()
         .route("/admin/dead/:table", get(list_dead))
         .route("/admin/replay", post(replay_outbox))
         .route("/admin/inbox/:id/replay", post(replay_inbox))
         .route("/admin/outbox/:id", delete(delete_outbox))
         .route("/admin/transform/test", post(transform_test))
+        .layer(axum::extract::DefaultBodyLimit::max(limit))
 }
 
 /// `POST /admin/transform/test` (reference §5.2): the body is read under

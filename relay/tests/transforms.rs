@@ -503,6 +503,13 @@ routes: []
     let big = format!(r#"{{"expression":"1","payload":"{}"}}"#, "x".repeat(500));
     assert_eq!(relay.post(path, &big, &key).await.0, 413);
     assert_eq!(relay.post(path, &big, &[]).await.0, 413);
+    // The same cap on every admin route (here replay), also before the auth check.
+    let big_replay = format!(r#"{{"topic":"{}"}}"#, "x".repeat(500));
+    assert_eq!(relay.post("/admin/replay", &big_replay, &[]).await.0, 413);
+    assert_eq!(
+        relay.post("/admin/replay", r#"{"topic":"t"}"#, &[]).await.0,
+        401
+    );
     // An oversized timeoutMs is clamped to maxTransformTimeoutMs (150 ms): the runaway
     // expression stops at that bound, not at the asked 60 s.
     let body = r#"{"expression":"( $f := function($x){ $x > 0 ? $f($x + 1) : 0 }; $f(1) )","payload":{},"timeoutMs":60000}"#;
