@@ -385,3 +385,339 @@ pub async fn a_message_without_a_key_is_keyed_by_its_digest() -> Outcome {
     );
     Ok(())
 }
+
+async fn jetstream() -> Result<(String, async_nats::jetstream::Context), NotRun> {
+    let url = broker_env("QUEUEBOX_TEST_NATS_URL")?;
+    let client = async_nats::connect(&url)
+        .await
+        .unwrap_or_else(|e| panic!("NATS at {url}: {e}"));
+    Ok((url, async_nats::jetstream::new(client)))
+}
+
+/// A stream capturing `<NAME>.>`; returns its name.
+async fn nats_stream(js: &async_nats::jetstream::Context, prefix: &str) -> String {
+    let name = unique(prefix).to_uppercase();
+    js.create_stream(async_nats::jetstream::stream::Config {
+        name: name.clone(),
+        subjects: vec![format!("{name}.>")],
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+    name
+}
+
+/// Row 27: a JetStream publish with x-message-id / x-topic / x-attempt / x-message-key; with
+/// no stream for the subject a failure to retry; `jetStream: false` is sent after the flush.
+pub async fn nats_destination_publishes_to_jetstream_with_the_headers() -> Outcome {
+    use futures::StreamExt;
+    let (nats_url, js) = jetstream().await?;
+    let stream = nats_stream(&js, "acc_r27").await;
+    let nowhere = unique("acc_r27_nostream");
+    let (url, store) = empty_db("acc_r27").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "  js:\n    type: nats\n    servers: {nats_url}\n    subject: {stream}.out\n  lost:\n    type: nats\n    servers: {nats_url}\n    subject: {nowhere}\n  core:\n    type: nats\n    servers: {nats_url}\n    subject: {nowhere}.core\n    jetStream: false\nroutes:\n  - topicPattern: t.js\n    destination: js\n  - topicPattern: t.lost\n    destination: lost\n  - topicPattern: t.core\n    destination: core\n"
+        );
+    let _relay = Relay::start(&yaml).await;
+    let id = insert(&store, "t.js", Some("k-9")).await;
+    let lost = insert(&store, "t.lost", None).await;
+    let core = insert(&store, "t.core", None).await;
+    wait_state(&store, id, "sent", 20).await;
+    wait_state(&store, core, "sent", 20).await;
+    eventually("the stream-less publish retried", 20, || async {
+        outbox_row(&store, lost).await.1 >= 1
+    })
+    .await;
+    assert_ne!(outbox_row(&store, lost).await.0, "sent");
+    let consumer = js
+        .get_stream(&stream)
+        .await
+        .unwrap()
+        .create_consumer(async_nats::jetstream::consumer::pull::Config::default())
+        .await
+        .unwrap();
+    let mut batch = consumer.fetch().max_messages(1).messages().await.unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(10), batch.next())
+        .await
+        .expect("the message is in the stream")
+        .unwrap()
+        .unwrap();
+    let h = m.headers.clone().expect("headers");
+    let get = |n: &str| h.get(n).map(|v| v.as_str().to_string());
+    assert_eq!(get("x-message-id"), Some(id.to_string()));
+    assert_eq!(get("x-topic").as_deref(), Some("t.js"));
+    assert_eq!(get("x-attempt").as_deref(), Some("0"));
+    assert_eq!(get("x-message-key").as_deref(), Some("k-9"));
+    Ok(())
+}
+
+/// Row 53: a durable JetStream consumer stores messages and acknowledges them after the
+/// commit; while the store fails the message is not acknowledged and comes again.
+pub async fn nats_source_acknowledges_after_the_commit_and_redelivers_on_failure() -> Outcome {
+    let (nats_url, js) = jetstream().await?;
+    let stream = nats_stream(&js, "acc_r53").await;
+    let (url, store) = empty_db("acc_r53").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "sources:\n  events:\n    type: nats\n    servers: {nats_url}\n    stream: {stream}\n    durable: queuebox\n    ackWaitMs: 1000\n    consumption: pull\n    idempotencyKeyPath: $.id\n"
+        );
+    let _relay = Relay::start(&yaml).await;
+    let publish = |body: &'static str| {
+        let js = js.clone();
+        let subject = format!("{stream}.in");
+        async move {
+            js.publish(subject, body.into())
+                .await
+                .unwrap()
+                .await
+                .unwrap();
+        }
+    };
+    publish(r#"{"id":"n-1"}"#).await;
+    publish(r#"{"id":"n-1"}"#).await;
+    eventually("stored once", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await == 1
+    })
+    .await;
+    let acked = || async {
+        let c: Result<
+            async_nats::jetstream::consumer::Consumer<
+                async_nats::jetstream::consumer::pull::Config,
+            >,
+            _,
+        > = js
+            .get_stream(&stream)
+            .await
+            .unwrap()
+            .get_consumer("queuebox")
+            .await;
+        match c {
+            Ok(mut c) => {
+                let info = c.info().await.unwrap();
+                info.num_pending == 0 && info.num_ack_pending == 0
+            }
+            Err(_) => false,
+        }
+    };
+    eventually("both acknowledged", 20, acked).await;
+    // The store fails: no row, no ack; once it works again the redelivered message is stored.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'inbox refuses'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW EXECUTE FUNCTION refuse();",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    publish(r#"{"id":"n-2"}"#).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!acked().await, "not acknowledged while the store fails");
+    sqlx::raw_sql("DROP TRIGGER refuse ON inbox")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    eventually("redelivered and stored", 30, || async {
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 'n-2'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    eventually("acknowledged after the commit", 20, acked).await;
+    Ok(())
+}
+
+mod kafka {
+    use std::time::Duration;
+
+    use rdkafka::consumer::{BaseConsumer, Consumer};
+    use rdkafka::message::{Header, OwnedHeaders};
+    use rdkafka::producer::{FutureProducer, FutureRecord};
+    use rdkafka::{ClientConfig, Offset, TopicPartitionList};
+
+    pub fn producer(brokers: &str) -> FutureProducer {
+        ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("acks", "all")
+            .create()
+            .unwrap()
+    }
+
+    pub async fn produce(p: &FutureProducer, topic: &str, body: &[u8], headers: &[(&str, &[u8])]) {
+        let mut h = OwnedHeaders::new();
+        for (k, v) in headers {
+            h = h.insert(Header {
+                key: k,
+                value: Some(*v),
+            });
+        }
+        p.send(
+            FutureRecord::<(), [u8]>::to(topic).payload(body).headers(h),
+            Duration::from_secs(10),
+        )
+        .await
+        .map_err(|(e, _)| e)
+        .unwrap();
+    }
+
+    /// The group's committed offset of partition 0 (-1 when none).
+    pub fn committed(brokers: &str, topic: &str, group: &str) -> i64 {
+        let c: BaseConsumer = ClientConfig::new()
+            .set("bootstrap.servers", brokers)
+            .set("group.id", group)
+            .create()
+            .unwrap();
+        let mut tpl = TopicPartitionList::new();
+        tpl.add_partition(topic, 0);
+        let got = c.committed_offsets(tpl, Duration::from_secs(10)).unwrap();
+        match got.find_partition(topic, 0).unwrap().offset() {
+            Offset::Offset(o) => o,
+            _ => -1,
+        }
+    }
+}
+
+/// Row 26: a record on the topic with key = the row's key and the x-message-id / x-topic /
+/// x-attempt headers; the row is sent once the broker acknowledged it.
+pub async fn kafka_destination_produces_keyed_records_with_the_headers() -> Outcome {
+    use rdkafka::consumer::{Consumer, StreamConsumer};
+    use rdkafka::message::{Headers, Message};
+    let brokers = broker_env("QUEUEBOX_TEST_KAFKA_BROKERS")?;
+    let topic = unique("acc-r26");
+    let (url, store) = empty_db("acc_r26").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "  log:\n    type: kafka\n    bootstrapServers: {brokers}\n    topic: {topic}\nroutes:\n  - topicPattern: '**'\n    destination: log\n"
+        );
+    let _relay = Relay::start(&yaml).await;
+    let id = insert(&store, "order.created", Some("cust-7")).await;
+    wait_state(&store, id, "sent", 40).await;
+    let c: StreamConsumer = rdkafka::ClientConfig::new()
+        .set("bootstrap.servers", &brokers)
+        .set("group.id", unique("reader"))
+        .set("auto.offset.reset", "earliest")
+        .create()
+        .unwrap();
+    c.subscribe(&[&topic]).unwrap();
+    let m = tokio::time::timeout(Duration::from_secs(30), c.recv())
+        .await
+        .expect("the record is on the topic")
+        .unwrap();
+    assert_eq!(m.key(), Some(&b"cust-7"[..]));
+    let h: Vec<(String, String)> = m
+        .headers()
+        .map(|h| {
+            h.iter()
+                .map(|h| {
+                    (
+                        h.key.to_string(),
+                        String::from_utf8_lossy(h.value.unwrap_or_default()).into_owned(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let get = |n: &str| h.iter().find(|(k, _)| k == n).map(|(_, v)| v.clone());
+    assert_eq!(get("x-message-id"), Some(id.to_string()));
+    assert_eq!(get("x-topic").as_deref(), Some("order.created"));
+    assert_eq!(get("x-attempt").as_deref(), Some("0"));
+    Ok(())
+}
+
+/// Row 52: records are stored and their offsets committed after the store; a failing store
+/// is read again from that record; a non-JSON record is one dead row with `{"raw":…}` and a
+/// `sha256:` key; a header that is not UTF-8 is stored as `base64:…`.
+pub async fn kafka_source_commits_offsets_after_the_store() -> Outcome {
+    let brokers = broker_env("QUEUEBOX_TEST_KAFKA_BROKERS")?;
+    let topic = unique("acc-r52");
+    let group = unique("acc-r52-g");
+    let p = kafka::producer(&brokers);
+    // The topic exists once its first record is in.
+    kafka::produce(
+        &p,
+        &topic,
+        br#"{"id":"k-1"}"#,
+        &[("x-bin", &[0xff, 0xfe][..])],
+    )
+    .await;
+    let (url, store) = empty_db("acc_r52").await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "sources:\n  stream:\n    type: kafka\n    bootstrapServers: {brokers}\n    topics: [{topic}]\n    groupId: {group}\n    consumption: pull\n    idempotencyKeyPath: $.id\n"
+        );
+    let _relay = Relay::start(&yaml).await;
+    kafka::produce(&p, &topic, b"not json", &[]).await;
+    eventually("two rows", 40, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await == 2
+    })
+    .await;
+    let b = brokers.clone();
+    let (t, g) = (topic.clone(), group.clone());
+    eventually("offsets committed after the store", 30, || {
+        let (b, t, g) = (b.clone(), t.clone(), g.clone());
+        async move {
+            tokio::task::spawn_blocking(move || kafka::committed(&b, &t, &g))
+                .await
+                .unwrap()
+                == 2
+        }
+    })
+    .await;
+    let headers: serde_json::Value =
+        sqlx::query_scalar("SELECT headers FROM inbox WHERE idempotency_key = 'k-1'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    let bin = headers
+        .as_object()
+        .unwrap()
+        .iter()
+        .find(|(k, _)| k.eq_ignore_ascii_case("x-bin"))
+        .map(|(_, v)| v.clone());
+    assert!(
+        bin.as_ref()
+            .and_then(|v| v.as_str())
+            .is_some_and(|v| v.starts_with("base64:")),
+        "{headers}"
+    );
+    let (key, state, payload): (String, String, serde_json::Value) = sqlx::query_as(
+        "SELECT idempotency_key, state, payload FROM inbox WHERE idempotency_key <> 'k-1'",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert!(key.starts_with("sha256:"), "{key}");
+    assert_eq!(state, "dead");
+    assert!(payload.get("raw").is_some(), "{payload}");
+    // A failing store: the record is read again once the store works.
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'inbox refuses'; END $$;
+         CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW EXECUTE FUNCTION refuse();",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    kafka::produce(&p, &topic, br#"{"id":"k-3"}"#, &[]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let (b, t, g) = (brokers.clone(), topic.clone(), group.clone());
+    let offset = tokio::task::spawn_blocking(move || kafka::committed(&b, &t, &g))
+        .await
+        .unwrap();
+    assert_eq!(offset, 2, "nothing committed past the failing record");
+    sqlx::raw_sql("DROP TRIGGER refuse ON inbox")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    eventually("read again and stored", 40, || async {
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key = 'k-3'",
+        )
+        .await
+            == 1
+    })
+    .await;
+    Ok(())
+}

@@ -58,7 +58,6 @@ macro_rules! not_run {
 }
 
 const TRANSFORMS: &str = "not built: transforms and JSONata expressions (issue 17)";
-const NO_TEST: &str = "implemented, no black-box test yet (issue 16)";
 
 pub static ALL: &[Row] = &[
     test!(1, "Schema migrations at startup (PG + SQL Server)", schema::migrations_at_startup_create_the_schema_and_a_restart_is_clean),
@@ -86,8 +85,8 @@ pub static ALL: &[Row] = &[
     test!(23, "RabbitMQ destination", brokers::rabbitmq_destination_publishes_persistent_messages_by_topic),
     not_run!(24, "Routing key template precedence", "not built: route-level `routingKeyTemplate` and `routingKeyMissingFieldDefault` (issue 16)"),
     test!(25, "Address templates / `*From`", brokers::address_templates_render_from_the_row),
-    not_run!(26, "Kafka destination", NO_TEST),
-    not_run!(27, "NATS destination", NO_TEST),
+    test!(26, "Kafka destination", brokers::kafka_destination_produces_keyed_records_with_the_headers),
+    test!(27, "NATS destination", brokers::nats_destination_publishes_to_jetstream_with_the_headers),
     test!(28, "HTTP inbox accept / duplicate", inbox::a_webhook_is_accepted_once_and_a_repeat_is_a_duplicate),
     test!(29, "Inbox 400 cases", inbox::invalid_json_and_a_missing_key_answer_400),
     test!(30, "Unknown source path", inbox::an_unknown_source_path_answers_404),
@@ -112,8 +111,8 @@ pub static ALL: &[Row] = &[
     test!(49, "`initialDelay`", push::initial_delay_holds_rows_back),
     not_run!(50, "Publish-time ordering", "not built: `scheduledAtPath` / `scheduledAtHeader` (issue 16)"),
     test!(51, "RabbitMQ source", brokers::rabbitmq_source_stores_each_message_once),
-    not_run!(52, "Kafka source", NO_TEST),
-    not_run!(53, "NATS source", NO_TEST),
+    test!(52, "Kafka source", brokers::kafka_source_commits_offsets_after_the_store),
+    test!(53, "NATS source", brokers::nats_source_acknowledges_after_the_commit_and_redelivers_on_failure),
     test!(54, "Body digest fallback", brokers::a_message_without_a_key_is_keyed_by_its_digest),
     test!(55, "Health endpoints", operations::health_answers_live_and_ready),
     test!(56, "Management port", operations::the_management_port_serves_metrics_and_health),

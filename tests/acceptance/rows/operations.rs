@@ -340,38 +340,63 @@ pub async fn every_metric_family_appears_after_traffic() -> Outcome {
         scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 2
     })
     .await;
+    // (family, a label it must carry): a line of the family with the label, whatever its
+    // suffix (`_total`, `_max`, `_bucket`, `_sum`, …).
     let expected = [
-        "queuebox{version=\"",
-        "queuebox_uptime_seconds ",
-        "queuebox_outbox_messages_total{status=\"sent\"}",
-        "queuebox_outbox_messages_total{status=\"failed\"}",
-        "queuebox_outbox_messages_pending ",
-        "queuebox_outbox_oldest_pending_age_seconds ",
-        "queuebox_inbox_oldest_pending_age_seconds ",
-        "queuebox_outbox_processing_duration_seconds",
-        "queuebox_outbox_processing_duration_seconds_max",
-        "queuebox_outbox_publish_duration_seconds{destination_type=\"http\"",
-        "queuebox_outbox_publish_duration_seconds_max{destination_type=\"http\"}",
-        "queuebox_outbox_destination_messages_total{destination=\"rx\",outcome=\"success\"}",
-        "queuebox_outbox_destination_messages_total{destination=\"rx\",outcome=\"failure\"}",
-        "queuebox_outbox_queue_depth{destination=\"rx\"}",
-        "queuebox_http_publish_responses_total{status_class=\"5xx\"}",
-        "queuebox_http_publish_responses_total{status_class=\"2xx\"}",
-        "queuebox_inbox_messages_total{status=\"new\"}",
-        "queuebox_inbox_messages_total{status=\"duplicate\"}",
-        "queuebox_inbox_messages_total{status=\"forwarded\"}",
-        "queuebox_inbox_rejections_total{reason=\"extraction_failed\"}",
-        "queuebox_cleanup_messages_deleted_total{table=\"outbox\"}",
-        "queuebox_cleanup_duration_seconds_max{table=\"outbox\"}",
-        "queuebox_cleanup_last_run_timestamp{table=\"inbox\"}",
-        "queuebox_outbox_messages_reclaimed_total ",
+        ("queuebox{", "version=\""),
+        ("queuebox_uptime_seconds", ""),
+        ("queuebox_outbox_messages_total", "status=\"sent\""),
+        ("queuebox_outbox_messages_total", "status=\"failed\""),
+        ("queuebox_outbox_messages_pending", ""),
+        ("queuebox_outbox_oldest_pending_age_seconds", ""),
+        ("queuebox_inbox_oldest_pending_age_seconds", ""),
+        ("queuebox_outbox_processing_duration_seconds", ""),
+        (
+            "queuebox_outbox_publish_duration_seconds",
+            "destination_type=\"http\"",
+        ),
+        (
+            "queuebox_outbox_destination_messages_total",
+            "destination=\"rx\",outcome=\"success\"",
+        ),
+        (
+            "queuebox_outbox_destination_messages_total",
+            "destination=\"rx\",outcome=\"failure\"",
+        ),
+        ("queuebox_outbox_queue_depth", "destination=\"rx\""),
+        (
+            "queuebox_http_publish_responses_total",
+            "status_class=\"5xx\"",
+        ),
+        (
+            "queuebox_http_publish_responses_total",
+            "status_class=\"2xx\"",
+        ),
+        ("queuebox_inbox_messages_total", "status=\"new\""),
+        ("queuebox_inbox_messages_total", "status=\"duplicate\""),
+        ("queuebox_inbox_messages_total", "status=\"forwarded\""),
+        (
+            "queuebox_inbox_rejections_total",
+            "reason=\"extraction_failed\"",
+        ),
+        (
+            "queuebox_cleanup_messages_deleted_total",
+            "table=\"outbox\"",
+        ),
+        ("queuebox_cleanup_duration_seconds", "table=\"outbox\""),
+        ("queuebox_cleanup_last_run_timestamp", "table=\"inbox\""),
+        ("queuebox_outbox_messages_reclaimed_total", ""),
     ];
     let deadline = Instant::now() + Duration::from_secs(20);
     let text = loop {
         let (_, text) = relay.get("/metrics").await;
-        let missing: Vec<&str> = expected
+        let missing: Vec<(&str, &str)> = expected
             .iter()
-            .filter(|f| !text.lines().any(|l| l.starts_with(*f)))
+            .filter(|(family, label)| {
+                !text
+                    .lines()
+                    .any(|l| l.starts_with(family) && l.contains(label))
+            })
             .copied()
             .collect();
         if missing.is_empty() {
