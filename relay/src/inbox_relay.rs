@@ -64,7 +64,12 @@ impl Relay for InboxRelay {
     }
 
     async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<ClaimedRow>> {
-        self.0.store.claim_push(n, lease).await.inspect_err(|e| {
+        let t0 = std::time::Instant::now();
+        let claimed = self.0.store.claim_push(n, lease).await;
+        self.0
+            .metrics
+            .observe("queuebox_inbox_claim_duration_seconds", &[], t0.elapsed());
+        claimed.inspect_err(|e| {
             self.0.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
             tracing::warn!(error = %e, "push claim failed; retrying");
         })

@@ -1,6 +1,11 @@
-//! The Prometheus registry of the relay (reference §9): counters, gauges and summaries
+//! The Prometheus registry of the relay (reference §9): counters, gauges and histograms
 //! keyed by name and labels, rendered as text at `/metrics`. A labelled series appears
 //! after its first use, as in the reference.
+//!
+//! Timers are histograms with fixed buckets ([`BUCKETS`]), not the reference's summaries:
+//! bucket counts add up across replicas (`sum by (le) (rate(..._bucket[5m]))`), quantiles
+//! over a window of recent samples cannot. Each timer keeps its reference name and labels
+//! and its `_max` gauge.
 
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -11,37 +16,31 @@ use queuebox_core::metrics::{claims_lost, Component};
 
 type Labels = Vec<(&'static str, String)>;
 
+/// The upper bounds (seconds) of every timer's buckets: Prometheus' default buckets, which
+/// span a local insert (ms) to a slow publish (s), plus 30 s and 60 s for the longest
+/// destination timeouts and retention runs. `+Inf` is implied.
+pub const BUCKETS: [f64; 13] = [
+    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
+];
+
+/// One timer series: a count per bucket (not cumulative; summed when rendered), the total
+/// count and sum, and the largest sample.
 #[derive(Default)]
-struct Summary {
+struct Histogram {
+    buckets: [u64; BUCKETS.len()],
     count: u64,
     sum: f64,
     max: f64,
-    /// The most recent samples (a sliding window for the quantiles).
-    window: Vec<f64>,
-    next: usize,
 }
 
-const WINDOW: usize = 1024;
-
-impl Summary {
+impl Histogram {
     fn observe(&mut self, v: f64) {
+        if let Some(i) = BUCKETS.iter().position(|le| v <= *le) {
+            self.buckets[i] += 1;
+        }
         self.count += 1;
         self.sum += v;
         self.max = self.max.max(v);
-        if self.window.len() < WINDOW {
-            self.window.push(v);
-        } else {
-            self.window[self.next] = v;
-            self.next = (self.next + 1) % WINDOW;
-        }
-    }
-    fn quantile(&self, q: f64) -> f64 {
-        if self.window.is_empty() {
-            return 0.0;
-        }
-        let mut s = self.window.clone();
-        s.sort_by(|a, b| a.total_cmp(b));
-        s[((s.len() - 1) as f64 * q).round() as usize]
     }
 }
 
@@ -50,7 +49,7 @@ pub struct Metrics {
     started: Instant,
     counters: Mutex<BTreeMap<(&'static str, Labels), f64>>,
     gauges: Mutex<BTreeMap<(&'static str, Labels), f64>>,
-    summaries: Mutex<BTreeMap<(&'static str, Labels), Summary>>,
+    histograms: Mutex<BTreeMap<(&'static str, Labels), Histogram>>,
 }
 
 const HELP: &[(&str, &str, &str)] = &[
@@ -107,13 +106,28 @@ const HELP: &[(&str, &str, &str)] = &[
     ),
     (
         "queuebox_outbox_processing_duration_seconds",
-        "summary",
+        "histogram",
         "Time to process one outbox message",
     ),
     (
         "queuebox_outbox_publish_duration_seconds",
-        "summary",
+        "histogram",
         "Time to publish one outbox message",
+    ),
+    (
+        "queuebox_outbox_claim_duration_seconds",
+        "histogram",
+        "Time to claim one outbox batch",
+    ),
+    (
+        "queuebox_inbox_claim_duration_seconds",
+        "histogram",
+        "Time to claim one batch of push inbox rows",
+    ),
+    (
+        "queuebox_inbox_ingest_duration_seconds",
+        "histogram",
+        "Time to answer one HTTP source request (read, check, store)",
     ),
     (
         "queuebox_outbox_destination_messages_total",
@@ -157,7 +171,7 @@ const HELP: &[(&str, &str, &str)] = &[
     ),
     (
         "queuebox_cleanup_duration_seconds",
-        "summary",
+        "histogram",
         "Duration of one retention run",
     ),
     (
@@ -188,7 +202,7 @@ impl Metrics {
             started: Instant::now(),
             counters: Mutex::default(),
             gauges: Mutex::default(),
-            summaries: Mutex::default(),
+            histograms: Mutex::default(),
         }
     }
 
@@ -222,7 +236,7 @@ impl Metrics {
     }
 
     pub fn observe(&self, name: &'static str, l: &[(&'static str, &str)], d: Duration) {
-        self.summaries
+        self.histograms
             .lock()
             .expect("metrics")
             .entry((name, labels(l)))
@@ -281,15 +295,21 @@ impl Metrics {
                 .push(format!("{name}{} {v}", fmt_labels(l, None)));
         }
         let mut maxes: Vec<(String, String)> = Vec::new();
-        for ((name, l), s) in self.summaries.lock().expect("metrics").iter() {
+        for ((name, l), s) in self.histograms.lock().expect("metrics").iter() {
             let out = series.entry(name).or_default();
-            for q in ["0.5", "0.95", "0.99"] {
+            let mut cumulative = 0;
+            for (le, n) in BUCKETS.iter().zip(s.buckets) {
+                cumulative += n;
                 out.push(format!(
-                    "{name}{} {}",
-                    fmt_labels(l, Some(("quantile", q))),
-                    s.quantile(q.parse().unwrap_or(0.5))
+                    "{name}_bucket{} {cumulative}",
+                    fmt_labels(l, Some(("le", &le.to_string())))
                 ));
             }
+            out.push(format!(
+                "{name}_bucket{} {}",
+                fmt_labels(l, Some(("le", "+Inf"))),
+                s.count
+            ));
             out.push(format!("{name}_count{} {}", fmt_labels(l, None), s.count));
             out.push(format!("{name}_sum{} {}", fmt_labels(l, None), s.sum));
             maxes.push((

@@ -163,11 +163,12 @@ impl Relay for OutboxRelay {
     }
 
     async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<ClaimedOutbox>> {
+        let t0 = std::time::Instant::now();
+        let claimed = self.st.store.claim_outbox(n, lease).await;
         self.st
-            .store
-            .claim_outbox(n, lease)
-            .await
-            .inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
+            .metrics
+            .observe("queuebox_outbox_claim_duration_seconds", &[], t0.elapsed());
+        claimed.inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
     }
 
     async fn idle(&self, stop: &CancellationToken, d: Duration) {

@@ -72,7 +72,13 @@ pub async fn ingest(State(st): State<AppState>, req: Request) -> Response {
         .get(headers::X_CORRELATION_ID)
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
+    let t0 = std::time::Instant::now();
     let mut resp = handle(&st, &source, req).await;
+    st.metrics.observe(
+        "queuebox_inbox_ingest_duration_seconds",
+        &[("source", &source.name)],
+        t0.elapsed(),
+    );
     // Every response carries the correlation id (the stored one, or the cleaned received one).
     if !resp.headers().contains_key(headers::X_CORRELATION_ID) {
         let c = headers::correlation_id(received_corr.as_deref());
