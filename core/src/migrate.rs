@@ -38,6 +38,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 3, "0003_inbox_pull_notify"),
     migration!("postgres", 4, "0004_outbox_publish"),
     migration!("postgres", 5, "0005_inbox_trace_context"),
+    migration!("postgres", 6, "0006_inbox_claim_owner"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -48,6 +49,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 3, "0003_inbox_pull_notify"),
     migration!("sqlserver", 4, "0004_outbox_publish"),
     migration!("sqlserver", 5, "0005_inbox_trace_context"),
+    migration!("sqlserver", 6, "0006_inbox_claim_owner"),
 ];
 
 /// What a migration run did.

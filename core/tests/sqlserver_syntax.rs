@@ -204,6 +204,11 @@ fn every_migration_parses_as_tsql() {
                         .all(|s| s.to_string().starts_with("ALTER TABLE inbox ADD")),
                 "0005 adds the two trace columns to inbox: {stmts:?}"
             );
+        } else if m.version == 6 {
+            assert!(
+                stmts.len() == 1 && stmts[0].to_string().starts_with("ALTER TABLE inbox ADD"),
+                "0006 adds the claim owner column to inbox: {stmts:?}"
+            );
         } else {
             assert!(
                 stmts.len() >= 5,
@@ -528,8 +533,15 @@ fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
         .map(|(n, _)| n.to_string())
         .collect();
     // PostgreSQL-only: its migration runner's two catalogue probes (SQL Server does both in
-    // SCHEMA_CHECK).
-    let pg_only = ["HAS_HISTORY", "HAS_TABLES"];
+    // SCHEMA_CHECK), and the owner session of dead-worker recovery (SQL Server pull claims
+    // leave claim_owner NULL and are recovered by their lease).
+    let pg_only = [
+        "HAS_HISTORY",
+        "HAS_TABLES",
+        "OWNER_LOCK",
+        "OWNER_PING",
+        "EXPIRE_DEAD_OWNERS",
+    ];
     let missing: Vec<&str> = queuebox_core::store::postgres::sql::statements()
         .into_iter()
         .map(|(n, _)| n)

@@ -99,6 +99,35 @@ pub trait Store: Send + Sync + 'static {
         lease: Duration,
     ) -> Result<Vec<ClaimedRow>>;
 
+    /// [`Store::claim_pull`] that records `owner`, the key of the claiming worker's
+    /// [`OwnerSession`], on each row, so that the rows can be recovered as soon as that
+    /// session ends ([`Store::expire_dead_owners`]). A backend without owner sessions never
+    /// hands out a key, so its default ignores a `None` owner and claims as before.
+    async fn claim_pull_owned(
+        &self,
+        source: &str,
+        batch: u32,
+        lease: Duration,
+        owner: Option<i64>,
+    ) -> Result<Vec<ClaimedRow>> {
+        debug_assert!(owner.is_none(), "this backend opens no owner sessions");
+        self.claim_pull(source, batch, lease).await
+    }
+
+    /// Opens the session a pull worker holds for as long as it runs: a dedicated connection
+    /// holding a lock on a fresh key, released by the database when the connection ends (the
+    /// worker process died). `None`: the backend has none (SQL Server), and a dead worker's
+    /// rows wait for their lease.
+    async fn open_owner_session(&self) -> Result<Option<Box<dyn OwnerSession>>> {
+        Ok(None)
+    }
+
+    /// Expires the live leases of `source`'s pull rows whose owner session has ended, so the
+    /// next claim takes them; returns how many. Rows without an owner are left to their lease.
+    async fn expire_dead_owners(&self, _source: &str) -> Result<u64> {
+        Ok(0)
+    }
+
     /// Extends the leases of `claims` that are still live; returns the ids it renewed.
     async fn renew_pull(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>>;
 
@@ -153,6 +182,17 @@ pub trait StoreTx: Send {
     /// The backend's own transaction, for Rust callers who want the native driver API
     /// (e.g. `sqlx::Transaction<'static, Postgres>`).
     fn as_any_mut(&mut self) -> &mut (dyn Any + Send);
+}
+
+/// The session a pull worker holds so that others can tell when it has died
+/// ([`Store::open_owner_session`]). Dropping it ends the session and releases its key.
+#[async_trait]
+pub trait OwnerSession: Send {
+    /// The key the worker's claims record.
+    fn key(&self) -> i64;
+
+    /// Succeeds while the session, and so its lock, is alive.
+    async fn check(&mut self) -> Result<()>;
 }
 
 /// Wakes a worker when new rows may be claimable.

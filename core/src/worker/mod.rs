@@ -5,12 +5,13 @@
 
 mod completer;
 mod options;
+mod owner;
 mod renew;
 mod run;
 mod task;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -99,6 +100,9 @@ pub(crate) struct Inner {
     /// Set while claims fail because the database cannot be reached, so the outage is
     /// logged once as an error when it starts and once when it ends, not at every poll.
     db_down: AtomicBool,
+    /// The key of the worker's owner session, recorded on each claim so that others recover
+    /// the rows within seconds if this process dies (`owner`); 0 while there is none.
+    owner_key: AtomicI64,
 }
 
 impl Worker {
@@ -118,7 +122,13 @@ impl Worker {
             hard_stop: CancellationToken::new(),
             stats: WorkerStats::default(),
             db_down: AtomicBool::new(false),
+            owner_key: AtomicI64::new(0),
         });
+        // Opened before the first claim, so that every claim can carry the key.
+        let session = owner::open(&inner, false).await;
+        let has_sessions =
+            session.is_some() || inner.store.backend() == crate::store::Backend::Postgres;
+        owner::spawn_keeper(Arc::downgrade(&inner), session, has_sessions);
         renew::spawn_renewer(Arc::downgrade(&inner));
         if inner.opts.listen {
             renew::spawn_listener(Arc::downgrade(&inner)).await;
@@ -307,7 +317,7 @@ impl Inner {
     async fn claim_into_buffer(&self, room: u32) -> Result<usize> {
         let rows = self
             .store
-            .claim_pull(&self.opts.source, room, self.opts.lease)
+            .claim_pull_owned(&self.opts.source, room, self.opts.lease, self.owner())
             .await?;
         let n = rows.len();
         if n > 0 {
@@ -331,6 +341,11 @@ impl Inner {
             self.release_buffered().await;
         }
         Ok(n)
+    }
+
+    /// The owner key claims record now, if the worker holds an owner session.
+    fn owner(&self) -> Option<i64> {
+        Some(self.owner_key.load(Ordering::SeqCst)).filter(|k| *k != 0)
     }
 
     /// Hands every buffered (claimed, never started) row back to pending, spending no attempt.

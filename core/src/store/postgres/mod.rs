@@ -6,6 +6,7 @@
 //! &sslkey=…`); `tls` checks them before connecting and turns a handshake failure into
 //! [`Error::Tls`] with its cause in words.
 
+mod owner;
 mod pull;
 mod relay;
 pub mod sql;
@@ -20,7 +21,7 @@ use sqlx::ConnectOptions;
 
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
-use crate::store::{Backend, Store, StoreTx, Wakeup};
+use crate::store::{Backend, OwnerSession, Store, StoreTx, Wakeup};
 
 pub use tx::PgStoreTx;
 
@@ -159,7 +160,25 @@ impl Store for PgStore {
         batch: u32,
         lease: Duration,
     ) -> Result<Vec<ClaimedRow>> {
-        pull::claim(&self.pool, source, batch, lease).await
+        pull::claim(&self.pool, source, batch, lease, None).await
+    }
+
+    async fn claim_pull_owned(
+        &self,
+        source: &str,
+        batch: u32,
+        lease: Duration,
+        owner: Option<i64>,
+    ) -> Result<Vec<ClaimedRow>> {
+        pull::claim(&self.pool, source, batch, lease, owner).await
+    }
+
+    async fn open_owner_session(&self) -> Result<Option<Box<dyn OwnerSession>>> {
+        Ok(Some(Box::new(owner::open(&self.pool).await?)))
+    }
+
+    async fn expire_dead_owners(&self, source: &str) -> Result<u64> {
+        owner::expire_dead_owners(&self.pool, source).await
     }
 
     async fn renew_pull(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>> {

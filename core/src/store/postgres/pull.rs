@@ -56,12 +56,14 @@ pub(super) async fn claim(
     source: &str,
     batch: u32,
     lease: Duration,
+    owner: Option<i64>,
 ) -> Result<Vec<ClaimedRow>> {
     let rows = sqlx::query(sql::CLAIM)
         .bind(source)
         .bind(batch as i64)
         .bind(lease.as_millis() as f64)
         .bind(candidate_limit(batch))
+        .bind(owner)
         .fetch_all(pool)
         .await
         .map_err(|e| db_err("pull claim", e))?;

@@ -63,7 +63,8 @@ pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = $1 AND idempote
 // held by an initial delay) is not claimable, so it blocks nothing: "a pull retry lets later
 // messages pass" (§7). The lock step re-checks the row predicate under FOR UPDATE SKIP
 // LOCKED, so two concurrent claims can never both take one row.
-/// The pull claim: `$1` source, `$2` batch, `$3` lease (ms), `$4` candidate limit.
+/// The pull claim: `$1` source, `$2` batch, `$3` lease (ms), `$4` candidate limit, `$5` the
+/// claiming worker's owner key (its session advisory lock, [`OWNER_LOCK`]; NULL without one).
 pub const CLAIM: &str = "
 WITH cand AS (
     (SELECT id, aggregate_id, sequence, scheduled_at FROM inbox
@@ -97,12 +98,49 @@ WITH cand AS (
 )
 UPDATE inbox u
    SET state = 'processing', claim_token = gen_random_uuid(), claimed_at = clock_timestamp(),
-       lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+       lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000),
+       claim_owner = $5::int8
   FROM locked l
  WHERE u.id = l.id
 RETURNING u.id, u.source, u.idempotency_key, u.aggregate_id, u.event_type, u.payload, u.headers,
           u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence,
           u.traceparent, u.tracestate";
+
+// ---- dead-session recovery of pull claims (`owner.rs`, issue 21) ----
+//
+// A worker holds a session-level advisory lock on a random key (its owner key) on a connection
+// it keeps open, and its claims record the key in `claim_owner`. PostgreSQL releases the lock
+// when that connection ends, which is what happens when the worker process dies. A shared
+// transaction-level try-lock on the key succeeds exactly when no session holds it
+// exclusively, so it tells a dead owner from a live one without reading pg_locks (which
+// takes every lock-manager partition lock), and it is evaluated once per distinct owner, not
+// per row. The lease stays for a worker that is alive but hung: its session still holds the
+// lock, so its rows wait for their lease.
+
+/// Takes the owner key `$1` for this session if no one holds it; false: draw another key.
+pub const OWNER_LOCK: &str = "SELECT pg_try_advisory_lock($1::int8)";
+
+/// The keep-alive of the owner session: an error means the connection, and with it the lock,
+/// is gone.
+pub const OWNER_PING: &str = "SELECT 1";
+
+/// Expires at once the live leases of `$1`'s pull rows whose owner session is gone, so the
+/// next claim takes them like any expired lease (same fencing: a new claim token). Returns
+/// the ids expired. The owners are materialised first so the try-lock runs once per owner.
+pub const EXPIRE_DEAD_OWNERS: &str = "
+WITH owners AS MATERIALIZED (
+    SELECT DISTINCT claim_owner AS owner FROM inbox
+     WHERE consumption = 'pull' AND source = $1 AND state = 'processing'
+       AND lease_expires_at > clock_timestamp() AND claim_owner IS NOT NULL
+), dead AS MATERIALIZED (
+    SELECT owner FROM owners WHERE pg_try_advisory_xact_lock_shared(owner)
+)
+UPDATE inbox i SET lease_expires_at = clock_timestamp()
+  FROM dead d
+ WHERE i.claim_owner = d.owner
+   AND i.consumption = 'pull' AND i.source = $1 AND i.state = 'processing'
+   AND i.lease_expires_at > clock_timestamp()
+RETURNING i.id";
 
 // Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key; the
 // `(id, token) IN (SELECT unnest …)` form made PostgreSQL scan every processing row instead.
@@ -412,6 +450,9 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("INSERT", INSERT),
         ("LOOKUP_ID", LOOKUP_ID),
         ("CLAIM", CLAIM),
+        ("OWNER_LOCK", OWNER_LOCK),
+        ("OWNER_PING", OWNER_PING),
+        ("EXPIRE_DEAD_OWNERS", EXPIRE_DEAD_OWNERS),
         ("RENEW", RENEW),
         ("COMPLETE_MANY", COMPLETE_MANY),
         ("COMPLETE", COMPLETE),
