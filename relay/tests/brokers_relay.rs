@@ -1,6 +1,7 @@
 //! The real `queuebox` binary with a RabbitMQ source and a RabbitMQ destination: a message
 //! from a queue goes through the inbox, the inbox relay, the outbox and out to an exchange,
-//! where a real consumer reads it with the relay headers; a relay process that dies between
+//! where a real consumer reads it with the relay headers and the W3C trace context it came
+//! with; a relay process that dies between
 //! the store and the ack leaves one row and the broker redelivers. Ignored (reported as not
 //! run) unless run with `--ignored`, as scripts/test.d/20-brokers.sh does after starting the
 //! brokers.
@@ -17,6 +18,8 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable};
 use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+
+const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
 fn amqp_url() -> String {
     std::env::var("QUEUEBOX_TEST_AMQP_URL")
@@ -147,7 +150,12 @@ async fn relay_binary_moves_a_rabbitmq_message_through_inbox_and_outbox_to_an_ex
         &ch,
         &q,
         r#"{"id":"ord-1","total":5}"#,
-        &[("x-tenant", "acme"), ("X-Correlation-Id", "corr-e2e")],
+        &[
+            ("x-tenant", "acme"),
+            ("X-Correlation-Id", "corr-e2e"),
+            ("traceparent", TRACEPARENT),
+            ("tracestate", "congo=t61rcWkgMzE"),
+        ],
     )
     .await;
 
@@ -176,6 +184,19 @@ async fn relay_binary_moves_a_rabbitmq_message_through_inbox_and_outbox_to_an_ex
     assert_eq!(get("X-Correlation-Id").as_deref(), Some("corr-e2e"));
     assert_eq!(get("x-tenant").as_deref(), Some("acme"));
     assert_eq!(get("x-topic").as_deref(), Some("orders"));
+    // The W3C trace context: stored in the inbox row's columns, sent as message headers.
+    assert_eq!(get("traceparent").as_deref(), Some(TRACEPARENT));
+    assert_eq!(get("tracestate").as_deref(), Some("congo=t61rcWkgMzE"));
+    let (traceparent, stored_headers): (Option<String>, serde_json::Value) =
+        sqlx::query_as("SELECT traceparent, headers FROM inbox WHERE idempotency_key = 'ord-1'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(traceparent.as_deref(), Some(TRACEPARENT));
+    assert!(
+        stored_headers.get("traceparent").is_none(),
+        "{stored_headers}"
+    );
     let inbox_id = get("x-inbox-id").expect("x-inbox-id");
     let outbox_id: String = sqlx::query_scalar("SELECT id::text FROM outbox")
         .fetch_one(store.pool())
