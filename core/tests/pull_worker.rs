@@ -365,7 +365,9 @@ async fn killed_worker_row_is_redelivered_after_the_lease() {
     })
     .await
     .unwrap();
-    // SIGKILL: no shutdown, no release; the row stays processing until its lease runs out.
+    // SIGKILL: no shutdown, no release; the row stays processing until its lease runs out or
+    // a live worker finds the dead worker's owner session gone, whichever is first (the
+    // second is tested with a 60 s lease in tests/crash_recovery.rs).
     child.start_kill().unwrap();
     child.wait().await.unwrap();
     let killed_at = Instant::now();
