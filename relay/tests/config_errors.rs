@@ -71,3 +71,36 @@ async fn each_config_mistake_is_one_error_naming_its_key_path() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn an_unknown_key_under_a_nats_source_or_destination_names_its_full_path() {
+    // NATS entries type their login keys (username, password, token, nkeySeed, credsFile,
+    // tls) apart from their other keys; an unknown key in either part must still be named.
+    let nats = "  bus:
+    type: nats
+    servers: nats://127.0.0.1:1
+    subject: out
+    nkeySeed: SUAX
+    subjct: typo
+sources:
+  events:
+    type: nats
+    servers: nats://127.0.0.1:1
+    stream: EVENTS
+    durable: qb
+    username: relay
+    password: pw
+    tls:
+      caFle: /ca.pem
+";
+    let (p, err) = problems_of(&BASE.replace("routes:\n", &format!("{nats}routes:\n"))).await;
+    assert_eq!(p.len(), 2, "{err}");
+    assert!(
+        p[0].starts_with("- destinations.bus.subjct: unknown key; did you mean subject?"),
+        "{err}"
+    );
+    assert!(
+        p[1].starts_with("- sources.events.tls.caFle: unknown key; did you mean caFile?"),
+        "{err}"
+    );
+}

@@ -36,7 +36,7 @@ use queuebox_config::brokers::NatsLogin;
 /// not reachable yet is retried in the background, as before.
 pub async fn connect(
     servers: &str,
-    login: NatsLogin<'_>,
+    login: &NatsLogin,
     name: &str,
 ) -> Result<async_nats::Client, BrokerError> {
     let at = || format!("NATS `{name}` at {}", redact_error(servers, &[]));
@@ -54,7 +54,7 @@ pub async fn connect(
         let mut opts = async_nats::ConnectOptions::new()
             .name(format!("queuebox-{name}"))
             .connection_timeout(Duration::from_secs(5));
-        if let Some(path) = login.creds_file {
+        if let Some(path) = &login.creds_file {
             opts = opts
                 .credentials_file(path)
                 .await
@@ -62,14 +62,14 @@ pub async fn connect(
                     connection: at(),
                     reason: format!("cannot read the credentials file {path}: {e}"),
                 })?;
-        } else if let Some(seed) = login.nkey_seed {
+        } else if let Some(seed) = &login.nkey_seed {
             opts = opts.nkey(seed.expose().to_string());
-        } else if let Some(t) = login.token {
+        } else if let Some(t) = &login.token {
             opts = opts.token(t.expose().to_string());
-        } else if let (Some(u), Some(p)) = (login.username, login.password) {
+        } else if let (Some(u), Some(p)) = (&login.username, &login.password) {
             opts = opts.user_and_password(u.to_string(), p.expose().to_string());
         }
-        if let Some(tls) = login.tls {
+        if let Some(tls) = &login.tls {
             queuebox_core::tls::install_provider();
             opts = opts.require_tls(true);
             if let Some(ca) = &tls.ca_file {
@@ -241,7 +241,7 @@ impl NatsSource {
 
     async fn run_once(&self, stop: &CancellationToken, backoff: &mut Backoff) -> RunEnd {
         let c = &self.config;
-        let client = match connect(&c.servers, c.login(), &self.name).await {
+        let client = match connect(&c.servers, &c.login, &self.name).await {
             Ok(cl) => cl,
             Err(e) => return RunEnd::Broken(e.to_string()),
         };
@@ -358,7 +358,7 @@ impl NatsPublisher {
     async fn client(&self) -> Result<&async_nats::Client, BrokerError> {
         let c = &self.config;
         self.client
-            .get_or_try_init(|| connect(&c.servers, c.login(), &self.name))
+            .get_or_try_init(|| connect(&c.servers, &c.login, &self.name))
             .await
     }
 

@@ -61,12 +61,7 @@ fn source_config(stream: &str) -> NatsSourceConfig {
         ack_wait_ms: 1000,
         batch_size: 10,
         jet_stream: true,
-        username: None,
-        password: None,
-        token: None,
-        nkey_seed: None,
-        creds_file: None,
-        tls: None,
+        login: Default::default(),
         event_type_from_header: false,
         attribute_headers: Default::default(),
     }
@@ -315,12 +310,7 @@ fn dest_config(subject: &str, jet_stream: bool) -> NatsDestinationConfig {
         subject_from: None,
         jet_stream,
         timeout_ms: 5000,
-        username: None,
-        password: None,
-        token: None,
-        nkey_seed: None,
-        creds_file: None,
-        tls: None,
+        login: Default::default(),
         headers: [("x-static".to_string(), "s".to_string())]
             .into_iter()
             .collect(),

@@ -266,12 +266,7 @@ async fn nats_restart_mid_run_reconnects_and_loses_nothing() {
         ack_wait_ms: 2000,
         batch_size: 10,
         jet_stream: true,
-        username: None,
-        password: None,
-        token: None,
-        nkey_seed: None,
-        creds_file: None,
-        tls: None,
+        login: Default::default(),
         event_type_from_header: false,
         attribute_headers: Default::default(),
     };

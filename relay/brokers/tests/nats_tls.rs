@@ -133,19 +133,19 @@ fn tls(certs: &Path, ca: &str, client: bool) -> BrokerTls {
     }
 }
 
-fn login<'a>(
-    tls: &'a BrokerTls,
-    user: Option<&'a str>,
-    password: Option<&'a Secret>,
-    nkey: Option<&'a Secret>,
-) -> NatsLogin<'a> {
+fn login(
+    tls: &BrokerTls,
+    user: Option<&str>,
+    password: Option<&Secret>,
+    nkey: Option<&Secret>,
+) -> NatsLogin {
     NatsLogin {
-        username: user,
-        password,
+        username: user.map(str::to_string),
+        password: password.cloned(),
         token: None,
-        nkey_seed: nkey,
+        nkey_seed: nkey.cloned(),
         creds_file: None,
-        tls: Some(tls),
+        tls: Some(tls.clone()),
     }
 }
 
@@ -182,12 +182,12 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
 
     let by_password = connect(
         &url,
-        login(&right, Some("relay"), Some(&password), None),
+        &login(&right, Some("relay"), Some(&password), None),
         "orders",
     )
     .await
     .expect("password user over TLS");
-    let by_nkey = connect(&url, login(&right, None, None, Some(&seed)), "events")
+    let by_nkey = connect(&url, &login(&right, None, None, Some(&seed)), "events")
         .await
         .expect("nkey user over TLS");
     round_trip(&by_password, &by_nkey).await;
@@ -200,7 +200,7 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
     let wrong_ca = tls(&server.certs, "other-ca.crt", true);
     let e = connect(
         &url,
-        login(&wrong_ca, Some("relay"), Some(&password), None),
+        &login(&wrong_ca, Some("relay"), Some(&password), None),
         "orders",
     )
     .await
@@ -218,7 +218,7 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
     let no_client_cert = tls(&server.certs, "ca.crt", false);
     let e = connect(
         &url,
-        login(&no_client_cert, Some("relay"), Some(&password), None),
+        &login(&no_client_cert, Some("relay"), Some(&password), None),
         "orders",
     )
     .await
@@ -229,7 +229,7 @@ async fn nats_with_tls_client_certificates_connects_with_password_or_nkey_and_re
     let wrong = Secret::new("guess");
     let e = connect(
         &url,
-        login(&right, Some("relay"), Some(&wrong), None),
+        &login(&right, Some("relay"), Some(&wrong), None),
         "orders",
     )
     .await
@@ -256,7 +256,7 @@ async fn nats_refuses_a_server_whose_certificate_does_not_name_the_host_connecte
     let password = Secret::new("relay-secret");
     let e = connect(
         &url,
-        login(&right, Some("relay"), Some(&password), None),
+        &login(&right, Some("relay"), Some(&password), None),
         "orders",
     )
     .await

@@ -56,12 +56,18 @@ pub const KINDS: &[BrokerKeysKind] = &[
     },
     BrokerKeysKind {
         type_name: "nats",
-        source: |v, p, e| Some(SourceKind::Nats(typed(v, p, e)?)),
-        destination: |v, p, e| Some(DestinationKind::Nats(typed(v, p, e)?)),
+        source: |v, p, e| {
+            nats_entry(v, p, e, |s: &mut NatsSourceConfig, l| s.login = l).map(SourceKind::Nats)
+        },
+        destination: |v, p, e| {
+            nats_entry(v, p, e, |d: &mut NatsDestinationConfig, l| d.login = l)
+                .map(DestinationKind::Nats)
+        },
         keys: || {
             vec![
                 fields_of::<NatsSourceConfig>(),
                 fields_of::<NatsDestinationConfig>(),
+                fields_of::<NatsLogin>(),
             ]
         },
     },
@@ -135,15 +141,28 @@ pub struct BrokerTls {
     pub key_file: Option<String>,
 }
 
-/// How a NATS source or destination logs in and encrypts, shared by both.
-#[derive(Debug, Clone, Copy)]
-pub struct NatsLogin<'a> {
-    pub username: Option<&'a str>,
-    pub password: Option<&'a Secret>,
-    pub token: Option<&'a Secret>,
-    pub nkey_seed: Option<&'a Secret>,
-    pub creds_file: Option<&'a str>,
-    pub tls: Option<&'a BrokerTls>,
+/// How a NATS source or destination logs in and encrypts (`username`/`password`, `token`,
+/// `nkeySeed`, `credsFile`, `tls`), shared by both. Its keys sit beside the other keys of
+/// the source or destination; parse.rs takes them out and types them here (see the `nats`
+/// entry of [`KINDS`]) rather than `#[serde(flatten)]`, which would hide the keys from the
+/// strict unknown-key check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct NatsLogin {
+    #[serde(default)]
+    pub username: Option<String>,
+    #[serde(default)]
+    pub password: Option<Secret>,
+    #[serde(default)]
+    pub token: Option<Secret>,
+    /// An NKey seed (`SU…`, best as `file:/path`): the server checks a signature of its nonce.
+    #[serde(default)]
+    pub nkey_seed: Option<Secret>,
+    /// A `.creds` file (a user JWT and its NKey seed, as `nsc` writes it).
+    #[serde(default)]
+    pub creds_file: Option<String>,
+    #[serde(default)]
+    pub tls: Option<BrokerTls>,
 }
 
 /// Header names a broker source reads the attributes from.
@@ -200,20 +219,10 @@ pub struct NatsSourceConfig {
     /// `false` is refused: core NATS cannot acknowledge, so an inbox on it loses messages.
     #[serde(default = "yes")]
     pub jet_stream: bool,
-    #[serde(default)]
-    pub username: Option<String>,
-    #[serde(default)]
-    pub password: Option<Secret>,
-    #[serde(default)]
-    pub token: Option<Secret>,
-    /// An NKey seed (`SU…`, best as `file:/path`): the server checks a signature of its nonce.
-    #[serde(default)]
-    pub nkey_seed: Option<Secret>,
-    /// A `.creds` file (a user JWT and its NKey seed, as `nsc` writes it).
-    #[serde(default)]
-    pub creds_file: Option<String>,
-    #[serde(default)]
-    pub tls: Option<BrokerTls>,
+    /// Typed by parse.rs from this entry's login keys; `flatten` here only writes them back
+    /// beside the others in `check-config`'s output (deserialising skips the field).
+    #[serde(flatten, skip_deserializing)]
+    pub login: NatsLogin,
     #[serde(default)]
     pub event_type_from_header: bool,
     #[serde(default)]
@@ -311,20 +320,10 @@ pub struct NatsDestinationConfig {
     pub jet_stream: bool,
     #[serde(default = "thirty_seconds")]
     pub timeout_ms: u64,
-    #[serde(default)]
-    pub username: Option<String>,
-    #[serde(default)]
-    pub password: Option<Secret>,
-    #[serde(default)]
-    pub token: Option<Secret>,
-    /// An NKey seed (`SU…`, best as `file:/path`): the server checks a signature of its nonce.
-    #[serde(default)]
-    pub nkey_seed: Option<Secret>,
-    /// A `.creds` file (a user JWT and its NKey seed, as `nsc` writes it).
-    #[serde(default)]
-    pub creds_file: Option<String>,
-    #[serde(default)]
-    pub tls: Option<BrokerTls>,
+    /// Typed by parse.rs from this entry's login keys; `flatten` here only writes them back
+    /// beside the others in `check-config`'s output (deserialising skips the field).
+    #[serde(flatten, skip_deserializing)]
+    pub login: NatsLogin,
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
 }
@@ -443,7 +442,7 @@ impl BrokerSourceKeys for NatsSourceConfig {
         self.event_type_from_header
     }
     fn secrets(&self) -> Vec<&Secret> {
-        self.login().secrets()
+        self.login.secrets()
     }
     fn validate(&self, path: &str, errs: &mut ConfigErrors) {
         if !self.jet_stream {
@@ -455,7 +454,7 @@ impl BrokerSourceKeys for NatsSourceConfig {
             positive(errs, &format!("{path}.ackWaitMs"), self.ack_wait_ms);
             positive(errs, &format!("{path}.batchSize"), self.batch_size as u64);
         }
-        nats_login(self.login(), path, errs);
+        nats_login(&self.login, path, errs);
     }
 }
 
@@ -464,39 +463,37 @@ impl BrokerDestinationKeys for NatsDestinationConfig {
         self.timeout_ms
     }
     fn secrets(&self) -> Vec<&Secret> {
-        self.login().secrets()
+        self.login.secrets()
     }
     fn validate(&self, path: &str, errs: &mut ConfigErrors) {
         positive(errs, &format!("{path}.timeoutMs"), self.timeout_ms);
-        nats_login(self.login(), path, errs);
+        nats_login(&self.login, path, errs);
     }
 }
 
-impl<'a> NatsLogin<'a> {
-    /// The password and token, to mask in log lines.
-    fn secrets(self) -> Vec<&'a Secret> {
-        [self.password, self.token].into_iter().flatten().collect()
+impl NatsLogin {
+    /// The password, token and NKey seed, to mask in log lines.
+    pub fn secrets(&self) -> Vec<&Secret> {
+        [&self.password, &self.token, &self.nkey_seed]
+            .into_iter()
+            .flatten()
+            .collect()
     }
 }
 
-macro_rules! nats_login {
-    ($t:ty) => {
-        impl $t {
-            pub fn login(&self) -> NatsLogin<'_> {
-                NatsLogin {
-                    username: self.username.as_deref(),
-                    password: self.password.as_ref(),
-                    token: self.token.as_ref(),
-                    nkey_seed: self.nkey_seed.as_ref(),
-                    creds_file: self.creds_file.as_deref(),
-                    tls: self.tls.as_ref(),
-                }
-            }
-        }
-    };
+/// A NATS entry: its login keys typed into [`NatsLogin`], the others into `T` (both under
+/// `path`, so an unknown key of either part is named in full).
+fn nats_entry<T: serde::de::DeserializeOwned>(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+    set: fn(&mut T, NatsLogin),
+) -> Option<T> {
+    let (login, rest) = crate::parse::take_keys::<NatsLogin>(v, path, errs);
+    let mut entry: T = typed(&rest, path, errs)?;
+    set(&mut entry, login?);
+    Some(entry)
 }
-nats_login!(NatsSourceConfig);
-nats_login!(NatsDestinationConfig);
 
 #[cfg(test)]
 mod tests {
@@ -593,6 +590,87 @@ sources:
         };
         assert!(!j.jet_stream, "core NATS is allowed for destinations");
         assert!(c.secrets().contains(&"kafka-secret".to_string()));
+    }
+
+    #[test]
+    fn nats_login_keys_are_typed_into_the_shared_block_and_its_secrets_are_masked() {
+        let ca = concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml").to_string();
+        let yaml = YAML
+            .replace(
+                "    durable: qb\n",
+                "    durable: qb\n    nkeySeed: SUAseed-source\n    tls:\n      caFile: CA\n",
+            )
+            .replace(
+                "    jetStream: false\n",
+                "    jetStream: false\n    username: relay\n    password: nats-pass\n",
+            )
+            // A readable file stands for the CA (validation reads it).
+            .replace("caFile: CA", &format!("caFile: {ca}"));
+        let c = from_yaml_with_env(&yaml, &[]).unwrap();
+        let SourceKind::Nats(n) = &c.sources["events"].kind else {
+            panic!("nats")
+        };
+        assert_eq!(
+            n.login.nkey_seed.as_ref().unwrap().expose(),
+            "SUAseed-source"
+        );
+        assert_eq!(
+            n.login.tls.as_ref().unwrap().ca_file.as_deref(),
+            Some(ca.as_str())
+        );
+        let DestinationKind::Nats(j) = &c.destinations["js"].kind else {
+            panic!("nats")
+        };
+        assert_eq!(j.login.username.as_deref(), Some("relay"));
+        let secrets = c.secrets();
+        for s in ["SUAseed-source", "nats-pass"] {
+            assert!(
+                secrets.contains(&s.to_string()),
+                "{s} not masked: {secrets:?}"
+            );
+        }
+        // check-config shows the login keys beside the others, secrets as ***.
+        let shown = c.to_redacted_yaml();
+        assert!(
+            shown.contains("nkeySeed: '***'") && shown.contains(&format!("caFile: {ca}")),
+            "{shown}"
+        );
+        assert!(
+            shown.contains("username: relay") && !shown.contains("nats-pass"),
+            "{shown}"
+        );
+        assert!(!shown.contains("login"), "{shown}");
+    }
+
+    #[test]
+    fn unknown_and_mistyped_nats_keys_name_their_full_path_once() {
+        let bad = YAML
+            .replace(
+                "    durable: qb\n",
+                "    durable: qb\n    nkeySed: x\n    tls:\n      caFle: /ca.pem\n",
+            )
+            .replace(
+                "    jetStream: false\n",
+                "    jetStream: false\n    usernme: relay\n    token: [a]\n",
+            );
+        let e = from_yaml_with_env(&bad, &[]).unwrap_err();
+        let paths: Vec<&str> = e.problems.iter().map(|p| p.path.as_str()).collect();
+        assert_eq!(
+            paths,
+            [
+                "destinations.js.token",
+                "destinations.js.usernme",
+                "sources.events.tls.caFle",
+                "sources.events.nkeySed",
+            ],
+            "{e}"
+        );
+        // The login keys are not the entry struct's own fields, yet a near miss is hinted.
+        assert!(
+            e.to_string()
+                .contains("nkeySed: unknown key; did you mean nkeySeed?"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -103,6 +103,31 @@ fn admin(v: Option<&Value>, errs: &mut ConfigErrors) -> Option<AdminConfig> {
     })
 }
 
+/// Takes the keys struct `T` declares out of the mapping `v` and types them into `T`; the
+/// rest is returned for the entry's own struct. Both parts are typed under the same `path`,
+/// so each reports the unknown keys of its own part by their full path (the common keys of
+/// a source, the login keys of a NATS entry).
+pub(crate) fn take_keys<T: DeserializeOwned>(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+) -> (Option<T>, Value) {
+    let fields = crate::strict::fields_of::<T>();
+    let mut taken = Mapping::new();
+    let mut rest = Mapping::new();
+    for (key, val) in v.as_mapping().cloned().unwrap_or_default() {
+        if key.as_str().is_some_and(|s| fields.contains(&s)) {
+            taken.insert(key, val);
+        } else {
+            rest.insert(key, val);
+        }
+    }
+    (
+        typed(&Value::Mapping(taken), path, errs),
+        Value::Mapping(rest),
+    )
+}
+
 /// The mapping without `type` and `auth` (handled by the dispatch), and the `type` value.
 fn split_kind(
     v: &Value,
@@ -195,23 +220,7 @@ fn source_types() -> Vec<&'static str> {
 fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig> {
     let path = format!("sources.{name}");
     let (rest, kind, auth_v) = split_kind(v, &path, errs)?;
-    let common_fields = crate::strict::fields_of::<SourceCommon>();
-    // Common keys go to SourceCommon, the others to the kind's struct, so each struct
-    // reports the unknown keys of its own part.
-    let (common_map, kind_map): (Mapping, Mapping) = {
-        let mut c = Mapping::new();
-        let mut k = Mapping::new();
-        for (key, val) in rest {
-            if key.as_str().is_some_and(|s| common_fields.contains(&s)) {
-                c.insert(key, val);
-            } else {
-                k.insert(key, val);
-            }
-        }
-        (c, k)
-    };
-    let common: Option<SourceCommon> = typed(&Value::Mapping(common_map), &path, errs);
-    let kind_v = Value::Mapping(kind_map);
+    let (common, kind_v) = take_keys::<SourceCommon>(&Value::Mapping(rest), &path, errs);
     let kind = match kind.as_deref().unwrap_or("http") {
         "http" => {
             let mut h: HttpSource = typed(&kind_v, &path, errs)?;

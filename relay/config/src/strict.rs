@@ -99,10 +99,13 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigEr
     for u in unknown {
         let full = join(path, &render_ignored(&u));
         let last = full.rsplit('.').next().unwrap_or(&full).to_string();
+        // A top-level key is first compared with `T`'s own fields; the keys another struct
+        // takes out of the same mapping (a source's common keys, NATS login keys) are found
+        // among all known keys.
         let hint = if u.contains('.') {
             suggest(&last, all_known_keys())
         } else {
-            suggest(&last, own.iter().copied())
+            suggest(&last, own.iter().copied()).or_else(|| suggest(&last, all_known_keys()))
         };
         errs.push(full, unknown_message(hint));
     }
@@ -145,10 +148,15 @@ fn unknown_message(hint: Option<String>) -> String {
     }
 }
 
-/// serde_ignored renders sequence indices as `?.0`-like segments; show them as `[0]`.
+/// serde_ignored renders sequence indices as `?.0`-like segments; show them as `[0]`. A
+/// `?` segment is serde_ignored's mark for the inside of an `Option` (`tls.?.caFle`), not
+/// a key a user could type, so it is dropped.
 fn render_ignored(p: &str) -> String {
     let mut out = String::new();
     for seg in p.split('.') {
+        if seg == "?" {
+            continue;
+        }
         if !seg.is_empty() && seg.chars().all(|c| c.is_ascii_digit()) {
             out.push_str(&format!("[{seg}]"));
         } else {

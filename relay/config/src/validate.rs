@@ -153,7 +153,7 @@ pub(crate) fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
 }
 
 /// One way to log in to NATS, and readable certificate files.
-pub(crate) fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mut ConfigErrors) {
+pub(crate) fn nats_login(l: &crate::brokers::NatsLogin, path: &str, errs: &mut ConfigErrors) {
     let ways = [
         l.token.is_some(),
         l.username.is_some() || l.password.is_some(),
@@ -169,10 +169,10 @@ pub(crate) fn nats_login(l: crate::brokers::NatsLogin<'_>, path: &str, errs: &mu
     if l.username.is_some() != l.password.is_some() {
         errs.push(path, "username and password go together");
     }
-    if let Some(f) = l.creds_file {
+    if let Some(f) = &l.creds_file {
         readable(errs, &format!("{path}.credsFile"), f);
     }
-    if let Some(t) = l.tls {
+    if let Some(t) = &l.tls {
         broker_tls(t, &format!("{path}.tls"), errs);
     }
 }
