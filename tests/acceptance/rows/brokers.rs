@@ -48,6 +48,32 @@ async fn declare_queue(ch: &Channel, q: &str) {
     .unwrap();
 }
 
+/// Declares `exchange` as a durable topic exchange (accepted only if an existing one is the
+/// same) and a new queue bound to it with `pattern`; returns the queue.
+async fn bound_queue(ch: &Channel, exchange: &str, pattern: &str) -> Result<String, lapin::Error> {
+    ch.exchange_declare(
+        exchange.into(),
+        ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    let q = unique("acc_q");
+    declare_queue(ch, &q).await;
+    ch.queue_bind(
+        q.as_str().into(),
+        exchange.into(),
+        pattern.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    Ok(q)
+}
+
 async fn queue_depth(ch: &Channel, q: &str) -> u32 {
     ch.queue_declare(
         q.into(),
@@ -130,28 +156,9 @@ pub async fn rabbitmq_destination_publishes_persistent_messages_by_topic() -> Ou
     assert_ne!(outbox_row(&store, lost).await.0, "sent");
     // The exchange the relay declared is a durable topic exchange: declaring it so again is
     // accepted (RabbitMQ refuses a declaration that differs).
-    ch.exchange_declare(
-        exchange.as_str().into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .expect("the relay's exchange is a durable topic exchange");
-    let q = unique("acc_r23_q");
-    declare_queue(&ch, &q).await;
-    ch.queue_bind(
-        q.as_str().into(),
-        exchange.as_str().into(),
-        "order.#".into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    let q = bound_queue(&ch, &exchange, "order.#")
+        .await
+        .expect("the relay's exchange is a durable topic exchange");
     let id = insert(&store, "order.created", Some("k-1")).await;
     let m = get(&ch, &q).await;
     assert_eq!(m.delivery.routing_key.as_str(), "order.created");
@@ -182,28 +189,7 @@ pub async fn address_templates_render_from_the_row() -> Outcome {
     // Exchanges and queues first, so the first publish is routable.
     let mut queues = Vec::new();
     for ex in [format!("public.orders.{tag}"), format!("ex_{tag}")] {
-        ch.exchange_declare(
-            ex.as_str().into(),
-            ExchangeKind::Topic,
-            ExchangeDeclareOptions {
-                durable: true,
-                ..Default::default()
-            },
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
-        let q = unique("acc_r25_q");
-        declare_queue(&ch, &q).await;
-        ch.queue_bind(
-            q.as_str().into(),
-            ex.as_str().into(),
-            "#".into(),
-            QueueBindOptions::default(),
-            FieldTable::default(),
-        )
-        .await
-        .unwrap();
+        let q = bound_queue(&ch, &ex, "#").await.unwrap();
         queues.push(q);
     }
     let a: uuid::Uuid = sqlx::query_scalar(
@@ -502,20 +488,11 @@ pub async fn nats_source_acknowledges_after_the_commit_and_redelivers_on_failure
     };
     eventually("both acknowledged", 20, acked).await;
     // The store fails: no row, no ack; once it works again the redelivered message is stored.
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'inbox refuses'; END $$;
-         CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW EXECUTE FUNCTION refuse();",
-    )
-    .execute(store.pool())
-    .await
-    .unwrap();
+    refuse_inserts(&store, "inbox").await;
     publish(r#"{"id":"n-2"}"#).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     assert!(!acked().await, "not acknowledged while the store fails");
-    sqlx::raw_sql("DROP TRIGGER refuse ON inbox")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    allow_inserts(&store, "inbox").await;
     eventually("redelivered and stored", 30, || async {
         scalar_i64(
             &store,
@@ -692,13 +669,7 @@ pub async fn kafka_source_commits_offsets_after_the_store() -> Outcome {
     assert_eq!(state, "dead");
     assert!(payload.get("raw").is_some(), "{payload}");
     // A failing store: the record is read again once the store works.
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'inbox refuses'; END $$;
-         CREATE TRIGGER refuse BEFORE INSERT ON inbox FOR EACH ROW EXECUTE FUNCTION refuse();",
-    )
-    .execute(store.pool())
-    .await
-    .unwrap();
+    refuse_inserts(&store, "inbox").await;
     kafka::produce(&p, &topic, br#"{"id":"k-3"}"#, &[]).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
     let (b, t, g) = (brokers.clone(), topic.clone(), group.clone());
@@ -706,10 +677,7 @@ pub async fn kafka_source_commits_offsets_after_the_store() -> Outcome {
         .await
         .unwrap();
     assert_eq!(offset, 2, "nothing committed past the failing record");
-    sqlx::raw_sql("DROP TRIGGER refuse ON inbox")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    allow_inserts(&store, "inbox").await;
     eventually("read again and stored", 40, || async {
         scalar_i64(
             &store,

@@ -339,7 +339,7 @@ pub async fn stored_headers_keep_custom_ones_and_drop_credentials() -> Outcome {
 }
 
 /// Row 38: the delivery header is the key: one row per delivery, matched in any case; a
-/// blank header falls back to the body's digest; `Authorization` as key header is refused.
+/// blank header falls back to the path; `Authorization` as key header is refused.
 pub async fn the_idempotency_key_header_decides_duplicates() -> Outcome {
     let (relay, _rx, store) = start("acc_r38", SOURCES).await;
     let body = r#"{"action":"opened"}"#;

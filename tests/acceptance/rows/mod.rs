@@ -171,6 +171,27 @@ pub mod kit {
         lines.join("\n") + "\n"
     }
 
+    /// Makes every insert into `table` fail (a trigger that raises), the way a broken
+    /// database would, until [`allow_inserts`].
+    pub async fn refuse_inserts(store: &PgStore, table: &str) {
+        sqlx::raw_sql(&format!(
+            "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION '{table} refuses'; END $$;
+             CREATE TRIGGER refuse BEFORE INSERT ON {table} FOR EACH ROW EXECUTE FUNCTION refuse();"
+        ))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+
+    pub async fn allow_inserts(store: &PgStore, table: &str) {
+        sqlx::raw_sql(&format!(
+            "DROP TRIGGER refuse ON {table}; DROP FUNCTION refuse();"
+        ))
+        .execute(store.pool())
+        .await
+        .unwrap();
+    }
+
     /// One catch-all route to the receiver's `/hooks` destination `rx`.
     pub const ROUTE_ALL: &str = "routes:\n  - topicPattern: '**'\n    destination: rx\n";
 

@@ -100,27 +100,38 @@ pub async fn a_push_webhook_is_relayed_to_the_outbox_with_the_relay_headers() ->
     Ok(())
 }
 
+/// The binary with its relays off receives `posts` (path, body), so the rows pile up
+/// pending; then two replicas with the relays on start on the same database.
+async fn pile_up_then_two_replicas(
+    url: &str,
+    rx: &Receiver,
+    posts: &[(&str, String)],
+) -> [Relay; 2] {
+    let receive_only = base_config(url, &rx.url())
+        .replacen("  relay:\n", "  relay:\n    enabled: false\n", 1)
+        .replacen("outbox:\n", "outbox:\n  enabled: false\n", 1);
+    let mut a = Relay::start(&format!("{receive_only}{STRIPE}")).await;
+    for (path, body) in posts {
+        assert_eq!(a.post(path, body, &[]).await.0, 202, "{body}");
+    }
+    a.kill();
+    let yaml = format!("{}{STRIPE}", base_config(url, &rx.url()));
+    [Relay::start(&yaml).await, Relay::start(&yaml).await]
+}
+
 /// Row 41: 100 pending push rows and two relays → exactly 100 outbox rows, 100 processed.
 pub async fn two_replicas_forward_each_push_row_once() -> Outcome {
     let (url, store) = empty_db("acc_r41").await;
     let rx = Receiver::start().await;
-    // The first instance only receives (its relays are off) so the rows pile up pending.
-    let receive_only = base_config(&url, &rx.url())
-        .replacen("  relay:\n", "  relay:\n    enabled: false\n", 1)
-        .replacen("outbox:\n", "outbox:\n  enabled: false\n", 1);
-    let mut a = Relay::start(&format!("{receive_only}{STRIPE}")).await;
-    for i in 0..100 {
-        let body = format!(r#"{{"id":"e{i}","customer":"c{}"}}"#, i % 7);
-        assert_eq!(a.post("/inbox/other", &body, &[]).await.0, 202);
-    }
-    assert_eq!(
-        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE state = 'pending'").await,
-        100
-    );
-    a.kill();
-    let yaml = format!("{}{STRIPE}", base_config(&url, &rx.url()));
-    let _b = Relay::start(&yaml).await;
-    let _c = Relay::start(&yaml).await;
+    let posts: Vec<(&str, String)> = (0..100)
+        .map(|i| {
+            (
+                "/inbox/other",
+                format!(r#"{{"id":"e{i}","customer":"c{}"}}"#, i % 7),
+            )
+        })
+        .collect();
+    let _replicas = pile_up_then_two_replicas(&url, &rx, &posts).await;
     eventually("100 processed", 40, || async {
         scalar_i64(
             &store,
@@ -285,13 +296,7 @@ pub async fn a_failed_forward_is_retried_after_the_lease() -> Outcome {
         2,
     );
     let relay = Relay::start(&format!("{yaml}{STRIPE}")).await;
-    sqlx::raw_sql(
-        "CREATE FUNCTION refuse() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'outbox refuses'; END $$;
-         CREATE TRIGGER refuse BEFORE INSERT ON outbox FOR EACH ROW EXECUTE FUNCTION refuse();",
-    )
-    .execute(store.pool())
-    .await
-    .unwrap();
+    refuse_inserts(&store, "outbox").await;
     assert_eq!(
         relay
             .post("/inbox/other", r#"{"id":"r1","customer":"c"}"#, &[])
@@ -311,10 +316,7 @@ pub async fn a_failed_forward_is_retried_after_the_lease() -> Outcome {
         state == "processing" || state == "pending",
         "not lost, not dead: {state}"
     );
-    sqlx::raw_sql("DROP TRIGGER refuse ON outbox")
-        .execute(store.pool())
-        .await
-        .unwrap();
+    allow_inserts(&store, "outbox").await;
     eventually("forwarded once inserts work", 20, || async {
         scalar_i64(
             &store,
@@ -333,27 +335,23 @@ pub async fn a_failed_forward_is_retried_after_the_lease() -> Outcome {
 pub async fn one_aggregate_is_forwarded_in_arrival_order_across_sources() -> Outcome {
     let (url, store) = empty_db("acc_r45").await;
     let rx = Receiver::start().await;
-    let receive_only =
-        base_config(&url, &rx.url()).replacen("  relay:\n", "  relay:\n    enabled: false\n", 1);
-    let mut a = Relay::start(&format!("{receive_only}{STRIPE}")).await;
-    for i in 0..8 {
-        let (path, body) = if i % 2 == 0 {
-            (
-                "/inbox/stripe",
-                format!(r#"{{"id":"s{i}","type":"t","customer":"agg","n":{i}}}"#),
-            )
-        } else {
-            (
-                "/inbox/other",
-                format!(r#"{{"id":"o{i}","customer":"agg","n":{i}}}"#),
-            )
-        };
-        assert_eq!(a.post(path, &body, &[]).await.0, 202);
-    }
-    a.kill();
-    let yaml = format!("{}{STRIPE}", base_config(&url, &rx.url()));
-    let _b = Relay::start(&yaml).await;
-    let _c = Relay::start(&yaml).await;
+    // Alternating sources, one aggregate.
+    let posts: Vec<(&str, String)> = (0..8)
+        .map(|i| {
+            if i % 2 == 0 {
+                (
+                    "/inbox/stripe",
+                    format!(r#"{{"id":"s{i}","type":"t","customer":"agg","n":{i}}}"#),
+                )
+            } else {
+                (
+                    "/inbox/other",
+                    format!(r#"{{"id":"o{i}","customer":"agg","n":{i}}}"#),
+                )
+            }
+        })
+        .collect();
+    let _replicas = pile_up_then_two_replicas(&url, &rx, &posts).await;
     eventually("8 delivered", 30, || async { rx.to("/hooks").len() == 8 }).await;
     let forwarded: Vec<i64> =
         sqlx::query_scalar("SELECT (payload->>'n')::bigint FROM outbox ORDER BY sequence")
