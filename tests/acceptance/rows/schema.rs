@@ -1,12 +1,13 @@
 //! Rows 1–3: the schema the binary creates and the `migrate` command.
 
 use super::kit::*;
-use super::Outcome;
+use super::{NotRun, Outcome};
 
 /// Row 1: the binary migrates an empty database at start-up, and a restart finds nothing to do.
 /// The reference's `queuebox_capture_state` belongs to its change-data-capture wake-up;
 /// QueueBox wakes its relays with LISTEN/NOTIFY instead (row 75), so the row checks the
-/// NOTIFY triggers in its place. The SQL Server half runs in part 11-sqlserver, not here.
+/// NOTIFY triggers in its place. The SQL Server half (`queuebox migrate` on
+/// `QUEUEBOX_TEST_MSSQL_URL`, applied once, nothing the second time) runs when that is set.
 pub async fn migrations_at_startup_create_the_schema_and_a_restart_is_clean() -> Outcome {
     let (url, store) = empty_db("acc_r1").await;
     let rx = Receiver::start().await;
@@ -58,6 +59,14 @@ pub async fn migrations_at_startup_create_the_schema_and_a_restart_is_clean() ->
     // A restart against the migrated database starts and serves.
     let again = Relay::start(&base_config(&url, &rx.url())).await;
     assert_eq!(again.get("/health/ready").await.0, 200);
+    // SQL Server: the same binary migrates it, and a second run finds nothing to apply.
+    if let Ok(mssql) = std::env::var("QUEUEBOX_TEST_MSSQL_URL") {
+        for (run, expect) in [(1, "applied"), (2, "(0 applied now")] {
+            let (code, out) = run_to_exit("{db}", "", &["migrate", "--database-url", &mssql]).await;
+            assert_eq!(code, 0, "SQL Server migrate run {run}: {out}");
+            assert!(out.contains(expect), "SQL Server migrate run {run}: {out}");
+        }
+    }
     Ok(())
 }
 
@@ -93,5 +102,12 @@ pub async fn migrate_applies_once_and_refuses_bad_arguments() -> Outcome {
     )
     .await;
     assert_eq!(tables, after, "the schema is unchanged");
+    // Refused as an unknown flag is not the refusal the row asks for (a baseline below the
+    // database's history): until `--baseline` exists the row has not been proved.
+    if code == 2 && out4.contains("--baseline") {
+        return Err(NotRun(
+            "the exit codes hold; `migrate --baseline` is not built (issue 16), so its refusal is untested".into(),
+        ));
+    }
     Ok(())
 }
