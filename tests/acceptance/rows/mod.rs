@@ -121,7 +121,7 @@ pub static ALL: &[Row] = &[
     test!(59, "Admin disabled by default", operations::admin_routes_do_not_exist_unless_enabled),
     not_run!(60, "Admin transform test", TRANSFORMS),
     test!(61, "Admin replay", operations::admin_replay_moves_sent_rows_back_to_pending),
-    not_run!(62, "Documented requeue SQL", "not built: the documented dead-letter requeue statement (issue 16)"),
+    test!(62, "Documented requeue SQL", operations::the_documented_requeue_sql_brings_a_dead_row_back),
     test!(63, "Retention", operations::retention_deletes_old_terminal_rows_only),
     test!(64, "Env-var configuration", operations::configuration_from_the_environment_alone_works),
     not_run!(65, "File replaces packaged config", "not built: there is no packaged (image) configuration yet (issue 15)"),
