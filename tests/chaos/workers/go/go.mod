@@ -1,7 +1,14 @@
 module queuebox-chaos-worker-go
 
-go 1.24
+go 1.25.0
 
 require github.com/alternayte/queuebox/clients/go v0.0.0
+
+require (
+	github.com/jackc/pgpassfile v1.0.0 // indirect
+	github.com/jackc/pgservicefile v0.0.0-20240606120523-5a60cdf6a761 // indirect
+	github.com/jackc/pgx/v5 v5.13.0 // indirect
+	golang.org/x/text v0.41.0 // indirect
+)
 
 replace github.com/alternayte/queuebox/clients/go => ../../../../clients/go
