@@ -9,6 +9,8 @@
 # certificates made by openssl in $QB_BROKERS_DIR/tls (see broker_tls_certs):
 #   RabbitMQ amqps, client certificate required              127.0.0.1 and 127.0.0.2:${QB_AMQPS_PORT:-55671}
 #   Kafka SSL, client certificate required                   127.0.0.1:${QB_KAFKA_SSL_PORT:-59094}
+#     and the same on 127.0.0.2, a host name the certificate does not name
+#                                                            127.0.0.2:${QB_KAFKA_SSL_OTHER_HOST_PORT:-59096}
 #   Kafka SASL_SSL: PLAIN, SCRAM-SHA-256 and -512, user relay / relay-secret
 #                                                            127.0.0.1:${QB_KAFKA_SASL_SSL_PORT:-59095}
 # Usage:
@@ -33,6 +35,7 @@ QB_KAFKA_CONTROLLER_PORT="${QB_KAFKA_CONTROLLER_PORT:-59093}"
 QB_AMQPS_PORT="${QB_AMQPS_PORT:-55671}"
 QB_KAFKA_SSL_PORT="${QB_KAFKA_SSL_PORT:-59094}"
 QB_KAFKA_SASL_SSL_PORT="${QB_KAFKA_SASL_SSL_PORT:-59095}"
+QB_KAFKA_SSL_OTHER_HOST_PORT="${QB_KAFKA_SSL_OTHER_HOST_PORT:-59096}"
 QB_KAFKA_VERSION="${QB_KAFKA_VERSION:-3.9.1}"
 QB_KAFKA_CACHE="${QB_KAFKA_CACHE:-$HOME/.cache/queuebox-kafka}/$QB_KAFKA_VERSION"
 
@@ -64,7 +67,7 @@ wait_for() {  # wait_for <seconds> <what> <command...>
   done
 }
 
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+port_open() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }  # port_open <port> [host]
 
 pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
@@ -239,27 +242,32 @@ kafka_start() {
   kafka_install
   mkdir -p "$KAFKA_DIR/data" "$KAFKA_DIR/logs"
   if pid_alive "$KAFKA_DIR/server.pid" && port_open "$QB_KAFKA_PORT"; then
-    if port_open "$QB_KAFKA_SSL_PORT"; then log "kafka already running on $QB_KAFKA_PORT"; return 0; fi
+    if port_open "$QB_KAFKA_SSL_PORT" && port_open "$QB_KAFKA_SSL_OTHER_HOST_PORT" 127.0.0.2; then
+      log "kafka already running on $QB_KAFKA_PORT"; return 0
+    fi
     log "kafka is running without its TLS listeners (an older configuration); restarting it"
     kafka_stop
   fi
   broker_tls_certs
   # Besides PLAINTEXT: SSL (client certificate required) and SASL_SSL (PLAIN users from the
-  # JAAS line, SCRAM users from the metadata log, added at format time), PEM keystores.
+  # JAAS line, SCRAM users from the metadata log, added at format time), PEM keystores; and
+  # SSL_OTHER_HOST, SSL on 127.0.0.2, an address the certificate does not name, so that the
+  # client's first (bootstrap) connection already fails the host-name check.
   cat >"$KAFKA_DIR/server.properties" <<PROPS
 process.roles=broker,controller
 node.id=1
 controller.quorum.voters=1@127.0.0.1:$QB_KAFKA_CONTROLLER_PORT
-listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,CONTROLLER://127.0.0.1:$QB_KAFKA_CONTROLLER_PORT,SSL://127.0.0.1:$QB_KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$QB_KAFKA_SASL_SSL_PORT
-advertised.listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,SSL://127.0.0.1:$QB_KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$QB_KAFKA_SASL_SSL_PORT
+listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,CONTROLLER://127.0.0.1:$QB_KAFKA_CONTROLLER_PORT,SSL://127.0.0.1:$QB_KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$QB_KAFKA_SASL_SSL_PORT,SSL_OTHER_HOST://127.0.0.2:$QB_KAFKA_SSL_OTHER_HOST_PORT
+advertised.listeners=PLAINTEXT://127.0.0.1:$QB_KAFKA_PORT,SSL://127.0.0.1:$QB_KAFKA_SSL_PORT,SASL_SSL://127.0.0.1:$QB_KAFKA_SASL_SSL_PORT,SSL_OTHER_HOST://127.0.0.2:$QB_KAFKA_SSL_OTHER_HOST_PORT
 controller.listener.names=CONTROLLER
 inter.broker.listener.name=PLAINTEXT
-listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL
+listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_SSL:SASL_SSL,SSL_OTHER_HOST:SSL
 ssl.keystore.type=PEM
 ssl.keystore.location=$TLS_DIR/server.pem
 ssl.truststore.type=PEM
 ssl.truststore.location=$TLS_DIR/ca.crt
 listener.name.ssl.ssl.client.auth=required
+listener.name.ssl_other_host.ssl.client.auth=required
 sasl.enabled.mechanisms=PLAIN,SCRAM-SHA-256,SCRAM-SHA-512
 listener.name.sasl_ssl.plain.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule required user_relay="relay-secret";
 listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required;
@@ -300,12 +308,13 @@ PROPS
     >"$KAFKA_DIR/server.out" 2>&1 </dev/null &
   echo $! >"$KAFKA_DIR/server.pid"
   if ! wait_for 120 kafka kafka_ready; then tail -40 "$KAFKA_DIR/server.out" >&2; return 1; fi
+  wait_for 30 "kafka SSL port $QB_KAFKA_SSL_OTHER_HOST_PORT on 127.0.0.2" port_open "$QB_KAFKA_SSL_OTHER_HOST_PORT" 127.0.0.2
   if [ ! -e "$KAFKA_DIR/scram-users" ]; then  # storage formatted before SCRAM users were added
     kafka_java kafka.admin.ConfigCommand --bootstrap-server "127.0.0.1:$QB_KAFKA_PORT" --alter --entity-type users \
       --entity-name relay --add-config 'SCRAM-SHA-256=[password=relay-secret],SCRAM-SHA-512=[password=relay-secret]' >&2
     touch "$KAFKA_DIR/scram-users"
   fi
-  log "kafka (KRaft) ready on 127.0.0.1:$QB_KAFKA_PORT (SSL $QB_KAFKA_SSL_PORT, SASL_SSL $QB_KAFKA_SASL_SSL_PORT)"
+  log "kafka (KRaft) ready on 127.0.0.1:$QB_KAFKA_PORT (SSL $QB_KAFKA_SSL_PORT, SASL_SSL $QB_KAFKA_SASL_SSL_PORT, SSL on 127.0.0.2:$QB_KAFKA_SSL_OTHER_HOST_PORT)"
 }
 
 kafka_stop() { [ -d "$KAFKA_DIR" ] && stop_pidfile "$KAFKA_DIR/server.pid" kafka; return 0; }
@@ -318,6 +327,7 @@ export QUEUEBOX_TEST_KAFKA_BROKERS=127.0.0.1:$QB_KAFKA_PORT
 export QUEUEBOX_TEST_AMQPS_URL=amqps://guest:guest@127.0.0.1:$QB_AMQPS_PORT/%2f
 export QUEUEBOX_TEST_KAFKA_SSL_BROKERS=127.0.0.1:$QB_KAFKA_SSL_PORT
 export QUEUEBOX_TEST_KAFKA_SASL_SSL_BROKERS=127.0.0.1:$QB_KAFKA_SASL_SSL_PORT
+export QUEUEBOX_TEST_KAFKA_SSL_OTHER_HOST_BROKERS=127.0.0.2:$QB_KAFKA_SSL_OTHER_HOST_PORT
 export QUEUEBOX_TEST_BROKER_TLS_DIR=$TLS_DIR
 ENV
 }

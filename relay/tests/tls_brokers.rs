@@ -294,10 +294,11 @@ sources:
     // Each names the connection (`RabbitMQ `<name>` at amqps://…`) and gives the cause, as
     // rustls and the broker's TLS alert say it. Under TLS 1.3 the broker judges the client
     // certificate after the client's side of the handshake is done, so a refused one reaches
-    // the client as the broker's alert or, when the reset wins the race, as a reset.
+    // the client as the broker's alert or, when the reset wins the race, as a reset; either
+    // way the relay says that the server wants a (different) client certificate.
     let refused_client = vec![
-        "received fatal alert: CertificateRequired",
-        "Connection reset by peer",
+        "TLS failed: the server requires a client certificate (IO error: received fatal alert: CertificateRequired); set tls.certFile and tls.keyFile",
+        "TLS failed: the server closed the TLS connection (IO error: Connection reset by peer (os error 104)); a client certificate may be required: set tls.certFile and tls.keyFile",
     ];
     let expected: Vec<(String, Vec<String>, Vec<&str>)> = [
         ("wrong_ca", vec!["invalid peer certificate: UnknownIssuer"]),
@@ -309,8 +310,8 @@ sources:
         (
             "foreign_cert",
             vec![
-                "received fatal alert: UnknownCA",
-                "Connection reset by peer",
+                "TLS failed: the server ended the TLS handshake with an alert (IO error: received fatal alert: UnknownCA); it may have refused the client certificate in tls.certFile",
+                "TLS failed: the server closed the TLS connection (IO error: Connection reset by peer (os error 104)); it may have refused the client certificate in tls.certFile",
             ],
         ),
         (
@@ -540,6 +541,53 @@ async fn kafka_refuses_a_wrong_ca_a_missing_client_certificate_and_wrong_passwor
         started.elapsed()
     );
     // Nothing got through: no outbox row sent, no inbox row.
+    let counts: (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT count(*) FROM outbox WHERE state = 'sent'), (SELECT count(*) FROM inbox)",
+    )
+    .fetch_one(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(counts, (0, 0));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
+async fn kafka_refuses_a_broker_whose_certificate_does_not_name_the_address_the_relay_connects_to()
+{
+    let tls = TlsBrokers::from_env("kafka SSL host-name refusal");
+    // Kafka's SSL listener on 127.0.0.2, with the same certificate (it names localhost and
+    // 127.0.0.1 only) and the same CA: only the host name is wrong. The broker advertises
+    // 127.0.0.2 too, but that never matters: the first (bootstrap) connection must already
+    // fail the check, before any metadata could point the client elsewhere.
+    let other_host = std::env::var("QUEUEBOX_TEST_KAFKA_SSL_OTHER_HOST_BROKERS").unwrap_or_else(|_| {
+        panic!("NOT RUN kafka SSL host-name refusal: QUEUEBOX_TEST_KAFKA_SSL_OTHER_HOST_BROKERS is not set (scripts/brokers.sh env)")
+    });
+    assert!(
+        other_host.starts_with("127.0.0.2:"),
+        "the certificate names 127.0.0.1, not {other_host}"
+    );
+    let (db_url, store) = fresh_db("tls_kafka_host").await;
+    let ways = vec![KafkaWay {
+        way: "wrong_host",
+        brokers: other_host.clone(),
+        settings: tls.kafka_settings("SSL", None, "", tls.tls("ca.crt", Some("client"))),
+    }];
+    let started = Instant::now();
+    let relay = Relay::start(&kafka_config(&db_url, "http://127.0.0.1:9", &ways)).await;
+    insert_outbox(&store, "tls.wrong_host", &json!({"id": "wrong_host"})).await;
+    let causes = vec!["IP address mismatch", "certificate verify failed"];
+    let expected: Vec<(String, Vec<String>, Vec<&str>)> =
+        ["kafka.k_wrong_host", "kafka.from_wrong_host"]
+            .into_iter()
+            .map(|c| (c.to_string(), vec![], causes.clone()))
+            .collect();
+    let down = refused_with(&relay, &expected).await;
+    println!(
+        "kafka host-name refusal reported in {:?}: {down:#?}",
+        started.elapsed()
+    );
+    let (status, body) = relay.get("/health/ready").await;
+    assert_eq!(status, 503, "{body}");
     let counts: (i64, i64) = sqlx::query_as(
         "SELECT (SELECT count(*) FROM outbox WHERE state = 'sent'), (SELECT count(*) FROM inbox)",
     )

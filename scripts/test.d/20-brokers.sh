@@ -13,7 +13,8 @@ trap 'bash scripts/brokers.sh stop' EXIT
 bash scripts/brokers.sh start
 eval "$(bash scripts/brokers.sh env)"
 export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS \
-  QUEUEBOX_TEST_AMQPS_URL QUEUEBOX_TEST_KAFKA_SSL_BROKERS QUEUEBOX_TEST_KAFKA_SASL_SSL_BROKERS QUEUEBOX_TEST_BROKER_TLS_DIR
+  QUEUEBOX_TEST_AMQPS_URL QUEUEBOX_TEST_KAFKA_SSL_BROKERS QUEUEBOX_TEST_KAFKA_SASL_SSL_BROKERS \
+  QUEUEBOX_TEST_KAFKA_SSL_OTHER_HOST_BROKERS QUEUEBOX_TEST_BROKER_TLS_DIR
 cargo build -p queuebox --bins --quiet
 # The broker tests are #[ignore]d so that other parts report them as not run; run them here.
 cargo test -p queuebox-brokers --quiet --no-fail-fast --test 'brokers_*' -- --ignored --test-threads=4

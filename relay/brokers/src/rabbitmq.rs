@@ -321,7 +321,63 @@ async fn connect(
         connection: at(),
         reason: "no connection within 10 s".into(),
     })?
-    .map_err(|e| classify_connect(at(), redact_error(&e.to_string(), &[])))
+    .map_err(|e| {
+        let reason = redact_error(&e.to_string(), &[]);
+        match closed_in_tls(url, tls, &reason) {
+            Some(reason) => BrokerError::Tls {
+                connection: at(),
+                reason,
+            },
+            None => classify_connect(at(), reason),
+        }
+    })
+}
+
+/// An `amqps://` connection the server ended during or right after the TLS handshake, with
+/// the likely cause added. Under TLS 1.3 the broker judges the client certificate after the
+/// client has finished its side of the handshake, so a refused (or missing) certificate often
+/// reaches the client only as a reset or a closed socket, words that alone point at the
+/// network rather than at the `tls:` settings.
+fn closed_in_tls(url: &str, tls: Option<&BrokerTls>, reason: &str) -> Option<String> {
+    if !url
+        .trim_start()
+        .to_ascii_lowercase()
+        .starts_with("amqps://")
+    {
+        return None;
+    }
+    let lower = reason.to_ascii_lowercase();
+    let closed = [
+        "connection reset by peer",
+        "broken pipe",
+        "unexpected eof",
+        "unexpectedeof",
+        "connection aborted",
+    ]
+    .iter()
+    .any(|w| lower.contains(w));
+    let alert = lower.contains("received fatal alert");
+    if !closed && !alert {
+        return None;
+    }
+    let sent_certificate = tls.is_some_and(|t| t.cert_file.is_some());
+    let required = lower.contains("certificaterequired");
+    let what = if required {
+        "the server requires a client certificate"
+    } else if alert {
+        "the server ended the TLS handshake with an alert"
+    } else {
+        "the server closed the TLS connection"
+    };
+    let hint = if required && !sent_certificate {
+        "set tls.certFile and tls.keyFile"
+    } else if sent_certificate {
+        "it may have refused the client certificate in tls.certFile (not signed by a CA the \
+         server trusts, expired, or not meant for client authentication)"
+    } else {
+        "a client certificate may be required: set tls.certFile and tls.keyFile"
+    };
+    Some(format!("{what} ({reason}); {hint}"))
 }
 
 /// AMQP headers as strings (reference 6.4): typed values as their text, nested tables and
@@ -668,5 +724,61 @@ impl SourceClient for RabbitMqSource {
 impl PublisherClient for RabbitMqPublisher {
     async fn send(&self, msg: &OutboundMessage) -> Result<(), BrokerError> {
         self.publish(msg).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_tls_connection_the_server_closed_says_a_client_certificate_may_be_required() {
+        let reset = "IO error: Connection reset by peer (os error 104)";
+        let url = "amqps://guest:***@127.0.0.1:5671/%2f";
+        assert_eq!(
+            closed_in_tls(url, None, reset).unwrap(),
+            "the server closed the TLS connection (IO error: Connection reset by peer (os error 104)); \
+             a client certificate may be required: set tls.certFile and tls.keyFile"
+        );
+        let with_cert = BrokerTls {
+            cert_file: Some("/c.crt".into()),
+            key_file: Some("/c.key".into()),
+            ..Default::default()
+        };
+        let refused = closed_in_tls(url, Some(&with_cert), reset).unwrap();
+        assert!(
+            refused.contains("may have refused the client certificate in tls.certFile"),
+            "{refused}"
+        );
+        let alert = closed_in_tls(
+            url,
+            None,
+            "IO error: received fatal alert: CertificateRequired",
+        )
+        .unwrap();
+        assert!(
+            alert.starts_with("the server requires a client certificate (IO error: received"),
+            "{alert}"
+        );
+        let unknown_ca = closed_in_tls(
+            url,
+            Some(&with_cert),
+            "IO error: received fatal alert: UnknownCA",
+        )
+        .unwrap();
+        assert!(
+            unknown_ca.starts_with("the server ended the TLS handshake with an alert (IO error: received fatal alert: UnknownCA); it may have refused the client certificate"),
+            "{unknown_ca}"
+        );
+        // Plain AMQP, or a TLS failure that already says why, keeps its own words.
+        assert_eq!(closed_in_tls("amqp://127.0.0.1:5672/", None, reset), None);
+        assert_eq!(
+            closed_in_tls(url, None, "invalid peer certificate: UnknownIssuer"),
+            None
+        );
+        assert_eq!(
+            closed_in_tls(url, None, "Connection refused (os error 111)"),
+            None
+        );
     }
 }
