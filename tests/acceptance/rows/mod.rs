@@ -132,7 +132,7 @@ pub static ALL: &[Row] = &[
     not_run!(70, "Custom table/column names", "not built: custom table and column names, own schema, schema guards (issue 16)"),
     test!(71, "Wait for database", operations::startup_waits_for_the_database),
     test!(72, "Graceful shutdown", operations::sigterm_finishes_requests_in_flight_and_refuses_new_ones),
-    not_run!(73, "SQL Server claim serialisation", "needs QUEUEBOX_TEST_MSSQL_URL (SQL Server), and no black-box test yet"),
+    test!(73, "SQL Server claim serialisation", operations::two_replicas_on_sqlserver_deliver_each_row_once),
     not_run!(74, "Pull clients (C#/TS/Go)", "the 19-item contract runs in parts 31-go, 32-csharp and 40-node, not in this suite"),
     test!(75, "CDC wake-up (optional)", operations::an_insert_wakes_the_outbox_relay_before_the_poll_interval),
 ];

@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use super::kit::*;
-use super::Outcome;
+use super::{NotRun, Outcome};
 
 /// Row 55: live is 200 even with the database down; ready (and its `/health` alias) is 200
 /// with everything up and 503 with the database down; disabled loops keep ready 200.
@@ -914,4 +914,60 @@ pub async fn the_documented_requeue_sql_brings_a_dead_row_back() -> Outcome {
         .unwrap();
     assert_eq!(n.rows_affected(), 0);
     Ok(())
+}
+
+/// Row 73 (needs `QUEUEBOX_TEST_MSSQL_URL`; written without a SQL Server to run it on, so
+/// unproved until it runs on one): two replicas on SQL Server forward and deliver 100
+/// webhooks, each exactly once. The row's other half (lock contention surfaces as a
+/// retryable error) is the SQL Server store contract suite's, not checked here.
+pub async fn two_replicas_on_sqlserver_deliver_each_row_once() -> Outcome {
+    let Ok(mssql) = std::env::var("QUEUEBOX_TEST_MSSQL_URL") else {
+        return Err(NotRun(
+            "QUEUEBOX_TEST_MSSQL_URL is not set (SQL Server)".into(),
+        ));
+    };
+    let rx = Receiver::start().await;
+    // The server's database is shared with other runs: this run's rows carry its own source.
+    let source = unique_name("r73");
+    let yaml = base_config(&format!("\"{mssql}\""), &rx.url()).replacen(
+        "database:\n",
+        "database:\n  type: sqlserver\n",
+        1,
+    ) + &format!(
+        "routes:\n  - topicPattern: '{source}'\n    destination: rx\nsources:\n  {source}:\n    path: /{source}\n    idempotencyKeyPath: $.id\n    topic: {source}\n"
+    );
+    let a = Relay::start(&yaml).await;
+    let _b = Relay::start(&yaml).await;
+    for i in 0..100 {
+        let (s, b) = a
+            .post(
+                &format!("/inbox/{source}"),
+                &format!(r#"{{"id":"{source}-{i}"}}"#),
+                &[],
+            )
+            .await;
+        assert_eq!(s, 202, "{b}");
+    }
+    eventually("100 deliveries", 60, || async {
+        rx.to("/hooks").len() >= 100
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    let mut keys: Vec<String> = rx
+        .to("/hooks")
+        .iter()
+        .filter_map(|d| d.h("x-idempotency-key").map(String::from))
+        .collect();
+    keys.sort();
+    let n = keys.len();
+    keys.dedup();
+    assert_eq!((n, keys.len()), (100, 100), "each webhook delivered once");
+    Ok(())
+}
+
+fn unique_name(prefix: &str) -> String {
+    format!(
+        "{prefix}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    )
 }
