@@ -284,6 +284,9 @@ RETURNING id";
 //   probe per key), taking each key's head when it is due and pending. The walk starts after
 //   `$3`, the last key the previous walk took, and wraps around, so keys take turns.
 // The cost is the batch plus the live keys walked, never the rows behind a key's head.
+// The oldest window's head test reads the key index backwards from the row (ORDER BY … DESC
+// LIMIT 1): a row behind its head finds the live row before it at once, where NOT EXISTS let
+// the planner pick a sequential scan per row when keys are few (10 keys: 6.6 → 1.0 ms).
 // The lock step takes the picked rows by primary key and re-checks them under
 // FOR UPDATE SKIP LOCKED. `walked` says which rows came from the walk (the next cursor).
 /// The outbox claim: `$1` batch, `$2` lease (ms), `$3` the walk's cursor (a key, '' at first).
@@ -295,9 +298,10 @@ WITH RECURSIVE window_rows AS (
      ORDER BY o.scheduled_at, o.sequence LIMIT $1
 ), oldest AS (
     SELECT w.id, false AS walked FROM window_rows w
-     WHERE w.key IS NULL OR w.key = '' OR NOT EXISTS (
-           SELECT 1 FROM outbox b
-            WHERE b.key = w.key AND b.state IN ('pending', 'processing') AND b.sequence < w.sequence)
+     WHERE w.key IS NULL OR w.key = '' OR (
+           SELECT b.sequence FROM outbox b
+            WHERE b.key = w.key AND b.state IN ('pending', 'processing') AND b.sequence < w.sequence
+            ORDER BY b.key DESC, b.sequence DESC LIMIT 1) IS NULL
 ), unkeyed AS (
     SELECT o.id, false AS walked FROM outbox o
      WHERE o.state IN ('pending', 'processing') AND o.key IS NULL
