@@ -115,6 +115,11 @@ impl Transforms {
 }
 
 impl SourceExpressions {
+    /// True when the source has at least one key expression.
+    pub fn has_key_expressions(&self) -> bool {
+        self.idempotency_key.is_some() || self.event_type.is_some() || self.aggregate_id.is_some()
+    }
+
     /// Evaluates the key expressions over the original body (before the source transform,
     /// reference §6.3). A failure is no value and one warning line, as in the reference.
     pub fn keys(&self, source: &str, body: &Value) -> EvaluatedKeys {

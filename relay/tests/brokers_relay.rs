@@ -387,3 +387,93 @@ async fn relay_binary_stores_an_unsendable_rabbitmq_message_dead_with_why_and_ac
         "{names:?}"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
+async fn relay_binary_applies_key_expressions_and_the_source_transform_to_rabbitmq_messages() {
+    let (db_url, store) = fresh_db("brokers_transform").await;
+    let (_c, ch) = channel().await;
+    let q = unique("qb_tr_in");
+    let exchange = unique("qb_tr_ex");
+    ch.queue_declare(
+        q.as_str().into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await
+    .unwrap();
+    let yaml = config(&db_url, &q, &exchange)
+        .replace("  - topicPattern: 'orders'", "  - topicPattern: 'never'")
+        .replace(
+            "    prefetchCount: 5\n",
+            "    prefetchCount: 5
+    idempotencyKeyExpression: '\"k-\" & id'
+    aggregateIdExpression: '$split(subject,\"/\")[2]'
+    transform:
+      expression: 'kind = \"bad\" ? $error(\"refused\") : {\"shaped\": true, \"id\": id, \"src\": $source, \"key\": $idempotencyKey}'
+",
+        );
+    let relay = Relay::start(&yaml).await;
+    publish(
+        &ch,
+        &q,
+        r#"{"id":"a-1","kind":"good","subject":"x/y/77"}"#,
+        &[],
+    )
+    .await;
+    publish(
+        &ch,
+        &q,
+        r#"{"id":"b-1","kind":"bad","subject":"x/y/78"}"#,
+        &[],
+    )
+    .await;
+    eventually("both acknowledged", 30, || async {
+        queue_depth(&ch, &q).await == 0
+    })
+    .await;
+    eventually("two rows", 10, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await == 2
+    })
+    .await;
+    type Row = (
+        String,
+        Option<String>,
+        String,
+        serde_json::Value,
+        Option<String>,
+    );
+    let rows: Vec<Row> = sqlx::query_as(
+        "SELECT idempotency_key, aggregate_id, state, payload, last_error FROM inbox ORDER BY idempotency_key",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    // The transformed payload is stored; the keys came from the original body.
+    assert_eq!(rows[0].0, "k-a-1");
+    assert_eq!(rows[0].1.as_deref(), Some("77"));
+    assert_eq!(
+        rows[0].3,
+        serde_json::json!({"shaped": true, "id": "a-1", "src": "orders", "key": "k-a-1"})
+    );
+    // A refusal stores the original payload dead with why, and the message is acknowledged.
+    assert_eq!(rows[1].0, "k-b-1");
+    assert_eq!(rows[1].2, "dead");
+    assert_eq!(
+        rows[1].3,
+        serde_json::json!({"id":"b-1","kind":"bad","subject":"x/y/78"})
+    );
+    assert_eq!(
+        rows[1].4.as_deref(),
+        Some("Transform failed: D3137: refused")
+    );
+    assert_eq!(
+        relay
+            .metric("queuebox_transform_failures_total{stage=\"source\",strategy=\"Fail\"}")
+            .await,
+        1.0
+    );
+}

@@ -85,6 +85,30 @@ impl SourceRule {
         &self.attributes.key
     }
 
+    /// This rule with the results of the source's key expressions for one message
+    /// (`KeySource::Expression`, evaluated by the relay, which links the JSONata engine) in
+    /// their places (reference §6.3): the key after the key header, before the paths; the
+    /// event type and the aggregate id first.
+    pub fn with_expressions(
+        &self,
+        key: Option<KeySource>,
+        event_type: Option<KeySource>,
+        aggregate_id: Option<KeySource>,
+    ) -> SourceRule {
+        let mut rule = self.clone();
+        let a = &mut rule.attributes;
+        if let Some(k) = key {
+            a.key.insert(1.min(a.key.len()), k);
+        }
+        if let Some(e) = event_type {
+            a.event_type.insert(0, e);
+        }
+        if let Some(g) = aggregate_id {
+            a.aggregate_id.insert(0, g);
+        }
+        rule
+    }
+
     /// The inbox row for `msg`. Never fails: what cannot be stored as a pending row (a body
     /// that is not JSON, an attribute longer than its column) becomes a dead row saying why.
     pub fn build(&self, msg: &Received<'_>) -> NewInboxMessage {

@@ -138,17 +138,6 @@ pub(crate) fn expressions(c: &Config, errs: &mut ConfigErrors) {
         check(&s.common.transform, format!("sources.{name}.transform"));
     }
     for s in c.sources.values() {
-        let path = format!("sources.{}", s.name);
-        let has_any =
-            s.common.transform.is_some() || key_expressions(s).iter().any(|(_, v)| v.is_some());
-        if s.kind.broker().is_some() && has_any {
-            // Not wired on broker sources yet: refused rather than accepted and ignored.
-            errs.push(
-                path.clone(),
-                "transform and the key expressions are supported on http sources only (for now)",
-            );
-            continue;
-        }
         for (key, _) in key_expressions(s) {
             if let Err(p) = key_expression(s, key) {
                 errs.push(p.path, p.reason);

@@ -195,12 +195,59 @@ impl Inbox {
         } else {
             None
         };
+        // Key expressions over the original body take their places in the broker chains.
+        let expressions = self.transforms.source(&rule.source);
+        let with_expressions;
+        let rule = match expressions.filter(|x| x.has_key_expressions()) {
+            Some(x) => match serde_json::from_slice::<Value>(body) {
+                Ok(json) => {
+                    let e = x.keys(&rule.source, &json);
+                    with_expressions = rule.with_expressions(
+                        expression_source(&e.idempotency_key),
+                        expression_source(&e.event_type),
+                        expression_source(&e.aggregate_id),
+                    );
+                    &with_expressions
+                }
+                Err(_) => rule,
+            },
+            None => rule,
+        };
         let mut new = rule.build(&queuebox_brokers::ingest::Received {
             body,
             headers,
             message_id,
             record_key,
         });
+        // The source transform (reference §8): a refusal stores the original payload dead
+        // in the same insert (never visible as pending), then the message is acknowledged.
+        if let (Some(t), None) = (
+            expressions.and_then(|x| x.transform.as_ref()),
+            &new.dead_reason,
+        ) {
+            let vars = Context::outbox(Uuid::new_v4().to_string(), "", 0, chrono::Utc::now())
+                .with_inbox(InboxContext {
+                    source: rule.source.clone(),
+                    headers: new.headers.clone(),
+                    idempotency_key: new.idempotency_key.clone(),
+                    event_type: new.event_type.clone(),
+                });
+            match crate::transforms::at_receipt(t, &self.metrics, new.payload.clone(), vars).await {
+                Ok(p) => {
+                    new.payload = p;
+                    if let Err(e) = new.validate() {
+                        new.quarantine(body, &e.to_string());
+                    }
+                }
+                Err(why) => {
+                    self.metrics.inc(
+                        "queuebox_inbox_rejections_total",
+                        &[("reason", "transform_failed")],
+                    );
+                    new.dead_reason = Some(why);
+                }
+            }
+        }
         let size = headers::stored_size(&new.headers);
         if size > self.max_header_bytes {
             // Stored, dead, acknowledged: a receiver would refuse the header section.
@@ -298,12 +345,7 @@ pub fn http_rule(
             .collect()
     };
     // A key expression's result sits between the header and the paths (reference §6.3).
-    let expression = |e: &Option<(String, Option<String>)>| {
-        e.as_ref().map(|(name, value)| KeySource::Expression {
-            name: name.clone(),
-            value: value.clone(),
-        })
-    };
+    let expression = expression_source;
     let chain = |h: &Option<String>, e: &Option<(String, Option<String>)>, p: &Option<PathList>| {
         h.as_deref()
             .map(header)
@@ -336,6 +378,14 @@ pub fn http_rule(
             &common.aggregate_id_path,
         ),
     }
+}
+
+/// A key expression's result for one message as a link of a key chain.
+fn expression_source(e: &Option<(String, Option<String>)>) -> Option<KeySource> {
+    e.as_ref().map(|(name, value)| KeySource::Expression {
+        name: name.clone(),
+        value: value.clone(),
+    })
 }
 
 /// A source that consumes a broker (RabbitMQ queue, Kafka group, NATS durable).
