@@ -110,3 +110,33 @@ async fn broker_tls_and_login_mistakes_stop_start_up_naming_their_key_paths() {
         "{err}"
     );
 }
+
+/// The broker's host name is always checked against its certificate (Kafka:
+/// `ssl.endpoint.identification.algorithm=https`, set by the relay whatever the protocol's
+/// case): there is no key to turn the check off, and the keys people try are refused by name
+/// rather than accepted and ignored.
+#[tokio::test]
+async fn no_key_turns_off_the_broker_host_name_check() {
+    let err = problems_of(
+        "destinations:
+  k:
+    type: kafka
+    bootstrapServers: 127.0.0.2:9093
+    topic: t
+    securityProtocol: ssl
+    sslEndpointIdentificationAlgorithm: none
+    tls:
+      insecureSkipVerify: true
+",
+    )
+    .await;
+    assert!(
+        err.contains("destinations.k.sslEndpointIdentificationAlgorithm:")
+            && err.contains("unknown"),
+        "{err}"
+    );
+    assert!(
+        err.contains("destinations.k.tls.insecureSkipVerify:") && err.contains("unknown"),
+        "{err}"
+    );
+}

@@ -28,6 +28,7 @@ use crate::ingest::{IngestError, Received, Sink};
 use crate::offsets::{Admit, OffsetTracker, Tp};
 use crate::outbound::OutboundMessage;
 use crate::template::{self, Template};
+use crate::tls_check;
 use queuebox_config::Secret;
 
 /// Reports broker trouble from librdkafka's error callback into [`Health`]. librdkafka
@@ -35,6 +36,66 @@ use queuebox_config::Secret;
 pub struct HealthContext {
     health: Health,
     component: String,
+    /// Explains librdkafka's "certificate verify failed", which reads the same for an
+    /// untrusted CA, an expired certificate and a host name the certificate does not name.
+    untrusted: Option<Arc<UntrustedCause>>,
+}
+
+impl HealthContext {
+    fn new(health: Health, component: String, servers: &str, tls: &Option<BrokerTls>) -> Self {
+        let untrusted = tls.as_ref().and_then(|t| t.ca_file.clone()).map(|ca_file| {
+            Arc::new(UntrustedCause {
+                servers: servers.to_string(),
+                ca_file,
+                cause: std::sync::Mutex::new(None),
+                checking: std::sync::atomic::AtomicBool::new(false),
+            })
+        });
+        HealthContext {
+            health,
+            component,
+            untrusted,
+        }
+    }
+}
+
+/// The cause of a refused broker certificate, found once by [`tls_check::why_untrusted`] on
+/// a thread of its own (librdkafka's callback must not wait on a network round trip).
+struct UntrustedCause {
+    servers: String,
+    ca_file: String,
+    cause: std::sync::Mutex<Option<String>>,
+    checking: std::sync::atomic::AtomicBool,
+}
+
+impl UntrustedCause {
+    /// `said` with the cause appended once it is known; the first call starts the check,
+    /// which then reports `said` and the cause itself if the component is still down.
+    fn explain(self: &Arc<Self>, said: String, health: &Health, component: &str) -> String {
+        if let Some(cause) = self.cause.lock().expect("never poisoned").as_deref() {
+            return format!("{said}; {cause}");
+        }
+        if !self
+            .checking
+            .swap(true, std::sync::atomic::Ordering::SeqCst)
+        {
+            let (me, health, component) = (self.clone(), health.clone(), component.to_string());
+            let said = said.clone();
+            std::thread::spawn(move || {
+                let Some(why) = tls_check::why_untrusted(&me.servers, &me.ca_file) else {
+                    return;
+                };
+                let cause = format!("checked again with tls.caFile: {why}");
+                let text = format!("{said}; {cause}");
+                tracing::warn!(%component, %cause, "kafka broker certificate refused");
+                *me.cause.lock().expect("never poisoned") = Some(cause);
+                if health.get(&component).is_some_and(|c| !c.up) {
+                    health.set_down(&component, &text);
+                }
+            });
+        }
+        said
+    }
 }
 
 impl ClientContext for HealthContext {
@@ -55,8 +116,14 @@ impl ClientContext for HealthContext {
             .get(&self.component)
             .is_some_and(|c| !c.up && c.error.as_deref() != Some("connecting"));
         if down && !(all_down && explained) {
-            self.health
-                .set_down(&self.component, &format!("{error}: {reason}"));
+            let mut said = format!("{error}: {reason}");
+            if let (Some(u), true) = (
+                &self.untrusted,
+                reason.contains("certificate verify failed"),
+            ) {
+                said = u.explain(said, &self.health, &self.component);
+            }
+            self.health.set_down(&self.component, &said);
         }
         tracing::warn!(component = %self.component, error = %error, reason, "kafka client error");
     }
@@ -193,10 +260,12 @@ impl KafkaSource {
             &c.sasl_password,
             &c.tls,
         );
-        let ctx = HealthContext {
-            health: self.health.clone(),
-            component: self.component(),
-        };
+        let ctx = HealthContext::new(
+            self.health.clone(),
+            self.component(),
+            &c.bootstrap_servers,
+            &c.tls,
+        );
         cfg.create_with_context(ctx)
             .map_err(|e| client_error(&format!("sources.{}", self.name), e))
     }
@@ -396,10 +465,12 @@ impl KafkaPublisher {
         );
         let component = format!("kafka.{name}");
         let producer = cfg
-            .create_with_context(HealthContext {
-                health: health.clone(),
+            .create_with_context(HealthContext::new(
+                health.clone(),
                 component,
-            })
+                &config.bootstrap_servers,
+                &config.tls,
+            ))
             .map_err(|e| client_error(&format!("destinations.{name}"), e))?;
         Ok(KafkaPublisher {
             name: name.to_string(),

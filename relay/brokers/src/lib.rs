@@ -13,6 +13,7 @@
 //! | [`health`] | per-component up/down state for readiness |
 //! | [`reconnect`] | the reconnect backoff |
 //! | [`registry`] | the broker kinds, one table ([`registry::KINDS`]): the relay builds every source and publisher through it |
+//! | [`tls_check`] | why a broker's certificate was refused, when the client library does not say (Kafka) |
 //! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker, and its [`registry::BrokerKind`] |
 
 pub mod config;
@@ -27,6 +28,7 @@ pub mod rabbitmq;
 pub mod reconnect;
 pub mod registry;
 pub mod template;
+pub mod tls_check;
 
 pub use error::BrokerError;
 pub use health::Health;
