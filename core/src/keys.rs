@@ -333,6 +333,53 @@ mod tests {
     }
 
     #[test]
+    fn an_expression_result_sits_where_the_chain_puts_it_and_no_value_falls_through() {
+        let body = br#"{"id": 7}"#;
+        let json: Value = serde_json::from_slice(body).unwrap();
+        let headers = vec![("X-Key".to_string(), "h1".to_string())];
+        let input = KeyInput {
+            body,
+            json: Some(&json),
+            headers: &headers,
+            message_id: None,
+        };
+        let chain = |value: Option<&str>| {
+            vec![
+                KeySource::Header {
+                    name: "x-key".into(),
+                },
+                KeySource::Expression {
+                    name: "sources.s.idempotencyKeyExpression".into(),
+                    value: value.map(str::to_string),
+                },
+                KeySource::Path {
+                    path: "$.id".into(),
+                },
+            ]
+        };
+        assert_eq!(
+            extract(&chain(Some("e1")), &input).unwrap(),
+            Some(("h1".into(), KeyOrigin::Header))
+        );
+        let no_header = KeyInput {
+            headers: &[],
+            ..input
+        };
+        assert_eq!(
+            extract(&chain(Some("e1")), &no_header).unwrap(),
+            Some(("e1".into(), KeyOrigin::Expression))
+        );
+        assert_eq!(
+            extract(&chain(None), &no_header).unwrap(),
+            Some(("7".into(), KeyOrigin::Path))
+        );
+        assert_eq!(
+            chain(None)[1].describe(),
+            "expression sources.s.idempotencyKeyExpression"
+        );
+    }
+
+    #[test]
     fn a_rule_takes_each_attribute_from_the_first_source_of_its_chain_and_names_what_it_tried() {
         let body = br#"{"type":"from-path","acct":"a-1"}"#;
         let json: Value = serde_json::from_slice(body).unwrap();
