@@ -1,9 +1,10 @@
 //! The rows of §12, in order, each with the test that proves it against the real binary or
 //! the reason nothing does yet.
 //!
-//! One module per area of the table: `schema` (1–3), `outbox` (4–20), `brokers` (23–27,
-//! 51–54), `inbox` (28–39), `push` (40–50) and `operations` (55–75). A test returns
-//! `Err(NotRun)` only for a missing prerequisite it names (a broker URL, the SQL Server URL);
+//! One module per area of the table: `schema` (1–3), `outbox` (4–20), `transforms` (21,
+//! 22, 34, 39, 60), `brokers` (23–27, 51–54), `inbox` (28–38), `push` (40–50) and
+//! `operations` (55–75). A test returns `Err(NotRun)` only for a missing prerequisite it
+//! names (a broker URL, the SQL Server URL, a feature not built yet);
 //! everything else it checks with assertions, and a failed assertion fails the row.
 
 use futures::future::BoxFuture;
@@ -14,6 +15,7 @@ mod operations;
 mod outbox;
 mod push;
 mod schema;
+mod transforms;
 
 /// Why a row did not run.
 pub struct NotRun(pub String);
@@ -57,8 +59,6 @@ macro_rules! not_run {
     };
 }
 
-const TRANSFORMS: &str = "not built: transforms and JSONata expressions (issue 17)";
-
 pub static ALL: &[Row] = &[
     test!(1, "Schema migrations at startup (PG + SQL Server)", schema::migrations_at_startup_create_the_schema_and_a_restart_is_clean),
     test!(2, "`migrate` command and exit codes", schema::migrate_applies_once_and_refuses_bad_arguments),
@@ -80,8 +80,8 @@ pub static ALL: &[Row] = &[
     test!(18, "Key ordering", outbox::rows_of_one_key_arrive_in_insert_order),
     test!(19, "Empty key parallelism", outbox::rows_without_a_key_are_published_concurrently),
     test!(20, "Claim order ≠ commit order", outbox::rows_are_claimed_in_commit_order),
-    not_run!(21, "Transforms route→destination", TRANSFORMS),
-    not_run!(22, "Transform onError", TRANSFORMS),
+    test!(21, "Transforms route→destination", transforms::route_then_destination_transforms_shape_the_delivery),
+    test!(22, "Transform onError", transforms::transform_failures_follow_on_error),
     test!(23, "RabbitMQ destination", brokers::rabbitmq_destination_publishes_persistent_messages_by_topic),
     not_run!(24, "Routing key template precedence", "not built: route-level `routingKeyTemplate` and `routingKeyMissingFieldDefault` (issue 16)"),
     test!(25, "Address templates / `*From`", brokers::address_templates_render_from_the_row),
@@ -93,12 +93,12 @@ pub static ALL: &[Row] = &[
     test!(31, "Body size limit", inbox::a_body_over_max_body_bytes_answers_413_and_stores_nothing),
     not_run!(32, "Rate limit", "not built: per-source `requestsPerMinute` (issue 16)"),
     test!(33, "Inbox auth: bearer/api-key/hmac", inbox::source_auth_refuses_wrong_credentials),
-    not_run!(34, "Source transform rejection (HTTP)", TRANSFORMS),
+    test!(34, "Source transform rejection (HTTP)", transforms::a_throwing_source_transform_answers_422),
     test!(35, "Correlation id", inbox::the_correlation_id_is_echoed_stored_and_forwarded),
     test!(36, "Stored inbox headers", inbox::stored_headers_keep_custom_ones_and_drop_credentials),
     not_run!(37, "Header filter", "not built: header filters `require`/`exclude` (issue 16)"),
     test!(38, "Header keys (HTTP)", inbox::the_idempotency_key_header_decides_duplicates),
-    not_run!(39, "Key expressions and path lists", TRANSFORMS),
+    test!(39, "Key expressions and path lists", transforms::key_expressions_and_path_lists_find_the_attributes),
     test!(40, "Relay (push)", push::a_push_webhook_is_relayed_to_the_outbox_with_the_relay_headers),
     test!(41, "Relay exactly-once forwarding under replicas", push::two_replicas_forward_each_push_row_once),
     test!(42, "Relay header precedence", push::a_senders_relay_headers_are_replaced),
@@ -119,7 +119,7 @@ pub static ALL: &[Row] = &[
     test!(57, "Metrics exposure", operations::every_metric_family_appears_after_traffic),
     test!(58, "Lag gauges", operations::the_oldest_pending_age_gauge_follows_the_table),
     test!(59, "Admin disabled by default", operations::admin_routes_do_not_exist_unless_enabled),
-    not_run!(60, "Admin transform test", TRANSFORMS),
+    test!(60, "Admin transform test", transforms::the_admin_transform_test_evaluates_within_its_limits),
     test!(61, "Admin replay", operations::admin_replay_moves_sent_rows_back_to_pending),
     test!(62, "Documented requeue SQL", operations::the_documented_requeue_sql_brings_a_dead_row_back),
     test!(63, "Retention", operations::retention_deletes_old_terminal_rows_only),

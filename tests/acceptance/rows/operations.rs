@@ -304,9 +304,9 @@ pub async fn an_insert_wakes_the_outbox_relay_before_the_poll_interval() -> Outc
 }
 
 /// Row 57: after traffic the scrape holds every `queuebox_*` family of §9 with its labels,
-/// and `queuebox{version=…} 1`. Not here: the header-filter family (not built, issue 16), the
-/// transform family (issue 17), and the lost-claim and error counters, whose traffic rows 16
-/// and 44 make and check.
+/// and `queuebox{version=…} 1`. Not here: the header-filter family (not built, issue 16), and
+/// the families whose traffic other rows make and check: transform failures (22), lost claims
+/// (16), relay errors (44).
 pub async fn every_metric_family_appears_after_traffic() -> Outcome {
     let (url, store) = empty_db("acc_r57").await;
     let rx = Receiver::start().await;
