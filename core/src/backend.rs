@@ -31,10 +31,13 @@ pub const ACCEPTED_FORMS: &str = "postgres://user:pass@host:5432/db, postgresql:
      sqlserver://user:pass@host:1433/db, mssql://…, jdbc:sqlserver://host:1433;databaseName=…, or ADO.NET Server=tcp:host,1433;Database=…;User Id=…;Password=…";
 
 /// Where the database is and how big its pool may grow: the plain values of the relay's
-/// `database` block (`url`, `poolSize`, `connectionTimeoutMs`), or a worker's own.
+/// `database` block (`url`, `username`, `password`, `poolSize`, `connectionTimeoutMs`), or a
+/// worker's own.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct DatabaseSettings {
     pub url: String,
+    /// A login given apart from the URL; each part set here wins over the URL's own.
+    pub credentials: Credentials,
     /// At most this many pooled connections (at least 2).
     pub pool_size: u32,
     /// How long a statement waits for a pooled connection (opening one included) before it
@@ -47,6 +50,7 @@ impl DatabaseSettings {
     pub fn new(url: impl Into<String>) -> Self {
         DatabaseSettings {
             url: url.into(),
+            credentials: Credentials::default(),
             pool_size: 10,
             connection_timeout: Duration::from_secs(10),
         }
@@ -55,6 +59,38 @@ impl DatabaseSettings {
     pub fn pool_size(mut self, n: u32) -> Self {
         self.pool_size = n;
         self
+    }
+
+    /// The relay's `database.username` / `database.password`.
+    pub fn credentials(mut self, username: Option<String>, password: Option<String>) -> Self {
+        self.credentials = Credentials { username, password };
+        self
+    }
+}
+
+/// A user name and password given apart from the database URL (the relay's
+/// `database.username` / `database.password`, often a `file:` secret). They are handed to
+/// the driver as values, never spliced into connection-string text, so no character of a
+/// password needs escaping in any URL form, and the password is in no URL an error names.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Credentials {
+    pub username: Option<String>,
+    pub password: Option<String>,
+}
+
+impl Credentials {
+    pub fn is_empty(&self) -> bool {
+        self.username.is_none() && self.password.is_none()
+    }
+}
+
+impl std::fmt::Debug for Credentials {
+    /// The password as `***`: settings are logged and printed in test failures.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credentials")
+            .field("username", &self.username)
+            .field("password", &self.password.as_ref().map(|_| "***"))
+            .finish()
     }
 }
 
@@ -203,6 +239,10 @@ pub trait Database: Send + Sync + 'static {
     /// Fails with [`Error::SchemaMissing`] unless the QueueBox tables exist.
     async fn check_schema(&self) -> Result<()>;
     fn pool_gauges(&self) -> PoolGauges;
+    /// Runs SQL text outside any transaction, without parameters, as one batch (several
+    /// statements allowed): `CREATE DATABASE`, set-up scripts of the bindings' pool. Returns
+    /// the rows affected.
+    async fn execute_script(&self, sql: &str) -> Result<u64>;
     /// Closes the pool (the relay's last shutdown step).
     async fn close(&self);
 }
@@ -211,6 +251,11 @@ pub trait Database: Send + Sync + 'static {
 /// `sqlserver` feature fails with an [`Error::Config`] at `database.url` naming the feature
 /// (not transient: retrying cannot help, rebuilding can); an unreachable
 /// server is [`Error::Connect`] naming the server (password masked).
+///
+/// [`DatabaseSettings::credentials`] win over the login the URL names: on PostgreSQL they are
+/// set on the parsed URL (percent-encoded by the URL parser), on SQL Server on the driver's
+/// configuration after the connection string is read, so JDBC and ADO.NET strings need no
+/// escaping of the password.
 pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
     match DatabaseUrl::parse(&settings.url)? {
         DatabaseUrl::Postgres(url) => postgres::connect(&url, settings).await,
@@ -243,9 +288,31 @@ pub mod postgres {
             max_connections: settings.pool_size,
             acquire_timeout: settings.connection_timeout,
         };
+        let url = with_credentials(url, &settings.credentials)?;
         Ok(Arc::new(PostgresDatabase::new(
-            PgStore::connect_with(url, &pool).await?,
+            PgStore::connect_with(&url, &pool).await?,
         )))
+    }
+
+    /// `url` (a `postgres://` URL, JDBC already rewritten) with the credentials set on it.
+    pub(super) fn with_credentials(url: &str, c: &Credentials) -> Result<String> {
+        if c.is_empty() {
+            return Ok(url.to_string());
+        }
+        let refuse = |why: &str| Error::Connect {
+            url: redact(url),
+            reason: format!("database.username / database.password: {why}"),
+        };
+        let mut u = url::Url::parse(url).map_err(|e| refuse(&format!("not a URL ({e})")))?;
+        if let Some(user) = &c.username {
+            u.set_username(user)
+                .map_err(|_| refuse("the URL cannot carry a user name"))?;
+        }
+        if let Some(pw) = &c.password {
+            u.set_password(Some(pw))
+                .map_err(|_| refuse("the URL cannot carry a password"))?;
+        }
+        Ok(u.to_string())
     }
 
     /// A [`Database`] on a [`PgStore`].
@@ -297,6 +364,15 @@ pub mod postgres {
                 idle,
             }
         }
+        async fn execute_script(&self, sql: &str) -> Result<u64> {
+            // The simple query protocol: several statements, no implicit transaction.
+            let r = sqlx::raw_sql(sql).execute(self.store.pool()).await;
+            r.map(|d| d.rows_affected()).map_err(|e| Error::Database {
+                operation: "script",
+                message: e.to_string(),
+                code: None,
+            })
+        }
         async fn close(&self) {
             self.store.pool().close().await;
         }
@@ -318,15 +394,44 @@ mod postgres {
 pub mod sqlserver {
     //! The SQL Server arm: [`SqlServerStore`] behind [`Database`].
     use super::*;
-    use crate::store::sqlserver::SqlServerStore;
+    use crate::store::sqlserver::{parse_connection_string, SqlServerStore};
 
     pub(super) async fn connect(
         url: &str,
         settings: &DatabaseSettings,
     ) -> Result<Arc<dyn Database>> {
+        let config = config_with_credentials(url, &settings.credentials)?;
         Ok(Arc::new(SqlServerDatabase::new(
-            SqlServerStore::connect_with(url, settings.pool_size, settings.connection_timeout)
-                .await?,
+            SqlServerStore::connect_with_config_timeout(
+                config,
+                settings.pool_size,
+                &crate::store::sqlserver::redact_url(url),
+                settings.connection_timeout,
+            )
+            .await?,
+        )))
+    }
+
+    /// The driver configuration of `url` (any SQL Server form), with the credentials as its
+    /// SQL Server login: the user name or password not given keeps the URL's own.
+    pub fn config_with_credentials(url: &str, c: &Credentials) -> Result<tiberius::Config> {
+        let mut config = parse_connection_string(url)?;
+        if let Some((user, password)) = login(url, c)? {
+            config.authentication(tiberius::AuthMethod::sql_server(user, password));
+        }
+        Ok(config)
+    }
+
+    /// The SQL Server login `c` asks for (`None`: keep the URL's), each missing part taken
+    /// from the URL.
+    pub(crate) fn login(url: &str, c: &Credentials) -> Result<Option<(String, String)>> {
+        if c.is_empty() {
+            return Ok(None);
+        }
+        let (url_user, url_password) = crate::store::sqlserver::url_login(url)?;
+        Ok(Some((
+            c.username.clone().or(url_user).unwrap_or_default(),
+            c.password.clone().or(url_password).unwrap_or_default(),
         )))
     }
 
@@ -373,6 +478,15 @@ pub mod sqlserver {
                 active: active as u64,
                 idle: idle as u64,
             }
+        }
+        async fn execute_script(&self, sql: &str) -> Result<u64> {
+            // One batch on a pooled connection, outside any transaction (CREATE DATABASE
+            // refuses to run inside one).
+            let mut conn = self.store.pool().get().await?;
+            let r = conn.client().execute(sql, &[]).await;
+            let r = r.map_err(|e| crate::store::sqlserver::db_err("script", e))?;
+            conn.release();
+            Ok(r.total())
         }
         async fn close(&self) {
             // Idle connections close when the last handle to the pool drops.
@@ -483,6 +597,115 @@ mod tests {
                 "{text}"
             );
             assert!(!text.contains("hunter22"), "{text}");
+        }
+    }
+
+    #[test]
+    fn settings_print_no_password() {
+        let s = DatabaseSettings::new("postgres://db/app")
+            .credentials(Some("qb".into()), Some("hunter22".into()));
+        let shown = format!("{s:?}");
+        assert!(shown.contains("qb") && shown.contains("***"), "{shown}");
+        assert!(!shown.contains("hunter22"), "{shown}");
+    }
+
+    #[cfg(feature = "postgres")]
+    #[test]
+    fn credentials_are_set_on_a_postgres_url_and_win_over_its_own() {
+        let c = |u: Option<&str>, p: Option<&str>| Credentials {
+            username: u.map(Into::into),
+            password: p.map(Into::into),
+        };
+        let with = postgres::with_credentials;
+        assert_eq!(
+            with("postgres://db:5432/app", &c(None, None)).unwrap(),
+            "postgres://db:5432/app"
+        );
+        assert_eq!(
+            with("postgres://qb@db/app", &c(None, Some("p@ss;w/rd"))).unwrap(),
+            "postgres://qb:p%40ss%3Bw%2Frd@db/app"
+        );
+        assert_eq!(
+            with("postgres://old:old@db/app", &c(Some("qb"), Some("new"))).unwrap(),
+            "postgres://qb:new@db/app"
+        );
+        // A JDBC URL is rewritten first, so its login is replaced too (it was dropped before).
+        let DatabaseUrl::Postgres(jdbc) =
+            DatabaseUrl::parse("jdbc:postgresql://db/app?user=old&password=old").unwrap()
+        else {
+            panic!("postgres")
+        };
+        assert_eq!(
+            with(&jdbc, &c(None, Some("new"))).unwrap(),
+            "postgres://old:new@db/app"
+        );
+    }
+
+    /// `database.username` / `database.password` on JDBC and ADO.NET strings: taken as values,
+    /// each missing part from the string, whatever characters the password holds.
+    #[cfg(feature = "sqlserver")]
+    #[test]
+    fn credentials_become_the_sqlserver_login_of_every_url_form() {
+        let c = |u: Option<&str>, p: Option<&str>| Credentials {
+            username: u.map(Into::into),
+            password: p.map(Into::into),
+        };
+        let login = |url: &str, cr: &Credentials| sqlserver::login(url, cr).unwrap();
+        let odd = "p@ss;w{o}rd='x\"ü";
+        for url in [
+            "jdbc:sqlserver://db:1433;databaseName=app;user=qb",
+            "Server=tcp:db,1433;Database=app;User Id=qb",
+            "sqlserver://qb@db:1433/app",
+        ] {
+            assert_eq!(
+                login(url, &c(None, Some(odd))),
+                Some(("qb".to_string(), odd.to_string())),
+                "{url}"
+            );
+            assert_eq!(login(url, &c(None, None)), None, "{url}");
+            // The configuration builds; the password is passed verbatim, not parsed.
+            sqlserver::config_with_credentials(url, &c(None, Some(odd))).unwrap();
+        }
+        for url in [
+            "jdbc:sqlserver://db;databaseName=app;userName=old;password={old;pw}",
+            "Data Source=db;Initial Catalog=app;UID=old;PWD='old;pw'",
+            "mssql://old:old%3Bpw@db/app",
+        ] {
+            assert_eq!(
+                login(url, &c(Some("qb"), None)),
+                Some(("qb".to_string(), "old;pw".to_string())),
+                "{url}"
+            );
+            assert_eq!(
+                login(url, &c(Some("qb"), Some("new"))),
+                Some(("qb".to_string(), "new".to_string())),
+                "{url}"
+            );
+        }
+    }
+
+    /// A refused connection made with a password given apart names the server, never the
+    /// password (nor the URL's own).
+    #[cfg(feature = "sqlserver")]
+    #[tokio::test]
+    async fn a_refused_sqlserver_connection_with_credentials_names_no_password() {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        for url in [
+            format!("jdbc:sqlserver://127.0.0.1:{port};databaseName=app;user=sa;password=urlpw99"),
+            format!("Server=tcp:127.0.0.1,{port};Database=app;User Id=sa;Password=urlpw99"),
+        ] {
+            let settings = DatabaseSettings::new(url.clone())
+                .credentials(Some("qb".into()), Some("hunter22".into()));
+            let e = connect(&settings).await.err().unwrap().to_string();
+            assert!(e.contains(&format!("{port}")), "{e}");
+            assert!(
+                !e.contains("hunter22") && !e.contains("urlpw99"),
+                "{url}: {e}"
+            );
         }
     }
 

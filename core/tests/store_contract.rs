@@ -1490,10 +1490,7 @@ mod mssql {
     #[cfg(feature = "sqlserver")]
     mod with_feature {
         use super::super::*;
-        use queuebox_core::backend::sqlserver::SqlServerDatabase;
-        use queuebox_core::backend::Database;
-        use queuebox_core::migrate;
-        use queuebox_core::store::sqlserver::{parse_connection_string, SqlServerStore};
+        use queuebox_core::backend::{self, Database, DatabaseSettings};
         use tokio::sync::OnceCell;
 
         const DIALECT: Dialect = Dialect {
@@ -1505,39 +1502,61 @@ mod mssql {
             business_count: "SELECT COUNT(*) AS n FROM contract_orders WHERE id = @P1",
         };
 
-        /// The tiberius config of one fresh, migrated database, or None without a server.
-        static DATABASE: OnceCell<Option<tiberius::Config>> = OnceCell::const_new();
+        /// The URL of one fresh, migrated database, or None without a server.
+        static DATABASE: OnceCell<Option<String>> = OnceCell::const_new();
 
-        async fn database() -> Option<tiberius::Config> {
+        /// `url` (any SQL Server form) naming database `name` instead of its own: the path of
+        /// a `sqlserver://` URL, else a `database=` key, which tiberius reads before
+        /// `databaseName` and `Initial Catalog` (a repeated key keeps its last value).
+        fn url_of_database(url: &str, name: &str) -> String {
+            let lower = url.trim().to_ascii_lowercase();
+            if lower.starts_with("sqlserver://") || lower.starts_with("mssql://") {
+                let mut u = url::Url::parse(url.trim()).expect("QUEUEBOX_TEST_MSSQL_URL parses");
+                u.set_path(&format!("/{name}"));
+                u.to_string()
+            } else {
+                format!("{};database={name}", url.trim().trim_end_matches(';'))
+            }
+        }
+
+        /// Connects `url` through the backend factory, as the relay and the bindings do.
+        async fn connect(url: &str) -> Arc<dyn Database> {
+            let db = backend::connect(&DatabaseSettings::new(url).pool_size(8))
+                .await
+                .expect("connect through backend::connect");
+            assert_eq!(db.backend(), queuebox_core::store::Backend::SqlServer);
+            db
+        }
+
+        async fn database() -> Option<String> {
             let url = std::env::var("QUEUEBOX_TEST_MSSQL_URL")
                 .ok()
                 .filter(|u| !u.trim().is_empty())?;
-            let admin = SqlServerStore::connect(&url, 2)
-                .await
-                .expect("connect to QUEUEBOX_TEST_MSSQL_URL");
+            let admin = connect(&url).await;
             let name = format!("qb_contract_{}", Uuid::new_v4().simple());
-            {
-                // CREATE DATABASE cannot run inside a transaction: straight on a connection.
-                let mut conn = admin.pool().get().await.expect("connection");
-                conn.client()
-                    .simple_query(format!("CREATE DATABASE [{name}]"))
-                    .await
-                    .expect("create database")
-                    .into_results()
-                    .await
-                    .expect("create database");
-                conn.release();
-            }
-            let mut config = parse_connection_string(&url).expect("URL");
-            config.database(&name);
-            let store = SqlServerStore::connect_with_config(config.clone(), 2, &name)
+            // CREATE DATABASE cannot run inside a transaction: a script, outside one.
+            admin
+                .execute_script(&format!("CREATE DATABASE [{name}]"))
                 .await
-                .expect("connect to the new database");
-            migrate::sqlserver::run(&store).await.expect("migrate");
+                .expect("create database");
+            admin.close().await;
+            let url = url_of_database(&url, &name);
+            let db = connect(&url).await;
+            let store = db.store();
+            let mut tx = store.begin().await.expect("begin");
+            let rows = tx
+                .query("SELECT DB_NAME() AS name", &[])
+                .await
+                .expect("DB_NAME()");
+            assert_eq!(
+                rows[0]["name"],
+                json!(name),
+                "the URL names the fresh database"
+            );
+            tx.commit().await.expect("commit");
+            db.migrate().await.expect("migrate");
             // Applying again is a no-op.
-            let again = migrate::sqlserver::run(&store)
-                .await
-                .expect("migrate again");
+            let again = db.migrate().await.expect("migrate again");
             assert!(again.applied.is_empty());
             let mut tx = store.begin().await.expect("begin");
             tx.execute(
@@ -1547,26 +1566,18 @@ mod mssql {
             .await
             .expect("business table");
             tx.commit().await.expect("commit");
-            Some(config)
+            Some(url)
         }
 
         pub async fn setup() -> Option<(Arc<dyn Store>, Sql)> {
-            let config = DATABASE.get_or_init(database).await.clone()?;
-            let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL")
-                .await
-                .expect("connect");
-            Some((Arc::new(store), Sql(DIALECT)))
+            let url = DATABASE.get_or_init(database).await.clone()?;
+            Some((connect(&url).await.store(), Sql(DIALECT)))
         }
 
-        /// The relay role on a fresh database of its own, through the backend object the
-        /// factory makes for a SQL Server URL (the fresh database has no URL of its own, so
-        /// the store is connected by config and wrapped the way `backend::connect` wraps it).
+        /// The relay role on a fresh database of its own, through the backend factory (what
+        /// the relay calls): the relay store and the pull store of one [`Database`].
         pub async fn relay_setup() -> Option<(Arc<dyn RelayStore>, Arc<dyn Store>)> {
-            let config = database().await?;
-            let store = SqlServerStore::connect_with_config(config, 8, "QUEUEBOX_TEST_MSSQL_URL")
-                .await
-                .expect("connect");
-            let db: Arc<dyn Database> = Arc::new(SqlServerDatabase::new(store));
+            let db = connect(&database().await?).await;
             assert_eq!(
                 db.schema_version().await.unwrap(),
                 db.latest_version(),

@@ -13,7 +13,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::{Json, Router};
 use queuebox_config::Config;
-use queuebox_core::backend::{self, Database, DatabaseSettings};
+use queuebox_core::backend::{self, Database};
 use queuebox_core::store::relay::RelayStore;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
@@ -50,11 +50,7 @@ pub struct AppState {
 async fn connect(cfg: &Config) -> anyhow::Result<Arc<dyn Database>> {
     let deadline = Instant::now() + Duration::from_millis(cfg.database.startup_timeout_ms);
     let mut wait = Duration::from_millis(200);
-    let settings = DatabaseSettings {
-        url: cfg.database_url(),
-        pool_size: cfg.database.pool_size,
-        connection_timeout: Duration::from_millis(cfg.database.connection_timeout_ms),
-    };
+    let settings = cfg.database_settings();
     loop {
         match backend::connect(&settings).await {
             Ok(db) => return Ok(db),

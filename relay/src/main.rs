@@ -86,12 +86,12 @@ async fn main() -> std::process::ExitCode {
         Command::Migrate { database_url } => {
             async {
                 // QUEUEBOX_DATABASE_URL is database.url in the configuration's environment mapping.
-                let url = match database_url.or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok())
-                {
-                    Some(u) => u,
-                    None => load(cli.config.as_deref())?.database_url(),
-                };
-                let db = backend::connect(&DatabaseSettings::new(url).pool_size(2)).await?;
+                let settings =
+                    match database_url.or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok()) {
+                        Some(u) => DatabaseSettings::new(u),
+                        None => load(cli.config.as_deref())?.database_settings(),
+                    };
+                let db = backend::connect(&settings.pool_size(2)).await?;
                 let report = db.migrate().await;
                 db.close().await;
                 let report = report?;

@@ -10,7 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/../.."
 : "${QUEUEBOX_TEST_DATABASE_URL:?run through scripts/test.sh (it starts PostgreSQL)}"
 cargo build -p queuebox-core --features sqlserver --quiet
-cargo test -p queuebox-core --features sqlserver --quiet --lib -- store::sqlserver
+# backend: the factory's SQL Server arm (database.username / database.password as the login).
+cargo test -p queuebox-core --features sqlserver --quiet --lib -- store::sqlserver backend
 cargo test -p queuebox-core --features sqlserver --quiet --test sqlserver_syntax
 if [ -z "${QUEUEBOX_TEST_MSSQL_URL:-}" ]; then
   echo "11-sqlserver: QUEUEBOX_TEST_MSSQL_URL is not set; the SQL Server half of the store contract skips (each test says so)"

@@ -3,25 +3,30 @@
 
 use std::sync::Arc;
 
-use queuebox_core::store::postgres::PgStore;
+use queuebox_core::backend::{self, DatabaseSettings};
 use queuebox_core::store::SqlValue;
-use queuebox_core::{Error, Result, Store};
+use queuebox_core::{Result, Store};
 use serde_json::json;
 
 use crate::json;
 
-/// A pool of at most `max_connections` connections. Clones share it.
+/// A pool of at most `max_connections` connections on the backend the URL names (the core's
+/// backend factory: PostgreSQL, or SQL Server in a build with core's `sqlserver` feature).
+/// Clones share it.
 #[derive(Clone)]
 pub struct Database {
-    store: Arc<PgStore>,
+    db: Arc<dyn backend::Database>,
+    store: Arc<dyn Store>,
 }
 
 impl Database {
     /// Connects a pool of at most `max_connections` (default 4).
     pub async fn connect(database_url: &str, max_connections: Option<u32>) -> Result<Database> {
-        let store = PgStore::connect(database_url, max_connections.unwrap_or(4)).await?;
+        let settings = DatabaseSettings::new(database_url).pool_size(max_connections.unwrap_or(4));
+        let db = backend::connect(&settings).await?;
         Ok(Database {
-            store: Arc::new(store),
+            store: db.store(),
+            db,
         })
     }
 
@@ -41,15 +46,10 @@ impl Database {
         Ok(json::rows_to_text(rows))
     }
 
-    /// Runs SQL text outside any transaction with the simple query protocol (several
-    /// statements allowed, no parameters): `CREATE DATABASE`, `VACUUM`, set-up scripts.
+    /// Runs SQL text outside any transaction, several statements allowed, no parameters:
+    /// `CREATE DATABASE`, `VACUUM`, set-up scripts.
     pub async fn execute_script(&self, sql: &str) -> Result<u64> {
-        let r = sqlx::raw_sql(sql).execute(self.store.pool()).await;
-        r.map(|d| d.rows_affected()).map_err(|e| Error::Database {
-            operation: "script",
-            message: e.to_string(),
-            code: None,
-        })
+        self.db.execute_script(sql).await
     }
 
     /// Stores one pull row from `{source, idempotencyKey, payload, aggregateId?, eventType?,
@@ -62,6 +62,6 @@ impl Database {
 
     /// Closes the pool.
     pub async fn close(&self) {
-        self.store.pool().close().await;
+        self.db.close().await;
     }
 }

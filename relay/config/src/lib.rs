@@ -164,21 +164,19 @@ impl Config {
             .find(|s| matches!(&s.kind, SourceKind::Http(h) if h.path == path))
     }
 
-    /// The database URL with `database.username` / `database.password` applied.
-    pub fn database_url(&self) -> String {
+    /// What the backend factory connects with: `database.url`, `database.username` /
+    /// `database.password` (given to the driver apart from the URL, in every URL form: see
+    /// [`queuebox_core::backend::connect`]), `poolSize` and `connectionTimeoutMs`.
+    pub fn database_settings(&self) -> queuebox_core::DatabaseSettings {
         let d = &self.database;
-        match url::Url::parse(&d.url) {
-            Ok(mut u) => {
-                if let Some(user) = &d.username {
-                    let _ = u.set_username(user);
-                }
-                if let Some(pw) = &d.password {
-                    let _ = u.set_password(Some(pw.expose()));
-                }
-                u.to_string()
-            }
-            Err(_) => d.url.clone(),
-        }
+        let mut s = queuebox_core::DatabaseSettings::new(d.url.clone())
+            .pool_size(d.pool_size)
+            .credentials(
+                d.username.clone(),
+                d.password.as_ref().map(|p| p.expose().to_string()),
+            );
+        s.connection_timeout = std::time::Duration::from_millis(d.connection_timeout_ms);
+        s
     }
 
     /// Secrets to mask in log lines and `last_error` text.

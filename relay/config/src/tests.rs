@@ -319,3 +319,31 @@ fn every_numeric_key_names_itself_in_exactly_one_problem() {
         }
     }
 }
+
+/// `database.username` / `database.password` reach the backend factory's settings as values
+/// on every URL form (a JDBC SQL Server URL has no user:password part to splice them into),
+/// and neither the settings nor the check-config printout shows the password.
+#[test]
+fn database_credentials_reach_the_connection_settings_and_no_printout() {
+    let yaml = "
+database:
+  type: sqlserver
+  url: jdbc:sqlserver://db:1433;databaseName=app
+  username: qb
+  password: s3cret;pw
+  poolSize: 7
+  connectionTimeoutMs: 1500
+";
+    let c = from_yaml_with_env(yaml, &[]).unwrap();
+    let s = c.database_settings();
+    assert_eq!(s.url, "jdbc:sqlserver://db:1433;databaseName=app");
+    assert_eq!(s.credentials.username.as_deref(), Some("qb"));
+    assert_eq!(s.credentials.password.as_deref(), Some("s3cret;pw"));
+    assert_eq!(
+        (s.pool_size, s.connection_timeout),
+        (7, std::time::Duration::from_millis(1500))
+    );
+    assert!(!format!("{s:?}").contains("s3cret"), "{s:?}");
+    assert!(!c.to_redacted_yaml().contains("s3cret"));
+    assert!(c.secrets().contains(&"s3cret;pw".to_string()));
+}

@@ -74,13 +74,24 @@ impl SqlServerStore {
         max_connections: u32,
         display: &str,
     ) -> Result<Self> {
-        Self::open_pool(
+        Self::connect_with_config_timeout(
             config,
             max_connections,
             display,
             pool::DEFAULT_ACQUIRE_TIMEOUT,
         )
         .await
+    }
+
+    /// [`Self::connect_with_config`] with the pool's acquire timeout (what the backend
+    /// factory calls once it has set the configured login on `config`).
+    pub async fn connect_with_config_timeout(
+        config: Config,
+        max_connections: u32,
+        display: &str,
+        acquire_timeout: Duration,
+    ) -> Result<Self> {
+        Self::open_pool(config, max_connections, display, acquire_timeout).await
     }
 
     async fn open_pool(
@@ -232,6 +243,55 @@ pub fn parse_connection_string(url: &str) -> Result<Config> {
         config.handshake_timeout(Some(Duration::from_secs(10)));
     }
     Ok(config)
+}
+
+/// The user name and password a SQL Server connection string names, read with the parser
+/// tiberius itself uses (`connection-string`), under tiberius' key names: `uid`, `username`,
+/// `user`, `user id`; `password`, `pwd`.
+pub(crate) fn url_login(url: &str) -> Result<(Option<String>, Option<String>)> {
+    use std::collections::HashMap;
+    let bad = |e: String| Error::Connect {
+        url: redact_url(url),
+        reason: e,
+    };
+    let trimmed = url.trim();
+    let from = |d: &HashMap<String, String>| {
+        let user = ["uid", "username", "user", "user id"]
+            .iter()
+            .find_map(|k| d.get(*k).cloned());
+        let password = ["password", "pwd"].iter().find_map(|k| d.get(*k).cloned());
+        (user, password)
+    };
+    match crate::backend::sqlserver_form(trimmed) {
+        Some(SqlServerForm::Url) => {
+            let rest = trimmed.split_once("://").map(|(_, r)| r).unwrap_or(trimmed);
+            let authority = rest.split(['/', '?']).next().unwrap_or("");
+            let Some((userinfo, _)) = authority.rsplit_once('@') else {
+                return Ok((None, None));
+            };
+            let (user, password) = match userinfo.split_once(':') {
+                Some((u, p)) => (u, Some(p)),
+                None => (userinfo, None),
+            };
+            Ok((
+                Some(percent_decode(user).map_err(bad)?),
+                password.map(percent_decode).transpose().map_err(bad)?,
+            ))
+        }
+        Some(SqlServerForm::Jdbc) => {
+            let jdbc: connection_string::JdbcString = trimmed
+                .parse()
+                .map_err(|e| bad(format!("not a JDBC SQL Server URL: {e}")))?;
+            Ok(from(jdbc.properties()))
+        }
+        Some(SqlServerForm::Ado) => {
+            let ado: connection_string::AdoNetString = trimmed
+                .parse()
+                .map_err(|e| bad(format!("not an ADO.NET connection string: {e}")))?;
+            Ok(from(&ado))
+        }
+        None => Err(bad("not a SQL Server connection string".into())),
+    }
 }
 
 /// `sqlserver://user:password@host:port/database?key=value&…`.
