@@ -235,19 +235,49 @@ pub async fn address_templates_render_from_the_row() -> Outcome {
     Ok(())
 }
 
+/// A RabbitMQ source reading a new queue: the connection, channel and queue, and the binary
+/// started with pull source `rabbit` on it (plus the source `keys`) on a database of its own.
+struct RabbitSource {
+    _conn: Connection,
+    ch: Channel,
+    queue: String,
+    amqp_url: String,
+    store: queuebox_core::store::postgres::PgStore,
+    relay: Relay,
+}
+
+async fn rabbit_source(tag: &str, keys: &str) -> Result<RabbitSource, NotRun> {
+    let (amqp_url, conn, ch) = amqp().await?;
+    let queue = unique(&format!("{tag}_q"));
+    declare_queue(&ch, &queue).await;
+    let (url, store) = empty_db(tag).await;
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &format!(
+            "sources:\n  rabbit:\n    type: rabbitmq\n    queueName: {queue}\n    connectionUrl: {amqp_url}\n    consumption: pull\n{keys}"
+        );
+    let relay = Relay::start(&yaml).await;
+    Ok(RabbitSource {
+        _conn: conn,
+        ch,
+        queue,
+        amqp_url,
+        store,
+        relay,
+    })
+}
+
 /// Row 51: messages from a queue become rows keyed by body, header or messageId; a
 /// duplicate is one row; a non-JSON body is one dead row and acknowledged; a missing queue is
 /// an error that mentions declareQueue.
 pub async fn rabbitmq_source_stores_each_message_once() -> Outcome {
-    let (amqp_url, _c, ch) = amqp().await?;
-    let q = unique("acc_r51_q");
-    declare_queue(&ch, &q).await;
-    let (url, store) = empty_db("acc_r51").await;
-    let yaml = base_config(&url, "http://127.0.0.1:9")
-        + &format!(
-            "sources:\n  rabbit:\n    type: rabbitmq\n    queueName: {q}\n    connectionUrl: {amqp_url}\n    consumption: pull\n    idempotencyKeyPath: $.id\n"
-        );
-    let relay = Relay::start(&yaml).await;
+    let RabbitSource {
+        _conn,
+        ch,
+        queue: q,
+        amqp_url,
+        store,
+        relay,
+    } = rabbit_source("acc_r51", "    idempotencyKeyPath: $.id\n").await?;
     let mut h = FieldTable::default();
     h.insert(
         "x-idempotency-key".into(),
@@ -338,15 +368,14 @@ pub async fn rabbitmq_source_stores_each_message_once() -> Outcome {
 /// Row 54: a broker message with no key source is keyed by the SHA-256 digest of its body;
 /// identical bodies are one row.
 pub async fn a_message_without_a_key_is_keyed_by_its_digest() -> Outcome {
-    let (amqp_url, _c, ch) = amqp().await?;
-    let q = unique("acc_r54_q");
-    declare_queue(&ch, &q).await;
-    let (url, store) = empty_db("acc_r54").await;
-    let yaml = base_config(&url, "http://127.0.0.1:9")
-        + &format!(
-            "sources:\n  rabbit:\n    type: rabbitmq\n    queueName: {q}\n    connectionUrl: {amqp_url}\n    consumption: pull\n"
-        );
-    let _relay = Relay::start(&yaml).await;
+    let RabbitSource {
+        _conn,
+        ch,
+        queue: q,
+        store,
+        relay: _relay,
+        ..
+    } = rabbit_source("acc_r54", "").await?;
     for body in [br#"{"same":1}"#, br#"{"same":1}"#, br#"{"same":2}"#] {
         publish(&ch, &q, body, BasicProperties::default()).await;
     }
