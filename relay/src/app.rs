@@ -171,11 +171,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         .with_state(st.clone());
     let http_stop = CancellationToken::new();
     let bind = &cfg.server.bind_address;
-    // `server.tls`: both ports speak HTTPS only; SIGHUP re-reads the certificate.
+    // `server.tls`: both ports speak HTTPS only; SIGHUP or a change to the files re-reads
+    // the certificate.
     let tls = match &cfg.server.tls {
         Some(t) => {
             let tls = crate::listener_tls::ListenerTls::load(t)?;
             tls.clone().reload_on_sighup()?;
+            tls.clone().reload_on_change();
             Some(tls)
         }
         None => None,

@@ -1,13 +1,16 @@
 //! HTTPS on the relay's own ports (`server.tls`), for deployments without a terminating
 //! proxy. rustls (ring provider) does the handshake; the certificate lives behind a lock so
-//! SIGHUP can swap in a renewed one without a restart: connections accepted after the
-//! reload see the new certificate, open ones keep theirs. A reload that fails (a missing
-//! file, a key that does not match) keeps the old certificate and logs why. With
+//! SIGHUP, or a change to the files (polled every [`POLL`], as cert-manager or certbot
+//! replace them without signalling anyone), can swap in a renewed one without a restart:
+//! connections accepted after the reload see the new certificate, open ones keep theirs. A
+//! reload that fails (a missing file, a key that does not match) keeps the old certificate
+//! and logs why. With
 //! `clientCaFile` the handshake also requires a client certificate that chains to one of
 //! those CAs (mutual TLS).
 
 use std::path::Path;
 use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
 
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
@@ -77,19 +80,63 @@ impl ListenerTls {
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
-                match self.reload() {
-                    Ok(()) => {
-                        tracing::info!(cert = %self.settings.cert_file, "reloaded the listener certificate")
-                    }
-                    Err(e) => {
-                        tracing::error!(error = %e, "could not reload the listener certificate; keeping the old one")
-                    }
-                }
+                self.reload_logged("SIGHUP");
             }
         });
         Ok(())
     }
+
+    /// Reloads whenever the certificate, key or client CA file changes (modification time
+    /// or size, checked every [`POLL`]) until the process ends. A failed reload is not
+    /// retried until the files change again: a certificate written before its key fails
+    /// once, and the key's write brings the next, good, reload.
+    pub fn reload_on_change(self: Arc<Self>) {
+        tokio::spawn(async move {
+            let mut seen = self.stamps();
+            let mut tick = tokio::time::interval(POLL);
+            tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                tick.tick().await;
+                let now = self.stamps();
+                if now != seen {
+                    seen = now;
+                    self.reload_logged("the files changed");
+                }
+            }
+        });
+    }
+
+    fn reload_logged(&self, why: &str) {
+        match self.reload() {
+            Ok(()) => {
+                tracing::info!(cert = %self.settings.cert_file, trigger = why, "reloaded the listener certificate")
+            }
+            Err(e) => {
+                tracing::error!(error = %e, trigger = why, "could not reload the listener certificate; keeping the old one")
+            }
+        }
+    }
+
+    /// Modification time and size of each file (None for one that cannot be read).
+    fn stamps(&self) -> Vec<Option<(SystemTime, u64)>> {
+        let s = &self.settings;
+        [
+            Some(&s.cert_file),
+            Some(&s.key_file),
+            s.client_ca_file.as_ref(),
+        ]
+        .into_iter()
+        .flatten()
+        .map(|f| {
+            let m = std::fs::metadata(f).ok()?;
+            Some((m.modified().ok()?, m.len()))
+        })
+        .collect()
+    }
 }
+
+/// How often [`ListenerTls::reload_on_change`] looks at the files.
+pub const POLL: Duration = Duration::from_secs(2);
 
 fn server_config(s: &queuebox_config::ServerTls) -> Result<Arc<ServerConfig>, TlsLoadError> {
     let certs = CertificateDer::pem_file_iter(&s.cert_file)

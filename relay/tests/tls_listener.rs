@@ -1,9 +1,10 @@
 //! HTTPS on the relay's own ports (`server.tls`), against the real binary: a throwaway CA
 //! and two server certificates made with openssl in the test; a client that trusts the CA
 //! posts over HTTPS and gets 202; plain HTTP to the TLS port gets no answer; after the
-//! certificate files are replaced and SIGHUP is sent, new connections see the new
-//! certificate, and a reload from broken files keeps the old one. With
-//! `server.tls.clientCaFile` both ports take only clients whose certificate that CA signed.
+//! certificate files are replaced and SIGHUP is sent, or only replaced (the relay polls
+//! them), new connections see the new certificate, and a reload from broken files keeps the
+//! old one. With `server.tls.clientCaFile` both ports take only clients whose certificate
+//! that CA signed.
 
 mod common;
 
@@ -196,6 +197,57 @@ async fn the_relay_serves_https_only_and_a_sighup_swaps_in_the_renewed_certifica
         .unwrap();
     assert_eq!(resp.status().as_u16(), 202);
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 3);
+}
+
+/// Renewal tools (cert-manager, certbot) replace the files and signal nobody: the relay
+/// notices the change by itself (it looks every 2 s) and serves the new certificate; broken
+/// files keep the old one, and a later good pair is picked up again.
+#[tokio::test]
+async fn replaced_certificate_files_are_served_without_a_signal_and_broken_ones_keep_the_old() {
+    let Some((_keep, certs)) = make_certs(
+        "replaced_certificate_files_are_served_without_a_signal_and_broken_ones_keep_the_old",
+    ) else {
+        return;
+    };
+    install(&certs, "one");
+    let (url, _store) = fresh_db("tls_listener_watch").await;
+    let rx = Receiver::start().await;
+    let relay = Relay::start(&tls_config(&url, &rx.url(), &certs, free_port())).await;
+    let (ca, port) = (certs.join("ca.crt"), relay.port);
+    let serves = |subject: &'static str| {
+        let ca = ca.clone();
+        move || {
+            let ca = ca.clone();
+            async move { served_subject(port, &ca) == subject }
+        }
+    };
+    assert_eq!(served_subject(port, &ca), "subject=CN = queuebox-one");
+
+    install(&certs, "two");
+    let swapped = std::time::Instant::now();
+    eventually(
+        "the replaced certificate is served, no SIGHUP sent",
+        10,
+        serves("subject=CN = queuebox-two"),
+    )
+    .await;
+    println!(
+        "new certificate served {:?} after the files changed",
+        swapped.elapsed()
+    );
+
+    // Broken files: two polls later the old certificate is still served.
+    std::fs::write(certs.join("live.crt"), "not a certificate").unwrap();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(served_subject(port, &ca), "subject=CN = queuebox-two");
+
+    install(&certs, "one");
+    eventually(
+        "a good pair after a broken one is picked up",
+        10,
+        serves("subject=CN = queuebox-one"),
+    )
+    .await;
 }
 
 #[tokio::test]
