@@ -86,12 +86,21 @@ pub async fn transform_failures_follow_on_error() -> Outcome {
         serde_json::json!({"n": 1}),
         "Skip delivers the original payload"
     );
+    // §3.1: Dead → dead "Transform dead-lettered the message", no attempt spent.
+    let (_, attempts, error) = outbox_row(&store, dead).await;
+    assert_eq!(attempts, 0, "Dead spends no attempt");
     assert_eq!(
-        outbox_row(&store, dead).await.1,
-        0,
-        "Dead spends no attempt"
+        error.as_deref(),
+        Some("Transform dead-lettered the message")
     );
-    assert_ne!(outbox_row(&store, fail).await.0, "sent");
+    // Fail → the retry path with a transform error: neither sent nor dead.
+    let (state, _, error) = outbox_row(&store, fail).await;
+    assert!(state != "sent" && state != "dead", "Fail row is {state}");
+    let error = error.unwrap_or_default();
+    assert!(
+        error.starts_with("Transform failed") && error.contains("boom"),
+        "Fail row's last_error: {error}"
+    );
     // Counted per onError strategy (§9 queuebox_transform_failures_total{strategy}).
     let (_, text) = relay.get("/metrics").await;
     for strategy in ["Fail", "Skip", "Dead"] {
@@ -111,6 +120,7 @@ pub async fn a_throwing_source_transform_answers_422() -> Outcome {
     let (relay, _rx, store) = start("acc_r34", extra).await;
     let (s, b) = relay.post("/inbox/s", r#"{"id":"t-1"}"#, &[]).await;
     assert_eq!(s, 422, "{b}");
+    assert!(b.contains("Transform failed: "), "{b}");
     assert_eq!(scalar_i64(&store, "SELECT count(*) FROM inbox").await, 0);
     Ok(())
 }
@@ -191,12 +201,18 @@ pub async fn the_admin_transform_test_evaluates_within_its_limits() -> Outcome {
     let v: serde_json::Value = serde_json::from_str(&b).unwrap();
     assert_eq!(v["success"], true);
     assert_eq!(v["result"], serde_json::json!({"total": 5}));
-    assert_eq!(
-        relay
-            .post(path, r#"{"expression":"{ \"a\": ","payload":{}}"#, &key)
-            .await
-            .0,
-        400
+    let (s, b) = relay
+        .post(path, r#"{"expression":"{ \"a\": ","payload":{}}"#, &key)
+        .await;
+    assert_eq!(s, 400, "{b}");
+    let v: serde_json::Value = serde_json::from_str(&b).unwrap();
+    assert_eq!(v["success"], false, "{b}");
+    assert!(
+        v["error"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("Invalid expression"),
+        "{b}"
     );
     let big = format!(r#"{{"expression":"1","payload":"{}"}}"#, "x".repeat(500));
     assert_eq!(relay.post(path, &big, &key).await.0, 413);
@@ -204,6 +220,8 @@ pub async fn the_admin_transform_test_evaluates_within_its_limits() -> Outcome {
     let t0 = Instant::now();
     let (s, b) = relay.post(path, runaway, &key).await;
     assert_eq!(s, 400, "{b}");
+    // Stopped by the clamped time limit, not by the depth limit or the asked 60 s.
+    assert!(b.contains("time limit of 150 ms"), "{b}");
     assert!(
         t0.elapsed() < Duration::from_secs(3),
         "clamped to 150 ms, took {:?}",
