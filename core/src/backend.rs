@@ -232,6 +232,10 @@ pub trait Database: Send + Sync + 'static {
     fn relay_store(&self) -> Arc<dyn RelayStore>;
     /// Applies every pending migration of this backend; safe from several processes at once.
     async fn migrate(&self) -> Result<MigrationReport>;
+    /// `queuebox migrate --baseline <version>`: records `version` and every one before it as
+    /// applied without running them, then applies the later ones; refused, changing nothing,
+    /// when the database has a migration history already.
+    async fn migrate_from_baseline(&self, version: i32) -> Result<MigrationReport>;
     /// The highest applied migration version, 0 before the first.
     async fn schema_version(&self) -> Result<i32>;
     /// The latest migration version this build knows (readiness compares the two).
@@ -346,6 +350,9 @@ pub mod postgres {
         }
         async fn migrate(&self) -> Result<MigrationReport> {
             crate::migrate::postgres::run(&self.store).await
+        }
+        async fn migrate_from_baseline(&self, version: i32) -> Result<MigrationReport> {
+            crate::migrate::postgres::run_with_baseline(&self.store, Some(version)).await
         }
         async fn schema_version(&self) -> Result<i32> {
             crate::migrate::postgres::current_version(&self.store).await
@@ -462,6 +469,9 @@ pub mod sqlserver {
         }
         async fn migrate(&self) -> Result<MigrationReport> {
             crate::migrate::sqlserver::run(&self.store).await
+        }
+        async fn migrate_from_baseline(&self, version: i32) -> Result<MigrationReport> {
+            crate::migrate::sqlserver::run_with_baseline(&self.store, Some(version)).await
         }
         async fn schema_version(&self) -> Result<i32> {
             crate::migrate::sqlserver::current_version(&self.store).await

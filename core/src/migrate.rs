@@ -59,6 +59,31 @@ pub struct MigrationReport {
     pub already_applied: Vec<String>,
 }
 
+/// Why `migrate` and the service refuse QueueBox tables that have no migration history
+/// (created by hand or by another tool): the reference's wording (§2.5).
+pub const NO_HISTORY: &str = "QueueBox tables exist without a migration history. Run \
+     `queuebox migrate --baseline <version>` with the last version you applied by hand.";
+
+/// The migrations a `--baseline <version>` records as applied without running them: `version`
+/// and every one before it. A version this build does not have is refused (0 records nothing).
+pub fn baseline_of(migrations: &[Migration], version: i32) -> Result<Vec<&Migration>> {
+    let latest = latest_version(migrations);
+    if version < 0 || version > latest {
+        return Err(Error::Migration(format!(
+            "--baseline {version} is not a migration version of this build (0 to {latest})"
+        )));
+    }
+    Ok(migrations.iter().filter(|m| m.version <= version).collect())
+}
+
+/// The refusal of a baseline on a database that has a history already (nothing was changed).
+pub fn baseline_refused(current: i32) -> Error {
+    Error::Migration(format!(
+        "the database already has a migration history (at version {current}); --baseline is only \
+         for a database without one. Nothing was changed"
+    ))
+}
+
 /// The latest version this build knows; readiness compares the database with it.
 pub fn latest_version(migrations: &[Migration]) -> i32 {
     migrations.iter().map(|m| m.version).max().unwrap_or(0)
@@ -81,6 +106,16 @@ pub mod postgres {
 
     /// Applies every pending migration. Safe to run from several processes at once.
     pub async fn run(store: &PgStore) -> Result<MigrationReport> {
+        run_with_baseline(store, None).await
+    }
+
+    /// [`run`], after recording `baseline` and every version before it as applied without
+    /// running them (`queuebox migrate --baseline`, for a schema applied by hand); refused,
+    /// changing nothing, when the database has a history already.
+    pub async fn run_with_baseline(
+        store: &PgStore,
+        baseline: Option<i32>,
+    ) -> Result<MigrationReport> {
         let mut conn = store
             .pool()
             .acquire()
@@ -91,7 +126,7 @@ pub mod postgres {
             .execute(&mut *conn)
             .await
             .map_err(|e| db_err("migrate lock", e))?;
-        let result = apply(&mut conn).await;
+        let result = apply(&mut conn, baseline).await;
         let _ = sqlx::query(MIGRATE_UNLOCK)
             .bind(LOCK_KEY)
             .execute(&mut *conn)
@@ -102,22 +137,48 @@ pub mod postgres {
     // `Executor::execute(conn, raw_sql(..))` rather than `raw_sql(..).execute(conn)`: the latter
     // defeats the compiler's `Send` proof once the runner sits behind `async_trait`
     // ([`crate::backend::Database::migrate`]).
-    async fn apply(conn: &mut sqlx::PgConnection) -> Result<MigrationReport> {
+    async fn apply(
+        conn: &mut sqlx::PgConnection,
+        baseline: Option<i32>,
+    ) -> Result<MigrationReport> {
         let had_history: bool = sqlx::query_scalar(HAS_HISTORY)
             .fetch_one(&mut *conn)
             .await
             .map_err(|e| db_err("migrate", e))?;
-        if !had_history {
+        if had_history && baseline.is_some() {
+            let v: Option<i32> = sqlx::query_scalar(HISTORY_MAX)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| db_err("migrate", e))?;
+            return Err(baseline_refused(v.unwrap_or(0)));
+        }
+        if let Some(version) = baseline {
+            // Checked before anything is written, so a bad version changes nothing.
+            let recorded = baseline_of(POSTGRES, version)?;
+            let mut tx = sqlx::Connection::begin(&mut *conn)
+                .await
+                .map_err(|e| db_err("migrate", e))?;
+            sqlx::Executor::execute(&mut *tx, sqlx::raw_sql(HISTORY))
+                .await
+                .map_err(|e| db_err("migrate", e))?;
+            for m in recorded {
+                sqlx::query(HISTORY_INSERT)
+                    .bind(m.version)
+                    .bind(m.name)
+                    .bind(m.checksum())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(|e| db_err("migrate", e))?;
+                tracing::info!(migration = m.name, "recorded as applied (baseline)");
+            }
+            tx.commit().await.map_err(|e| db_err("migrate", e))?;
+        } else if !had_history {
             let existing: bool = sqlx::query_scalar(HAS_TABLES)
                 .fetch_one(&mut *conn)
                 .await
                 .map_err(|e| db_err("migrate", e))?;
             if existing {
-                return Err(Error::Migration(
-                    "QueueBox tables exist without a migration history; they were not created by `queuebox migrate`. \
-                     Rename or drop them, or create queuebox_schema_history by hand with the versions you applied."
-                        .into(),
-                ));
+                return Err(Error::Migration(NO_HISTORY.into()));
             }
         }
         sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(HISTORY))
@@ -197,5 +258,5 @@ pub mod postgres {
 #[cfg(feature = "sqlserver")]
 pub mod sqlserver {
     //! The SQL Server migration runner (`queuebox migrate` with a `sqlserver://` URL).
-    pub use crate::store::sqlserver::migrate::{current_version, plan, run};
+    pub use crate::store::sqlserver::migrate::{current_version, plan, run, run_with_baseline};
 }

@@ -50,7 +50,40 @@ enum Command {
         /// configuration's database.url
         #[arg(long)]
         database_url: Option<String>,
+        /// For tables applied by hand (no migration history): record this version and every
+        /// one before it as applied without running them, then apply the later ones. Refused,
+        /// changing nothing, when the database has a history already
+        #[arg(long, value_name = "VERSION")]
+        baseline: Option<i32>,
     },
+}
+
+/// Exit code of a usage mistake (the reference's §11.1: 0 success, 1 failure, 2 usage).
+const USAGE: u8 = 2;
+
+/// Parses the command line. An unknown argument prints "Unknown arguments: …" and the usage
+/// text on stderr and exits 2; help, version and other mistakes are clap's own (also 2).
+fn parse_cli() -> Result<Cli, std::process::ExitCode> {
+    use clap::error::{ContextKind, ContextValue, ErrorKind};
+    match Cli::try_parse() {
+        Ok(cli) => Ok(cli),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::UnknownArgument | ErrorKind::InvalidSubcommand
+            ) =>
+        {
+            let unknown = match e.get(ContextKind::InvalidArg) {
+                Some(ContextValue::String(s)) => s.clone(),
+                Some(ContextValue::Strings(v)) => v.join(" "),
+                _ => String::new(),
+            };
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            eprintln!("Unknown arguments: {unknown}\n\n{}", cmd.render_help());
+            Err(std::process::ExitCode::from(USAGE))
+        }
+        Err(e) => e.exit(),
+    }
 }
 
 fn load(path: Option<&std::path::Path>) -> anyhow::Result<config::Config> {
@@ -62,7 +95,10 @@ fn load(path: Option<&std::path::Path>) -> anyhow::Result<config::Config> {
 async fn main() -> std::process::ExitCode {
     // One rustls provider for every TLS client of the process (see queuebox_core::tls).
     queuebox_core::tls::install_provider();
-    let cli = Cli::parse();
+    let cli = match parse_cli() {
+        Ok(cli) => cli,
+        Err(code) => return code,
+    };
     let command = cli.command.unwrap_or(Command::Run);
     // `run` reads its configuration before the subscriber exists, so `logging.format`
     // applies from the first record; the other commands follow QUEUEBOX_LOGGING_FORMAT.
@@ -83,7 +119,10 @@ async fn main() -> std::process::ExitCode {
         Command::CheckConfig => {
             load(cli.config.as_deref()).map(|c| print!("{}", c.to_redacted_yaml()))
         }
-        Command::Migrate { database_url } => {
+        Command::Migrate {
+            database_url,
+            baseline,
+        } => {
             async {
                 // QUEUEBOX_DATABASE_URL is database.url in the configuration's environment mapping.
                 let settings =
@@ -92,9 +131,12 @@ async fn main() -> std::process::ExitCode {
                         None => load(cli.config.as_deref())?.database_settings(),
                     };
                 let db = backend::connect(&settings.pool_size(2)).await?;
-                let report = db.migrate().await;
+                let report = match baseline {
+                    Some(version) => db.migrate_from_baseline(version).await,
+                    None => db.migrate().await,
+                };
                 db.close().await;
-                let report = report?;
+                let report = report.map_err(|e| anyhow::anyhow!("The migration failed. {e}"))?;
                 for m in &report.applied {
                     println!("applied {m}");
                 }

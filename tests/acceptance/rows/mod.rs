@@ -62,7 +62,7 @@ macro_rules! not_run {
 pub static ALL: &[Row] = &[
     test!(1, "Schema migrations at startup (PG + SQL Server)", schema::migrations_at_startup_create_the_schema_and_a_restart_is_clean),
     test!(2, "`migrate` command and exit codes", schema::migrate_applies_once_and_refuses_bad_arguments),
-    not_run!(3, "Baseline of hand-applied schema", "not built: `migrate --baseline` (issue 16)"),
+    test!(3, "Baseline of hand-applied schema", schema::a_hand_applied_schema_is_baselined_and_migrated_on),
     test!(4, "Minimal outbox insert", outbox::a_minimal_insert_gets_the_column_defaults),
     test!(5, "HTTP delivery with standard headers", outbox::http_delivery_carries_the_standard_headers),
     test!(6, "Any 2xx completes", outbox::any_2xx_completes_and_is_never_resent),

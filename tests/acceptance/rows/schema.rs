@@ -1,7 +1,7 @@
 //! Rows 1–3: the schema the binary creates and the `migrate` command.
 
 use super::kit::*;
-use super::{NotRun, Outcome};
+use super::Outcome;
 
 /// Row 1: the binary migrates an empty database at start-up, and a restart finds nothing to do.
 /// The reference's `queuebox_capture_state` belongs to its change-data-capture wake-up;
@@ -91,10 +91,19 @@ pub async fn migrate_applies_once_and_refuses_bad_arguments() -> Outcome {
     );
     let (code, out3) = run_to_exit(yaml, &url, &["migrate", "--bogus"]).await;
     assert_eq!(code, 2, "an unknown flag exits 2: {out3}");
+    assert!(
+        out3.contains("Unknown arguments: --bogus") && out3.contains("Usage:"),
+        "the unknown argument is named and the usage printed: {out3}"
+    );
+    let history = scalar_i64(&store, "SELECT count(*) FROM queuebox_schema_history").await;
     let (code, out4) = run_to_exit(yaml, &url, &["migrate", "--baseline", "5"]).await;
-    assert_ne!(
-        code, 0,
+    assert_eq!(
+        code, 1,
         "a baseline on a database with history is refused: {out4}"
+    );
+    assert!(
+        out4.contains("The migration failed.") && out4.contains("already has a migration history"),
+        "the refusal says why: {out4}"
     );
     let after = scalar_i64(
         &store,
@@ -102,12 +111,62 @@ pub async fn migrate_applies_once_and_refuses_bad_arguments() -> Outcome {
     )
     .await;
     assert_eq!(tables, after, "the schema is unchanged");
-    // Refused as an unknown flag is not the refusal the row asks for (a baseline below the
-    // database's history): until `--baseline` exists the row has not been proved.
-    if code == 2 && out4.contains("--baseline") {
-        return Err(NotRun(
-            "the exit codes hold; `migrate --baseline` is not built (issue 16), so its refusal is untested".into(),
-        ));
+    let history_after = scalar_i64(&store, "SELECT count(*) FROM queuebox_schema_history").await;
+    assert_eq!(history, history_after, "the history is unchanged");
+    Ok(())
+}
+
+/// Row 3: a schema applied by hand (the bundled PostgreSQL files 1–5 run with plain SQL, no
+/// history) stops the service with the baseline message; `migrate --baseline 5` records 1–5
+/// without running them and applies 6 only; then the service starts.
+pub async fn a_hand_applied_schema_is_baselined_and_migrated_on() -> Outcome {
+    let (url, store) = empty_db("acc_r3").await;
+    let dir = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../core/migrations/postgres"
+    );
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .expect("the bundled migrations")
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert!(files.len() >= 6, "the bundled migrations: {files:?}");
+    for f in &files[..5] {
+        let sql = std::fs::read_to_string(f).unwrap();
+        sqlx::raw_sql(&sql).execute(store.pool()).await.unwrap();
     }
+    let rx = Receiver::start().await;
+    let config = base_config(&url, &rx.url());
+    let (code, out) = run_to_exit(&config, &url, &["run"]).await;
+    assert_ne!(
+        code, 0,
+        "the service does not start on tables without history: {out}"
+    );
+    assert!(
+        out.contains("QueueBox tables exist without a migration history. Run `queuebox migrate --baseline <version>`"),
+        "the baseline message: {out}"
+    );
+    let yaml = "database:\n  url: {db}\n";
+    let (code, out) = run_to_exit(yaml, &url, &["migrate", "--baseline", "5"]).await;
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("applied 0006_") && !out.contains("applied 0005_"),
+        "only the later file runs: {out}"
+    );
+    let versions = scalar_i64(&store, "SELECT count(*) FROM queuebox_schema_history").await;
+    assert_eq!(
+        versions as usize,
+        files.len(),
+        "every version is in the history"
+    );
+    // Version 6 really ran: its column exists.
+    let claim_owner = scalar_i64(
+        &store,
+        "SELECT count(*) FROM information_schema.columns WHERE table_name = 'inbox' AND column_name = 'claim_owner'",
+    )
+    .await;
+    assert_eq!(claim_owner, 1, "0006 added inbox.claim_owner");
+    let relay = Relay::start(&config).await;
+    assert_eq!(relay.get("/health/ready").await.0, 200);
     Ok(())
 }

@@ -8,10 +8,22 @@ use tiberius::ToSql;
 
 use super::{db_err, sql, Client, SqlServerStore};
 use crate::error::{Error, Result};
-use crate::migrate::{Migration, MigrationReport, SQLSERVER};
+use crate::migrate::{
+    baseline_of, baseline_refused, Migration, MigrationReport, NO_HISTORY, SQLSERVER,
+};
 
 /// Applies every pending migration. Safe to run from several processes at once.
 pub async fn run(store: &SqlServerStore) -> Result<MigrationReport> {
+    run_with_baseline(store, None).await
+}
+
+/// [`run`], after recording `baseline` and every version before it as applied without running
+/// them (`queuebox migrate --baseline`, for a schema applied by hand); refused, changing
+/// nothing, when the database has a history already.
+pub async fn run_with_baseline(
+    store: &SqlServerStore,
+    baseline: Option<i32>,
+) -> Result<MigrationReport> {
     let mut conn = store.pool().get().await?;
     let client = conn.client();
     let lock: i32 = scalar(client, sql::MIGRATE_LOCK, &[], "result")
@@ -20,7 +32,7 @@ pub async fn run(store: &SqlServerStore) -> Result<MigrationReport> {
     if lock < 0 {
         return Err(Error::Migration(format!("could not take the migration lock (sp_getapplock returned {lock}); another migrate is still running")));
     }
-    let result = apply(client).await;
+    let result = apply(client, baseline).await;
     match result {
         Ok(report) => {
             exec(client, sql::MIGRATE_UNLOCK, &[]).await?;
@@ -32,7 +44,7 @@ pub async fn run(store: &SqlServerStore) -> Result<MigrationReport> {
     }
 }
 
-async fn apply(client: &mut Client) -> Result<MigrationReport> {
+async fn apply(client: &mut Client, baseline: Option<i32>) -> Result<MigrationReport> {
     let (has_tables, has_history) = {
         let rows = client
             .simple_query(sql::SCHEMA_CHECK)
@@ -47,14 +59,31 @@ async fn apply(client: &mut Client) -> Result<MigrationReport> {
         let flag = |c: &str| row.get::<i32, _>(c) == Some(1);
         (flag("has_inbox") || flag("has_outbox"), flag("has_history"))
     };
-    if !has_history && has_tables {
-        return Err(Error::Migration(
-            "QueueBox tables exist without a migration history; they were not created by `queuebox migrate`. \
-             Rename or drop them, or create queuebox_schema_history by hand with the versions you applied."
-                .into(),
-        ));
+    if has_history && baseline.is_some() {
+        let current: i32 = scalar(client, sql::HISTORY_MAX, &[], "version")
+            .await?
+            .unwrap_or(0);
+        return Err(baseline_refused(current));
     }
+    if !has_history && has_tables && baseline.is_none() {
+        return Err(Error::Migration(NO_HISTORY.into()));
+    }
+    // Checked before anything is written, so a bad version changes nothing.
+    let recorded = match baseline {
+        Some(version) => baseline_of(SQLSERVER, version)?,
+        None => Vec::new(),
+    };
     exec(client, sql::HISTORY_CREATE, &[]).await?;
+    for m in recorded {
+        let checksum = m.checksum();
+        exec(
+            client,
+            sql::HISTORY_INSERT,
+            &[&m.version, &m.name, &checksum.as_str()],
+        )
+        .await?;
+        tracing::info!(migration = m.name, "recorded as applied (baseline)");
+    }
     let applied: Vec<(i32, String)> = client
         .simple_query(sql::HISTORY_SELECT)
         .await
