@@ -42,6 +42,8 @@ pub struct AppState {
     pub secrets: Arc<Vec<String>>,
     /// The background loops' liveness, for `/health/ready`.
     pub loops: Loops,
+    /// The HTTP sources' `rateLimit` buckets.
+    pub rate_limits: Arc<crate::sources::rate_limit::RateLimits>,
 }
 
 /// Connects the backend the database URL names ([`backend::connect`]: PostgreSQL, or SQL
@@ -113,6 +115,10 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ingesting: Arc::default(),
         secrets: Arc::new(cfg.secrets()),
         loops: Loops::default(),
+        rate_limits: Arc::new(crate::sources::rate_limit::RateLimits::from_config(
+            &cfg,
+            Instant::now(),
+        )),
     };
 
     let stop = CancellationToken::new();

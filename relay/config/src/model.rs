@@ -521,6 +521,18 @@ pub struct HttpSource {
     pub aggregate_id_header: Option<String>,
     #[serde(skip_deserializing)]
     pub auth: Option<AuthConfig>,
+    /// At most this many requests a minute on this source, whoever sends them; HTTP sources
+    /// only (a broker source paces itself with its prefetch).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<RateLimit>,
+}
+
+/// `sources.<name>.rateLimit`: a bucket of `requestsPerMinute` requests per source, filled up
+/// again every 60 s; a request that finds it empty gets 429 with `Retry-After`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RateLimit {
+    pub requests_per_minute: u32,
 }
 
 /// Request authentication of an HTTP source or the admin API.

@@ -429,6 +429,15 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
 }
 
 fn http_source(h: &HttpSource, path: &str, errs: &mut ConfigErrors) {
+    if h.rate_limit
+        .as_ref()
+        .is_some_and(|r| r.requests_per_minute == 0)
+    {
+        errs.push(
+            format!("{path}.rateLimit.requestsPerMinute"),
+            "must be at least 1 (leave rateLimit out for no limit)",
+        );
+    }
     if !h.path.starts_with('/') || h.path.len() < 2 {
         errs.push(
             format!("{path}.path"),

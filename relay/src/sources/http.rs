@@ -111,6 +111,24 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
     if st.draining.load(Ordering::SeqCst) {
         return error(StatusCode::SERVICE_UNAVAILABLE, "QueueBox is shutting down");
     }
+    // Before the body is read: a refused request costs no more than its headers.
+    if let Err(secs) = st.rate_limits.take(&source.name, std::time::Instant::now()) {
+        tracing::debug!(source = %source.name, retry_after = secs, "inbox request over the source's rateLimit");
+        let mut resp = error(
+            StatusCode::TOO_MANY_REQUESTS,
+            &format!(
+                "Rate limit of {} requests per minute exceeded",
+                match &source.kind {
+                    SourceKind::Http(h) =>
+                        h.rate_limit.as_ref().map_or(0, |r| r.requests_per_minute),
+                    _ => 0,
+                }
+            ),
+        );
+        resp.headers_mut()
+            .insert(axum::http::header::RETRY_AFTER, HeaderValue::from(secs));
+        return resp;
+    }
     let (parts, body) = req.into_parts();
     let limit = st.cfg.inbox.max_body_bytes;
     // The whole body within server.requestBodyTimeoutMs: a client that stalls mid-body gets

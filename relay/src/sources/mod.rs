@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod brokers;
 pub mod http;
+pub mod rate_limit;
 
 use std::sync::Arc;
 

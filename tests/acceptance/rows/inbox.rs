@@ -395,3 +395,61 @@ pub async fn the_idempotency_key_header_decides_duplicates() -> Outcome {
     );
     Ok(())
 }
+
+/// Row 32: `rateLimit.requestsPerMinute: 60` — 60 requests within the minute are stored, the
+/// 61st gets 429 with `Retry-After` (whole seconds until the bucket fills up again, 1–60) and
+/// stores nothing; another source keeps its own bucket; 0 is refused at start-up by key path.
+pub async fn the_request_over_the_rate_limit_gets_429_with_retry_after() -> Outcome {
+    let extra = "
+sources:
+  limited:
+    path: /limited
+    consumption: pull
+    idempotencyKeyPath: $.id
+    rateLimit:
+      requestsPerMinute: 60
+  free:
+    path: /free
+    consumption: pull
+    idempotencyKeyPath: $.id
+";
+    let (relay, _rx, store) = start("acc_r32", extra).await;
+    for i in 0..60 {
+        let (s, b) = relay
+            .post("/inbox/limited", &format!(r#"{{"id":"r-{i}"}}"#), &[])
+            .await;
+        assert_eq!(s, 202, "request {} is within the limit: {b}", i + 1);
+    }
+    let resp = reqwest::Client::new()
+        .post(relay.url("/inbox/limited"))
+        .body(r#"{"id":"r-60"}"#)
+        .header("content-type", "application/json")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 429, "the 61st request is refused");
+    let retry_after: u64 = resp
+        .headers()
+        .get("retry-after")
+        .expect("a Retry-After header")
+        .to_str()
+        .unwrap()
+        .parse()
+        .expect("Retry-After in whole seconds");
+    assert!(
+        (1..=60).contains(&retry_after),
+        "Retry-After is the wait until the bucket fills up: {retry_after}"
+    );
+    assert_eq!(rows(&store, "limited").await, 60, "the 61st is not stored");
+    let (s, b) = relay.post("/inbox/free", r#"{"id":"f-1"}"#, &[]).await;
+    assert_eq!(s, 202, "a source without a limit has no bucket: {b}");
+    let bad = base_config("postgres://127.0.0.1:1/x", "http://127.0.0.1:1")
+        + &extra.replace("requestsPerMinute: 60", "requestsPerMinute: 0");
+    let (code, out) = run_to_exit(&bad, "", &["check-config"]).await;
+    assert_ne!(code, 0, "requestsPerMinute 0 is refused: {out}");
+    assert!(
+        out.contains("sources.limited.rateLimit.requestsPerMinute"),
+        "the refusal names the key: {out}"
+    );
+    Ok(())
+}

@@ -91,7 +91,7 @@ pub static ALL: &[Row] = &[
     test!(29, "Inbox 400 cases", inbox::invalid_json_and_a_missing_key_answer_400),
     test!(30, "Unknown source path", inbox::an_unknown_source_path_answers_404),
     test!(31, "Body size limit", inbox::a_body_over_max_body_bytes_answers_413_and_stores_nothing),
-    not_run!(32, "Rate limit", "not built: per-source `requestsPerMinute` (issue 16)"),
+    test!(32, "Rate limit", inbox::the_request_over_the_rate_limit_gets_429_with_retry_after),
     test!(33, "Inbox auth: bearer/api-key/hmac", inbox::source_auth_refuses_wrong_credentials),
     test!(34, "Source transform rejection (HTTP)", transforms::a_throwing_source_transform_answers_422),
     test!(35, "Correlation id", inbox::the_correlation_id_is_echoed_stored_and_forwarded),
