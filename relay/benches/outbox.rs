@@ -3,12 +3,15 @@
 //! PostgreSQL statements (transactions) and database CPU per row. Every cell runs each binary
 //! three times, interleaved, and reports the median.
 //!
-//! - `QB_BENCH_BEFORE_BIN=<path>`: an older `queuebox` binary measured in the same run as
-//!   this build (`CARGO_BIN_EXE_queuebox`), so the before/after ratios share the machine's
-//!   state. Without it only this build is measured.
+//! - `QB_BENCH_BINS=label=<path>,label=<path>`: older `queuebox` binaries measured in the
+//!   same run as this build (`CARGO_BIN_EXE_queuebox`, label `after`), interleaved, so the
+//!   ratios (each binary's rate over the first one's) share the machine's state. Without it
+//!   only this build is measured; a binary labelled `after` replaces this build.
 //! - `QB_BENCH_ROWS` (default 5000) rows per drain; a drain stops after `QB_BENCH_SECONDS`
 //!   (default 12) and its rate is the rows sent in that time (the slow cells of an old build
 //!   would otherwise take minutes).
+//! - `QB_BENCH_KEYS` (default `0,10,100,5000`) and `QB_BENCH_BATCHES` (default `10,100,500`):
+//!   the sweep.
 //! - `QB_BENCH_OUT` (default `benchmarks/results/outbox-sweep.json`).
 //!
 //! Needs the PostgreSQL of `scripts/postgres.sh` (`QUEUEBOX_TEST_DATABASE_URL`); each cell
@@ -51,7 +54,6 @@ async fn fresh_db(tag: &str) -> (String, PgStore) {
         .unwrap();
     let url = format!("{}/{name}", server());
     let store = PgStore::connect(&url, 2).await.unwrap();
-    queuebox_core::migrate::postgres::run(&store).await.unwrap();
     (name, store)
 }
 
@@ -168,6 +170,22 @@ async fn drain(bin: &str, receiver: u16, keys: u64, batch: u32) -> Drain {
     let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
         .await
         .unwrap();
+    let port = free_port();
+    let cfg = relay_config(&format!("{}/{db}", server()), port, receiver, batch);
+    // Each binary migrates its own database: an older build refuses a newer schema.
+    let mut migrate = tokio::process::Command::new(bin);
+    for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("QUEUEBOX_")) {
+        migrate.env_remove(k);
+    }
+    let migrated = migrate
+        .arg("--config")
+        .arg(cfg.path())
+        .arg("migrate")
+        .env("RUST_LOG", "error")
+        .status()
+        .await
+        .unwrap();
+    assert!(migrated.success(), "{bin} migrate failed");
     insert_rows(&store, rows, keys).await;
     let mine: Vec<i32> = sqlx::query_scalar(
         "SELECT pid FROM pg_stat_activity WHERE datname = $1 AND backend_type = 'client backend'",
@@ -179,8 +197,6 @@ async fn drain(bin: &str, receiver: u16, keys: u64, batch: u32) -> Drain {
     // The stats of our own setup statements are flushed by the time the relay is up.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let x0 = xact_commit(&admin, &db).await;
-    let port = free_port();
-    let cfg = relay_config(&format!("{}/{db}", server()), port, receiver, batch);
     let mut relay = spawn_relay(bin, cfg.path()).await;
     let t0 = Instant::now();
     let mut polls = 0i64;
@@ -225,13 +241,28 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let mut bins = vec![("after", env!("CARGO_BIN_EXE_queuebox").to_string())];
-    if let Ok(b) = std::env::var("QB_BENCH_BEFORE_BIN") {
-        bins.insert(0, ("before", b));
+    let mut bins: Vec<(String, String)> = std::env::var("QB_BENCH_BINS")
+        .unwrap_or_default()
+        .split(',')
+        .filter_map(|b| b.split_once('='))
+        .map(|(l, p)| (l.to_string(), p.to_string()))
+        .collect();
+    if !bins.iter().any(|(l, _)| l == "after") {
+        bins.push(("after".into(), env!("CARGO_BIN_EXE_queuebox").into()));
     }
     let receiver = spawn_receiver().await;
-    let keys_sweep: Vec<u64> = vec![0, 10, 100, 5000];
-    let batch_sweep: Vec<u32> = vec![10, 100, 500];
+    let list = |name: &str, default: &str| -> Vec<u64> {
+        std::env::var(name)
+            .unwrap_or_else(|_| default.into())
+            .split(',')
+            .map(|v| v.trim().parse().expect("a list of numbers"))
+            .collect()
+    };
+    let keys_sweep = list("QB_BENCH_KEYS", "0,10,100,5000");
+    let batch_sweep: Vec<u32> = list("QB_BENCH_BATCHES", "10,100,500")
+        .into_iter()
+        .map(|b| b as u32)
+        .collect();
     let mut cells = Vec::new();
     for &keys in &keys_sweep {
         for &batch in &batch_sweep {
@@ -251,7 +282,7 @@ async fn main() {
                     .collect();
                 let rate = median(mine.iter().map(|d| d.rows_per_s).collect());
                 rates.push(rate);
-                cell[label] = json!({
+                cell[label.as_str()] = json!({
                     "rowsPerSecond": rate.round(),
                     "xactsPerRow": (median(mine.iter().map(|d| d.xacts_per_row).collect()) * 100.0).round() / 100.0,
                     "dbCpuMicrosPerRow": median(mine.iter().map(|d| d.db_cpu_us_per_row).collect()).round(),
@@ -259,8 +290,9 @@ async fn main() {
                         "xactsPerRow": (d.xacts_per_row * 100.0).round() / 100.0, "dbCpuMicrosPerRow": d.db_cpu_us_per_row.round()})).collect::<Vec<_>>(),
                 });
             }
-            if rates.len() == 2 {
-                cell["afterOverBefore"] = json!((rates[1] / rates[0] * 100.0).round() / 100.0);
+            for (i, (label, _)) in bins.iter().enumerate().skip(1) {
+                cell[format!("{label}Over{}", bins[0].0)] =
+                    json!((rates[i] / rates[0] * 100.0).round() / 100.0);
             }
             eprintln!("{cell}");
             cells.push(cell);
