@@ -1009,6 +1009,22 @@ async fn push_claims_take_one_row_per_aggregate_and_forward_exactly_once(
         relay.claim_push(10, LEASE).await.unwrap().is_empty(),
         "p2 waits while its aggregate is processing"
     );
+    // The rows of a batch waiting for their forward are renewed in one statement, fenced.
+    let mut renewed = relay
+        .renew_push(
+            &[
+                claimed[0].claim,
+                claimed[1].claim,
+                stranger(&claimed[0].claim),
+            ],
+            LEASE,
+        )
+        .await
+        .unwrap();
+    renewed.sort();
+    let mut both = vec![p1, p3];
+    both.sort();
+    assert_eq!(renewed, both, "live push claims renewed, a stale token not");
 
     let row = NewOutboxRow {
         topic: format!("{src}.out"),

@@ -2,16 +2,24 @@
 //! template, and in one fenced transaction writes the outbox row with the relay headers
 //! and marks the inbox row processed. [`outbox_row`] is the one inbox-row → outbox-row
 //! mapping, shared with the admin replay (`POST /admin/inbox/{id}/replay`).
+//!
+//! A batch is forwarded one row at a time, so the rows still waiting are renewed every
+//! `claimTimeoutMs / 3` by the shared `queuebox_core::lease` round ([`PushLeases`]); a row
+//! whose renewal reports its claim lost is skipped (counted once) instead of forwarded late.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use queuebox_config::{render_topic, Config};
 use queuebox_core::headers::{relay_headers, X_CORRELATION_ID};
+use queuebox_core::lease::{self, Leases};
+use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
-use queuebox_core::store::relay::{Forwarded, NewOutboxRow};
+use queuebox_core::store::relay::{Forwarded, NewOutboxRow, RelayStore};
 use queuebox_core::{ClaimedRow, InboxMessage};
 use tokio_util::sync::CancellationToken;
+use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::liveness::Heartbeat;
@@ -25,10 +33,48 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
         poll_interval: Duration::from_millis(rc.poll_interval_ms),
         gauge_interval: Duration::from_millis(rc.pending_gauge_interval_ms),
     };
-    relay_loop::run(&InboxRelay(st), pace, &stop, &hb).await;
+    let lease = pace.lease;
+    relay_loop::run(&InboxRelay(st, lease), pace, &stop, &hb).await;
 }
 
-struct InboxRelay(AppState);
+/// The relay's state and its claim lease.
+struct InboxRelay(AppState, Duration);
+
+/// The claims of a batch not forwarded yet; a row leaves when its forward starts or when a
+/// renewal reports its claim lost.
+type Waiting = Arc<Mutex<HashMap<Uuid, ClaimRef>>>;
+
+/// The waiting claims of a batch, renewed by the shared `queuebox_core::lease` rule.
+struct PushLeases {
+    store: Arc<dyn RelayStore>,
+    waiting: Waiting,
+}
+
+#[async_trait::async_trait]
+impl Leases for PushLeases {
+    fn live(&self) -> Vec<ClaimRef> {
+        self.waiting.lock().unwrap().values().copied().collect()
+    }
+
+    async fn renew(
+        &self,
+        claims: &[ClaimRef],
+        lease: Duration,
+    ) -> queuebox_core::Result<Vec<Uuid>> {
+        self.store.renew_push(claims, lease).await
+    }
+
+    fn lost(&self, c: &ClaimRef) {
+        if self.waiting.lock().unwrap().remove(&c.id).is_some() {
+            claim_lost(Component::Inbox);
+            tracing::warn!(inbox_id = %c.id, "a push claim was lost while its row waited in the batch; another replica owns the row, it is not forwarded here");
+        }
+    }
+
+    fn failed(&self, claims: usize, e: &queuebox_core::Error) {
+        tracing::warn!(error = %e, rows = claims, "push lease renewal failed");
+    }
+}
 
 impl Relay for InboxRelay {
     type Row = ClaimedRow;
@@ -76,9 +122,36 @@ impl Relay for InboxRelay {
     }
 
     async fn process(&self, batch: Vec<ClaimedRow>, hb: &Heartbeat) {
+        let waiting: Waiting = Arc::new(Mutex::new(
+            batch.iter().map(|r| (r.claim.id, r.claim)).collect(),
+        ));
+        let renewal = (batch.len() > 1).then(|| {
+            let leases = PushLeases {
+                store: self.0.store.clone(),
+                waiting: waiting.clone(),
+            };
+            let (lease, every) = (self.1, lease::renewal_interval(self.1));
+            tokio::spawn(async move {
+                let start = tokio::time::Instant::now() + every;
+                let mut tick =
+                    tokio::time::interval_at(start, every.max(Duration::from_millis(10)));
+                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    tick.tick().await;
+                    lease::renew_once(&leases, lease).await;
+                }
+            })
+        });
         for row in batch {
             hb.beat(Duration::ZERO);
+            // Gone from the map: a renewal found the claim lost (counted there).
+            if waiting.lock().unwrap().remove(&row.claim.id).is_none() {
+                continue;
+            }
             forward(&self.0, row).await;
+        }
+        if let Some(r) = renewal {
+            r.abort();
         }
     }
 }

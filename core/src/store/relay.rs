@@ -128,6 +128,11 @@ pub trait RelayStore: Send + Sync + 'static {
     async fn forward_push(&self, claim: &ClaimRef, row: &NewOutboxRow) -> Result<Forwarded>;
 
     /// Marks a claimed push row dead (fenced).
+    /// Extends the leases of claimed push rows to `lease` from now in one statement, fenced
+    /// like every write; returns the ids renewed (a claim missing from the result is lost).
+    /// The inbox relay renews the rows of a batch that wait for their forward.
+    async fn renew_push(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>>;
+
     async fn dead_push(&self, claim: &ClaimRef, error: &str) -> Result<bool>;
 
     // ---- outbox relay ----

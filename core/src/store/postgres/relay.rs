@@ -158,6 +158,10 @@ impl RelayStore for PgStore {
         Ok(Forwarded::Done { outbox_id: id })
     }
 
+    async fn renew_push(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+        super::renew_leases(self.pool(), sql::RENEW_PUSH, "push renew", claims, lease).await
+    }
+
     async fn dead_push(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
         self.fenced(sql::DEAD_PUSH, "push dead", claim, Some(error), None)
             .await

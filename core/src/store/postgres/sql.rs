@@ -248,6 +248,15 @@ pub const FORWARD_PUSH: &str = concat!(
     fence!("push")
 );
 
+/// Lease renewal of many push claims: `$1` ids, `$2` tokens, `$3` lease (ms); returns the ids
+/// renewed.
+pub const RENEW_PUSH: &str = "
+UPDATE inbox i SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+  FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
+ WHERE i.id = c.id AND i.claim_token = c.token
+   AND i.consumption = 'push' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
+RETURNING i.id";
+
 /// A claimed push row to dead with `last_error = $3`.
 pub const DEAD_PUSH: &str =
     concat!("UPDATE inbox SET state = 'dead', last_error = $3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!("push"));
@@ -475,6 +484,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("RECLAIM_PUSH", RECLAIM_PUSH),
         ("CLAIM_PUSH", CLAIM_PUSH),
         ("FORWARD_PUSH", FORWARD_PUSH),
+        ("RENEW_PUSH", RENEW_PUSH),
         ("DEAD_PUSH", DEAD_PUSH),
         ("INSERT_OUTBOX", INSERT_OUTBOX),
         ("RECLAIM_OUTBOX", RECLAIM_OUTBOX),

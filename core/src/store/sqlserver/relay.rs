@@ -178,6 +178,10 @@ impl RelayStore for SqlServerStore {
         })
     }
 
+    async fn renew_push(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
+        renew_many(self.pool(), "push renew", sql::RENEW_PUSH, claims, lease).await
+    }
+
     async fn dead_push(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
         fenced(
             self.pool(),

@@ -358,6 +358,11 @@ COMMIT TRANSACTION;
 SELECT id FROM @qbIds;"
 );
 
+/// Renews many push claims: `@P1` the claims as JSON (`[{"id", "token"}, …]`), `@P2` the lease
+/// in milliseconds; outputs the ids renewed.
+pub const RENEW_PUSH: &str = fenced_many!(@on "inbox", "t.consumption = 'push' AND ";
+    "lease_expires_at = ", now_plus_ms!("@P2"));
+
 /// Fenced dead-letter of a push row: `@P3` error.
 pub const DEAD_PUSH: &str =
     concat!("UPDATE inbox SET state = 'dead', last_error = @P3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!("push"));
@@ -573,6 +578,7 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("RECLAIM_PUSH", RECLAIM_PUSH),
         ("CLAIM_PUSH", CLAIM_PUSH),
         ("FORWARD_PUSH", FORWARD_PUSH),
+        ("RENEW_PUSH", RENEW_PUSH),
         ("DEAD_PUSH", DEAD_PUSH),
         ("RECLAIM_OUTBOX", RECLAIM_OUTBOX),
         ("CLAIM_OUTBOX", CLAIM_OUTBOX),
