@@ -42,6 +42,8 @@ pub struct AppState {
     pub secrets: Arc<Vec<String>>,
     /// The background loops' liveness, for `/health/ready`.
     pub loops: Loops,
+    /// The routes' `routingKeyTemplate`s, compiled.
+    pub route_keys: Arc<destinations::route_keys::RouteKeys>,
     /// The HTTP sources' `rateLimit` buckets.
     pub rate_limits: Arc<crate::sources::rate_limit::RateLimits>,
 }
@@ -115,6 +117,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
         ingesting: Arc::default(),
         secrets: Arc::new(cfg.secrets()),
         loops: Loops::default(),
+        route_keys: Arc::new(destinations::route_keys::RouteKeys::compile(&cfg)?),
         rate_limits: Arc::new(crate::sources::rate_limit::RateLimits::from_config(
             &cfg,
             Instant::now(),

@@ -379,7 +379,7 @@ async fn process(
         &st.cfg,
         &st.metrics,
         route,
-        OutboundMessage::from(row),
+        st.route_keys.apply(&st.cfg, route, OutboundMessage::from(row)),
     )
     .await
     {

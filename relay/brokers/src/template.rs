@@ -64,7 +64,13 @@ pub struct Template(queuebox_config::Template);
 impl Template {
     /// Parses `text`; `field` and `destination` name the error.
     pub fn parse(text: &str, field: &str, destination: &str) -> Result<Self, BrokerError> {
-        let path = || format!("destinations.{destination}.{field}");
+        Self::parse_at(text, format!("destinations.{destination}.{field}"))
+    }
+
+    /// Parses `text`; `path` (the key path, e.g. `routes[0].routingKeyTemplate`) names the
+    /// error.
+    pub fn parse_at(text: &str, path: String) -> Result<Self, BrokerError> {
+        let path = || path.clone();
         let template =
             queuebox_config::Template::parse(text).map_err(|e| BrokerError::config(path(), e))?;
         if let Some(other) = template
@@ -84,8 +90,17 @@ impl Template {
 
     /// Renders for `msg`; a missing value renders as empty text.
     pub fn render(&self, msg: &OutboundMessage) -> String {
-        self.0
-            .render(|name| Placeholder::of(name).and_then(|p| p.value(msg)))
+        self.render_or(msg, "")
+    }
+
+    /// Renders for `msg`; a placeholder without a value (absent or JSON null) renders as
+    /// `missing` (a route's `routingKeyMissingFieldDefault`).
+    pub fn render_or(&self, msg: &OutboundMessage, missing: &str) -> String {
+        self.0.render(|name| {
+            Placeholder::of(name)
+                .and_then(|p| p.value(msg))
+                .or(Some(Cow::Borrowed(missing)))
+        })
     }
 }
 
@@ -124,6 +139,21 @@ mod tests {
             attempt: 0,
             routing_key: None,
         }
+    }
+
+    #[test]
+    fn a_missing_value_renders_as_the_default() {
+        let t = Template::parse_at(
+            "{{ payload.region }}.{{ payload.zone }}.{{ topic }}",
+            "routes[0].routingKeyTemplate".into(),
+        )
+        .unwrap();
+        assert_eq!(t.render_or(&msg(), "none"), "eu.none.orders.created");
+        assert_eq!(t.render(&msg()), "eu..orders.created");
+        let e = Template::parse_at("{{ nope }}", "routes[1].routingKeyTemplate".into())
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("routes[1].routingKeyTemplate"), "{e}");
     }
 
     #[test]

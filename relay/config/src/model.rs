@@ -328,6 +328,13 @@ pub struct RouteConfig {
     /// Anchored glob: `*` one dot-free segment, `**` anything.
     pub topic_pattern: String,
     pub destination: String,
+    /// Replaces the destination's routing key (RabbitMQ `routingKeyTemplate`, Kafka
+    /// `keyTemplate`) for the rows of this route; same placeholders as the address templates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_key_template: Option<String>,
+    /// What a placeholder of `routingKeyTemplate` without a value renders as (default empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub routing_key_missing_field_default: Option<String>,
     /// Applied at delivery before the destination's transform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub transform: Option<crate::TransformConfig>,

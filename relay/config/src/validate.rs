@@ -108,6 +108,7 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
                 format!("destination `{}` does not exist{hint}", r.destination),
             );
         }
+        route_key(c, i, r, errs);
     }
     for (name, d) in &c.destinations {
         let path = format!("destinations.{name}");
@@ -425,6 +426,36 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
                 );
             }
         }
+    }
+}
+
+/// A route's `routingKeyTemplate` picks the key of a RabbitMQ or Kafka publish; HTTP and
+/// NATS destinations have no such key (the NATS subject is the destination's `subject`), so
+/// there it is refused rather than ignored. Its placeholders are checked with the
+/// destination's templates when the publishers are built.
+fn route_key(c: &Config, i: usize, r: &crate::RouteConfig, errs: &mut ConfigErrors) {
+    match &r.routing_key_template {
+        Some(t) if t.trim().is_empty() => errs.push(
+            format!("routes[{i}].routingKeyTemplate"),
+            "must not be blank",
+        ),
+        Some(_) => {
+            let kind = c
+                .destinations
+                .get(&r.destination)
+                .map(|d| d.kind.type_name());
+            if let Some(kind @ ("http" | "nats")) = kind {
+                errs.push(
+                    format!("routes[{i}].routingKeyTemplate"),
+                    format!("destination `{}` is a {kind} destination, which has no routing key; only rabbitmq and kafka destinations use one", r.destination),
+                );
+            }
+        }
+        None if r.routing_key_missing_field_default.is_some() => errs.push(
+            format!("routes[{i}].routingKeyMissingFieldDefault"),
+            "has no effect without routes[].routingKeyTemplate",
+        ),
+        None => {}
     }
 }
 

@@ -12,11 +12,13 @@
 //! | [`oauth2`] | the OAuth2 client-credentials token of an HTTP destination: fetched once, cached, refreshed |
 //! | [`address_guard`] | `http.blockPrivateAddresses`: the start-up check and the connect-time resolver |
 //! | [`brokers`] | every broker kind (RabbitMQ, Kafka, NATS) through `queuebox-brokers`' registry |
+//! | [`route_keys`] | a route's `routingKeyTemplate`, rendered per row in place of the destination's key |
 
 pub mod address_guard;
 pub mod brokers;
 pub mod http;
 pub mod oauth2;
+pub mod route_keys;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

@@ -174,6 +174,68 @@ pub async fn rabbitmq_destination_publishes_persistent_messages_by_topic() -> Ou
     Ok(())
 }
 
+/// Row 24: a route's `routingKeyTemplate: "{{ payload.region }}.{{ topic }}"` replaces the
+/// destination's routing key (`{{ topic }}`) for its rows; a row without the field gets the
+/// route's `routingKeyMissingFieldDefault`; a route without a template keeps the
+/// destination's. An unknown placeholder stops the start naming the route's key, and a route
+/// template to an HTTP destination (which has no routing key) is refused, not ignored.
+pub async fn a_routes_routing_key_template_wins_over_the_destinations() -> Outcome {
+    let (amqp_url, _c, ch) = amqp().await?;
+    let exchange = unique("acc_r24_ex");
+    let (url, store) = empty_db("acc_r24").await;
+    let routes = |template: &str, destination: &str| {
+        format!(
+            "routes:\n  - topicPattern: 'regional.*'\n    destination: {destination}\n    routingKeyTemplate: '{template}'\n    routingKeyMissingFieldDefault: unknown\n  - topicPattern: '**'\n    destination: bus\n"
+        )
+    };
+    let bus =
+        format!("  bus:\n    type: rabbitmq\n    url: {amqp_url}\n    exchange: {exchange}\n");
+    let yaml = base_config(&url, "http://127.0.0.1:9")
+        + &bus
+        + &routes("{{ payload.region }}.{{ topic }}", "bus");
+    let q = bound_queue(&ch, &exchange, "#").await.unwrap();
+    let _relay = Relay::start(&yaml).await;
+    for (topic, payload, expected) in [
+        (
+            "regional.created",
+            r#"{"region":"eu"}"#,
+            "eu.regional.created",
+        ),
+        (
+            "regional.created",
+            r#"{"other":1}"#,
+            "unknown.regional.created",
+        ),
+        ("plain.created", r#"{"region":"eu"}"#, "plain.created"),
+    ] {
+        let id: uuid::Uuid = sqlx::query_scalar(
+            "INSERT INTO outbox (topic, payload) VALUES ($1, $2::jsonb) RETURNING id",
+        )
+        .bind(topic)
+        .bind(payload)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        let m = get(&ch, &q).await;
+        assert_eq!(
+            m.delivery.routing_key.as_str(),
+            expected,
+            "{topic} {payload}"
+        );
+        wait_state(&store, id, "sent", 20).await;
+    }
+    for (bad, destination, expect) in [
+        ("{{ nope }}", "bus", "routes[0].routingKeyTemplate"),
+        ("{{ topic }}", "rx", "routes[0].routingKeyTemplate"),
+    ] {
+        let yaml = base_config(&url, "http://127.0.0.1:9") + &bus + &routes(bad, destination);
+        let (code, out) = run_to_exit(&yaml, &url, &["run"]).await;
+        assert_ne!(code, 0, "{bad} to {destination} is refused: {out}");
+        assert!(out.contains(expect), "the refusal names {expect}: {out}");
+    }
+    Ok(())
+}
+
 /// Row 25: `exchange: "public.{{ aggregateType }}.v1"` publishes to `public.orders.v1`;
 /// `exchangeFrom: topic` to the topic's exchange; an unknown placeholder or column fails the
 /// start naming the destination; an empty render is a failure to retry.

@@ -83,7 +83,7 @@ pub static ALL: &[Row] = &[
     test!(21, "Transforms route→destination", transforms::route_then_destination_transforms_shape_the_delivery),
     test!(22, "Transform onError", transforms::transform_failures_follow_on_error),
     test!(23, "RabbitMQ destination", brokers::rabbitmq_destination_publishes_persistent_messages_by_topic),
-    not_run!(24, "Routing key template precedence", "not built: route-level `routingKeyTemplate` and `routingKeyMissingFieldDefault` (issue 16)"),
+    test!(24, "Routing key template precedence", brokers::a_routes_routing_key_template_wins_over_the_destinations),
     test!(25, "Address templates / `*From`", brokers::address_templates_render_from_the_row),
     test!(26, "Kafka destination", brokers::kafka_destination_produces_keyed_records_with_the_headers),
     test!(27, "NATS destination", brokers::nats_destination_publishes_to_jetstream_with_the_headers),
