@@ -58,9 +58,9 @@ pub mod message;
 pub mod metrics;
 pub mod migrate;
 pub mod store;
-pub mod trace;
 #[cfg(feature = "postgres")]
 pub mod tls;
+pub mod trace;
 pub mod worker;
 
 pub use app_tx::{OutboxMessage, Placeholder};
