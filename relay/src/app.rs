@@ -106,6 +106,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             metrics: metrics.clone(),
             max_header_bytes: cfg.inbox.max_header_bytes,
             transforms: transforms.clone(),
+            filters: Arc::new(crate::sources::filter::Filters::from_config(&cfg)),
         },
         transforms,
         cfg: cfg.clone(),

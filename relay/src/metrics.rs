@@ -145,6 +145,11 @@ const HELP: &[(&str, &str, &str)] = &[
         "HTTP destination responses by status class",
     ),
     (
+        "queuebox_inbox_filtered_total",
+        "counter",
+        "Inbox messages a source's header filter dropped, by source",
+    ),
+    (
         "queuebox_inbox_messages_total",
         "counter",
         "Inbox outcomes: new, duplicate, forwarded",

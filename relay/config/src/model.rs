@@ -497,6 +497,57 @@ pub struct SourceCommon {
     pub idempotency_key_expression: Option<String>,
     pub event_type_expression: Option<String>,
     pub aggregate_id_expression: Option<String>,
+    /// Header rules a message must pass to be stored; one that does not is answered
+    /// `202 {"status":"filtered"}` (HTTP) or acknowledged (brokers) and not stored.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter: Option<HeaderFilter>,
+}
+
+/// `sources.<name>.filter`: every `require` rule must match and no `exclude` rule may.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HeaderFilter {
+    pub require: Vec<HeaderRule>,
+    pub exclude: Vec<HeaderRule>,
+}
+
+/// One header rule: `header` (case-insensitive) and exactly one test of `equals`, `in`,
+/// `matches` (a topic glob) or `exists: true`.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct HeaderRule {
+    pub header: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub equals: Option<String>,
+    #[serde(rename = "in", skip_serializing_if = "Option::is_none")]
+    pub one_of: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub matches: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exists: Option<bool>,
+}
+
+impl HeaderRule {
+    /// The rule's test, by its key name (`equals`, `in`, `matches`, `exists`).
+    pub fn test_name(&self) -> &'static str {
+        match (&self.equals, &self.one_of, &self.matches) {
+            (Some(_), _, _) => "equals",
+            (_, Some(_), _) => "in",
+            (_, _, Some(_)) => "matches",
+            _ => "exists",
+        }
+    }
+
+    /// True when the header `value` (`None`: absent) passes the test.
+    pub fn holds(&self, value: Option<&str>) -> bool {
+        match (value, &self.equals, &self.one_of, &self.matches) {
+            (None, ..) => false,
+            (Some(v), Some(e), _, _) => v == e,
+            (Some(v), _, Some(list), _) => list.iter().any(|e| e == v),
+            (Some(v), _, _, Some(glob)) => crate::glob_match(glob, v),
+            (Some(_), ..) => true,
+        }
+    }
 }
 
 /// A definite JSONPath or a non-empty list of them; the first that yields a value wins.

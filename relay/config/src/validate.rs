@@ -382,6 +382,9 @@ fn paths(list: &Option<PathList>, path: &str, errs: &mut ConfigErrors) {
 
 fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
     let c = &s.common;
+    if let Some(f) = &c.filter {
+        header_filter(f, &format!("{path}.filter"), errs);
+    }
     paths(
         &c.idempotency_key_path,
         &format!("{path}.idempotencyKeyPath"),
@@ -456,6 +459,45 @@ fn route_key(c: &Config, i: usize, r: &crate::RouteConfig, errs: &mut ConfigErro
             "has no effect without routes[].routingKeyTemplate",
         ),
         None => {}
+    }
+}
+
+/// Each rule names a header and exactly one test; `exists: false` is refused (use an
+/// `exclude` rule with `exists: true`), as are an empty `in` list and a blank `matches`.
+fn header_filter(f: &crate::HeaderFilter, path: &str, errs: &mut ConfigErrors) {
+    for (list, rules) in [("require", &f.require), ("exclude", &f.exclude)] {
+        for (i, r) in rules.iter().enumerate() {
+            let at = format!("{path}.{list}[{i}]");
+            if r.header.trim().is_empty() {
+                errs.push(format!("{at}.header"), "must name a header");
+            }
+            let tests = [
+                r.equals.is_some(),
+                r.one_of.is_some(),
+                r.matches.is_some(),
+                r.exists.is_some(),
+            ];
+            match tests.iter().filter(|t| **t).count() {
+                1 => {}
+                0 => errs.push(
+                    at.clone(),
+                    "needs one test: equals, in, matches or exists: true",
+                ),
+                _ => errs.push(
+                    at.clone(),
+                    "has more than one test; use one of equals, in, matches or exists: true",
+                ),
+            }
+            if r.exists == Some(false) {
+                errs.push(format!("{at}.exists"), "`false` is not supported; to drop messages that carry the header, put `exists: true` under exclude");
+            }
+            if r.one_of.as_ref().is_some_and(|l| l.is_empty()) {
+                errs.push(format!("{at}.in"), "must list at least one value");
+            }
+            if r.matches.as_ref().is_some_and(|m| m.trim().is_empty()) {
+                errs.push(format!("{at}.matches"), "must not be blank");
+            }
+        }
     }
 }
 

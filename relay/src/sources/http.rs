@@ -202,6 +202,9 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
             Some(correlation_id),
         ),
         Ok(Stored::Dead { id }) => (StatusCode::ACCEPTED, json!({ "messageId": id }), None),
+        Ok(Stored::Filtered { .. }) => {
+            (StatusCode::ACCEPTED, json!({ "status": "filtered" }), None)
+        }
         Err(Rejected::NotJson) => {
             tracing::warn!(source = %source.name, "inbox request refused: the body is not JSON");
             return error(StatusCode::BAD_REQUEST, "Invalid JSON");

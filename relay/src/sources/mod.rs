@@ -10,6 +10,7 @@
 
 pub mod auth;
 pub mod brokers;
+pub mod filter;
 pub mod http;
 pub mod rate_limit;
 
@@ -47,6 +48,9 @@ pub enum Stored {
     Duplicate { id: Uuid, correlation_id: String },
     /// A broker body that is not JSON, stored as a `dead` row; acknowledge.
     Dead { id: Uuid },
+    /// The source's header filter dropped it (the first failing rule); acknowledge,
+    /// nothing stored.
+    Filtered { rule: String },
 }
 
 /// Why a message was not stored.
@@ -82,6 +86,8 @@ pub struct Inbox {
     pub max_header_bytes: usize,
     /// The sources' transforms and key expressions.
     pub transforms: Arc<crate::transforms::Transforms>,
+    /// The sources' header filters.
+    pub filters: Arc<filter::Filters>,
 }
 
 impl Inbox {
@@ -104,6 +110,9 @@ impl Inbox {
         let Ok(json) = serde_json::from_slice::<Value>(&msg.body) else {
             return Err(self.reject("extraction_failed", Rejected::NotJson));
         };
+        if let Some(filtered) = self.filtered(&source.name, &msg.headers) {
+            return Ok(filtered);
+        }
         let auth_header = http.auth.as_ref().map(|a| a.header_name().to_string());
         let stored = headers::stored_headers(
             msg.headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
@@ -191,6 +200,9 @@ impl Inbox {
         headers: Vec<(String, String)>,
         message_id: Option<String>,
     ) -> Result<Stored, Rejected> {
+        if let Some(filtered) = self.filtered(&rule.source, &headers) {
+            return Ok(filtered);
+        }
         let record_key = if rule.record_key_is_aggregate {
             message_id.clone()
         } else {
@@ -297,6 +309,16 @@ impl Inbox {
             }
             Err(e) => Err(self.reject("storage_failed", Rejected::Storage(e))),
         }
+    }
+
+    /// [`Stored::Filtered`] when `source`'s header filter drops the message: counted and
+    /// logged at debug with the rule, never the header's value.
+    fn filtered(&self, source: &str, headers: &[(String, String)]) -> Option<Stored> {
+        let rule = self.filters.first_failing(source, headers)?;
+        tracing::debug!(%source, %rule, "inbox message filtered; nothing stored");
+        self.metrics
+            .inc("queuebox_inbox_filtered_total", &[("source", source)]);
+        Some(Stored::Filtered { rule })
     }
 
     fn reject(&self, reason: &'static str, r: Rejected) -> Rejected {

@@ -463,6 +463,117 @@ pub async fn a_message_without_a_key_is_keyed_by_its_digest() -> Outcome {
     Ok(())
 }
 
+/// Row 37: an HTTP source with `require x-tenant equals acme` and `exclude x-test exists`
+/// answers `202 {"status":"filtered"}` to `x-tenant: other` and to a message carrying
+/// `x-test`, stores nothing for them and counts `queuebox_inbox_filtered_total{source}`; a
+/// RabbitMQ source's filtered message is acknowledged (the queue empties) and not stored; a
+/// rule with `exists: false` is refused at start-up by its key path.
+pub async fn header_filters_drop_messages_without_storing_them() -> Outcome {
+    let filter = "    filter:\n      require:\n        - header: x-tenant\n          equals: acme\n      exclude:\n        - header: x-test\n          exists: true\n";
+    let http = format!(
+        "    filter:\n      exclude:\n        - header: x-test\n          exists: true\n  tenants:\n    path: /tenants\n    consumption: pull\n    idempotencyKeyPath: $.id\n{filter}"
+    );
+    let RabbitSource {
+        _conn,
+        ch,
+        queue: q,
+        store,
+        relay,
+        ..
+    } = rabbit_source("acc_r37", &format!("    idempotencyKeyPath: $.id\n{http}")).await?;
+    let count = |source: &'static str| {
+        let store = store.clone();
+        async move {
+            scalar_i64(
+                &store,
+                &format!("SELECT count(*) FROM inbox WHERE source = '{source}'"),
+            )
+            .await
+        }
+    };
+    let filtered = r#"{"status":"filtered"}"#;
+    let (s, b) = relay
+        .post(
+            "/inbox/tenants",
+            r#"{"id":"t-1"}"#,
+            &[("x-tenant", "other")],
+        )
+        .await;
+    assert_eq!(
+        (s, b.as_str()),
+        (202, filtered),
+        "another tenant is filtered"
+    );
+    let (s, b) = relay
+        .post(
+            "/inbox/tenants",
+            r#"{"id":"t-2"}"#,
+            &[("x-tenant", "acme"), ("x-test", "1")],
+        )
+        .await;
+    assert_eq!(
+        (s, b.as_str()),
+        (202, filtered),
+        "a test message is excluded"
+    );
+    assert_eq!(
+        count("tenants").await,
+        0,
+        "nothing stored for filtered requests"
+    );
+    let (s, b) = relay
+        .post("/inbox/tenants", r#"{"id":"t-3"}"#, &[("X-Tenant", "acme")])
+        .await;
+    assert_eq!(s, 202, "{b}");
+    assert!(b.contains("messageId"), "stored: {b}");
+    assert_eq!(count("tenants").await, 1);
+    assert_eq!(
+        relay
+            .metric(r#"queuebox_inbox_filtered_total{source="tenants"}"#)
+            .await,
+        2.0
+    );
+    // RabbitMQ: the filtered message is acknowledged, the other stored.
+    let mut h = FieldTable::default();
+    h.insert("x-test".into(), AMQPValue::LongString("1".into()));
+    publish(
+        &ch,
+        &q,
+        br#"{"id":"r-1"}"#,
+        BasicProperties::default().with_headers(h),
+    )
+    .await;
+    publish(&ch, &q, br#"{"id":"r-2"}"#, BasicProperties::default()).await;
+    eventually("the queue drained", 20, || async {
+        queue_depth(&ch, &q).await == 0
+    })
+    .await;
+    eventually("the unfiltered message stored", 20, || async {
+        count("rabbit").await == 1
+    })
+    .await;
+    let key: String =
+        sqlx::query_scalar("SELECT idempotency_key FROM inbox WHERE source = 'rabbit'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(key, "r-2");
+    assert_eq!(
+        relay
+            .metric(r#"queuebox_inbox_filtered_total{source="rabbit"}"#)
+            .await,
+        1.0
+    );
+    let yaml = "database:\n  url: {db}\nsources:\n  s:\n    path: /s\n    idempotencyKeyPath: $.id\n    topic: t\n    filter:\n      require:\n        - header: x-a\n          exists: false\n";
+    let (code, out) = run_to_exit(yaml, "postgres://127.0.0.1:1/x", &["check-config"]).await;
+    assert_ne!(code, 0, "exists: false is refused: {out}");
+    assert!(
+        out.contains("sources.s.filter.require[0].exists"),
+        "the refusal names the key: {out}"
+    );
+    Ok(())
+}
+
 async fn jetstream() -> Result<(String, async_nats::jetstream::Context), NotRun> {
     let url = broker_env("QUEUEBOX_TEST_NATS_URL")?;
     let client = async_nats::connect(&url)

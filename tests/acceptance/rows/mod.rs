@@ -96,7 +96,7 @@ pub static ALL: &[Row] = &[
     test!(34, "Source transform rejection (HTTP)", transforms::a_throwing_source_transform_answers_422),
     test!(35, "Correlation id", inbox::the_correlation_id_is_echoed_stored_and_forwarded),
     test!(36, "Stored inbox headers", inbox::stored_headers_keep_custom_ones_and_drop_credentials),
-    not_run!(37, "Header filter", "not built: header filters `require`/`exclude` (issue 16)"),
+    test!(37, "Header filter", brokers::header_filters_drop_messages_without_storing_them),
     test!(38, "Header keys (HTTP)", inbox::the_idempotency_key_header_decides_duplicates),
     test!(39, "Key expressions and path lists", transforms::key_expressions_and_path_lists_find_the_attributes),
     test!(40, "Relay (push)", push::a_push_webhook_is_relayed_to_the_outbox_with_the_relay_headers),
