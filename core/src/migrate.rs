@@ -260,3 +260,25 @@ pub mod sqlserver {
     //! The SQL Server migration runner (`queuebox migrate` with a `sqlserver://` URL).
     pub use crate::store::sqlserver::migrate::{current_version, plan, run, run_with_baseline};
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_baseline_records_its_version_and_every_earlier_one() {
+        let recorded: Vec<i32> = baseline_of(POSTGRES, 3)
+            .unwrap()
+            .iter()
+            .map(|m| m.version)
+            .collect();
+        assert_eq!(recorded, [1, 2, 3]);
+        assert!(baseline_of(POSTGRES, 0).unwrap().is_empty());
+        let latest = latest_version(POSTGRES);
+        assert_eq!(baseline_of(POSTGRES, latest).unwrap().len(), POSTGRES.len());
+        for bad in [-1, latest + 1] {
+            let e = baseline_of(POSTGRES, bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("--baseline {bad}")), "{e}");
+        }
+    }
+}
