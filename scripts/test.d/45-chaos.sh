@@ -4,7 +4,8 @@
 # ledger: every acknowledged message delivered, every duplicate explained, no row stuck, no
 # payload changed. Then the bounded fuzzer of the HTTP inbox endpoint. Numbered after the
 # Node (40) and Python (41) parts, whose built clients its TypeScript and Python pull-worker
-# paths use when present (reported NOT RUN otherwise).
+# paths and its application-publish path (publish-rabbit) use when present (reported NOT RUN
+# otherwise).
 # Short by default (500 messages, 3 kills per path); QB_CHAOS=long for 20,000 and 20 kills.
 # Starts the brokers it needs and stops, at exit, the ones it started.
 set -euo pipefail

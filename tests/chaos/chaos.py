@@ -184,6 +184,9 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
     finally:
         if killer:
             killer.done.set()
+            # A fault under way ends with a restart: let it, so teardown stops the restarted
+            # process rather than leaving it running (seen after a failing send()).
+            killer.join(30)
         try:
             path.teardown()
         except Exception as e:
@@ -218,6 +221,8 @@ def table(results: list[tuple[str, Summary | str]]):
         if isinstance(s, Summary):
             if s.duplicates:
                 print(f"  {name}: duplicates by cause: " + ", ".join(f"{k}: {v}" for k, v in sorted(s.duplicates.items())))
+            if s.rolled_back or s.in_doubt:
+                print(f"  {name}: {s.rolled_back} publishes rolled back ({s.phantoms} of them delivered), {s.in_doubt} in doubt (publisher killed before COMMIT answered)")
             if s.refused_by_receiver:
                 print(f"  {name}: {s.refused_by_receiver} tries refused on purpose by the receiver (500, closed, hung) and retried")
             for p in s.problems:

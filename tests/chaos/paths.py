@@ -7,6 +7,7 @@ the relay is configured, and where a real receiver picks the delivery up.
 | `rabbit-kafka`  | RabbitMQ publisher confirm | rabbitmq source → kafka   | a Kafka consumer          |
 | `kafka-nats`    | Kafka producer ack (all)   | kafka source → nats (JS)  | a JetStream consumer      |
 | `nats-pull`     | JetStream publish ack      | nats source, pull rows    | tests/chaos/worker (Rust) |
+| `publish-rabbit`| the application's COMMIT   | outbox → rabbitmq dest    | a RabbitMQ consumer       |
 
 Each class has `setup()` (database, relay, receiver), `send(bodies)` (blocks until every
 message is acknowledged or given up), `killables()` (what the killer may SIGKILL) and
@@ -584,4 +585,150 @@ class NatsToGoWorker(NatsToPullWorker):
         return [GO_WORKER]
 
 
-PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToGoWorker, NatsToPythonWorker, NatsToTypeScriptWorker)}
+PUBLISHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "python_publisher.py")
+
+
+class PublishToRabbit(ChaosPath):
+    """The application's side: `workers/python_publisher.py` (queuebox_inbox.publish on a
+    psycopg 3 connection) writes each message in its own transaction with a business row; a
+    message counts as acknowledged once its COMMIT returned. One message in ten is published
+    and then rolled back and must never be delivered. The publisher is SIGKILLed once at a
+    seeded point and restarted on the messages it had not begun; the one in flight is in
+    doubt (delivered or not, both are right). Two relay replicas deliver the outbox to a
+    RabbitMQ exchange whose bound queue a RabbitMQ consumer reads. Optional like the Python
+    worker path: it needs the client built by scripts/test.d/41-python.sh."""
+
+    name = "publish-rabbit"
+    optional = True
+    needs = ("QUEUEBOX_TEST_AMQP_URL",)
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        ok = os.path.exists(PYTHON_CLIENT) and subprocess.run([PYTHON_CLIENT, "-c", "import queuebox_inbox, psycopg"], capture_output=True).returncode == 0
+        return super().missing() + ([] if ok else ["queuebox_inbox and psycopg in .venv/python-client (scripts/test.d/41-python.sh builds it)"])
+
+    def setup(self):
+        import pika
+        import psycopg
+
+        self.amqp = os.environ["QUEUEBOX_TEST_AMQP_URL"]
+        self.exchange = f"chaos-{self.ctx.run}-x"
+        self.queue = f"chaos-{self.ctx.run}-out"
+        with pika.BlockingConnection(pika.URLParameters(self.amqp)) as c:
+            ch = c.channel()
+            ch.exchange_declare(self.exchange, "topic", durable=True)
+            ch.queue_declare(self.queue, durable=True)
+            ch.queue_bind(self.queue, self.exchange, "#")
+        self._relay(f"""destinations:
+  bus:
+    type: rabbitmq
+    url: {self.amqp}
+    exchange: {self.exchange}
+routes:
+  - topicPattern: '**'
+    destination: bus
+""")
+        with psycopg.connect(self.db_url, autocommit=True) as c:
+            c.execute("CREATE TABLE chaos_orders (n integer PRIMARY KEY, body text NOT NULL)")
+        self.consumer = RabbitReader(self.amqp, self.queue, self.ctx.ledger)
+        self.ctx.ledger.meta(source="outbox")  # no inbox rows to expect
+
+    def send(self, bodies):
+        ledger, rng = self.ctx.ledger, self.ctx.rng
+        rollback = {b.n for b in bodies if rng.random() < 0.1}
+        kill_after = rng.randrange(len(bodies) // 4, len(bodies) * 3 // 4)  # answers seen before the kill
+        for b in bodies:
+            ledger.sent(b)
+        todo, answered, kills = list(bodies), 0, 0
+        for life in range(3):  # the first life is killed; a later death is a harness problem
+            if not todo:
+                break
+            spec = os.path.join(self.ctx.workdir, f"{self.name}-publisher{life}.jsonl")
+            with open(spec, "w", encoding="utf-8") as f:
+                for b in todo:
+                    f.write(json.dumps({"n": b.n, "key": b.key, "raw": b.raw.decode("utf-8"), "rollback": b.n in rollback}) + "\n")
+            err = open(os.path.join(self.ctx.workdir, f"{self.name}-publisher.log"), "a")
+            proc = subprocess.Popen([PYTHON_CLIENT, PUBLISHER, self.db_url, spec, "chaos.orders"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
+            err.close()
+            begun, done = set(), set()
+            for line in proc.stdout:
+                if not line.endswith(b"\n"):
+                    break  # cut by the SIGKILL
+                what, n = line.decode().split()
+                n = int(n)
+                if what == "begin":
+                    begun.add(n)
+                    ledger.attempt(n, "begin")
+                    continue
+                done.add(n)
+                ledger.attempt(n, what)
+                if what == "acked":
+                    ledger.ack(n, "commit")
+                else:
+                    ledger.rolled_back(n)
+                answered += 1
+                if kills == 0 and answered >= kill_after:
+                    # Mid-run, between two lines: the next transaction may be anywhere.
+                    time.sleep(rng.uniform(0, 0.005))
+                    fault = ledger.kill(f"{self.name}-publisher", proc.pid)
+                    proc.kill()
+                    ledger.restarted(fault)
+                    kills += 1
+            code = proc.wait()
+            for n in begun - done:
+                ledger.in_doubt(n)  # its COMMIT may or may not have happened
+            todo = [b for b in todo if b.n not in begun]
+            if code != 0 and not (kills == 1 and life == 0):
+                raise RuntimeError(f"the publisher exited with {code} (see {self.name}-publisher.log)")
+        # The business rows committed with the publishes: one per acknowledged message, none
+        # for a rolled-back one.
+        import psycopg
+
+        with psycopg.connect(self.db_url, autocommit=True) as c:
+            rows = {n for (n,) in c.execute("SELECT n FROM chaos_orders")}
+        acked = ledger.acked()
+        if not acked <= rows or rows & rollback:
+            raise RuntimeError(f"business rows disagree with the publishes: acknowledged without a row {sorted(acked - rows)[:5]}, rolled back with a row {sorted(rows & rollback)[:5]}")
+
+    def teardown(self):
+        super().teardown()
+        self.consumer.close()
+        import pika
+
+        with pika.BlockingConnection(pika.URLParameters(self.amqp)) as c:
+            ch = c.channel()
+            ch.queue_delete(self.queue)
+            ch.exchange_delete(self.exchange)
+
+
+class RabbitReader:
+    """Consumes a RabbitMQ queue in a thread (acking each message) and records each one as
+    a delivery, with the outbox row id from the AMQP message id."""
+
+    def __init__(self, url, queue, ledger):
+        self.url, self.queue, self.ledger = url, queue, ledger
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._loop, daemon=True)
+        self.thread.start()
+
+    def _loop(self):
+        import pika
+
+        with pika.BlockingConnection(pika.URLParameters(self.url)) as c:
+            ch = c.channel()
+            while not self.stop.is_set():
+                for method, props, body in ch.consume(self.queue, inactivity_timeout=0.2):
+                    if method is None:
+                        break
+                    headers = {k: str(v) for k, v in (props.headers or {}).items()}
+                    headers["x-message-id"] = props.message_id or ""
+                    record_delivery(self.ledger, body, headers)
+                    ch.basic_ack(method.delivery_tag)
+            ch.cancel()
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(10)
+
+
+PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToGoWorker, NatsToPythonWorker, NatsToTypeScriptWorker, PublishToRabbit)}

@@ -136,6 +136,35 @@ class LedgerChecks(unittest.TestCase):
         self.deliver(led, b)
         self.assertTrue(any("more than one inbox row" in p for p in self.problems(led).problems))
 
+    def test_a_rolled_back_publish_delivered_fails_and_one_in_doubt_may_go_either_way(self):
+        # Messages 3 and 4 were never acknowledged: 3 rolled back, 4's publisher died before
+        # its COMMIT answered. 4 delivered or not is right; 3 delivered is a phantom.
+        self.dir = tempfile.mkdtemp(prefix="qb-ledger-test-")
+        self.path = os.path.join(self.dir, "t.sqlite")
+        led = Ledger(self.path)
+        rng = random.Random(1)
+        self.bodies = [payloads.body_for(i, "t", rng, http=False) for i in range(5)]
+        for b in self.bodies:
+            led.sent(b)
+        for b in self.bodies[:3]:
+            led.ack(b.n, "commit")
+            self.deliver(led, b)
+        led.rolled_back(3)
+        led.in_doubt(4)
+        led.meta(source="outbox", stores_checked=1)
+        led.close()
+        s = check(self.path, "t")
+        self.assertTrue(s.passed, s.problems)  # nothing delivered of 3 and 4, no inbox rows expected
+        led = Ledger(self.path)
+        self.deliver(led, self.bodies[4])
+        led.close()
+        self.assertTrue(check(self.path, "t").passed)
+        led = Ledger(self.path)
+        self.deliver(led, self.bodies[3])
+        s = self.problems(led)
+        self.assertEqual(s.phantoms, 1)
+        self.assertTrue(any("ROLLED BACK but delivered" in p and "n = 3" in p for p in s.problems), s.problems)
+
 
 if __name__ == "__main__":
     unittest.main()
