@@ -534,13 +534,21 @@ fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
         .collect();
     // PostgreSQL-only: its migration runner's two catalogue probes (SQL Server does both in
     // SCHEMA_CHECK), and the owner session of dead-worker recovery (SQL Server pull claims
-    // leave claim_owner NULL and are recovered by their lease).
+    // leave claim_owner NULL and are recovered by their lease). The operator commands
+    // (`queuebox dead`, `inspect`) refuse on SQL Server, naming it (RelayStore's defaults).
     let pg_only = [
         "HAS_HISTORY",
         "HAS_TABLES",
         "OWNER_LOCK",
         "OWNER_PING",
         "EXPIRE_DEAD_OWNERS",
+        "FIND_DEAD_OUTBOX",
+        "FIND_DEAD_INBOX",
+        "DELETE_DEAD_OUTBOX",
+        "DELETE_DEAD_INBOX",
+        "REQUEUE_DEAD_INBOX",
+        "JOURNEY_INBOX",
+        "JOURNEY_OUTBOX",
     ];
     let missing: Vec<&str> = queuebox_core::store::postgres::sql::statements()
         .into_iter()

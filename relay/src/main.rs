@@ -1,7 +1,8 @@
 //! `queuebox`: the relay binary. `queuebox [--config FILE] [run]` starts the relay
 //! (HTTP sources, inbox relay, outbox relay, retention, metrics, health, admin);
 //! `check-config` prints the resolved configuration with secrets redacted; `migrate`
-//! applies the database migrations.
+//! applies the database migrations; `inspect` and `dead list|replay|delete` are the
+//! operator's look at one message and at dead rows (`operate`).
 
 mod admin;
 mod app;
@@ -11,6 +12,7 @@ mod listener_tls;
 mod liveness;
 mod logging;
 mod metrics;
+mod operate;
 mod outbox;
 mod relay_loop;
 mod retention;
@@ -55,6 +57,20 @@ enum Command {
         /// changing nothing, when the database has a history already
         #[arg(long, value_name = "VERSION")]
         baseline: Option<i32>,
+    },
+    /// Print a message's journey: its inbox row, then the outbox rows made from it (state,
+    /// attempts, last error, timestamps).
+    Inspect {
+        /// An inbox or outbox row id, or SOURCE:IDEMPOTENCY_KEY
+        #[arg(value_parser = operate::parse_target, value_name = "MESSAGE_ID|SOURCE:KEY")]
+        target: queuebox_core::store::relay::JourneyTarget,
+        #[command(flatten)]
+        db: operate::Database,
+    },
+    /// List, replay or delete dead rows (replay and delete need ids or --yes).
+    Dead {
+        #[command(subcommand)]
+        command: operate::DeadCommand,
     },
 }
 
@@ -150,6 +166,10 @@ async fn main() -> std::process::ExitCode {
             }
             .await
         }
+        Command::Inspect { target, db } => {
+            operate::inspect(target, db, cli.config.as_deref()).await
+        }
+        Command::Dead { command } => operate::dead(command, cli.config.as_deref()).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -203,4 +203,92 @@ pub trait RelayStore: Send + Sync + 'static {
     async fn replay_outbox(&self, filter: &ReplayFilter) -> Result<u64>;
     /// Deletes the given outbox rows unless they are being delivered; returns how many.
     async fn delete_outbox(&self, ids: &[Uuid]) -> Result<u64>;
+
+    // The operator commands (`queuebox dead`, `queuebox inspect`). Only PostgreSQL
+    // implements them; the defaults refuse, naming the backend, rather than half-work.
+
+    /// The dead rows of `filter.table` matching the filter, newest first, at most `limit`.
+    async fn find_dead(&self, filter: &DeadFilter) -> Result<Vec<DeadRow>> {
+        let _ = filter;
+        Err(operator_unsupported())
+    }
+    /// Deletes the given rows of `table` that are still `dead`; returns how many.
+    async fn delete_dead(&self, table: DeadTable, ids: &[Uuid]) -> Result<u64> {
+        let _ = (table, ids);
+        Err(operator_unsupported())
+    }
+    /// Moves the given inbox rows that are still `dead` back to pending with `attempt = 0`
+    /// (push rows are forwarded again by the inbox relay, pull rows claimed by workers).
+    async fn requeue_dead_inbox(&self, ids: &[Uuid]) -> Result<u64> {
+        let _ = ids;
+        Err(operator_unsupported())
+    }
+    /// A message's journey: its inbox row (found by `id`, by `source:key`, or as the
+    /// `x-inbox-id` of the outbox row `id`) and the outbox rows carrying that `x-inbox-id`
+    /// (or the outbox row `id` itself).
+    async fn journey(&self, target: &JourneyTarget) -> Result<Journey> {
+        let _ = target;
+        Err(operator_unsupported())
+    }
+}
+
+fn operator_unsupported() -> crate::Error {
+    crate::Error::InvalidInput(
+        "`queuebox dead` and `queuebox inspect` support PostgreSQL only, not SQL Server; \
+         use the statements of proto-docs/dead-letter.md"
+            .into(),
+    )
+}
+
+/// The table an operator command looks at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeadTable {
+    Inbox,
+    Outbox,
+}
+
+/// Which dead rows `queuebox dead` lists, replays or deletes (every criterion is ANDed).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DeadFilter {
+    pub table: DeadTable,
+    pub ids: Option<Vec<Uuid>>,
+    /// The inbox source, or an outbox row's `x-source` header.
+    pub source: Option<String>,
+    /// Outbox only (an inbox row has no topic).
+    pub topic: Option<String>,
+    pub created_before: Option<DateTime<Utc>>,
+    pub limit: u32,
+}
+
+/// What `queuebox inspect` looks up.
+#[derive(Debug, Clone, PartialEq)]
+pub enum JourneyTarget {
+    /// An inbox or outbox row id.
+    Id(Uuid),
+    /// An inbox row by its source and idempotency key.
+    SourceKey { source: String, key: String },
+}
+
+/// One row of a message's journey.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct JourneyRow {
+    pub id: Uuid,
+    /// The outbox topic, or the inbox source.
+    pub topic_or_source: String,
+    /// The outbox key, or the inbox idempotency key.
+    pub key: Option<String>,
+    pub state: String,
+    pub attempt: i32,
+    pub last_error: Option<String>,
+    pub created_at: DateTime<Utc>,
+    /// The outbox row's last change, or the inbox row's `processed_at`.
+    pub updated_at: Option<DateTime<Utc>>,
+}
+
+/// A message's inbox row (none for an outbox-only message) and its outbox rows, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Journey {
+    pub inbox: Option<JourneyRow>,
+    pub outbox: Vec<JourneyRow>,
 }

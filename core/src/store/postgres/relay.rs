@@ -14,8 +14,8 @@ use super::{db_err, sql, PgStore, OUTBOX_CHANNEL};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
 use crate::store::relay::{
-    ClaimedOutbox, DeadRow, Forwarded, InboxBacklog, NewOutboxRow, OutboxBacklog, OutboxRow,
-    RelayStore, ReplayFilter,
+    ClaimedOutbox, DeadFilter, DeadRow, DeadTable, Forwarded, InboxBacklog, Journey, JourneyRow,
+    JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter,
 };
 use crate::store::Wakeup;
 
@@ -369,6 +369,94 @@ impl RelayStore for PgStore {
             .await
             .map_err(|e| db_err("outbox delete", e))?;
         Ok(r.rows_affected())
+    }
+
+    async fn find_dead(&self, f: &DeadFilter) -> Result<Vec<DeadRow>> {
+        let q = match f.table {
+            DeadTable::Outbox => sqlx::query(sql::FIND_DEAD_OUTBOX)
+                .bind(&f.ids)
+                .bind(&f.topic)
+                .bind(&f.source),
+            DeadTable::Inbox => {
+                if f.topic.is_some() {
+                    return Err(crate::Error::InvalidInput(
+                        "--topic filters outbox rows; an inbox row has a source, not a topic"
+                            .into(),
+                    ));
+                }
+                sqlx::query(sql::FIND_DEAD_INBOX)
+                    .bind(&f.ids)
+                    .bind(&f.source)
+            }
+        };
+        let rows = q
+            .bind(f.created_before)
+            .bind(f.limit as i64)
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db_err("find dead rows", e))?;
+        Ok(rows.iter().map(decode_dead).collect())
+    }
+
+    async fn delete_dead(&self, table: DeadTable, ids: &[Uuid]) -> Result<u64> {
+        let statement = match table {
+            DeadTable::Outbox => sql::DELETE_DEAD_OUTBOX,
+            DeadTable::Inbox => sql::DELETE_DEAD_INBOX,
+        };
+        let r = sqlx::query(statement)
+            .bind(ids)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("dead row delete", e))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn requeue_dead_inbox(&self, ids: &[Uuid]) -> Result<u64> {
+        let r = sqlx::query(sql::REQUEUE_DEAD_INBOX)
+            .bind(ids)
+            .execute(self.pool())
+            .await
+            .map_err(|e| db_err("dead inbox requeue", e))?;
+        Ok(r.rows_affected())
+    }
+
+    async fn journey(&self, target: &JourneyTarget) -> Result<Journey> {
+        let (id, source, key) = match target {
+            JourneyTarget::Id(id) => (Some(*id), None, None),
+            JourneyTarget::SourceKey { source, key } => (None, Some(source), Some(key)),
+        };
+        let inbox = sqlx::query(sql::JOURNEY_INBOX)
+            .bind(id)
+            .bind(source)
+            .bind(key)
+            .fetch_optional(self.pool())
+            .await
+            .map_err(|e| db_err("journey inbox", e))?
+            .as_ref()
+            .map(decode_journey);
+        let outbox = sqlx::query(sql::JOURNEY_OUTBOX)
+            .bind(id)
+            .bind(inbox.as_ref().map(|r| r.id.to_string()))
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db_err("journey outbox", e))?;
+        Ok(Journey {
+            inbox,
+            outbox: outbox.iter().map(decode_journey).collect(),
+        })
+    }
+}
+
+fn decode_journey(r: &PgRow) -> JourneyRow {
+    JourneyRow {
+        id: r.get("id"),
+        topic_or_source: r.get("name"),
+        key: r.get("key"),
+        state: r.get("state"),
+        attempt: r.get("attempt"),
+        last_error: r.get("last_error"),
+        created_at: r.get("created_at"),
+        updated_at: r.get("updated_at"),
     }
 }
 

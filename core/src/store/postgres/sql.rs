@@ -433,6 +433,54 @@ pub const REPLAY_OUTBOX: &str = "UPDATE outbox SET state = 'pending', attempt = 
 
 pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state <> 'processing'";
 
+// ---- the operator commands (`queuebox dead`, `queuebox inspect`) ----
+// The filtered forms of proto-docs/dead-letter.md's statements; every write is guarded by
+// `state = 'dead'`, so a row replayed or delivered meanwhile is never touched.
+
+/// `$1` ids, `$2` topic, `$3` x-source, `$4` created before (NULL = any), `$5` limit.
+pub const FIND_DEAD_OUTBOX: &str =
+    "SELECT id, topic AS name, key, attempt, last_error, updated_at FROM outbox
+              WHERE state = 'dead'
+                AND ($1::uuid[] IS NULL OR id = ANY($1))
+                AND ($2::text IS NULL OR topic = $2)
+                AND ($3::text IS NULL OR headers ->> 'x-source' = $3)
+                AND ($4::timestamptz IS NULL OR created_at < $4)
+              ORDER BY updated_at DESC LIMIT $5";
+
+/// `$1` ids, `$2` source, `$3` created before (NULL = any), `$4` limit.
+pub const FIND_DEAD_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, attempt, last_error, COALESCE(processed_at, created_at) AS updated_at
+               FROM inbox
+              WHERE state = 'dead'
+                AND ($1::uuid[] IS NULL OR id = ANY($1))
+                AND ($2::text IS NULL OR source = $2)
+                AND ($3::timestamptz IS NULL OR created_at < $3)
+              ORDER BY created_at DESC LIMIT $4";
+
+pub const DELETE_DEAD_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state = 'dead'";
+
+pub const DELETE_DEAD_INBOX: &str = "DELETE FROM inbox WHERE id = ANY($1) AND state = 'dead'";
+
+pub const REQUEUE_DEAD_INBOX: &str = "UPDATE inbox
+                SET state = 'pending', attempt = 0, scheduled_at = clock_timestamp(), claimed_at = NULL, claim_token = NULL,
+                    lease_expires_at = NULL, processed_at = NULL, last_error = NULL
+              WHERE id = ANY($1) AND state = 'dead'";
+
+/// `$1` an inbox or outbox id (NULL when looking up by `$2` source and `$3` key).
+pub const JOURNEY_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, state, attempt, last_error, created_at, processed_at AS updated_at
+               FROM inbox
+              WHERE id = $1
+                 OR (source = $2 AND idempotency_key = $3)
+                 OR id::text = (SELECT headers ->> 'x-inbox-id' FROM outbox WHERE id = $1)
+              LIMIT 1";
+
+/// `$1` an outbox id, `$2` the inbox id as text (the `x-inbox-id` header). The header has
+/// no index: an operator's look-up scans the outbox once.
+pub const JOURNEY_OUTBOX: &str =
+    "SELECT id, topic AS name, key, state, attempt, last_error, created_at, updated_at
+               FROM outbox
+              WHERE id = $1 OR headers ->> 'x-inbox-id' = $2
+              ORDER BY created_at";
+
 // ---- the application's transaction (`crate::app_tx`) ----
 // Run by the application's own driver inside its own transaction, after the core renders
 // them in the driver's parameter style. Every parameter is bound as text (or NULL), so the
@@ -504,6 +552,13 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("INBOX_ROW", INBOX_ROW),
         ("REPLAY_OUTBOX", REPLAY_OUTBOX),
         ("DELETE_OUTBOX", DELETE_OUTBOX),
+        ("FIND_DEAD_OUTBOX", FIND_DEAD_OUTBOX),
+        ("FIND_DEAD_INBOX", FIND_DEAD_INBOX),
+        ("DELETE_DEAD_OUTBOX", DELETE_DEAD_OUTBOX),
+        ("DELETE_DEAD_INBOX", DELETE_DEAD_INBOX),
+        ("REQUEUE_DEAD_INBOX", REQUEUE_DEAD_INBOX),
+        ("JOURNEY_INBOX", JOURNEY_INBOX),
+        ("JOURNEY_OUTBOX", JOURNEY_OUTBOX),
         ("APP_COMPLETE", APP_COMPLETE),
         ("PUBLISH", PUBLISH),
     ]

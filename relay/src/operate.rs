@@ -1,0 +1,291 @@
+//! The operator commands: `queuebox inspect <message-id|source:key>` (a message's journey,
+//! inbox row → outbox rows) and `queuebox dead list|replay|delete` (dead rows by filter).
+//! The SQL lives in the store (`RelayStore::find_dead`, `journey`, …); an outbox replay is
+//! the admin API's own `replay_outbox`, restricted to the listed dead rows.
+
+use clap::{Args, Subcommand, ValueEnum};
+use queuebox_core::backend::{self, DatabaseSettings};
+use queuebox_core::store::relay::{
+    DeadFilter, DeadRow, DeadTable, Journey, JourneyRow, JourneyTarget, RelayStore, ReplayFilter,
+};
+use serde_json::json;
+use uuid::Uuid;
+
+/// How the commands reach the database (the same rules as `migrate`).
+#[derive(Args)]
+pub struct Database {
+    /// Database URL; else $QUEUEBOX_DATABASE_URL, else the configuration's database.url
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Print JSON (for scripts) instead of a table
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Subcommand)]
+pub enum DeadCommand {
+    /// List dead rows (newest first)
+    List {
+        #[command(flatten)]
+        filter: FilterArgs,
+    },
+    /// Move dead rows back to pending with attempt 0 (outbox rows are delivered again,
+    /// inbox rows forwarded or claimed again)
+    Replay {
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
+        change: ChangeArgs,
+    },
+    /// Delete dead rows
+    Delete {
+        #[command(flatten)]
+        filter: FilterArgs,
+        #[command(flatten)]
+        change: ChangeArgs,
+    },
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Table {
+    Inbox,
+    Outbox,
+}
+
+#[derive(Args)]
+pub struct FilterArgs {
+    /// Which table's dead rows
+    #[arg(long, value_enum, default_value = "outbox")]
+    table: Table,
+    /// Only rows of this source (outbox: the x-source header)
+    #[arg(long)]
+    source: Option<String>,
+    /// Only outbox rows of this topic
+    #[arg(long)]
+    topic: Option<String>,
+    /// At most this many rows (1..=10000)
+    #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10000))]
+    limit: u32,
+    /// Only rows created longer ago than this: 90s, 15m, 2h, 7d
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    older_than: Option<chrono::Duration>,
+    #[command(flatten)]
+    db: Database,
+}
+
+/// A change needs the rows named (ids) or `--yes`, so a bare command changes nothing.
+#[derive(Args)]
+pub struct ChangeArgs {
+    /// Only these rows (ids as `dead list` prints them)
+    ids: Vec<Uuid>,
+    /// Change every row the filters match (required when no ids are given)
+    #[arg(long, required_unless_present = "ids")]
+    yes: bool,
+}
+
+/// `90s`, `15m`, `2h`, `7d`.
+fn parse_age(s: &str) -> Result<chrono::Duration, String> {
+    let bad = || format!("`{s}` is not an age like 90s, 15m, 2h or 7d");
+    let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let n: i64 = s[..split].parse().map_err(|_| bad())?;
+    match &s[split..] {
+        "s" => Ok(chrono::Duration::seconds(n)),
+        "m" => Ok(chrono::Duration::minutes(n)),
+        "h" => Ok(chrono::Duration::hours(n)),
+        "d" => Ok(chrono::Duration::days(n)),
+        _ => Err(bad()),
+    }
+}
+
+/// `inspect`'s argument: a row id, else `source:key` (the key may hold colons).
+pub fn parse_target(s: &str) -> Result<JourneyTarget, String> {
+    if let Ok(id) = Uuid::parse_str(s) {
+        return Ok(JourneyTarget::Id(id));
+    }
+    match s.split_once(':') {
+        Some((source, key)) if !source.is_empty() && !key.is_empty() => {
+            Ok(JourneyTarget::SourceKey {
+                source: source.into(),
+                key: key.into(),
+            })
+        }
+        _ => Err(format!(
+            "`{s}` is neither a message id (UUID) nor source:key"
+        )),
+    }
+}
+
+async fn connect(
+    db: &Database,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<std::sync::Arc<dyn backend::Database>> {
+    let settings = match db
+        .database_url
+        .clone()
+        .or_else(|| std::env::var("QUEUEBOX_DATABASE_URL").ok())
+    {
+        Some(u) => DatabaseSettings::new(u),
+        None => crate::load(config)?.database_settings(),
+    };
+    Ok(backend::connect(&settings.pool_size(2)).await?)
+}
+
+pub async fn dead(cmd: DeadCommand, config: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let (filter, change, verb) = match cmd {
+        DeadCommand::List { filter } => (filter, None, "list"),
+        DeadCommand::Replay { filter, change } => (filter, Some(change), "replay"),
+        DeadCommand::Delete { filter, change } => (filter, Some(change), "delete"),
+    };
+    let db = connect(&filter.db, config).await?;
+    let store = db.relay_store();
+    let result = run_dead(store.as_ref(), &filter, change, verb).await;
+    db.close().await;
+    result
+}
+
+async fn run_dead(
+    store: &dyn RelayStore,
+    args: &FilterArgs,
+    change: Option<ChangeArgs>,
+    verb: &str,
+) -> anyhow::Result<()> {
+    let table = match args.table {
+        Table::Inbox => DeadTable::Inbox,
+        Table::Outbox => DeadTable::Outbox,
+    };
+    let filter = DeadFilter {
+        table,
+        ids: change
+            .as_ref()
+            .filter(|c| !c.ids.is_empty())
+            .map(|c| c.ids.clone()),
+        source: args.source.clone(),
+        topic: args.topic.clone(),
+        created_before: args.older_than.map(|age| chrono::Utc::now() - age),
+        limit: args.limit,
+    };
+    let rows = store.find_dead(&filter).await?;
+    if change.is_none() {
+        if args.db.json {
+            println!("{}", json!({ "rows": rows }));
+        } else {
+            print_dead(&rows);
+        }
+        return Ok(());
+    }
+    let ids: Vec<Uuid> = rows.iter().map(|r| r.id).collect();
+    let changed = if ids.is_empty() {
+        0
+    } else {
+        match (verb, table) {
+            ("replay", DeadTable::Outbox) => {
+                let f = ReplayFilter {
+                    ids: Some(ids.clone()),
+                    dead_only: true,
+                    ..ReplayFilter::default()
+                };
+                store.replay_outbox(&f).await?
+            }
+            ("replay", DeadTable::Inbox) => store.requeue_dead_inbox(&ids).await?,
+            _ => store.delete_dead(table, &ids).await?,
+        }
+    };
+    let past = if verb == "replay" {
+        "replayed"
+    } else {
+        "deleted"
+    };
+    if args.db.json {
+        println!("{}", json!({ past: changed, "ids": ids }));
+    } else {
+        println!("{past} {changed} dead row(s)");
+        for id in &ids {
+            println!("  {id}");
+        }
+    }
+    Ok(())
+}
+
+fn print_dead(rows: &[DeadRow]) {
+    println!(
+        "{:<36}  {:<24}  {:<20}  {:>7}  {:<20}  LAST ERROR",
+        "ID", "TOPIC/SOURCE", "KEY", "ATTEMPT", "DEAD SINCE"
+    );
+    for r in rows {
+        println!(
+            "{:<36}  {:<24}  {:<20}  {:>7}  {:<20}  {}",
+            r.id,
+            clip(&r.topic_or_source, 24),
+            clip(r.key.as_deref().unwrap_or("-"), 20),
+            r.attempt,
+            r.updated_at.format("%Y-%m-%d %H:%M:%S"),
+            clip(r.last_error.as_deref().unwrap_or("-"), 80)
+        );
+    }
+    println!("({} row(s))", rows.len());
+}
+
+fn clip(s: &str, max: usize) -> String {
+    let one_line = s.replace('\n', " ");
+    if one_line.chars().count() <= max {
+        one_line
+    } else {
+        let cut: String = one_line.chars().take(max - 1).collect();
+        format!("{cut}…")
+    }
+}
+
+pub async fn inspect(
+    target: JourneyTarget,
+    db_args: Database,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let db = connect(&db_args, config).await?;
+    let journey = db.relay_store().journey(&target).await;
+    db.close().await;
+    let journey = journey?;
+    if journey.inbox.is_none() && journey.outbox.is_empty() {
+        let what = match &target {
+            JourneyTarget::Id(id) => id.to_string(),
+            JourneyTarget::SourceKey { source, key } => format!("{source}:{key}"),
+        };
+        anyhow::bail!("No inbox or outbox row matches {what}");
+    }
+    if db_args.json {
+        println!("{}", serde_json::to_string(&journey)?);
+    } else {
+        print_journey(&journey);
+    }
+    Ok(())
+}
+
+fn print_journey(j: &Journey) {
+    let line = |table: &str, r: &JourneyRow| {
+        println!(
+            "{table:<6}  {}  {}  key={}  state={}  attempt={}  created={}  updated={}",
+            r.id,
+            r.topic_or_source,
+            r.key.as_deref().unwrap_or("-"),
+            r.state,
+            r.attempt,
+            r.created_at.format("%Y-%m-%d %H:%M:%S%.3f"),
+            r.updated_at
+                .map(|t| t.format("%Y-%m-%d %H:%M:%S%.3f").to_string())
+                .unwrap_or_else(|| "-".into())
+        );
+        if let Some(e) = &r.last_error {
+            println!("        last_error: {}", clip(e, 200));
+        }
+    };
+    match &j.inbox {
+        Some(r) => line("inbox", r),
+        None => println!("inbox   (none: the row was published to the outbox directly)"),
+    }
+    if j.outbox.is_empty() {
+        println!("  └─> outbox (no row yet)");
+    }
+    for r in &j.outbox {
+        print!("  └─> ");
+        line("outbox", r);
+    }
+}
