@@ -194,3 +194,62 @@ async fn bad_operator_arguments_exit_2_naming_the_argument() {
         assert!(err.contains(named), "{args:?} names {named}: {err}");
     }
 }
+
+/// A push row the inbox relay could not route (its topic rendered empty) is dead in the
+/// inbox; after the operator fixes the source's topic and restarts, `dead replay --table
+/// inbox` requeues it and the relay forwards and delivers it.
+#[tokio::test]
+async fn a_dead_inbox_row_is_requeued_and_forwarded_after_the_fix() {
+    let (url, store) = fresh_db("clideadinbox").await;
+    let rx = Receiver::start().await;
+    let source = |topic: &str| {
+        format!(
+            "{}routes:\n  - topicPattern: '**'\n    destination: rx\nsources:\n  typed:\n    path: /typed\n    idempotencyKeyPath: $.id\n    eventTypePath: $.type\n    topic: '{topic}'\n",
+            base_config(&url, &rx.url())
+        )
+    };
+    let mut relay = Relay::start(&source("{{ eventType }}")).await;
+    let (s, b) = relay.post("/inbox/typed", r#"{"id":"t-1"}"#, &[]).await;
+    assert_eq!(s, 202, "{b}");
+    eventually("a dead inbox row", 30, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE state = 'dead'").await == 1
+    })
+    .await;
+    let rows = qb_json(&relay, &["dead", "list", "--table", "inbox", "--json"]).await;
+    assert_eq!(rows["rows"][0]["topicOrSource"], "typed", "{rows}");
+    assert!(
+        rows["rows"][0]["lastError"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("empty topic"),
+        "{rows}"
+    );
+    // An inbox row has no topic: the filter is refused, naming it.
+    let (code, _, err) = qb(
+        &relay,
+        &["dead", "list", "--table", "inbox", "--topic", "x"],
+    )
+    .await;
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("--topic"), "{err}");
+
+    // The old relay must be gone, or its inbox relay claims the requeued row again.
+    relay.term();
+    relay.child.wait().await.unwrap();
+    let relay = Relay::start(&source("typed.fixed")).await;
+    let out = qb_json(
+        &relay,
+        &[
+            "dead", "replay", "--table", "inbox", "--source", "typed", "--yes", "--json",
+        ],
+    )
+    .await;
+    assert_eq!(out["replayed"], 1, "{out}");
+    eventually("the requeued row delivered", 30, || async {
+        rx.to("/hooks").len() == 1
+    })
+    .await;
+    let j = qb_json(&relay, &["inspect", "typed:t-1", "--json"]).await;
+    assert_eq!(j["inbox"]["state"], "processed", "{j}");
+    assert_eq!(j["outbox"][0]["topicOrSource"], "typed.fixed", "{j}");
+}
