@@ -168,6 +168,13 @@ async fn dead_rows_are_listed_deleted_by_filter_and_replayed_to_a_real_receiver(
     let outbox_id = outbox[0]["id"].as_str().unwrap().to_string();
     let by_outbox = qb_json(&relay, &["inspect", &outbox_id, "--json"]).await;
     assert_eq!(by_outbox["inbox"]["id"], j["inbox"]["id"], "{by_outbox}");
+    // A delete by id touches only dead rows: the sent row stays.
+    let kept = qb_json(&relay, &["dead", "delete", &outbox_id, "--json"]).await;
+    assert_eq!(kept["deleted"], 0, "{kept}");
+    assert_eq!(
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await,
+        2
+    );
     let (code, _, err) = qb(&relay, &["inspect", "orders:nope"]).await;
     assert_eq!(code, 1, "nothing matches: {err}");
     assert!(err.contains("orders:nope"), "{err}");
