@@ -68,7 +68,7 @@ pub struct FilterArgs {
     limit: u32,
     /// Only rows created longer ago than this: 90s, 15m, 2h, 7d
     #[arg(long, value_name = "AGE", value_parser = parse_age)]
-    older_than: Option<chrono::Duration>,
+    older_than: Option<std::time::Duration>,
     #[command(flatten)]
     db: Database,
 }
@@ -84,17 +84,20 @@ pub struct ChangeArgs {
 }
 
 /// `90s`, `15m`, `2h`, `7d`.
-fn parse_age(s: &str) -> Result<chrono::Duration, String> {
+fn parse_age(s: &str) -> Result<std::time::Duration, String> {
     let bad = || format!("`{s}` is not an age like 90s, 15m, 2h or 7d");
     let split = s.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
-    let n: i64 = s[..split].parse().map_err(|_| bad())?;
-    match &s[split..] {
-        "s" => Ok(chrono::Duration::seconds(n)),
-        "m" => Ok(chrono::Duration::minutes(n)),
-        "h" => Ok(chrono::Duration::hours(n)),
-        "d" => Ok(chrono::Duration::days(n)),
-        _ => Err(bad()),
-    }
+    let n: u64 = s[..split].parse().map_err(|_| bad())?;
+    let unit = match &s[split..] {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(unit)
+        .map(std::time::Duration::from_secs)
+        .ok_or_else(bad)
 }
 
 /// `inspect`'s argument: a row id, else `source:key` (the key may hold colons).
@@ -161,7 +164,7 @@ async fn run_dead(
             .map(|c| c.ids.clone()),
         source: args.source.clone(),
         topic: args.topic.clone(),
-        created_before: args.older_than.map(|age| chrono::Utc::now() - age),
+        older_than: args.older_than,
         limit: args.limit,
     };
     let rows = store.find_dead(&filter).await?;

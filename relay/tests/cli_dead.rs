@@ -89,6 +89,9 @@ async fn dead_rows_are_listed_deleted_by_filter_and_replayed_to_a_real_receiver(
     let users = qb_json(&relay, &["dead", "list", "--source", "users", "--json"]).await;
     assert_eq!(users["rows"].as_array().unwrap().len(), 1, "{users}");
     assert_eq!(users["rows"][0]["topicOrSource"], "users.created");
+    // --older-than counts by the database clock: the rows are older than 0s, not than 1h.
+    let all = qb_json(&relay, &["dead", "list", "--older-than", "0s", "--json"]).await;
+    assert_eq!(all["rows"].as_array().unwrap().len(), 3, "{all}");
     let none = qb_json(&relay, &["dead", "list", "--older-than", "1h", "--json"]).await;
     assert_eq!(none["rows"].as_array().unwrap().len(), 0, "{none}");
     let inbox = qb_json(&relay, &["dead", "list", "--table", "inbox", "--json"]).await;

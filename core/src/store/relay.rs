@@ -256,7 +256,8 @@ pub struct DeadFilter {
     pub source: Option<String>,
     /// Outbox only (an inbox row has no topic).
     pub topic: Option<String>,
-    pub created_before: Option<DateTime<Utc>>,
+    /// Only rows created longer ago than this, by the database clock.
+    pub older_than: Option<Duration>,
     pub limit: u32,
 }
 

@@ -390,7 +390,7 @@ impl RelayStore for PgStore {
             }
         };
         let rows = q
-            .bind(f.created_before)
+            .bind(f.older_than.map(|d| d.as_millis() as f64))
             .bind(f.limit as i64)
             .fetch_all(self.pool())
             .await

@@ -437,23 +437,23 @@ pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state
 // The filtered forms of proto-docs/dead-letter.md's statements; every write is guarded by
 // `state = 'dead'`, so a row replayed or delivered meanwhile is never touched.
 
-/// `$1` ids, `$2` topic, `$3` x-source, `$4` created before (NULL = any), `$5` limit.
+/// `$1` ids, `$2` topic, `$3` x-source, `$4` minimum age (ms; NULL = any), `$5` limit.
 pub const FIND_DEAD_OUTBOX: &str =
     "SELECT id, topic AS name, key, attempt, last_error, updated_at FROM outbox
               WHERE state = 'dead'
                 AND ($1::uuid[] IS NULL OR id = ANY($1))
                 AND ($2::text IS NULL OR topic = $2)
                 AND ($3::text IS NULL OR headers ->> 'x-source' = $3)
-                AND ($4::timestamptz IS NULL OR created_at < $4)
+                AND ($4::float8 IS NULL OR created_at < clock_timestamp() - make_interval(secs => $4 / 1000))
               ORDER BY updated_at DESC LIMIT $5";
 
-/// `$1` ids, `$2` source, `$3` created before (NULL = any), `$4` limit.
+/// `$1` ids, `$2` source, `$3` minimum age (ms; NULL = any), `$4` limit.
 pub const FIND_DEAD_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, attempt, last_error, COALESCE(processed_at, created_at) AS updated_at
                FROM inbox
               WHERE state = 'dead'
                 AND ($1::uuid[] IS NULL OR id = ANY($1))
                 AND ($2::text IS NULL OR source = $2)
-                AND ($3::timestamptz IS NULL OR created_at < $3)
+                AND ($3::float8 IS NULL OR created_at < clock_timestamp() - make_interval(secs => $3 / 1000))
               ORDER BY created_at DESC LIMIT $4";
 
 pub const DELETE_DEAD_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state = 'dead'";
