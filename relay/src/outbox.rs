@@ -379,7 +379,8 @@ async fn process(
         &st.cfg,
         &st.metrics,
         route,
-        st.route_keys.apply(&st.cfg, route, OutboundMessage::from(row)),
+        st.route_keys
+            .apply(&st.cfg, route, OutboundMessage::from(row)),
     )
     .await
     {
