@@ -82,6 +82,14 @@ const USAGE: u8 = 2;
 fn parse_cli() -> Result<Cli, std::process::ExitCode> {
     use clap::error::{ContextKind, ContextValue, ErrorKind};
     match Cli::try_parse() {
+        Ok(Cli {
+            command: Some(Command::Dead { command }),
+            ..
+        }) if command.usage_error().is_some() => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            let message = command.usage_error().unwrap_or_default();
+            cmd.error(ErrorKind::ArgumentConflict, message).exit()
+        }
         Ok(cli) => Ok(cli),
         Err(e)
             if matches!(

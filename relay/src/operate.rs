@@ -73,6 +73,20 @@ pub struct FilterArgs {
     db: Database,
 }
 
+impl DeadCommand {
+    /// Argument combinations clap cannot express: `--topic` filters outbox rows only, so with
+    /// `--table inbox` it is a usage mistake (exit 2), not a failure found in the database.
+    pub fn usage_error(&self) -> Option<String> {
+        let (DeadCommand::List { filter }
+        | DeadCommand::Replay { filter, .. }
+        | DeadCommand::Delete { filter, .. }) = self;
+        (matches!(filter.table, Table::Inbox) && filter.topic.is_some()).then(|| {
+            "--topic filters outbox rows; it cannot be used with --table inbox (use --source)"
+                .to_string()
+        })
+    }
+}
+
 /// A change needs the rows named (ids) or `--yes`, so a bare command changes nothing.
 #[derive(Args)]
 pub struct ChangeArgs {

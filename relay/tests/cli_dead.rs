@@ -197,6 +197,10 @@ async fn bad_operator_arguments_exit_2_naming_the_argument() {
         (&["dead", "replay", "--source", "orders"][..], "--yes"),
         (&["dead", "list", "--colour"][..], "--colour"),
         (&["inspect", "nothing"][..], "MESSAGE_ID|SOURCE:KEY"),
+        (
+            &["dead", "list", "--table", "inbox", "--topic", "orders"][..],
+            "--topic",
+        ),
     ] {
         let out = relay_command(cfg.path(), args).output().await.unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
@@ -234,13 +238,13 @@ async fn a_dead_inbox_row_is_requeued_and_forwarded_after_the_fix() {
             .contains("empty topic"),
         "{rows}"
     );
-    // An inbox row has no topic: the filter is refused, naming it.
+    // An inbox row has no topic: the filter is a usage mistake, refused naming it.
     let (code, _, err) = qb(
         &relay,
         &["dead", "list", "--table", "inbox", "--topic", "x"],
     )
     .await;
-    assert_eq!(code, 1, "{err}");
+    assert_eq!(code, 2, "{err}");
     assert!(err.contains("--topic"), "{err}");
 
     // The old relay must be gone, or its inbox relay claims the requeued row again.
