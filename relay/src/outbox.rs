@@ -29,7 +29,7 @@ use queuebox_core::headers::redact_error;
 use queuebox_core::lease::{self, Leases};
 use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
-use queuebox_core::store::relay::{ClaimedOutbox, RelayStore};
+use queuebox_core::store::relay::{ClaimedOutbox, OutboxRow, RelayStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
@@ -436,12 +436,7 @@ async fn process(
                 &[("destination", dest), ("outcome", "failure")],
             );
             let why = redact_error(&e.to_string(), &secrets);
-            let policy = RetryPolicy {
-                max_attempts: row.max_attempts.max(0) as u32,
-                base_delay: Duration::from_millis(st.cfg.outbox.retry_base_delay_ms),
-                ..RetryPolicy::relay_default()
-            };
-            match policy.decide_now(row.attempt.max(0) as u32) {
+            match after_failure(st, row) {
                 Decision::Retry(delay) => {
                     tracing::warn!(messageId = %row.id, topic = %row.topic, attempt = row.attempt, error = %why, delay_ms = delay.as_millis() as u64, "delivery failed; retrying");
                     finish(
@@ -464,6 +459,17 @@ async fn process(
         t0.elapsed(),
     );
     None
+}
+
+/// What a failed delivery of `row` leads to: a retry after the backoff, or dead once its
+/// `max_attempts` are spent. The one rule for publish failures and transform failures.
+pub(crate) fn after_failure(st: &AppState, row: &OutboxRow) -> Decision {
+    let policy = RetryPolicy {
+        max_attempts: row.max_attempts.max(0) as u32,
+        base_delay: Duration::from_millis(st.cfg.outbox.retry_base_delay_ms),
+        ..RetryPolicy::relay_default()
+    };
+    policy.decide_now(row.attempt.max(0) as u32)
 }
 
 pub(crate) fn finish(

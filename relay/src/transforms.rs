@@ -271,17 +271,11 @@ impl Stop {
         st: &crate::app::AppState,
         c: &queuebox_core::store::relay::ClaimedOutbox,
     ) {
-        use queuebox_core::backoff::{Decision, RetryPolicy};
-        let row = &c.row;
-        let policy = RetryPolicy {
-            max_attempts: row.max_attempts.max(0) as u32,
-            base_delay: std::time::Duration::from_millis(st.cfg.outbox.retry_base_delay_ms),
-            ..RetryPolicy::relay_default()
-        };
+        use queuebox_core::backoff::Decision;
         let decision = if self.dead {
             Decision::Dead
         } else {
-            policy.decide_now(row.attempt.max(0) as u32)
+            crate::outbox::after_failure(st, &c.row)
         };
         match decision {
             Decision::Retry(delay) => {
