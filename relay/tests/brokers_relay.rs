@@ -13,11 +13,10 @@ use std::time::Duration;
 use common::*;
 use futures::StreamExt;
 use lapin::options::{
-    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, ExchangeDeclareOptions,
-    QueueBindOptions, QueueDeclareOptions,
+    BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, QueueDeclareOptions,
 };
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 const TRACEPARENT: &str = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
 
@@ -114,36 +113,7 @@ async fn relay_binary_moves_a_rabbitmq_message_through_inbox_and_outbox_to_an_ex
     )
     .await
     .unwrap();
-    ch.exchange_declare(
-        exchange.as_str().into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_declare(
-        out_q.as_str().into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_bind(
-        out_q.as_str().into(),
-        exchange.as_str().into(),
-        "#".into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    amqp_bound_queue(&ch, &exchange, &out_q, "#").await.unwrap();
 
     let relay = Relay::start(&config(&db_url, &q, &exchange)).await;
     publish(

@@ -22,9 +22,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use common::*;
-use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
-use lapin::types::FieldTable;
-use lapin::{Connection, ConnectionProperties, ExchangeKind};
+use lapin::{Connection, ConnectionProperties};
 use serde_json::{json, Value};
 
 /// Where the brokers' TLS listeners and certificates are (`scripts/brokers.sh env`).
@@ -145,36 +143,7 @@ async fn rabbitmq_source_and_destination_over_amqps_with_a_client_certificate_ca
         .unwrap();
     let ch = conn.create_channel().await.unwrap();
     let (exchange, queue) = (unique("qb_tls_ex"), unique("qb_tls_q"));
-    ch.exchange_declare(
-        exchange.as_str().into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_declare(
-        queue.as_str().into(),
-        QueueDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
-    ch.queue_bind(
-        queue.as_str().into(),
-        exchange.as_str().into(),
-        "#".into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await
-    .unwrap();
+    amqp_bound_queue(&ch, &exchange, &queue, "#").await.unwrap();
 
     let client_tls = tls.tls("ca.crt", Some("client"));
     let yaml = base_config(&db_url, &rx.url())

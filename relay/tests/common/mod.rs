@@ -343,6 +343,47 @@ pub async fn scalar_i64(store: &PgStore, sql: &str) -> i64 {
 }
 
 /// The common fast settings of a test relay.
+/// Declares `exchange` as a durable topic exchange (accepted only if an existing one is the
+/// same), a durable `queue`, and binds them with `pattern`: where a test's RabbitMQ
+/// destination publishes and the test reads.
+pub async fn amqp_bound_queue(
+    ch: &lapin::Channel,
+    exchange: &str,
+    queue: &str,
+    pattern: &str,
+) -> Result<(), lapin::Error> {
+    use lapin::options::{ExchangeDeclareOptions, QueueBindOptions, QueueDeclareOptions};
+    use lapin::types::FieldTable;
+    ch.exchange_declare(
+        exchange.into(),
+        lapin::ExchangeKind::Topic,
+        ExchangeDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_declare(
+        queue.into(),
+        QueueDeclareOptions {
+            durable: true,
+            ..Default::default()
+        },
+        FieldTable::default(),
+    )
+    .await?;
+    ch.queue_bind(
+        queue.into(),
+        exchange.into(),
+        pattern.into(),
+        QueueBindOptions::default(),
+        FieldTable::default(),
+    )
+    .await?;
+    Ok(())
+}
+
 pub fn base_config(db_url: &str, receiver: &str) -> String {
     format!(
         "server:

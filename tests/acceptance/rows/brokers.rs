@@ -4,12 +4,9 @@
 
 use std::time::Duration;
 
-use lapin::options::{
-    BasicGetOptions, BasicPublishOptions, ExchangeDeclareOptions, QueueBindOptions,
-    QueueDeclareOptions,
-};
+use lapin::options::{BasicGetOptions, BasicPublishOptions, QueueDeclareOptions};
 use lapin::types::{AMQPValue, FieldTable};
-use lapin::{BasicProperties, Channel, Connection, ConnectionProperties, ExchangeKind};
+use lapin::{BasicProperties, Channel, Connection, ConnectionProperties};
 
 use super::kit::*;
 use super::{NotRun, Outcome};
@@ -51,26 +48,8 @@ async fn declare_queue(ch: &Channel, q: &str) {
 /// Declares `exchange` as a durable topic exchange (accepted only if an existing one is the
 /// same) and a new queue bound to it with `pattern`; returns the queue.
 async fn bound_queue(ch: &Channel, exchange: &str, pattern: &str) -> Result<String, lapin::Error> {
-    ch.exchange_declare(
-        exchange.into(),
-        ExchangeKind::Topic,
-        ExchangeDeclareOptions {
-            durable: true,
-            ..Default::default()
-        },
-        FieldTable::default(),
-    )
-    .await?;
     let q = unique("acc_q");
-    declare_queue(ch, &q).await;
-    ch.queue_bind(
-        q.as_str().into(),
-        exchange.into(),
-        pattern.into(),
-        QueueBindOptions::default(),
-        FieldTable::default(),
-    )
-    .await?;
+    crate::common::amqp_bound_queue(ch, exchange, &q, pattern).await?;
     Ok(q)
 }
 
