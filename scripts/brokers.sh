@@ -71,6 +71,17 @@ port_open() { (exec 3<>"/dev/tcp/${2:-127.0.0.1}/$1") 2>/dev/null; }  # port_ope
 
 pid_alive() { [ -s "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# The brokers' fixed ports lie inside Linux's ephemeral range (32768-60999), so an outgoing
+# connection of an earlier test can hold one as its local port and a broker then fails to
+# bind it ("Address already in use"). Reserving them keeps the kernel from handing them
+# out; where /proc/sys is read-only (an unprivileged container) nothing changes.
+reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
+  [ -w "$f" ] || return 0
+  cur=$(cat "$f")
+  echo "${cur:+$cur,}$QB_NATS_PORT,$QB_EPMD_PORT,$QB_AMQPS_PORT,$QB_AMQP_PORT,$QB_RABBIT_DIST_PORT,$QB_KAFKA_PORT,$QB_KAFKA_CONTROLLER_PORT,$QB_KAFKA_SSL_PORT,$QB_KAFKA_SASL_SSL_PORT,$QB_KAFKA_SSL_OTHER_HOST_PORT" >"$f" 2>/dev/null || true
+}
+
 stop_pidfile() {  # stop_pidfile <pidfile> <name>: TERM, wait up to 30 s, then KILL
   local f=$1 name=$2 pid
   pid_alive "$f" || { rm -f "$f"; return 0; }
@@ -340,12 +351,14 @@ fn() { case "$1" in rabbitmq) echo rabbit ;; *) echo "$1" ;; esac; }
 
 case "$mode" in
   deps)
+    reserve_ports
     apt_install librdkafka-dev pkg-config ;;
   install)
     apt_install rabbitmq-server nats-server librdkafka-dev pkg-config
     kafka_install ;;
   start)
     t0=$(date +%s)
+    reserve_ports
     # One apt transaction for both packages, then the brokers.
     apt_list=(); for b in "${which[@]}"; do case $b in rabbitmq) apt_list+=(rabbitmq-server) ;; nats) apt_list+=(nats-server) ;; esac; done
     [ ${#apt_list[@]} -gt 0 ] && apt_install "${apt_list[@]}"
