@@ -77,7 +77,11 @@ hostssl all  postgres 127.0.0.0/8 cert
 hostssl all  app      127.0.0.0/8 scram-sha-256 clientcert=verify-full
 HBA
   local bin; bin=$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -1)
-  as_pg "$bin/pg_ctl" -D "$DIR" -l "$DIR/server.log" -w -t 60 restart >/dev/null
+  as_pg "$bin/pg_ctl" -D "$DIR" -l "$DIR/server.log" -w -t 60 restart >/dev/null || {
+    echo "postgres-tls: the TLS cluster on port $PORT did not restart; its log says:" >&2
+    tail -n 20 "$DIR/server.log" >&2 || true
+    exit 1
+  }
   for _ in $(seq 1 60); do "$bin/pg_isready" -h 127.0.0.1 -p "$PORT" -q && break; sleep 0.5; done
   echo "postgres-tls: TLS-only cluster on 127.0.0.1:$PORT, certificates in $CERTS" >&2
 }

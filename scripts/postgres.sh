@@ -23,8 +23,21 @@ qb_pg_as() {  # run as the postgres OS user when we are root (initdb refuses roo
   if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi
 }
 
+# The test ports (55432 here, 55433-55439 for the per-language TLS clusters) lie inside Linux's
+# ephemeral range 32768-60999: an earlier test's outgoing connection can hold one as its local
+# port, and then pg_ctl fails with "could not start server" (seen once in CI on 55436). Reserve
+# the whole block when we may, the first time any cluster starts, so the kernel never hands them out.
+qb_pg_reserve_ports() {
+  local f=/proc/sys/net/ipv4/ip_local_reserved_ports cur
+  [ -w "$f" ] || return 0
+  cur=$(cat "$f")
+  case ",$cur," in *",55432-55439,"*) return 0 ;; esac
+  echo "${cur:+$cur,}55432-55439,$QB_PG_PORT" >"$f" 2>/dev/null || true
+}
+
 qb_pg_start() {
   local bin; bin=$(qb_pg_bin)
+  qb_pg_reserve_ports
   if [ "$(id -u)" = 0 ] && ! id postgres >/dev/null 2>&1; then useradd -r -m postgres; fi
   if [ ! -s "$QB_PG_DIR/PG_VERSION" ]; then
     mkdir -p "$QB_PG_DIR"; [ "$(id -u)" = 0 ] && chown postgres "$QB_PG_DIR"
@@ -41,7 +54,11 @@ shared_buffers = 256MB
 CONF
   fi
   if ! qb_pg_as "$bin/pg_ctl" -D "$QB_PG_DIR" status >/dev/null 2>&1; then
-    qb_pg_as "$bin/pg_ctl" -D "$QB_PG_DIR" -l "$QB_PG_DIR/server.log" -w -t 60 start >/dev/null
+    qb_pg_as "$bin/pg_ctl" -D "$QB_PG_DIR" -l "$QB_PG_DIR/server.log" -w -t 60 start >/dev/null || {
+      echo "postgres: the cluster on port $QB_PG_PORT did not start; its log says:" >&2
+      tail -n 20 "$QB_PG_DIR/server.log" >&2 || true
+      return 1
+    }
   fi
   for _ in $(seq 1 60); do
     "$bin/pg_isready" -h 127.0.0.1 -p "$QB_PG_PORT" -q && break; sleep 0.5
