@@ -253,6 +253,34 @@ impl Worker {
         }
     }
 
+    /// Up to `max` tasks for one crossing of a language boundary: waits like [`Worker::next`]
+    /// for the first, then adds whatever is already claimed and waiting, as long as free
+    /// concurrency slots allow, without waiting again (and without a claim statement of its
+    /// own). Each task is an ordinary [`Task`]: its own permit, lease, fence and finish, so a
+    /// lost claim or a failure touches only that task. An empty vector means the worker is
+    /// stopping. `max` must be at least 1.
+    pub async fn next_batch(&self, max: usize) -> Result<Vec<Task>> {
+        if max == 0 {
+            return Err(Error::InvalidInput(
+                "next_batch max must be at least 1".into(),
+            ));
+        }
+        let Some(first) = self.next().await? else {
+            return Ok(Vec::new());
+        };
+        let mut tasks = vec![first];
+        while tasks.len() < max && !self.inner.stopping.is_cancelled() {
+            let Ok(permit) = self.inner.permits.clone().try_acquire_owned() else {
+                break;
+            };
+            match self.take_buffered(&permit) {
+                Some(task) => tasks.push(task.with_permit(permit)),
+                None => break,
+            }
+        }
+        Ok(tasks)
+    }
+
     fn take_buffered(&self, _permit: &tokio::sync::OwnedSemaphorePermit) -> Option<Task> {
         let mut st = self.inner.state.lock().unwrap();
         let row = st.buffer.pop_front()?;

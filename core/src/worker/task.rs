@@ -289,6 +289,14 @@ impl Task {
         self.settle(r, "complete", |s| &s.completed)
     }
 
+    /// Completes several tasks at once, as if [`Task::complete`] were called on each at the
+    /// same time: the plain completions share one batched statement, a task with its own
+    /// transaction commits it, and each task keeps its own fence. The results come back in
+    /// the order of `tasks`; a lost claim or a failure is reported for that task only.
+    pub async fn complete_all(tasks: &[Task]) -> Vec<Result<()>> {
+        futures::future::join_all(tasks.iter().map(|t| t.complete())).await
+    }
+
     /// Applies the retry policy to a failed handler: retry after the backoff, or dead once
     /// the attempts are spent. Business writes are rolled back.
     pub async fn fail(&self, error: &str) -> Result<Decision> {
