@@ -382,7 +382,7 @@ async fn metrics(State(st): State<AppState>) -> Response {
     (
         [(
             axum::http::header::CONTENT_TYPE,
-            "text/plain; version=0.0.4",
+            crate::metrics::TEXT_CONTENT_TYPE,
         )],
         st.metrics.render(),
     )

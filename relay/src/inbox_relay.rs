@@ -84,7 +84,7 @@ impl Relay for InboxRelay {
             Ok(n) if n > 0 => {
                 self.0
                     .metrics
-                    .add("queuebox_inbox_messages_reclaimed_total", &[], n as f64);
+                    .add("queuebox_inbox_messages_reclaimed_total", &[], n);
                 tracing::info!(rows = n, "reclaimed push rows whose lease expired");
             }
             Ok(_) => {}

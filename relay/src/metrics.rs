@@ -1,198 +1,182 @@
-//! The Prometheus registry of the relay (reference §9): counters, gauges and histograms
-//! keyed by name and labels, rendered as text at `/metrics`. A labelled series appears
-//! after its first use, as in the reference.
+//! The Prometheus registry of the relay (reference §9) on the Prometheus org's
+//! `prometheus-client` crate: one registered family per reference name, its series created
+//! at first use (a labelled series appears after its first use, as in the reference), and
+//! the Prometheus text format 0.0.4 at `/metrics`.
 //!
-//! Timers are histograms with fixed buckets ([`BUCKETS`]), not the reference's summaries:
-//! bucket counts add up across replicas (`sum by (le) (rate(..._bucket[5m]))`), quantiles
-//! over a window of recent samples cannot. Each timer keeps its reference name and labels
-//! and its `_max` gauge.
+//! Timers are histograms with fixed buckets ([`queuebox_core::metrics::BUCKETS`]), not the
+//! reference's summaries: bucket counts add up across replicas, quantiles over a window of
+//! recent samples cannot. Each timer keeps its reference name and labels and its `_max`
+//! gauge.
+//!
+//! Callers name a family by its exported name (`queuebox_outbox_messages_total`) and give
+//! the labels; [`FAMILIES`] is the list of every family, its type and help.
 
-use std::collections::BTreeMap;
-use std::fmt::Write;
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use queuebox_core::metrics::{claims_lost, Component};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::{ConstCounter, Counter};
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use queuebox_core::metrics::{claims_lost, encode_text, timer, Component};
+
+pub use queuebox_core::metrics::TEXT_CONTENT_TYPE;
 
 type Labels = Vec<(&'static str, String)>;
+type Counters = Family<Labels, Counter>;
+type Gauges = Family<Labels, Gauge<f64, AtomicU64>>;
+type Timers = Family<Labels, Histogram, fn() -> Histogram>;
 
-/// The upper bounds (seconds) of every timer's buckets: Prometheus' default buckets, which
-/// span a local insert (ms) to a slow publish (s), plus 30 s and 60 s for the longest
-/// destination timeouts and retention runs. `+Inf` is implied.
-pub const BUCKETS: [f64; 13] = [
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
-];
-
-/// One timer series: a count per bucket (not cumulative; summed when rendered), the total
-/// count and sum, and the largest sample.
-#[derive(Default)]
-struct Histogram {
-    buckets: [u64; BUCKETS.len()],
-    count: u64,
-    sum: f64,
-    max: f64,
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+    /// A histogram and its `_max` gauge.
+    Timer,
 }
 
-impl Histogram {
-    fn observe(&mut self, v: f64) {
-        if let Some(i) = BUCKETS.iter().position(|le| v <= *le) {
-            self.buckets[i] += 1;
-        }
-        self.count += 1;
-        self.sum += v;
-        self.max = self.max.max(v);
-    }
-}
-
-/// Every metric the relay exports.
-pub struct Metrics {
-    started: Instant,
-    counters: Mutex<BTreeMap<(&'static str, Labels), f64>>,
-    gauges: Mutex<BTreeMap<(&'static str, Labels), f64>>,
-    histograms: Mutex<BTreeMap<(&'static str, Labels), Histogram>>,
-}
-
-const HELP: &[(&str, &str, &str)] = &[
-    ("queuebox", "gauge", "Build information"),
-    (
-        "queuebox_uptime_seconds",
-        "gauge",
-        "Seconds since the process started",
-    ),
+/// Every family the relay updates: exported name, type, help. `queuebox`,
+/// `queuebox_uptime_seconds` and `queuebox_claims_lost_total` are read at each scrape
+/// ([`Process`]).
+const FAMILIES: &[(&str, Kind, &str)] = &[
     (
         "queuebox_outbox_messages_total",
-        "counter",
+        Kind::Counter,
         "Outbox outcomes: sent, failed (retry scheduled), dead",
     ),
     (
         "queuebox_outbox_messages_pending",
-        "gauge",
+        Kind::Gauge,
         "Pending outbox rows",
     ),
     (
         "queuebox_outbox_oldest_pending_age_seconds",
-        "gauge",
+        Kind::Gauge,
         "Age of the oldest pending outbox row",
     ),
     (
         "queuebox_inbox_oldest_pending_age_seconds",
-        "gauge",
+        Kind::Gauge,
         "Age of the oldest pending push inbox row (the inbox relay's backlog)",
     ),
     (
         "queuebox_inbox_pull_oldest_pending_age_seconds",
-        "gauge",
+        Kind::Gauge,
         "Age of the oldest pending pull inbox row (waiting for application workers)",
     ),
     (
         "queuebox_outbox_messages_reclaimed_total",
-        "counter",
+        Kind::Counter,
         "Outbox rows returned to pending after an expired claim",
     ),
     (
         "queuebox_inbox_messages_reclaimed_total",
-        "counter",
+        Kind::Counter,
         "Push inbox rows returned to pending after an expired claim",
     ),
     (
-        "queuebox_claims_lost_total",
-        "counter",
-        "Fenced terminal writes that found the claim lost",
-    ),
-    (
         "queuebox_outbox_process_errors_total",
-        "counter",
+        Kind::Counter,
         "Unexpected errors processing one outbox message",
     ),
     (
         "queuebox_outbox_processing_duration_seconds",
-        "histogram",
+        Kind::Timer,
         "Time to process one outbox message",
     ),
     (
         "queuebox_outbox_publish_duration_seconds",
-        "histogram",
+        Kind::Timer,
         "Time to publish one outbox message",
     ),
     (
         "queuebox_outbox_claim_duration_seconds",
-        "histogram",
+        Kind::Timer,
         "Time to claim one outbox batch",
     ),
     (
         "queuebox_inbox_claim_duration_seconds",
-        "histogram",
+        Kind::Timer,
         "Time to claim one batch of push inbox rows",
     ),
     (
         "queuebox_inbox_ingest_duration_seconds",
-        "histogram",
+        Kind::Timer,
         "Time to answer one HTTP source request (read, check, store)",
     ),
     (
         "queuebox_outbox_destination_messages_total",
-        "counter",
+        Kind::Counter,
         "Publishes per destination and outcome",
     ),
     (
         "queuebox_outbox_queue_depth",
-        "gauge",
+        Kind::Gauge,
         "Messages being published to a destination now",
     ),
     (
         "queuebox_http_publish_responses_total",
-        "counter",
+        Kind::Counter,
         "HTTP destination responses by status class",
     ),
     (
         "queuebox_inbox_filtered_total",
-        "counter",
+        Kind::Counter,
         "Inbox messages a source's header filter dropped, by source",
     ),
     (
         "queuebox_inbox_messages_total",
-        "counter",
+        Kind::Counter,
         "Inbox outcomes: new, duplicate, forwarded",
     ),
     (
         "queuebox_inbox_relay_errors_total",
-        "counter",
+        Kind::Counter,
         "Inbox relay failures",
     ),
     (
         "queuebox_inbox_rejections_total",
-        "counter",
+        Kind::Counter,
         "Rejected inbox messages by reason",
     ),
     (
         "queuebox_transform_failures_total",
-        "counter",
+        Kind::Counter,
         "Transform failures by stage (source, route, destination) and onError strategy",
     ),
     (
         "queuebox_cleanup_messages_deleted_total",
-        "counter",
+        Kind::Counter,
         "Rows deleted by retention",
     ),
     (
         "queuebox_cleanup_duration_seconds",
-        "histogram",
+        Kind::Timer,
         "Duration of one retention run",
     ),
     (
         "queuebox_cleanup_last_run_timestamp",
-        "gauge",
+        Kind::Gauge,
         "Unix seconds of the last retention run",
     ),
     (
         "queuebox_db_pool_connections",
-        "gauge",
+        Kind::Gauge,
         "Database pool connections by state",
     ),
 ];
 
-fn labels(l: &[(&'static str, &str)]) -> Labels {
-    l.iter().map(|(k, v)| (*k, v.to_string())).collect()
+/// Every metric the relay exports.
+pub struct Metrics {
+    registry: Registry,
+    counters: HashMap<&'static str, Counters>,
+    gauges: HashMap<&'static str, Gauges>,
+    /// A timer's histogram and its `_max` gauge.
+    timers: HashMap<&'static str, (Timers, Gauges)>,
 }
 
 impl Default for Metrics {
@@ -201,150 +185,208 @@ impl Default for Metrics {
     }
 }
 
+fn labels(l: &[(&'static str, &str)]) -> Labels {
+    l.iter().map(|(k, v)| (*k, v.to_string())).collect()
+}
+
 impl Metrics {
     pub fn new() -> Self {
-        Metrics {
-            started: Instant::now(),
-            counters: Mutex::default(),
-            gauges: Mutex::default(),
-            histograms: Mutex::default(),
-        }
-    }
-
-    pub fn inc(&self, name: &'static str, l: &[(&'static str, &str)]) {
-        self.add(name, l, 1.0);
-    }
-
-    pub fn add(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
-        *self
-            .counters
-            .lock()
-            .expect("metrics")
-            .entry((name, labels(l)))
-            .or_default() += v;
-    }
-
-    pub fn set(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
-        self.gauges
-            .lock()
-            .expect("metrics")
-            .insert((name, labels(l)), v);
-    }
-
-    pub fn gauge_add(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
-        *self
-            .gauges
-            .lock()
-            .expect("metrics")
-            .entry((name, labels(l)))
-            .or_default() += v;
-    }
-
-    pub fn observe(&self, name: &'static str, l: &[(&'static str, &str)], d: Duration) {
-        self.histograms
-            .lock()
-            .expect("metrics")
-            .entry((name, labels(l)))
-            .or_default()
-            .observe(d.as_secs_f64());
-    }
-
-    /// The Prometheus text exposition.
-    pub fn render(&self) -> String {
-        let mut series: BTreeMap<&'static str, Vec<String>> = BTreeMap::new();
-        let fmt_labels = |l: &Labels, extra: Option<(&str, &str)>| {
-            let mut parts: Vec<String> = l
-                .iter()
-                .map(|(k, v)| format!("{k}=\"{}\"", v.replace('\\', "\\\\").replace('"', "\\\"")))
-                .collect();
-            if let Some((k, v)) = extra {
-                parts.push(format!("{k}=\"{v}\""));
-            }
-            if parts.is_empty() {
-                String::new()
-            } else {
-                format!("{{{}}}", parts.join(","))
-            }
+        let mut m = Metrics {
+            registry: Registry::default(),
+            counters: HashMap::new(),
+            gauges: HashMap::new(),
+            timers: HashMap::new(),
         };
-        series.entry("queuebox").or_default().push(format!(
-            "queuebox{{version=\"{}\"}} 1",
-            env!("CARGO_PKG_VERSION")
-        ));
-        series
-            .entry("queuebox_uptime_seconds")
-            .or_default()
-            .push(format!(
-                "queuebox_uptime_seconds {}",
-                self.started.elapsed().as_secs_f64()
-            ));
-        for c in [Component::Outbox, Component::Inbox] {
-            series
-                .entry("queuebox_claims_lost_total")
-                .or_default()
-                .push(format!(
-                    "queuebox_claims_lost_total{{component=\"{}\"}} {}",
-                    c.as_str(),
-                    claims_lost(c)
-                ));
-        }
-        for ((name, l), v) in self.counters.lock().expect("metrics").iter() {
-            series
-                .entry(name)
-                .or_default()
-                .push(format!("{name}{} {v}", fmt_labels(l, None)));
-        }
-        for ((name, l), v) in self.gauges.lock().expect("metrics").iter() {
-            series
-                .entry(name)
-                .or_default()
-                .push(format!("{name}{} {v}", fmt_labels(l, None)));
-        }
-        let mut maxes: Vec<(String, String)> = Vec::new();
-        for ((name, l), s) in self.histograms.lock().expect("metrics").iter() {
-            let out = series.entry(name).or_default();
-            let mut cumulative = 0;
-            for (le, n) in BUCKETS.iter().zip(s.buckets) {
-                cumulative += n;
-                out.push(format!(
-                    "{name}_bucket{} {cumulative}",
-                    fmt_labels(l, Some(("le", &le.to_string())))
-                ));
-            }
-            out.push(format!(
-                "{name}_bucket{} {}",
-                fmt_labels(l, Some(("le", "+Inf"))),
-                s.count
-            ));
-            out.push(format!("{name}_count{} {}", fmt_labels(l, None), s.count));
-            out.push(format!("{name}_sum{} {}", fmt_labels(l, None), s.sum));
-            maxes.push((
-                format!("{name}_max"),
-                format!("{name}_max{} {}", fmt_labels(l, None), s.max),
-            ));
-        }
-        let mut text = String::new();
-        for (name, lines) in &series {
-            let (kind, help) = HELP
-                .iter()
-                .find(|(n, _, _)| n == name)
-                .map(|(_, k, h)| (*k, *h))
-                .unwrap_or(("untyped", ""));
-            let _ = writeln!(text, "# HELP {name} {help}\n# TYPE {name} {kind}");
-            for l in lines {
-                let _ = writeln!(text, "{l}");
-            }
-            let max_name = format!("{name}_max");
-            let max_lines: Vec<_> = maxes.iter().filter(|(n, _)| *n == max_name).collect();
-            if !max_lines.is_empty() {
-                let _ = writeln!(
-                    text,
-                    "# HELP {max_name} Maximum of {name}\n# TYPE {max_name} gauge"
-                );
-                for (_, l) in max_lines {
-                    let _ = writeln!(text, "{l}");
+        m.registry.register_collector(Box::new(Process {
+            started: Instant::now(),
+        }));
+        for (name, kind, help) in FAMILIES {
+            match kind {
+                Kind::Counter => {
+                    let family = Counters::default();
+                    // The encoder adds `_total` to a counter's name.
+                    let base = name
+                        .strip_suffix("_total")
+                        .expect("a counter ends in _total");
+                    m.registry.register(base, *help, family.clone());
+                    m.counters.insert(name, family);
+                }
+                Kind::Gauge => {
+                    let family = Gauges::default();
+                    m.registry.register(*name, *help, family.clone());
+                    m.gauges.insert(name, family);
+                }
+                Kind::Timer => {
+                    let (histogram, max) = (Timers::new_with_constructor(timer), Gauges::default());
+                    m.registry.register(*name, *help, histogram.clone());
+                    m.registry.register(
+                        format!("{name}_max"),
+                        format!("Maximum of {name}"),
+                        max.clone(),
+                    );
+                    m.timers.insert(name, (histogram, max));
                 }
             }
         }
-        text
+        m
+    }
+
+    pub fn inc(&self, name: &'static str, l: &[(&'static str, &str)]) {
+        self.add(name, l, 1);
+    }
+
+    pub fn add(&self, name: &'static str, l: &[(&'static str, &str)], v: u64) {
+        if let Some(family) = known(&self.counters, name) {
+            family.get_or_create(&labels(l)).inc_by(v);
+        }
+    }
+
+    pub fn set(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
+        if let Some(family) = known(&self.gauges, name) {
+            family.get_or_create(&labels(l)).set(v);
+        }
+    }
+
+    pub fn gauge_add(&self, name: &'static str, l: &[(&'static str, &str)], v: f64) {
+        if let Some(family) = known(&self.gauges, name) {
+            family.get_or_create(&labels(l)).inc_by(v);
+        }
+    }
+
+    pub fn observe(&self, name: &'static str, l: &[(&'static str, &str)], d: Duration) {
+        if let Some((histogram, max)) = known(&self.timers, name) {
+            let (l, v) = (labels(l), d.as_secs_f64());
+            histogram.get_or_create(&l).observe(v);
+            raise(max.get_or_create(&l).inner(), v);
+        }
+    }
+
+    /// The Prometheus text exposition (format 0.0.4, [`TEXT_CONTENT_TYPE`]).
+    pub fn render(&self) -> String {
+        encode_text(&self.registry)
+    }
+}
+
+/// The family registered as `name`. Every name a caller passes is in [`FAMILIES`]; one that
+/// is not is a programming error, caught by the tests (debug builds) and logged in release
+/// builds rather than taking the relay down over a metric.
+fn known<'a, F>(families: &'a HashMap<&'static str, F>, name: &str) -> Option<&'a F> {
+    let family = families.get(name);
+    if family.is_none() {
+        debug_assert!(false, "metric {name} is not in FAMILIES with this type");
+        tracing::error!(metric = name, "metric is not registered; not counted");
+    }
+    family
+}
+
+/// Raises the `f64` gauge held in `bits` to `v` if `v` is larger.
+fn raise(bits: &AtomicU64, v: f64) {
+    let mut current = bits.load(Ordering::Relaxed);
+    while f64::from_bits(current) < v {
+        match bits.compare_exchange_weak(current, v.to_bits(), Ordering::Relaxed, Ordering::Relaxed)
+        {
+            Ok(_) => return,
+            Err(now) => current = now,
+        }
+    }
+}
+
+/// The series read at each scrape: the build (`queuebox{version} 1`, the reference's
+/// `queuebox_info`), the uptime, and the core's process-wide lost-claim counters.
+#[derive(Debug)]
+struct Process {
+    started: Instant,
+}
+
+impl Collector for Process {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let info = ConstGauge::new(1i64);
+        let mut family =
+            encoder.encode_descriptor("queuebox", "Build information", None, info.metric_type())?;
+        info.encode(family.encode_family(&[("version", env!("CARGO_PKG_VERSION"))])?)?;
+
+        let uptime = ConstGauge::new(self.started.elapsed().as_secs_f64());
+        let family = encoder.encode_descriptor(
+            "queuebox_uptime_seconds",
+            "Seconds since the process started",
+            None,
+            uptime.metric_type(),
+        )?;
+        uptime.encode(family)?;
+
+        let mut family = encoder.encode_descriptor(
+            "queuebox_claims_lost",
+            "Fenced terminal writes that found the claim lost",
+            None,
+            prometheus_client::metrics::MetricType::Counter,
+        )?;
+        for c in [Component::Outbox, Component::Inbox] {
+            let labels = [("component", c.as_str())];
+            ConstCounter::new(claims_lost(c)).encode(family.encode_family(&labels)?)?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_family_keeps_its_name_type_and_labels() {
+        let m = Metrics::new();
+        m.inc("queuebox_outbox_messages_total", &[("status", "sent")]);
+        m.add(
+            "queuebox_cleanup_messages_deleted_total",
+            &[("table", "outbox")],
+            4,
+        );
+        m.set("queuebox_outbox_messages_pending", &[], 3.0);
+        m.gauge_add(
+            "queuebox_outbox_queue_depth",
+            &[("destination", "a\"b")],
+            1.0,
+        );
+        m.observe(
+            "queuebox_outbox_publish_duration_seconds",
+            &[("destination_type", "http")],
+            Duration::from_millis(300),
+        );
+        m.observe(
+            "queuebox_outbox_publish_duration_seconds",
+            &[("destination_type", "http")],
+            Duration::from_millis(20),
+        );
+        let text = m.render();
+        for line in [
+            "# TYPE queuebox gauge",
+            "queuebox{version=\"",
+            "# TYPE queuebox_claims_lost_total counter",
+            "queuebox_claims_lost_total{component=\"inbox\"} ",
+            "# TYPE queuebox_outbox_messages_total counter",
+            "queuebox_outbox_messages_total{status=\"sent\"} 1\n",
+            "queuebox_cleanup_messages_deleted_total{table=\"outbox\"} 4\n",
+            "queuebox_outbox_messages_pending 3",
+            "queuebox_outbox_queue_depth{destination=\"a\\\"b\"} 1",
+            "# TYPE queuebox_outbox_publish_duration_seconds histogram",
+            "queuebox_outbox_publish_duration_seconds_bucket{destination_type=\"http\",le=\"0.25\"} 1\n",
+            "queuebox_outbox_publish_duration_seconds_bucket{destination_type=\"http\",le=\"+Inf\"} 2\n",
+            "queuebox_outbox_publish_duration_seconds_count{destination_type=\"http\"} 2\n",
+            "# TYPE queuebox_outbox_publish_duration_seconds_max gauge",
+            "queuebox_outbox_publish_duration_seconds_max{destination_type=\"http\"} 0.3\n",
+        ] {
+            assert!(text.contains(line), "{line:?} in\n{text}");
+        }
+        // A labelled series appears only after its first use.
+        assert!(!text.contains("queuebox_inbox_filtered_total{"), "{text}");
+    }
+
+    #[test]
+    fn the_max_only_rises() {
+        let bits = AtomicU64::new(0f64.to_bits());
+        for v in [0.2, 0.5, 0.1] {
+            raise(&bits, v);
+        }
+        assert_eq!(f64::from_bits(bits.load(Ordering::Relaxed)), 0.5);
     }
 }

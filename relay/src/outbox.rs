@@ -141,7 +141,7 @@ impl Relay for OutboxRelay {
             Ok(n) if n > 0 => {
                 self.st
                     .metrics
-                    .add("queuebox_outbox_messages_reclaimed_total", &[], n as f64);
+                    .add("queuebox_outbox_messages_reclaimed_total", &[], n);
                 tracing::info!(rows = n, "reclaimed outbox rows whose lease expired");
             }
             Ok(_) => {}

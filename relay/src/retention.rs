@@ -65,7 +65,7 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
             st.metrics.add(
                 "queuebox_cleanup_messages_deleted_total",
                 &[("table", table)],
-                total as f64,
+                total,
             );
             st.metrics.observe(
                 "queuebox_cleanup_duration_seconds",
