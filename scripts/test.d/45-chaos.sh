@@ -2,7 +2,9 @@
 # Chaos ledger (tests/chaos/README.md): drives the real `queuebox` binary from outside with a
 # real PostgreSQL and real brokers, SIGKILLs the relay at seeded moments, and checks the
 # ledger: every acknowledged message delivered, every duplicate explained, no row stuck, no
-# payload changed. Then the bounded fuzzer of the HTTP inbox endpoint. Numbered after the
+# payload changed. The http path also crashes and pauses a PostgreSQL of the run's own
+# (--pg-faults), the NATS pull paths restart a NATS server of the run's own (--broker-faults):
+# the shared cluster and brokers are never stopped. Then the bounded fuzzer of the HTTP inbox endpoint. Numbered after the
 # Node (40) and Python (41) parts, whose built clients its TypeScript and Python pull-worker
 # paths and its application-publish path (publish-rabbit) use when present (reported NOT RUN
 # otherwise).
@@ -65,7 +67,7 @@ fi
 status=0
 # The checks themselves first: each broken promise, written by hand, is caught.
 "$venv/bin/python" -m unittest tests/chaos/test_ledger.py || status=1
-"$venv/bin/python" tests/chaos/chaos.py --require-all --pg-faults || status=1
+"$venv/bin/python" tests/chaos/chaos.py --require-all --pg-faults --broker-faults || status=1
 # Numbers the relay once changed after a 202 (fixed by serde_json's arbitrary_precision): a
 # regression test now.
 "$venv/bin/python" tests/chaos/repro/number_payload.py || status=1

@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import payloads  # noqa: E402
 from ledger import Ledger, Summary, check  # noqa: E402
 from paths import CLAIM_MS, PATHS, Context  # noqa: E402
-from relay import PgCluster, drop_database, free_port  # noqa: E402
+from relay import NatsServer, PgCluster, drop_database, free_port  # noqa: E402
 
 PROFILES = {
     # name: (messages per path, faults per path, seconds without a new delivery before the
@@ -49,7 +49,11 @@ class Killer(threading.Thread):
     - `kill`: SIGKILL, then a restart after a random 50–600 ms;
     - `pause`: SIGSTOP for longer than a lease (CLAIM_MS + 0.5 s), then SIGCONT — the
       process wakes up holding claims another replica may have taken over, so its late
-      writes must be fenced off and counted in `queuebox_claims_lost_total`.
+      writes must be fenced off and counted in `queuebox_claims_lost_total`. The run's own
+      PostgreSQL (--pg-faults) is paused whole: the postmaster and every backend.
+
+    With --broker-faults the NATS pull paths run on a NATS server of the run's own, which a
+    `kill` restarts (SIGTERM, then the same port and store).
 
     Before each fault it scrapes `queuebox_claims_lost_total`, whose value dies with the
     process (a pause keeps it; the later scrapes of the same process supersede it)."""
@@ -64,20 +68,33 @@ class Killer(threading.Thread):
 
     def run(self):
         try:
+            # The run's own database and broker get each of their faults once first (`first_faults`),
+            # in an order drawn from the seed, so that the short profile strikes them too; the
+            # rest is drawn at random.
+            first = [(t, f) for t in self.path.killables() for f in getattr(t, "first_faults", ())]
+            self.rng.shuffle(first)
             for t in self.thresholds:
                 while self.ledger.delivered_count() < t:
                     if self.done.wait(0.01):
                         return
-                target = self.rng.choice(self.path.killables())
+                if first:
+                    target, fault = first.pop(0)
+                else:
+                    target = self.rng.choice(self.path.killables())
+                    pausable = getattr(target, "pausable", True)
+                    fault = "pause" if pausable and self.rng.random() < self.pause_share else "kill"
                 lost = target.claims_lost()
                 if lost is not None:
                     self.ledger.claims_lost(target.pid, lost)
                 self.kills += 1
-                if getattr(target, "pausable", True) and self.rng.random() < self.pause_share:
+                if fault == "pause":
                     fault_id = self.ledger.kill(f"pause:{target.name}", target.pid)
-                    os.kill(target.pid, signal.SIGSTOP)
+                    # A target made of several processes (PostgreSQL) pauses them all itself.
+                    pause = getattr(target, "pause", lambda: os.kill(target.pid, signal.SIGSTOP))
+                    resume = getattr(target, "resume", lambda: os.kill(target.pid, signal.SIGCONT))
+                    pause()
                     time.sleep(CLAIM_MS / 1000 + 0.5)
-                    os.kill(target.pid, signal.SIGCONT)
+                    resume()
                 else:
                     fault_id = self.ledger.kill(target.name, target.pid)
                     target.kill()
@@ -140,7 +157,7 @@ def snapshot(ledger: Ledger, db_url: str, settle_s: float):
         ledger.meta(stores_checked=1)
 
 
-def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2, pg=None) -> Summary:
+def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2, pg=None, nats=None) -> Summary:
     t0 = time.time()
     run = f"{seed}-{random.Random().randrange(16**6):06x}"
     rng = random.Random(f"{seed}:{cls.name}")
@@ -150,7 +167,7 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
             os.remove(stale)  # a ledger holds one run; an old one in the same folder would mix in
     ledger = Ledger(ledger_path)
     ledger.meta(path=cls.name, seed=seed, run=run, messages=messages, kills_planned=kills, binary=binary)
-    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas, pg=pg)
+    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas, pg=pg, nats=nats)
     path = cls(ctx)
     problems = []
     killer = None
@@ -247,7 +264,9 @@ def main() -> int:
     ap.add_argument("--require-all", action="store_true", help="a path that cannot run (broker not configured) fails the run")
     ap.add_argument("--keep-db", action="store_true")
     ap.add_argument("--pg-faults", action="store_true", default=os.environ.get("QB_CHAOS_PG_FAULTS") == "1",
-                    help="run on a PostgreSQL cluster of the run's own and let the http path's faults crash and restart it")
+                    help="run on a PostgreSQL cluster of the run's own and let the http path's faults crash and restart it, or pause it")
+    ap.add_argument("--broker-faults", action="store_true", default=os.environ.get("QB_CHAOS_BROKER_FAULTS") == "1",
+                    help="run the NATS pull paths on a NATS server of the run's own and let their faults restart it")
     ap.add_argument("--check", metavar="LEDGER", help="only re-check an existing ledger file")
     args = ap.parse_args()
     known_bugs = os.environ.get("QB_CHAOS_KNOWN_BUGS") == "1"
@@ -265,11 +284,18 @@ def main() -> int:
         pg.create()
         server_url = pg.url()
         print(f"chaos: PostgreSQL of this run at {server_url} (the http path's faults may crash and restart it)", flush=True)
+    nats = None
+    if args.broker_faults:
+        nats = NatsServer(free_port(), os.path.join(args.out, "nats-store"), args.out)
+        nats.start()
+        print(f"chaos: NATS server of this run at {nats.url()} (the NATS pull paths' faults may restart it)", flush=True)
     status = 1
     try:
-        status = run_all(args, profile, server_url, pg, drain_default, known_bugs)
+        status = run_all(args, profile, server_url, pg, nats, drain_default, known_bugs)
         return status
     finally:
+        if nats:
+            nats.stop()
         if pg and status == 0 and not args.keep_db:
             pg.destroy()
         elif pg:
@@ -277,7 +303,7 @@ def main() -> int:
             print(f"chaos: the run's PostgreSQL is kept for inspection: scripts/postgres.sh start with QB_PG_PORT={pg.port} QB_PG_DIR={pg.dir}")
 
 
-def run_all(args, profile, server_url, pg, drain_default, known_bugs) -> int:
+def run_all(args, profile, server_url, pg, nats, drain_default, known_bugs) -> int:
     print(f"chaos: profile {profile}, seed {args.seed} (QB_CHAOS_SEED={args.seed} replays the same message styles and kill points), "
           f"{args.messages} messages, {args.replicas} relay replicas and {args.kills} faults (SIGKILL or SIGSTOP past the lease) per path, ledgers in {args.out}", flush=True)
     results: list[tuple[str, Summary | str]] = []
@@ -293,7 +319,7 @@ def run_all(args, profile, server_url, pg, drain_default, known_bugs) -> int:
             continue
         print(f"chaos: {name}: running", flush=True)
         s = run_path(cls, messages=args.messages, kills=args.kills, drain_s=drain_default, seed=args.seed, binary=args.binary, worker_binary=args.worker_binary,
-                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas, pg=pg)
+                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas, pg=pg, nats=nats)
         results.append((name, s))
         print(f"chaos: {name}: {'passed' if s.passed else 'FAILED'} in {s.seconds:.1f}s", flush=True)
     print()

@@ -61,10 +61,11 @@ inbox:
 class Context:
     """What a path needs from the harness."""
 
-    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, pg=None, concurrency=8):
+    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, pg=None, nats=None, concurrency=8):
         self.ledger, self.binary, self.worker_binary, self.server_url, self.workdir = ledger, binary, worker_binary, server_url, workdir
         self.replicas = replicas
-        self.pg = pg  # a PgCluster the faults may crash, or None
+        self.pg = pg  # a PgCluster the faults may crash or pause, or None
+        self.nats = nats  # a NatsServer the NATS pull paths use and the faults may restart, or None
         self.run, self.rng, self.concurrency = run, rng, concurrency
 
 
@@ -151,7 +152,8 @@ sources:
 """)
 
     def killables(self):
-        # With --pg-faults the database itself crashes too (pg_ctl stop -m immediate, restart).
+        # With --pg-faults the database itself crashes (pg_ctl stop -m immediate, restart) or
+        # freezes (every server process SIGSTOPped past the lease) too.
         return self.relays + ([self.ctx.pg] if self.ctx.pg else [])
 
     def _post(self, body) -> tuple[str, bool]:
@@ -310,7 +312,10 @@ class NatsBox:
 
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.nc = self.call(nats.connect(url, max_reconnect_attempts=-1))
+        async def quiet(_e):
+            pass  # a broker restart (--broker-faults) is expected: nats-py reconnects by itself
+
+        self.nc = self.call(nats.connect(url, max_reconnect_attempts=-1, error_cb=quiet))
         self.js = self.nc.jetstream()
 
     def call(self, coro, timeout=30):
@@ -473,7 +478,8 @@ class NatsToPullWorker(ChaosPath):
         return [self.ctx.worker_binary]
 
     def setup(self):
-        url = os.environ["QUEUEBOX_TEST_NATS_URL"]
+        # With --broker-faults: the run's own NATS server, which the faults restart.
+        url = self.ctx.nats.url() if self.ctx.nats else os.environ["QUEUEBOX_TEST_NATS_URL"]
         self.stream = f"CHAOS_IN_{self.ctx.run}".replace("-", "_")
         self.subject = f"chaos.{self.ctx.run}.in"
         self.nats = NatsBox(url)
@@ -492,7 +498,7 @@ class NatsToPullWorker(ChaosPath):
         self.worker.start()
 
     def killables(self):
-        return self.relays + [self.worker]
+        return self.relays + [self.worker] + ([self.ctx.nats] if self.ctx.nats else [])
 
     def send(self, bodies):
         ledger = self.ctx.ledger

@@ -56,11 +56,13 @@ class PgCluster:
     """A PostgreSQL cluster of the chaos run alone (scripts/postgres.sh on its own port and
     data directory), so that a fault can crash and restart "the database" without touching the
     shared test server. `kill()` is `pg_ctl stop -m immediate` — every backend dies at once,
-    as in a crash — and `start()` recovers from the WAL. Commits are synchronous here (the
-    script's default is off, which would make a crash forget acknowledged commits and blame
-    QueueBox for it)."""
+    as in a crash — and `start()` recovers from the WAL. `pause()` SIGSTOPs the postmaster and
+    then every process it forked (backends, WAL writer, checkpointer): the whole server freezes
+    with its connections open, as a stalled disk or a VM pause would, and `resume()` SIGCONTs
+    them. Commits are synchronous here (the script's default is off, which would make a crash
+    forget acknowledged commits and blame QueueBox for it)."""
 
-    pausable = False  # SIGSTOP of the postmaster would not stop its backends
+    first_faults = ("kill", "pause")  # each struck once before the random faults (chaos.Killer)
 
     def __init__(self, port: int, datadir: str):
         self.port, self.dir, self.name = port, datadir, "postgres"
@@ -104,6 +106,25 @@ class PgCluster:
     def start(self):
         self._pg_ctl("-l", os.path.join(self.dir, "server.log"), "-w", "-t", "60", "start")
 
+    def pause(self):
+        # The postmaster first, so it forks no new backend while its children are listed.
+        pm = self.pid
+        os.kill(pm, signal.SIGSTOP)
+        self._paused = [pm] + children(pm)
+        for pid in self._paused[1:]:
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                pass
+
+    def resume(self):
+        for pid in reversed(getattr(self, "_paused", [])):
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+        self._paused = []
+
     def claims_lost(self):
         return None
 
@@ -113,6 +134,84 @@ class PgCluster:
     def destroy(self):
         subprocess.run(["bash", self.script, "stop"], env=self.env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def children(pid: int) -> list[int]:
+    """The processes whose parent is `pid` (from /proc)."""
+    out = []
+    for d in os.listdir("/proc"):
+        if not d.isdigit():
+            continue
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid:
+            out.append(int(d))
+    return out
+
+
+class NatsServer:
+    """A NATS server with JetStream of the chaos run alone (its own port and store directory),
+    so that a fault can restart "the broker" without touching the shared one of
+    scripts/brokers.sh that other tests use. `kill()` stops it the way an operator's restart
+    does (SIGTERM: it finishes writing the stream files; a SIGKILL would also test NATS's own
+    durability, which is not QueueBox's promise), and `start()` brings it back on the same
+    port with the same store, so streams and durable consumers survive."""
+
+    pausable = False  # restarts only: a SIGSTOPped broker looks like one that is restarting
+    first_faults = ("kill",)  # struck once before the random faults (chaos.Killer)
+
+    def __init__(self, port: int, store: str, workdir: str):
+        self.port, self.store, self.name = port, store, "nats"
+        self.log = os.path.join(workdir, "nats-server.log")
+        self.proc: subprocess.Popen | None = None
+
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid if self.proc else -1
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def start(self, timeout: float = 30.0):
+        exe = shutil.which("nats-server") or "/usr/sbin/nats-server"
+        with open(self.log, "a") as log:
+            self.proc = subprocess.Popen([exe, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", self.store],
+                                         stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with open(self.log, errors="replace") as f:
+                # Each start appends "Server is ready"; count them against the starts so far.
+                ready = f.read().count("Server is ready")
+            self._starts = getattr(self, "_starts", 0)
+            if ready > self._starts:
+                self._starts = ready
+                return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise RuntimeError(f"nats-server did not start on {self.port}; see {self.log}")
+
+    def kill(self):
+        if self.alive():
+            self.proc.terminate()
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    def claims_lost(self):
+        return None
+
+    def stop(self):
+        self.kill()
 
 
 class RelayDied(RuntimeError):
