@@ -2,7 +2,9 @@ package queuebox
 
 /*
 #cgo CFLAGS: -I${SRCDIR}
-#cgo LDFLAGS: -lqueuebox -lm -ldl -lpthread
+// -lgcc_s: the unwinder Rust's standard library calls (rustc --print native-static-libs);
+// gcc links it by itself, a cross compiler such as zig cc only when asked.
+#cgo LDFLAGS: -lqueuebox -lm -ldl -lpthread -lgcc_s
 #cgo linux,amd64 LDFLAGS: -L${SRCDIR}/lib/linux_amd64
 #cgo linux,arm64 LDFLAGS: -L${SRCDIR}/lib/linux_arm64
 #include <stdlib.h>
