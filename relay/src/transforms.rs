@@ -20,6 +20,7 @@ use serde_json::Value;
 
 use crate::destinations::OutboundMessage;
 use crate::metrics::Metrics;
+pub use crate::sources::http_rule::EvaluatedKeys;
 
 /// Every compiled expression of the configuration.
 #[derive(Default)]
@@ -37,15 +38,6 @@ pub struct SourceExpressions {
     pub idempotency_key: Option<KeyExpression>,
     pub event_type: Option<KeyExpression>,
     pub aggregate_id: Option<KeyExpression>,
-}
-
-/// The key expressions' results for one message, each `None` when the expression is not
-/// configured, gave no value or failed; with the key path each came from.
-#[derive(Debug, Default)]
-pub struct EvaluatedKeys {
-    pub idempotency_key: Option<(String, Option<String>)>,
-    pub event_type: Option<(String, Option<String>)>,
-    pub aggregate_id: Option<(String, Option<String>)>,
 }
 
 impl Transforms {

@@ -12,14 +12,15 @@ pub mod auth;
 pub mod brokers;
 pub mod filter;
 pub mod http;
+pub mod http_rule;
 pub mod rate_limit;
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use queuebox_config::{parse_duration, HttpSource, PathList, SourceConfig, SourceKind};
-use queuebox_core::keys::{self, AttributeRule, KeyInput, KeySource};
+use queuebox_config::{parse_duration, SourceConfig, SourceKind};
+use queuebox_core::keys::{self, KeyInput};
 use queuebox_core::{headers, NewInboxMessage, Store};
 use queuebox_transform::{Context, InboxContext};
 use serde_json::Value;
@@ -138,7 +139,7 @@ impl Inbox {
         let evaluated = expressions
             .map(|x| x.keys(&source.name, &json))
             .unwrap_or_default();
-        let rule = http_rule(source, http, &evaluated);
+        let rule = http_rule::http_rule(source, http, &evaluated);
         let key = match rule.key(&input) {
             Ok(Some((key, _))) => key,
             Ok(None) => {
@@ -216,9 +217,9 @@ impl Inbox {
                 Ok(json) => {
                     let e = x.keys(&rule.source, &json);
                     with_expressions = rule.with_expressions(
-                        expression_source(&e.idempotency_key),
-                        expression_source(&e.event_type),
-                        expression_source(&e.aggregate_id),
+                        http_rule::expression_source(&e.idempotency_key),
+                        http_rule::expression_source(&e.event_type),
+                        http_rule::expression_source(&e.aggregate_id),
                     );
                     &with_expressions
                 }
@@ -341,74 +342,6 @@ fn received_trace(
         tracing::debug!(%source, reason = %why, "received trace context ignored");
     }
     trace
-}
-
-/// The attribute rule of an HTTP source (the type broker sources use too, built there by
-/// `queuebox_brokers::ingest::SourceRule`). Key: `idempotencyKeyHeader`, then
-/// `idempotencyKeyPath`, then the `x-idempotency-key` header; the SHA-256 digest of the body
-/// only when the source declares neither a key header nor a key path, so a source that names
-/// its key answers 400 naming what it tried when a message lacks it. Event type and
-/// aggregate id: the declared header first, then the path(s).
-pub fn http_rule(
-    source: &SourceConfig,
-    http: &HttpSource,
-    evaluated: &crate::transforms::EvaluatedKeys,
-) -> AttributeRule {
-    let header = |name: &str| KeySource::Header {
-        name: name.to_string(),
-    };
-    let paths = |p: &Option<PathList>| -> Vec<KeySource> {
-        p.as_ref()
-            .map(|p| p.paths())
-            .unwrap_or_default()
-            .into_iter()
-            .map(|p| KeySource::Path {
-                path: p.to_string(),
-            })
-            .collect()
-    };
-    // A key expression's result sits between the header and the paths (reference §6.3).
-    let expression = expression_source;
-    let chain = |h: &Option<String>, e: &Option<(String, Option<String>)>, p: &Option<PathList>| {
-        h.as_deref()
-            .map(header)
-            .into_iter()
-            .chain(expression(e))
-            .chain(paths(p))
-            .collect()
-    };
-    let common = &source.common;
-    let mut key: Vec<KeySource> = chain(
-        &http.idempotency_key_header,
-        &evaluated.idempotency_key,
-        &common.idempotency_key_path,
-    );
-    let declared = !key.is_empty();
-    key.push(header(headers::X_IDEMPOTENCY_KEY));
-    if !declared {
-        key.push(KeySource::Digest);
-    }
-    AttributeRule {
-        key,
-        event_type: chain(
-            &http.event_type_header,
-            &evaluated.event_type,
-            &common.event_type_path,
-        ),
-        aggregate_id: chain(
-            &http.aggregate_id_header,
-            &evaluated.aggregate_id,
-            &common.aggregate_id_path,
-        ),
-    }
-}
-
-/// A key expression's result for one message as a link of a key chain.
-fn expression_source(e: &Option<(String, Option<String>)>) -> Option<KeySource> {
-    e.as_ref().map(|(name, value)| KeySource::Expression {
-        name: name.clone(),
-        value: value.clone(),
-    })
 }
 
 /// A source that consumes a broker (RabbitMQ queue, Kafka group, NATS durable).
