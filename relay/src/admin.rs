@@ -1,5 +1,9 @@
 //! The admin API (off by default; `admin.auth` required unless `admin.insecure: true`):
-//! list dead rows, replay an inbox row as a new outbox row, replay or delete outbox rows.
+//! list dead rows, replay an inbox row as a new outbox row, replay or delete outbox rows,
+//! and the read-only views of the operator console (`console`, served at `/console`):
+//! counts by state, a message's journey.
+
+mod console;
 
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
@@ -7,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use queuebox_core::store::relay::ReplayFilter;
+use queuebox_core::store::relay::{DeadFilter, DeadTable, ReplayFilter};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -26,6 +30,9 @@ pub fn router(max_payload_bytes: u64) -> Router<AppState> {
         .route("/admin/inbox/:id/replay", post(replay_inbox))
         .route("/admin/outbox/:id", delete(delete_outbox))
         .route("/admin/transform/test", post(transform_test))
+        .route("/admin/overview", get(overview))
+        .route("/admin/journey", get(journey))
+        .merge(console::router())
         .layer(axum::extract::DefaultBodyLimit::max(limit))
 }
 
@@ -95,7 +102,12 @@ fn guard(st: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Response
         .map_err(|r| err(StatusCode::UNAUTHORIZED, r))
 }
 
+/// A store refusal the caller can act on (a PostgreSQL-only view on SQL Server, a filter
+/// that does not apply) is a 400 naming it; anything else is a 500 with secrets redacted.
 fn db_error(e: queuebox_core::Error) -> Response {
+    if let queuebox_core::Error::InvalidInput(msg) = e {
+        return err(StatusCode::BAD_REQUEST, msg);
+    }
     err(
         StatusCode::INTERNAL_SERVER_ERROR,
         queuebox_core::headers::redact_error(&e.to_string(), &[]),
@@ -103,24 +115,53 @@ fn db_error(e: queuebox_core::Error) -> Response {
 }
 
 #[derive(Deserialize)]
-struct Limit {
+struct DeadQuery {
     limit: Option<u32>,
+    /// The inbox source, or an outbox row's `x-source` header.
+    source: Option<String>,
+    /// Outbox rows only.
+    topic: Option<String>,
 }
 
+/// `GET /admin/dead/{table}?limit=&source=&topic=`. Without filters, the listing every
+/// backend has; with one, `queuebox dead list`'s store query (PostgreSQL only).
 async fn list_dead(
     State(st): State<AppState>,
     Path(table): Path<String>,
-    Query(q): Query<Limit>,
+    Query(q): Query<DeadQuery>,
     headers: HeaderMap,
 ) -> Response {
     if let Err(r) = guard(&st, &headers, b"") {
         return r;
     }
     let limit = q.limit.unwrap_or(100).min(1000);
-    let rows = match table.as_str() {
-        "outbox" => st.store.list_dead_outbox(limit).await,
-        "inbox" => st.store.list_dead_inbox(limit).await,
+    let table = match table.as_str() {
+        "outbox" => DeadTable::Outbox,
+        "inbox" => DeadTable::Inbox,
         _ => return err(StatusCode::NOT_FOUND, "table is outbox or inbox"),
+    };
+    let blank = |s: Option<String>| s.filter(|s| !s.is_empty());
+    let (source, topic) = (blank(q.source), blank(q.topic));
+    let rows = match (table, &source, &topic) {
+        (DeadTable::Outbox, None, None) => st.store.list_dead_outbox(limit).await,
+        (DeadTable::Inbox, None, None) => st.store.list_dead_inbox(limit).await,
+        (DeadTable::Inbox, _, Some(_)) => {
+            return err(
+                StatusCode::BAD_REQUEST,
+                "topic filters outbox rows; an inbox row has a source (use source)",
+            )
+        }
+        _ => {
+            let filter = DeadFilter {
+                table,
+                ids: None,
+                source,
+                topic,
+                older_than: None,
+                limit,
+            };
+            st.store.find_dead(&filter).await
+        }
     };
     match rows {
         Ok(rows) => Json(json!({ "rows": rows })).into_response(),
@@ -211,6 +252,46 @@ async fn delete_outbox(
     }
     match st.store.delete_outbox(&[id]).await {
         Ok(n) => Json(json!({ "deleted": n })).into_response(),
+        Err(e) => db_error(e),
+    }
+}
+
+/// `GET /admin/overview`: the console's "is anything stuck" numbers, per outbox topic and
+/// inbox source (`RelayStore::state_counts`).
+async fn overview(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = guard(&st, &headers, b"") {
+        return r;
+    }
+    match st.store.state_counts().await {
+        Ok(rows) => Json(json!({ "rows": rows })).into_response(),
+        Err(e) => db_error(e),
+    }
+}
+
+#[derive(Deserialize)]
+struct JourneyQuery {
+    q: String,
+}
+
+/// `GET /admin/journey?q=<row id | source:key>`: what `queuebox inspect` prints, as JSON.
+async fn journey(
+    State(st): State<AppState>,
+    Query(q): Query<JourneyQuery>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = guard(&st, &headers, b"") {
+        return r;
+    }
+    let target = match crate::operate::parse_target(q.q.trim()) {
+        Ok(t) => t,
+        Err(e) => return err(StatusCode::BAD_REQUEST, format!("q: {e}")),
+    };
+    match st.store.journey(&target).await {
+        Ok(j) if j.inbox.is_none() && j.outbox.is_empty() => err(
+            StatusCode::NOT_FOUND,
+            format!("No inbox or outbox row matches {}", q.q.trim()),
+        ),
+        Ok(j) => Json(j).into_response(),
         Err(e) => db_error(e),
     }
 }

@@ -230,14 +230,44 @@ pub trait RelayStore: Send + Sync + 'static {
         let _ = target;
         Err(operator_unsupported())
     }
+    /// The console's overview: live and dead rows counted by state, per outbox topic and per
+    /// inbox source, with the oldest pending row's age and the processing rows' leases
+    /// (delivered `sent`/`processed` rows are not counted: retention removes them anyway).
+    async fn state_counts(&self) -> Result<Vec<StateCounts>> {
+        Err(operator_unsupported())
+    }
 }
 
 fn operator_unsupported() -> crate::Error {
     crate::Error::InvalidInput(
-        "`queuebox dead` and `queuebox inspect` support PostgreSQL only, not SQL Server; \
-         use the statements of proto-docs/dead-letter.md"
+        "`queuebox dead`, `queuebox inspect` and the console's views support PostgreSQL only, \
+         not SQL Server; use the statements of proto-docs/dead-letter.md"
             .into(),
     )
+}
+
+/// One line of the console's overview: the rows of one outbox topic or one inbox source.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct StateCounts {
+    /// `outbox` or `inbox`.
+    pub table: String,
+    /// The outbox topic, or the inbox source.
+    pub topic_or_source: String,
+    /// Inbox rows: `push` or `pull`; none for outbox rows.
+    pub consumption: Option<String>,
+    /// Pending rows not tried yet (`attempt = 0`).
+    pub pending: i64,
+    /// Pending rows waiting for a retry after a failure (`attempt > 0`).
+    pub retrying: i64,
+    pub processing: i64,
+    /// Processing rows whose lease has run out: the holder died or hangs (reclaimed soon).
+    pub lease_expired: i64,
+    /// The earliest lease expiry among the processing rows.
+    pub next_lease_expiry: Option<DateTime<Utc>>,
+    pub dead: i64,
+    /// Seconds since the oldest pending row was created, by the database clock; 0 when none.
+    pub oldest_pending_age: f64,
 }
 
 /// The table an operator command looks at.
@@ -285,6 +315,9 @@ pub struct JourneyRow {
     pub created_at: DateTime<Utc>,
     /// The outbox row's last change, or the inbox row's `processed_at`.
     pub updated_at: Option<DateTime<Utc>>,
+    /// The stored payload and headers (the console shows them; `inspect --json` prints them).
+    pub payload: Value,
+    pub headers: Value,
 }
 
 /// A message's inbox row (none for an outbox-only message) and its outbox rows, oldest first.

@@ -15,7 +15,7 @@ use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
 use crate::store::relay::{
     ClaimedOutbox, DeadFilter, DeadRow, DeadTable, Forwarded, InboxBacklog, Journey, JourneyRow,
-    JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter,
+    JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter, StateCounts,
 };
 use crate::store::Wakeup;
 
@@ -445,6 +445,28 @@ impl RelayStore for PgStore {
             outbox: outbox.iter().map(decode_journey).collect(),
         })
     }
+
+    async fn state_counts(&self) -> Result<Vec<StateCounts>> {
+        let rows = sqlx::query(sql::STATE_COUNTS)
+            .fetch_all(self.pool())
+            .await
+            .map_err(|e| db_err("state counts", e))?;
+        Ok(rows
+            .iter()
+            .map(|r| StateCounts {
+                table: r.get("tbl"),
+                topic_or_source: r.get("name"),
+                consumption: r.get("consumption"),
+                pending: r.get("pending"),
+                retrying: r.get("retrying"),
+                processing: r.get("processing"),
+                lease_expired: r.get("lease_expired"),
+                next_lease_expiry: r.get("next_lease_expiry"),
+                dead: r.get("dead"),
+                oldest_pending_age: r.get("age"),
+            })
+            .collect())
+    }
 }
 
 fn decode_journey(r: &PgRow) -> JourneyRow {
@@ -457,6 +479,8 @@ fn decode_journey(r: &PgRow) -> JourneyRow {
         last_error: r.get("last_error"),
         created_at: r.get("created_at"),
         updated_at: r.get("updated_at"),
+        payload: r.get("payload"),
+        headers: r.get("headers"),
     }
 }
 

@@ -466,7 +466,7 @@ pub const REQUEUE_DEAD_INBOX: &str = "UPDATE inbox
               WHERE id = ANY($1) AND state = 'dead'";
 
 /// `$1` an inbox or outbox id (NULL when looking up by `$2` source and `$3` key).
-pub const JOURNEY_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, state, attempt, last_error, created_at, processed_at AS updated_at
+pub const JOURNEY_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, state, attempt, last_error, created_at, processed_at AS updated_at, payload, headers
                FROM inbox
               WHERE id = $1
                  OR (source = $2 AND idempotency_key = $3)
@@ -476,10 +476,35 @@ pub const JOURNEY_INBOX: &str = "SELECT id, source AS name, idempotency_key AS k
 /// `$1` an outbox id, `$2` the inbox id as text (the `x-inbox-id` header). The header has
 /// no index: an operator's look-up scans the outbox once.
 pub const JOURNEY_OUTBOX: &str =
-    "SELECT id, topic AS name, key, state, attempt, last_error, created_at, updated_at
+    "SELECT id, topic AS name, key, state, attempt, last_error, created_at, updated_at, payload, headers
                FROM outbox
               WHERE id = $1 OR headers ->> 'x-inbox-id' = $2
               ORDER BY created_at";
+
+/// The console's overview, one line per outbox topic and per inbox source and consumption.
+/// Only live and dead rows are read (the partial indexes cover them); delivered rows are
+/// retention's business, and counting them would scan the whole table on every refresh.
+pub const STATE_COUNTS: &str = "
+SELECT 'outbox' AS tbl, topic AS name, NULL::text AS consumption,
+       count(*) FILTER (WHERE state = 'pending' AND attempt = 0) AS pending,
+       count(*) FILTER (WHERE state = 'pending' AND attempt > 0) AS retrying,
+       count(*) FILTER (WHERE state = 'processing') AS processing,
+       count(*) FILTER (WHERE state = 'processing' AND lease_expires_at < clock_timestamp()) AS lease_expired,
+       min(lease_expires_at) FILTER (WHERE state = 'processing') AS next_lease_expiry,
+       count(*) FILTER (WHERE state = 'dead') AS dead,
+       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS age
+  FROM outbox WHERE state IN ('pending', 'processing', 'dead') GROUP BY topic
+UNION ALL
+SELECT 'inbox', source, consumption::text,
+       count(*) FILTER (WHERE state = 'pending' AND attempt = 0),
+       count(*) FILTER (WHERE state = 'pending' AND attempt > 0),
+       count(*) FILTER (WHERE state = 'processing'),
+       count(*) FILTER (WHERE state = 'processing' AND lease_expires_at < clock_timestamp()),
+       min(lease_expires_at) FILTER (WHERE state = 'processing'),
+       count(*) FILTER (WHERE state = 'dead'),
+       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8
+  FROM inbox WHERE state IN ('pending', 'processing', 'dead') GROUP BY source, consumption
+ ORDER BY 1 DESC, 2, 3";
 
 // ---- the application's transaction (`crate::app_tx`) ----
 // Run by the application's own driver inside its own transaction, after the core renders
@@ -559,6 +584,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("REQUEUE_DEAD_INBOX", REQUEUE_DEAD_INBOX),
         ("JOURNEY_INBOX", JOURNEY_INBOX),
         ("JOURNEY_OUTBOX", JOURNEY_OUTBOX),
+        ("STATE_COUNTS", STATE_COUNTS),
         ("APP_COMPLETE", APP_COMPLETE),
         ("PUBLISH", PUBLISH),
     ]

@@ -1,0 +1,240 @@
+// The QueueBox console: reads the admin API's JSON and writes it into the page with text
+// nodes only (never innerHTML): payloads, keys and errors come from senders and receivers,
+// so whatever they hold is shown as text, never parsed as markup.
+'use strict';
+
+const CREDENTIAL = 'queuebox-console-credential';
+const VIEWS = ['signin', 'overview', 'dead', 'message'];
+const $ = (id) => document.getElementById(id);
+let auth = { scheme: 'none', header: null };
+let overviewTimer = null;
+
+/** An element with text (or element) children; `attrs` are attributes, `on` listeners. */
+function el(tag, attrs, ...children) {
+  const e = document.createElement(tag);
+  for (const [name, value] of Object.entries(attrs || {})) {
+    if (typeof value === 'function') e.addEventListener(name, value);
+    else if (value != null) e.setAttribute(name, String(value));
+  }
+  for (const c of children) e.append(c instanceof Node ? c : String(c ?? ''));
+  return e;
+}
+
+class Refused extends Error {}
+
+/** One admin API call with the stored credential; a 401 sends the operator to sign in. */
+async function api(method, path, body) {
+  const headers = {};
+  const credential = sessionStorage.getItem(CREDENTIAL);
+  if (credential && auth.scheme === 'bearer') headers.Authorization = `Bearer ${credential}`;
+  if (credential && auth.scheme === 'api-key') headers[auth.header] = credential;
+  if (body !== undefined) headers['Content-Type'] = 'application/json';
+  const res = await fetch(path, {
+    method, headers, cache: 'no-store',
+    body: body === undefined ? undefined : JSON.stringify(body),
+  });
+  const data = await res.json().catch(() => ({}));
+  if (res.status === 401) {
+    sessionStorage.removeItem(CREDENTIAL);
+    signIn(`Refused: ${data.error || 'unauthorized'}`);
+    throw new Refused();
+  }
+  if (!res.ok) throw new Error(data.error || `${method} ${path}: HTTP ${res.status}`);
+  return data;
+}
+
+function say(text, isError) {
+  $('status').textContent = text;
+  $('status').className = isError ? 'error' : '';
+}
+
+/** Runs a view's work; a refusal already shows the sign-in, anything else is shown. */
+async function attempt(work) {
+  try {
+    await work();
+  } catch (e) {
+    if (!(e instanceof Refused)) say(e.message, true);
+  }
+}
+
+function show(view) {
+  for (const v of VIEWS) $(v).hidden = v !== view;
+  clearInterval(overviewTimer);
+  if (view === 'overview') {
+    attempt(loadOverview);
+    overviewTimer = setInterval(() => attempt(loadOverview), 5000);
+  }
+  if (view === 'dead') attempt(loadDead);
+}
+
+function route() {
+  if (auth.scheme === 'hmac') {
+    return signIn('This relay\'s admin API takes HMAC-signed requests; the console signs in '
+      + 'with a bearer token or an API key only. Use `queuebox inspect` and `queuebox dead`.');
+  }
+  if (auth.scheme !== 'none' && !sessionStorage.getItem(CREDENTIAL)) return signIn('');
+  $('signout').hidden = auth.scheme === 'none';
+  const view = location.hash.slice(1);
+  show(VIEWS.includes(view) && view !== 'signin' ? view : 'overview');
+}
+
+function signIn(why) {
+  show('signin');
+  $('signout').hidden = true;
+  $('signin-why').textContent = why;
+  $('signin-form').hidden = auth.scheme === 'hmac';
+  $('signin-what').textContent = auth.scheme === 'bearer' ? 'bearer token' : `key (${auth.header})`;
+}
+
+// ---- formatting ----
+
+const time = (t) => (t ? `${t.replace('T', ' ').slice(0, 19)} UTC` : '-');
+
+function age(seconds) {
+  if (!seconds) return '-';
+  if (seconds < 120) return `${Math.round(seconds)} s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 172800) return `${(seconds / 3600).toFixed(1)} h`;
+  return `${(seconds / 86400).toFixed(1)} d`;
+}
+
+/** A number cell, marked when it is a count an operator should look at. */
+const count = (n, alarm) => el('td', { class: n > 0 && alarm ? 'num alarm' : 'num' }, n);
+
+function replaceRows(tbody, rows, empty, columns) {
+  tbody.replaceChildren(...(rows.length ? rows
+    : [el('tr', {}, el('td', { colspan: columns, class: 'empty' }, empty))]));
+}
+
+// ---- overview ----
+
+async function loadOverview() {
+  const { rows } = await api('GET', '/admin/overview');
+  const lines = rows.map((r) => el('tr', { 'data-name': r.topicOrSource, 'data-table': r.table },
+    el('td', {}, r.table + (r.consumption ? ` (${r.consumption})` : '')),
+    el('td', {}, r.topicOrSource),
+    count(r.pending), count(r.retrying, true), count(r.processing),
+    count(r.leaseExpired, true),
+    el('td', {}, time(r.nextLeaseExpiry)),
+    count(r.dead, true),
+    el('td', { class: 'num' }, age(r.oldestPendingAge))));
+  replaceRows(document.querySelector('#overview-table tbody'), lines, 'Nothing waiting, in flight or dead.', 9);
+  $('overview-time').textContent = new Date().toISOString().slice(11, 19);
+}
+
+// ---- dead letters ----
+
+async function loadDead() {
+  const table = $('dead-table').value;
+  const query = new URLSearchParams({ limit: '200' });
+  if ($('dead-source').value.trim()) query.set('source', $('dead-source').value.trim());
+  if (table === 'outbox' && $('dead-topic').value.trim()) query.set('topic', $('dead-topic').value.trim());
+  $('dead-topic').disabled = table !== 'outbox';
+  const { rows } = await api('GET', `/admin/dead/${table}?${query}`);
+  const lines = rows.map((r) => el('tr', { 'data-id': r.id },
+    el('td', {}, el('button', { type: 'button', class: 'link', click: () => openMessage(r.id) }, r.id)),
+    el('td', {}, r.topicOrSource),
+    el('td', {}, r.key ?? '-'),
+    el('td', { class: 'num' }, r.attempt),
+    el('td', {}, time(r.updatedAt)),
+    el('td', {}, el('pre', { class: 'error' }, r.lastError ?? '-')),
+    el('td', { class: 'actions' },
+      el('button', { type: 'button', class: 'replay', click: () => replay(table, r.id) }, 'Replay'),
+      table === 'outbox'
+        ? el('button', { type: 'button', class: 'delete', click: () => remove(r.id) }, 'Delete')
+        : '')));
+  replaceRows(document.querySelector('#dead-rows tbody'), lines, 'No dead rows match.', 7);
+}
+
+/** Outbox: the admin replay of this dead row (pending again, attempt 0). Inbox: the admin
+ *  inbox replay, a new outbox row made from the inbox row. */
+async function replay(table, id) {
+  if (!confirm(`Replay ${table} row ${id}?`)) return;
+  await attempt(async () => {
+    if (table === 'outbox') {
+      const { moved } = await api('POST', '/admin/replay', { ids: [id], deadOnly: true });
+      say(`Replayed ${moved} outbox row(s): ${id} is pending again.`);
+    } else {
+      const { outboxId } = await api('POST', `/admin/inbox/${id}/replay`, {});
+      say(`Replayed inbox row ${id} as outbox row ${outboxId}.`);
+    }
+    await loadDead();
+  });
+}
+
+async function remove(id) {
+  if (!confirm(`Delete outbox row ${id}? This cannot be undone.`)) return;
+  await attempt(async () => {
+    const { deleted } = await api('DELETE', `/admin/outbox/${id}`);
+    say(`Deleted ${deleted} outbox row(s).`);
+    await loadDead();
+  });
+}
+
+// ---- one message ----
+
+function openMessage(q) {
+  $('message-q').value = q;
+  location.hash = '#message';
+  attempt(loadMessage);
+}
+
+function journeyRow(table, r) {
+  return el('tr', { 'data-id': r.id, 'data-table': table, class: `state-${r.state}` },
+    el('td', {}, table),
+    el('td', {}, r.id),
+    el('td', {}, r.topicOrSource),
+    el('td', {}, r.key ?? '-'),
+    el('td', { class: 'state' }, r.state),
+    el('td', { class: 'num' }, r.attempt),
+    el('td', {}, time(r.createdAt)),
+    el('td', {}, time(r.updatedAt)),
+    el('td', {},
+      el('pre', { class: 'error' }, r.lastError ?? '-'),
+      el('details', {}, el('summary', {}, 'payload and headers'),
+        el('pre', { class: 'payload' }, JSON.stringify(r.payload, null, 2)),
+        el('pre', { class: 'headers' }, JSON.stringify(r.headers, null, 2)))));
+}
+
+async function loadMessage() {
+  const q = $('message-q').value.trim();
+  if (!q) return;
+  const result = $('message-result');
+  result.replaceChildren();
+  const j = await api('GET', `/admin/journey?${new URLSearchParams({ q })}`);
+  const rows = [
+    j.inbox ? journeyRow('inbox', j.inbox)
+      : el('tr', {}, el('td', { colspan: 9, class: 'empty' }, 'No inbox row: published to the outbox directly.')),
+    ...j.outbox.map((r) => journeyRow('outbox', r)),
+  ];
+  if (!j.outbox.length) rows.push(el('tr', {}, el('td', { colspan: 9, class: 'empty' }, 'No outbox row yet.')));
+  result.append(el('table', { id: 'journey' },
+    el('thead', {}, el('tr', {}, ...['table', 'id', 'topic / source', 'key', 'state', 'attempts',
+      'created', 'updated', 'last error'].map((h) => el('th', {}, h)))),
+    el('tbody', {}, ...rows)));
+  say('');
+}
+
+// ---- wiring ----
+
+$('signin-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  sessionStorage.setItem(CREDENTIAL, $('credential').value);
+  $('credential').value = '';
+  say('');
+  route();
+});
+$('signout').addEventListener('click', () => {
+  sessionStorage.removeItem(CREDENTIAL);
+  signIn('Signed out.');
+});
+$('overview-refresh').addEventListener('click', () => attempt(loadOverview));
+$('dead-form').addEventListener('submit', (e) => { e.preventDefault(); attempt(loadDead); });
+$('dead-table').addEventListener('change', () => attempt(loadDead));
+$('message-form').addEventListener('submit', (e) => { e.preventDefault(); attempt(loadMessage); });
+window.addEventListener('hashchange', route);
+
+fetch('/console/auth', { cache: 'no-store' })
+  .then((r) => r.json())
+  .then((a) => { auth = a; route(); })
+  .catch((e) => say(`The relay did not answer: ${e.message}`, true));
