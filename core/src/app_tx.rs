@@ -26,13 +26,15 @@ use serde::Serialize;
 use uuid::Uuid;
 
 pub use placeholder::Placeholder;
+
 pub(crate) use placeholder::{render, Marker};
 pub use publish::{
-    messages_from_json, publish_statement, publish_statement_with_ids, OutboxMessage,
-    DEFAULT_MAX_ATTEMPTS,
+    messages_from_json, publish_statement, publish_statement_named, publish_statement_with_ids,
+    OutboxMessage, DEFAULT_MAX_ATTEMPTS,
 };
 
 use crate::error::{Error, Result};
+use crate::store::names::Names;
 use crate::store::Backend;
 
 /// How a wrapper reads the result of a [`Statement`].
@@ -73,13 +75,25 @@ pub fn completion_statement(
     token: Uuid,
     style: Placeholder,
 ) -> Statement {
+    completion_statement_named(backend, &Names::default(), id, token, style)
+}
+
+/// [`completion_statement`] for tables and columns named `names` (the worker's store's
+/// names, [`crate::Store::names`]).
+pub fn completion_statement_named(
+    backend: Backend,
+    names: &Names,
+    id: Uuid,
+    token: Uuid,
+    style: Placeholder,
+) -> Statement {
     use crate::store::sql;
     let (text, marker) = match backend {
         Backend::Postgres => (sql::postgres::APP_COMPLETE, Marker::Dollar),
         Backend::SqlServer => (sql::sqlserver::APP_COMPLETE, Marker::AtP),
     };
     let (sql, params) = render(
-        text,
+        &names.render(backend, text),
         marker,
         style,
         &[Some(id.to_string()), Some(token.to_string())],

@@ -23,6 +23,7 @@ use async_trait::async_trait;
 
 use crate::error::{Error, Result};
 use crate::migrate::MigrationReport;
+use crate::store::names::Names;
 use crate::store::relay::RelayStore;
 use crate::store::{Backend, Store};
 
@@ -43,6 +44,8 @@ pub struct DatabaseSettings {
     /// How long a statement waits for a pooled connection (opening one included) before it
     /// fails as unavailable (the relay's ingest answers 503), on either backend.
     pub connection_timeout: Duration,
+    /// The table and column names (`database.outboxTableName`, …); PostgreSQL only.
+    pub names: Names,
 }
 
 impl DatabaseSettings {
@@ -53,6 +56,7 @@ impl DatabaseSettings {
             credentials: Credentials::default(),
             pool_size: 10,
             connection_timeout: Duration::from_secs(10),
+            names: Names::default(),
         }
     }
 
@@ -267,6 +271,22 @@ pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
     }
 }
 
+/// Migrations create QueueBox's own tables; a schema with custom names belongs to the
+/// application (reference §2.5: renamed names with migrations are refused, naming each key).
+pub fn refuse_custom_names(names: &Names) -> Result<()> {
+    let keys = names.renamed_keys();
+    match keys.first() {
+        None => Ok(()),
+        Some(first) => Err(Error::Config {
+            path: first.clone(),
+            reason: format!(
+                "QueueBox does not migrate a schema with custom names ({}): set database.migrate: false and create the tables yourself (proto-docs/own-schema.md)",
+                keys.join(", ")
+            ),
+        }),
+    }
+}
+
 #[cfg(any(not(feature = "postgres"), not(feature = "sqlserver")))]
 fn not_built(url: &str, feature: &str) -> Error {
     Error::Config {
@@ -293,9 +313,11 @@ pub mod postgres {
             acquire_timeout: settings.connection_timeout,
         };
         let url = with_credentials(url, &settings.credentials)?;
-        Ok(Arc::new(PostgresDatabase::new(
-            PgStore::connect_with(&url, &pool).await?,
-        )))
+        let store = PgStore::connect_with(&url, &pool).await?;
+        Ok(Arc::new(PostgresDatabase::new(PgStore::with_names(
+            store.pool().clone(),
+            settings.names.clone(),
+        ))))
     }
 
     /// `url` (a `postgres://` URL, JDBC already rewritten) with the credentials set on it.
@@ -349,12 +371,20 @@ pub mod postgres {
             self.store.clone()
         }
         async fn migrate(&self) -> Result<MigrationReport> {
+            refuse_custom_names(self.store.names())?;
             crate::migrate::postgres::run(&self.store).await
         }
         async fn migrate_from_baseline(&self, version: i32) -> Result<MigrationReport> {
+            refuse_custom_names(self.store.names())?;
             crate::migrate::postgres::run_with_baseline(&self.store, Some(version)).await
         }
         async fn schema_version(&self) -> Result<i32> {
+            if !self.store.names().is_default() {
+                // The application owns a schema with custom names and QueueBox keeps no
+                // migration history in it: it is current when the schema guards pass.
+                self.store.check_schema().await?;
+                return Ok(self.latest_version());
+            }
             crate::migrate::postgres::current_version(&self.store).await
         }
         fn latest_version(&self) -> i32 {
@@ -407,6 +437,12 @@ pub mod sqlserver {
         url: &str,
         settings: &DatabaseSettings,
     ) -> Result<Arc<dyn Database>> {
+        if let Some(key) = settings.names.renamed_keys().first() {
+            return Err(Error::Config {
+                path: key.clone(),
+                reason: "custom table and column names are implemented for PostgreSQL only; on SQL Server QueueBox uses its own migrated `outbox` and `inbox` tables".into(),
+            });
+        }
         let config = config_with_credentials(url, &settings.credentials)?;
         Ok(Arc::new(SqlServerDatabase::new(
             SqlServerStore::connect_with_config_timeout(

@@ -16,8 +16,10 @@ async fn every_postgres_statement_prepares_on_a_migrated_database() {
         "statements() lists the backend's statements"
     );
     let mut failed = Vec::new();
-    for (name, text) in &all {
-        if let Err(e) = sqlx::Executor::prepare(store.pool(), text).await {
+    let names = queuebox_core::store::names::Names::default();
+    for (name, template) in &all {
+        let text = names.render(queuebox_core::store::Backend::Postgres, template);
+        if let Err(e) = sqlx::Executor::prepare(store.pool(), text.as_str()).await {
             failed.push(format!("{name}: {e}"));
         }
     }

@@ -550,6 +550,8 @@ fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
         "JOURNEY_INBOX",
         "JOURNEY_OUTBOX",
         "STATE_COUNTS",
+        // The schema guards of custom names, which SQL Server refuses (store::names).
+        "TABLE_COLUMNS",
     ];
     let missing: Vec<&str> = queuebox_core::store::postgres::sql::statements()
         .into_iter()

@@ -1289,10 +1289,16 @@ async fn application_transaction_statements_complete_and_publish(
 ) {
     use queuebox_core::app_tx::{self, OutboxMessage, Placeholder};
     use queuebox_core::store::{sql, Backend};
+    // The templates rendered for QueueBox's own names, as the store renders them.
+    let names = queuebox_core::store::names::Names::default();
+    let (pg_complete, pg_publish) = (
+        names.render(Backend::Postgres, sql::postgres::APP_COMPLETE),
+        names.render(Backend::Postgres, sql::postgres::PUBLISH),
+    );
     let (complete_sql, publish_sql, count_sql, style) = match store.backend() {
         Backend::Postgres => (
-            sql::postgres::APP_COMPLETE,
-            sql::postgres::PUBLISH,
+            pg_complete.as_str(),
+            pg_publish.as_str(),
             "SELECT COUNT(*) AS n FROM outbox WHERE id = CAST($1 AS uuid) AND state = 'pending' AND max_attempts = 7",
             Placeholder::Dollar,
         ),

@@ -13,6 +13,7 @@ use super::{Expect, Statement};
 use crate::error::{Error, Result};
 use crate::headers;
 use crate::message::{check_text, nul_path, MAX_KEY_CHARS};
+use crate::store::names::Names;
 use crate::store::{sql, Backend};
 
 /// The dead-letter ceiling of a row published without one (the column's default).
@@ -234,8 +235,18 @@ pub fn publish_statement(
     style: Placeholder,
     backend: Backend,
 ) -> Result<Statement> {
+    publish_statement_named(messages, style, backend, &Names::default())
+}
+
+/// [`publish_statement`] for an outbox table and columns named `names`.
+pub fn publish_statement_named(
+    messages: &[OutboxMessage],
+    style: Placeholder,
+    backend: Backend,
+    names: &Names,
+) -> Result<Statement> {
     let ids = messages.iter().map(|_| Uuid::new_v4()).collect();
-    publish_statement_with_ids(messages, style, backend, ids)
+    render_publish(messages, style, backend, names, ids)
 }
 
 /// [`publish_statement`] with the rows' ids given (one per message): the conformance vectors
@@ -244,6 +255,16 @@ pub fn publish_statement_with_ids(
     messages: &[OutboxMessage],
     style: Placeholder,
     backend: Backend,
+    ids: Vec<Uuid>,
+) -> Result<Statement> {
+    render_publish(messages, style, backend, &Names::default(), ids)
+}
+
+fn render_publish(
+    messages: &[OutboxMessage],
+    style: Placeholder,
+    backend: Backend,
+    names: &Names,
     ids: Vec<Uuid>,
 ) -> Result<Statement> {
     if messages.is_empty() {
@@ -267,7 +288,8 @@ pub fn publish_statement_with_ids(
         Backend::Postgres => (sql::postgres::PUBLISH, Marker::Dollar),
         Backend::SqlServer => (sql::sqlserver::PUBLISH, Marker::AtP),
     };
-    let (sql, params) = render(sql, marker, style, &[Some(Value::Array(rows).to_string())]);
+    let sql = names.render(backend, sql);
+    let (sql, params) = render(&sql, marker, style, &[Some(Value::Array(rows).to_string())]);
     Ok(Statement {
         sql,
         params,

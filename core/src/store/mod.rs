@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
 
+pub mod names;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod relay;
@@ -85,6 +86,13 @@ pub type JsonRow = Map<String, Value>;
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
     fn backend(&self) -> Backend;
+
+    /// The table and column names the store's statements use (`database.*TableName`,
+    /// `database.columnMapping`); the statements handed to an application's own driver
+    /// ([`crate::app_tx`]) are rendered with them.
+    fn names(&self) -> names::Names {
+        names::Names::default()
+    }
 
     /// Inserts one inbox row; a repeat of `(source, idempotency_key)` is `Duplicate`.
     async fn insert_inbox(&self, msg: &NewInboxMessage) -> Result<InsertOutcome>;

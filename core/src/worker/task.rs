@@ -171,8 +171,9 @@ impl Task {
             ));
         }
         self.inner.app_completes.store(true, Ordering::SeqCst);
-        Ok(crate::app_tx::completion_statement(
+        Ok(crate::app_tx::completion_statement_named(
             self.inner.worker.store.backend(),
+            &self.inner.worker.store.names(),
             self.inner.claim.id,
             self.inner.claim.token,
             placeholder,

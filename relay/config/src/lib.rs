@@ -176,6 +176,10 @@ impl Config {
                 d.password.as_ref().map(|p| p.expose().to_string()),
             );
         s.connection_timeout = std::time::Duration::from_millis(d.connection_timeout_ms);
+        // Validated when the configuration was loaded (validate::names).
+        s.names = d
+            .names()
+            .expect("database names are validated when the configuration loads");
         s
     }
 

@@ -114,7 +114,35 @@ pub struct DatabaseConfig {
     pub connection_timeout_ms: u64,
     pub migrate: bool,
     pub startup_timeout_ms: u64,
+    /// The outbox table, `table` or `schema.table` (reference §2.6); default `outbox`.
+    pub outbox_table_name: Option<String>,
+    /// The inbox table, `table` or `schema.table`; default `inbox`.
+    pub inbox_table_name: Option<String>,
+    /// Column renames per table: mapping key (`aggregateType`) → column name.
+    pub column_mapping: ColumnMapping,
 }
+
+/// `database.columnMapping`: the keys are those of `queuebox_core::store::names`
+/// (`OUTBOX_COLUMNS`, `INBOX_COLUMNS`); an unknown one is refused naming it.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ColumnMapping {
+    pub outbox: BTreeMap<String, String>,
+    pub inbox: BTreeMap<String, String>,
+}
+
+impl DatabaseConfig {
+    /// The table and column names; an [`queuebox_core::Error::Config`] names a bad key.
+    pub fn names(&self) -> queuebox_core::Result<queuebox_core::store::names::Names> {
+        queuebox_core::store::names::Names::new(
+            self.outbox_table_name.as_deref(),
+            self.inbox_table_name.as_deref(),
+            &self.column_mapping.outbox,
+            &self.column_mapping.inbox,
+        )
+    }
+}
+
 impl Default for DatabaseConfig {
     fn default() -> Self {
         DatabaseConfig {
@@ -126,6 +154,9 @@ impl Default for DatabaseConfig {
             connection_timeout_ms: 5_000,
             migrate: true,
             startup_timeout_ms: 60_000,
+            outbox_table_name: None,
+            inbox_table_name: None,
+            column_mapping: ColumnMapping::default(),
         }
     }
 }
@@ -687,6 +718,18 @@ pub(crate) fn signs_timestamp(format: Option<&str>, has_timestamp_header: bool) 
 
 /// Every struct's key list, for env-var mapping and "did you mean" hints. A new struct
 /// adds its `fields_of` here.
+/// The `database.columnMapping.*` keys, so `QUEUEBOX_DATABASE_COLUMNMAPPING_INBOX_IDEMPOTENCYKEY`
+/// finds `idempotencyKey`. Built once: the known keys are cached (`strict::all_known_keys`).
+fn mapping_keys() -> &'static [&'static str] {
+    use queuebox_core::store::names::{INBOX_COLUMNS, OUTBOX_COLUMNS};
+    let keys: Vec<&'static str> = OUTBOX_COLUMNS
+        .iter()
+        .chain(INBOX_COLUMNS)
+        .map(|(k, _)| *k)
+        .collect();
+    Box::leak(keys.into_boxed_slice())
+}
+
 pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
     use crate::strict::fields_of;
     vec![
@@ -695,6 +738,8 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<ServerTls>(),
         fields_of::<crate::brokers::BrokerTls>(),
         fields_of::<DatabaseConfig>(),
+        fields_of::<ColumnMapping>(),
+        mapping_keys(),
         fields_of::<OutboxConfig>(),
         fields_of::<InboxConfig>(),
         fields_of::<RelayConfig>(),

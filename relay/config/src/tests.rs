@@ -347,3 +347,75 @@ database:
     assert!(!c.to_redacted_yaml().contains("s3cret"));
     assert!(c.secrets().contains(&"s3cret;pw".to_string()));
 }
+
+/// Custom table and column names (reference §2.6), from the file and from the environment.
+#[test]
+fn custom_names_load_from_file_and_environment() {
+    let y = BASE.replace(
+        "  url: postgres://app@127.0.0.1:5432/app\n",
+        "  url: postgres://app@127.0.0.1:5432/app\n  migrate: false\n  outboxTableName: shop.order\n  columnMapping:\n    outbox:\n      key: user\n",
+    );
+    let c = from_yaml_with_env(
+        &y,
+        &env(&[
+            ("QUEUEBOX_DATABASE_INBOXTABLENAME", "user"),
+            (
+                "QUEUEBOX_DATABASE_COLUMNMAPPING_INBOX_IDEMPOTENCYKEY",
+                "key",
+            ),
+        ]),
+    )
+    .unwrap();
+    let names = c.database_settings().names;
+    assert_eq!(
+        names.renamed_keys(),
+        vec![
+            "database.outboxTableName",
+            "database.columnMapping.outbox.key",
+            "database.inboxTableName",
+            "database.columnMapping.inbox.idempotencyKey",
+        ]
+    );
+    assert_eq!(
+        names.render(
+            queuebox_core::store::Backend::Postgres,
+            "{outbox}.{outbox.key} {inbox}.{inbox.idempotency_key}"
+        ),
+        r#""shop"."order"."user" "user"."key""#
+    );
+}
+
+#[test]
+fn custom_names_refuse_migrate_unknown_keys_and_bad_identifiers() {
+    let y = BASE.replace(
+        "  url: postgres://app@127.0.0.1:5432/app\n",
+        "  url: postgres://app@127.0.0.1:5432/app\n  inboxTableName: my-inbox\n  outboxTableName: events\n  columnMapping:\n    inbox:\n      sourse: src\n",
+    );
+    let e = from_yaml_with_env(&y, &[]).unwrap_err();
+    let text = e.to_string();
+    assert!(e.mentions("database.inboxTableName"), "{text}");
+    assert!(
+        text.contains("`my-inbox` is not a valid identifier"),
+        "{text}"
+    );
+    assert!(e.mentions("database.columnMapping.inbox.sourse"), "{text}");
+    assert!(text.contains("unknown column key `sourse`"), "{text}");
+    // migrate defaults to true: refused, naming every renamed key.
+    let y = BASE.replace(
+        "  url: postgres://app@127.0.0.1:5432/app\n",
+        "  url: postgres://app@127.0.0.1:5432/app\n  outboxTableName: events\n  columnMapping:\n    inbox:\n      source: src\n",
+    );
+    let e = from_yaml_with_env(&y, &[]).unwrap_err();
+    let text = e.to_string();
+    assert!(e.mentions("database.migrate"), "{text}");
+    assert!(
+        text.contains("database.outboxTableName, database.columnMapping.inbox.source"),
+        "{text}"
+    );
+    // QueueBox's own names need no migrate: false.
+    let same = BASE.replace(
+        "  url: postgres://app@127.0.0.1:5432/app\n",
+        "  url: postgres://app@127.0.0.1:5432/app\n  outboxTableName: outbox\n",
+    );
+    assert!(from_yaml_with_env(&same, &[]).is_ok());
+}

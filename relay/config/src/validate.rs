@@ -309,6 +309,77 @@ fn database(d: &DatabaseConfig, errs: &mut ConfigErrors) {
         "database.connectionTimeoutMs",
         d.connection_timeout_ms,
     );
+    names(d, kind, errs);
+}
+
+/// Custom table and column names (reference §2.6): valid identifiers and known keys; the
+/// application owns such a schema, so `migrate: true` is refused naming every renamed key,
+/// and SQL Server (which has no rendering of custom names yet) refuses them.
+fn names(d: &DatabaseConfig, kind: Option<queuebox_core::store::Backend>, errs: &mut ConfigErrors) {
+    use queuebox_core::store::names::Names;
+    use std::collections::BTreeMap;
+    let mut push = |r: queuebox_core::Result<Names>| match r {
+        Err(queuebox_core::Error::Config { path, reason }) => {
+            errs.push(path, reason);
+            false
+        }
+        Err(e) => {
+            errs.push("database.columnMapping", e.to_string());
+            false
+        }
+        Ok(_) => true,
+    };
+    // Each name on its own first, so every bad one is listed, then all together (two keys
+    // mapped to one column).
+    let none = BTreeMap::new();
+    let one = |k: &String, v: &String| BTreeMap::from([(k.clone(), v.clone())]);
+    let mut ok = push(Names::new(
+        d.outbox_table_name.as_deref(),
+        None,
+        &none,
+        &none,
+    ));
+    ok &= push(Names::new(
+        None,
+        d.inbox_table_name.as_deref(),
+        &none,
+        &none,
+    ));
+    for (k, v) in &d.column_mapping.outbox {
+        ok &= push(Names::new(None, None, &one(k, v), &none));
+    }
+    for (k, v) in &d.column_mapping.inbox {
+        ok &= push(Names::new(None, None, &none, &one(k, v)));
+    }
+    if !ok {
+        return;
+    }
+    let names = match d.names() {
+        Ok(n) => n,
+        Err(e) => {
+            push(Err(e));
+            return;
+        }
+    };
+    let renamed = names.renamed_keys();
+    if renamed.is_empty() {
+        return;
+    }
+    if d.migrate {
+        errs.push(
+            "database.migrate",
+            format!(
+                "must be false with custom table or column names ({}): QueueBox migrates only its own schema; create yours as proto-docs/own-schema.md shows",
+                renamed.join(", ")
+            ),
+        );
+    }
+    if kind == Some(queuebox_core::store::Backend::SqlServer) {
+        errs.push(
+            renamed[0].clone(),
+            "custom table and column names are implemented for PostgreSQL only",
+        );
+    }
 }
 
 fn http_destination(h: &HttpDestination, path: &str, errs: &mut ConfigErrors) {

@@ -9,6 +9,7 @@
 mod owner;
 mod pull;
 mod relay;
+mod schema_guard;
 pub mod sql;
 mod tls;
 mod tx;
@@ -21,6 +22,7 @@ use sqlx::ConnectOptions;
 
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
+use crate::store::names::{Names, Rendered, Table};
 use crate::store::{Backend, OwnerSession, Store, StoreTx, Wakeup};
 
 pub use tx::PgStoreTx;
@@ -59,6 +61,9 @@ pub struct PgStore {
     /// Where the outbox claim's walk over keys resumes (`sql::CLAIM_OUTBOX`): the last key
     /// it took, so keys take turns when the oldest rows are all blocked by their keys.
     outbox_walk: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The table and column names, and every statement rendered for them once.
+    names: std::sync::Arc<Names>,
+    sql: std::sync::Arc<Rendered>,
 }
 
 impl PgStore {
@@ -115,9 +120,18 @@ impl PgStore {
 
     /// Wraps an existing pool (an application that already has one).
     pub fn from_pool(pool: PgPool) -> Self {
+        Self::with_names(pool, Names::default())
+    }
+
+    /// Wraps `pool` for tables and columns named `names` (`database.outboxTableName` …);
+    /// every statement is rendered here, once.
+    pub fn with_names(pool: PgPool, names: Names) -> Self {
+        let sql = Rendered::new(&names, Backend::Postgres, &sql::statements());
         PgStore {
             pool,
             outbox_walk: Default::default(),
+            names: std::sync::Arc::new(names),
+            sql: std::sync::Arc::new(sql),
         }
     }
 
@@ -125,19 +139,45 @@ impl PgStore {
         &self.pool
     }
 
-    /// Fails with [`Error::SchemaMissing`] unless both QueueBox tables exist.
+    /// The table and column names this store uses.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// `template` (a constant of [`sql`]) rendered for this store's names.
+    pub(crate) fn sql(&self, template: &'static str) -> &str {
+        self.sql.get(template)
+    }
+
+    /// Fails with [`Error::SchemaMissing`] unless both tables exist, and, on a schema with
+    /// custom names, with [`Error::Config`] naming the first mapped column that is missing
+    /// (the schema guards, reference §2.6).
     pub async fn check_schema(&self) -> Result<()> {
-        for table in ["inbox", "outbox"] {
+        for t in [Table::Inbox, Table::Outbox] {
+            let table = self.names.table(Backend::Postgres, t);
             let found: Option<String> = sqlx::query_scalar(sql::SCHEMA_CHECK)
-                .bind(table)
+                .bind(&table)
                 .fetch_one(&self.pool)
                 .await
                 .map_err(|e| db_err("schema check", e))?;
-            if found.is_none() {
+            if found.is_none() && self.names.is_default() {
                 return Err(Error::SchemaMissing {
-                    table: table.into(),
+                    table: self.names.table_display(t),
                 });
             }
+            if found.is_none() {
+                // Migrations do not create a schema with custom names: the advice differs.
+                return Err(Error::Config {
+                    path: t.config_key().into(),
+                    reason: format!(
+                        "table {} does not exist; with custom names QueueBox creates no tables: create it as proto-docs/own-schema.md shows",
+                        self.names.table_display(t)
+                    ),
+                });
+            }
+        }
+        if !self.names.is_default() {
+            schema_guard::check(&self.pool, &self.names).await?;
         }
         Ok(())
     }
@@ -149,9 +189,13 @@ impl Store for PgStore {
         Backend::Postgres
     }
 
+    fn names(&self) -> Names {
+        (*self.names).clone()
+    }
+
     async fn insert_inbox(&self, msg: &NewInboxMessage) -> Result<InsertOutcome> {
         msg.validate()?;
-        pull::insert_inbox(&self.pool, msg).await
+        pull::insert_inbox(self, msg).await
     }
 
     async fn claim_pull(
@@ -160,7 +204,7 @@ impl Store for PgStore {
         batch: u32,
         lease: Duration,
     ) -> Result<Vec<ClaimedRow>> {
-        pull::claim(&self.pool, source, batch, lease, None).await
+        pull::claim(self, source, batch, lease, None).await
     }
 
     async fn claim_pull_owned(
@@ -170,7 +214,7 @@ impl Store for PgStore {
         lease: Duration,
         owner: Option<i64>,
     ) -> Result<Vec<ClaimedRow>> {
-        pull::claim(&self.pool, source, batch, lease, owner).await
+        pull::claim(self, source, batch, lease, owner).await
     }
 
     async fn open_owner_session(&self) -> Result<Option<Box<dyn OwnerSession>>> {
@@ -178,36 +222,36 @@ impl Store for PgStore {
     }
 
     async fn expire_dead_owners(&self, source: &str) -> Result<u64> {
-        owner::expire_dead_owners(&self.pool, source).await
+        owner::expire_dead_owners(self, source).await
     }
 
     async fn renew_pull(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>> {
-        pull::renew(&self.pool, claims, lease).await
+        pull::renew(self, claims, lease).await
     }
 
     async fn complete_pull(&self, claim: &ClaimRef) -> Result<bool> {
-        pull::complete(&self.pool, claim).await
+        pull::complete(self, claim).await
     }
 
     async fn complete_pull_many(&self, claims: &[ClaimRef]) -> Result<Vec<uuid::Uuid>> {
-        pull::complete_many(&self.pool, claims).await
+        pull::complete_many(self, claims).await
     }
 
     async fn retry_pull(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
-        pull::retry(&self.pool, claim, delay, error).await
+        pull::retry(self, claim, delay, error).await
     }
 
     async fn dead_pull(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
-        pull::dead(&self.pool, claim, error).await
+        pull::dead(self, claim, error).await
     }
 
     async fn release_pull(&self, claim: &ClaimRef) -> Result<bool> {
-        pull::release(&self.pool, claim).await
+        pull::release(self, claim).await
     }
 
     async fn begin(&self) -> Result<Box<dyn StoreTx>> {
         let tx = self.pool.begin().await.map_err(|e| db_err("begin", e))?;
-        Ok(Box::new(PgStoreTx::new(tx)))
+        Ok(Box::new(PgStoreTx::new(tx, self.sql(sql::COMPLETE))))
     }
 
     async fn listen(&self, source: &str) -> Result<Option<Box<dyn Wakeup>>> {

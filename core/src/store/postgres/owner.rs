@@ -64,10 +64,10 @@ impl OwnerSession for PgOwnerSession {
 
 /// Expires the live leases of `source`'s pull rows whose owner session is gone; returns how
 /// many rows it expired.
-pub(super) async fn expire_dead_owners(pool: &PgPool, source: &str) -> Result<u64> {
-    let r = sqlx::query(sql::EXPIRE_DEAD_OWNERS)
+pub(super) async fn expire_dead_owners(store: &super::PgStore, source: &str) -> Result<u64> {
+    let r = sqlx::query(store.sql(sql::EXPIRE_DEAD_OWNERS))
         .bind(source)
-        .execute(pool)
+        .execute(store.pool())
         .await
         .map_err(|e| db_err("expire dead owners", e))?;
     Ok(r.rows_affected())

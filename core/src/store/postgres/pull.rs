@@ -7,21 +7,21 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
 use sqlx::postgres::PgRow;
-use sqlx::{PgPool, Row};
+use sqlx::Row;
 use uuid::Uuid;
 
-use super::{db_err, sql};
+use super::{db_err, sql, PgStore};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage, InsertOutcome, NewInboxMessage};
 use crate::store::candidate_limit;
 
-pub(super) async fn insert_inbox(pool: &PgPool, m: &NewInboxMessage) -> Result<InsertOutcome> {
+pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result<InsertOutcome> {
     let delay_ms = if m.dead_reason.is_some() {
         0.0
     } else {
         m.delay.map(|d| d.as_millis() as f64).unwrap_or(0.0)
     };
-    let id: Option<Uuid> = sqlx::query_scalar(sql::INSERT)
+    let id: Option<Uuid> = sqlx::query_scalar(store.sql(sql::INSERT))
         .bind(&m.source)
         .bind(&m.idempotency_key)
         .bind(&m.aggregate_id)
@@ -34,16 +34,16 @@ pub(super) async fn insert_inbox(pool: &PgPool, m: &NewInboxMessage) -> Result<I
         .bind(delay_ms)
         .bind(m.trace.as_ref().map(|t| t.traceparent.as_str()))
         .bind(m.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
-        .fetch_optional(pool)
+        .fetch_optional(store.pool())
         .await
         .map_err(|e| db_err("inbox insert", e))?;
     match id {
         Some(id) => Ok(InsertOutcome::Inserted(id)),
         None => {
-            let existing: Uuid = sqlx::query_scalar(sql::LOOKUP_ID)
+            let existing: Uuid = sqlx::query_scalar(store.sql(sql::LOOKUP_ID))
                 .bind(&m.source)
                 .bind(&m.idempotency_key)
-                .fetch_one(pool)
+                .fetch_one(store.pool())
                 .await
                 .map_err(|e| db_err("inbox duplicate lookup", e))?;
             Ok(InsertOutcome::Duplicate(existing))
@@ -52,19 +52,19 @@ pub(super) async fn insert_inbox(pool: &PgPool, m: &NewInboxMessage) -> Result<I
 }
 
 pub(super) async fn claim(
-    pool: &PgPool,
+    store: &PgStore,
     source: &str,
     batch: u32,
     lease: Duration,
     owner: Option<i64>,
 ) -> Result<Vec<ClaimedRow>> {
-    let rows = sqlx::query(sql::CLAIM)
+    let rows = sqlx::query(store.sql(sql::CLAIM))
         .bind(source)
         .bind(batch as i64)
         .bind(lease.as_millis() as f64)
         .bind(candidate_limit(batch))
         .bind(owner)
-        .fetch_all(pool)
+        .fetch_all(store.pool())
         .await
         .map_err(|e| db_err("pull claim", e))?;
     let mut keyed = Vec::with_capacity(rows.len());
@@ -105,67 +105,74 @@ fn decode_claimed(row: &PgRow) -> ClaimedRow {
 }
 
 pub(super) async fn renew(
-    pool: &PgPool,
+    store: &PgStore,
     claims: &[ClaimRef],
     lease: Duration,
 ) -> Result<Vec<Uuid>> {
-    super::renew_leases(pool, sql::RENEW, "pull renew", claims, lease).await
+    super::renew_leases(
+        store.pool(),
+        store.sql(sql::RENEW),
+        "pull renew",
+        claims,
+        lease,
+    )
+    .await
 }
 
-pub(super) async fn complete(pool: &PgPool, c: &ClaimRef) -> Result<bool> {
-    let r = sqlx::query(sql::COMPLETE)
+pub(super) async fn complete(store: &PgStore, c: &ClaimRef) -> Result<bool> {
+    let r = sqlx::query(store.sql(sql::COMPLETE))
         .bind(c.id)
         .bind(c.token)
-        .execute(pool)
+        .execute(store.pool())
         .await
         .map_err(|e| db_err("pull complete", e))?;
     Ok(r.rows_affected() == 1)
 }
 
-pub(super) async fn complete_many(pool: &PgPool, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
+pub(super) async fn complete_many(store: &PgStore, claims: &[ClaimRef]) -> Result<Vec<Uuid>> {
     let ids: Vec<Uuid> = claims.iter().map(|c| c.id).collect();
     let tokens: Vec<Uuid> = claims.iter().map(|c| c.token).collect();
-    sqlx::query_scalar(sql::COMPLETE_MANY)
+    sqlx::query_scalar(store.sql(sql::COMPLETE_MANY))
         .bind(ids)
         .bind(tokens)
-        .fetch_all(pool)
+        .fetch_all(store.pool())
         .await
         .map_err(|e| db_err("pull complete", e))
 }
 
 pub(super) async fn retry(
-    pool: &PgPool,
+    store: &PgStore,
     c: &ClaimRef,
     delay: Duration,
     error: &str,
 ) -> Result<bool> {
-    let r = sqlx::query(sql::RETRY)
+    let r = sqlx::query(store.sql(sql::RETRY))
         .bind(c.id)
         .bind(c.token)
         .bind(error)
         .bind(delay.as_millis() as f64)
-        .execute(pool)
+        .execute(store.pool())
         .await
         .map_err(|e| db_err("pull retry", e))?;
     Ok(r.rows_affected() == 1)
 }
 
-pub(super) async fn dead(pool: &PgPool, c: &ClaimRef, error: &str) -> Result<bool> {
-    let r = sqlx::query(sql::DEAD)
+pub(super) async fn dead(store: &PgStore, c: &ClaimRef, error: &str) -> Result<bool> {
+    let r = sqlx::query(store.sql(sql::DEAD))
         .bind(c.id)
         .bind(c.token)
         .bind(error)
-        .execute(pool)
+        .execute(store.pool())
         .await
         .map_err(|e| db_err("pull dead", e))?;
     Ok(r.rows_affected() == 1)
 }
 
-pub(super) async fn release(pool: &PgPool, c: &ClaimRef) -> Result<bool> {
-    let r = sqlx::query(sql::RELEASE)
+pub(super) async fn release(store: &PgStore, c: &ClaimRef) -> Result<bool> {
+    let r = sqlx::query(store.sql(sql::RELEASE))
         .bind(c.id)
         .bind(c.token)
-        .execute(pool)
+        .execute(store.pool())
         .await
         .map_err(|e| db_err("pull release", e))?;
     Ok(r.rows_affected() == 1)

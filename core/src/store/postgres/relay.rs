@@ -109,7 +109,7 @@ impl PgStore {
 #[async_trait]
 impl RelayStore for PgStore {
     async fn reclaim_push(&self) -> Result<u64> {
-        let r = sqlx::query(sql::RECLAIM_PUSH)
+        let r = sqlx::query(self.sql(sql::RECLAIM_PUSH))
             .execute(self.pool())
             .await
             .map_err(|e| db_err("push reclaim", e))?;
@@ -117,7 +117,7 @@ impl RelayStore for PgStore {
     }
 
     async fn claim_push(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
-        let rows = sqlx::query(sql::CLAIM_PUSH)
+        let rows = sqlx::query(self.sql(sql::CLAIM_PUSH))
             .bind(batch as i64)
             .bind(ms(lease))
             .fetch_all(self.pool())
@@ -140,7 +140,7 @@ impl RelayStore for PgStore {
             .map_err(|e| db_err("push forward", e))?;
         // The fenced mark first: it locks the inbox row, so the insert below can only
         // commit together with a live claim.
-        let marked = sqlx::query(sql::FORWARD_PUSH)
+        let marked = sqlx::query(self.sql(sql::FORWARD_PUSH))
             .bind(claim.id)
             .bind(claim.token)
             .execute(&mut *tx)
@@ -150,7 +150,7 @@ impl RelayStore for PgStore {
             tx.rollback().await.map_err(|e| db_err("push forward", e))?;
             return Ok(Forwarded::ClaimLost);
         }
-        let id: Uuid = bind_outbox(sqlx::query_scalar(sql::INSERT_OUTBOX), row)
+        let id: Uuid = bind_outbox(sqlx::query_scalar(self.sql(sql::INSERT_OUTBOX)), row)
             .fetch_one(&mut *tx)
             .await
             .map_err(|e| db_err("push forward", e))?;
@@ -159,16 +159,29 @@ impl RelayStore for PgStore {
     }
 
     async fn renew_push(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
-        super::renew_leases(self.pool(), sql::RENEW_PUSH, "push renew", claims, lease).await
+        super::renew_leases(
+            self.pool(),
+            self.sql(sql::RENEW_PUSH),
+            "push renew",
+            claims,
+            lease,
+        )
+        .await
     }
 
     async fn dead_push(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
-        self.fenced(sql::DEAD_PUSH, "push dead", claim, Some(error), None)
-            .await
+        self.fenced(
+            self.sql(sql::DEAD_PUSH),
+            "push dead",
+            claim,
+            Some(error),
+            None,
+        )
+        .await
     }
 
     async fn reclaim_outbox(&self) -> Result<u64> {
-        let r = sqlx::query(sql::RECLAIM_OUTBOX)
+        let r = sqlx::query(self.sql(sql::RECLAIM_OUTBOX))
             .execute(self.pool())
             .await
             .map_err(|e| db_err("outbox reclaim", e))?;
@@ -177,7 +190,7 @@ impl RelayStore for PgStore {
 
     async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>> {
         let cursor = self.outbox_walk.lock().unwrap().clone();
-        let rows = sqlx::query(sql::CLAIM_OUTBOX)
+        let rows = sqlx::query(self.sql(sql::CLAIM_OUTBOX))
             .bind(batch as i64)
             .bind(ms(lease))
             .bind(&cursor)
@@ -204,7 +217,7 @@ impl RelayStore for PgStore {
     async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
         super::renew_leases(
             self.pool(),
-            sql::RENEW_OUTBOX,
+            self.sql(sql::RENEW_OUTBOX),
             "outbox renew",
             claims,
             lease,
@@ -213,7 +226,7 @@ impl RelayStore for PgStore {
     }
 
     async fn mark_sent(&self, claim: &ClaimRef) -> Result<bool> {
-        self.fenced(sql::MARK_SENT, "outbox sent", claim, None, None)
+        self.fenced(self.sql(sql::MARK_SENT), "outbox sent", claim, None, None)
             .await
     }
 
@@ -222,7 +235,7 @@ impl RelayStore for PgStore {
             return Ok(Vec::new());
         }
         let (ids, tokens): (Vec<Uuid>, Vec<Uuid>) = claims.iter().map(|c| (c.id, c.token)).unzip();
-        sqlx::query_scalar(sql::MARK_SENT_MANY)
+        sqlx::query_scalar(self.sql(sql::MARK_SENT_MANY))
             .bind(ids)
             .bind(tokens)
             .fetch_all(self.pool())
@@ -243,7 +256,7 @@ impl RelayStore for PgStore {
 
     async fn retry_outbox(&self, claim: &ClaimRef, delay: Duration, error: &str) -> Result<bool> {
         self.fenced(
-            sql::RETRY_OUTBOX,
+            self.sql(sql::RETRY_OUTBOX),
             "outbox retry",
             claim,
             Some(error),
@@ -253,12 +266,18 @@ impl RelayStore for PgStore {
     }
 
     async fn dead_outbox(&self, claim: &ClaimRef, error: &str) -> Result<bool> {
-        self.fenced(sql::DEAD_OUTBOX, "outbox dead", claim, Some(error), None)
-            .await
+        self.fenced(
+            self.sql(sql::DEAD_OUTBOX),
+            "outbox dead",
+            claim,
+            Some(error),
+            None,
+        )
+        .await
     }
 
     async fn outbox_backlog(&self) -> Result<OutboxBacklog> {
-        let row = sqlx::query(sql::OUTBOX_BACKLOG)
+        let row = sqlx::query(self.sql(sql::OUTBOX_BACKLOG))
             .fetch_one(self.pool())
             .await
             .map_err(|e| db_err("outbox backlog", e))?;
@@ -269,7 +288,7 @@ impl RelayStore for PgStore {
     }
 
     async fn inbox_backlog(&self) -> Result<InboxBacklog> {
-        let row = sqlx::query(sql::INBOX_BACKLOG)
+        let row = sqlx::query(self.sql(sql::INBOX_BACKLOG))
             .fetch_one(self.pool())
             .await
             .map_err(|e| db_err("inbox backlog", e))?;
@@ -280,7 +299,7 @@ impl RelayStore for PgStore {
     }
 
     async fn delete_old_outbox(&self, max_age: Duration, batch: u32) -> Result<u64> {
-        let r = sqlx::query(sql::DELETE_OLD_OUTBOX)
+        let r = sqlx::query(self.sql(sql::DELETE_OLD_OUTBOX))
             .bind(ms(max_age))
             .bind(batch as i64)
             .execute(self.pool())
@@ -290,7 +309,7 @@ impl RelayStore for PgStore {
     }
 
     async fn delete_excess_outbox(&self, keep: u64, batch: u32) -> Result<u64> {
-        let r = sqlx::query(sql::DELETE_EXCESS_OUTBOX)
+        let r = sqlx::query(self.sql(sql::DELETE_EXCESS_OUTBOX))
             .bind(keep as i64)
             .bind(batch as i64)
             .execute(self.pool())
@@ -300,7 +319,7 @@ impl RelayStore for PgStore {
     }
 
     async fn delete_old_inbox(&self, max_age: Duration, batch: u32) -> Result<u64> {
-        let r = sqlx::query(sql::DELETE_OLD_INBOX)
+        let r = sqlx::query(self.sql(sql::DELETE_OLD_INBOX))
             .bind(ms(max_age))
             .bind(batch as i64)
             .execute(self.pool())
@@ -310,7 +329,7 @@ impl RelayStore for PgStore {
     }
 
     async fn list_dead_outbox(&self, limit: u32) -> Result<Vec<DeadRow>> {
-        let rows = sqlx::query(sql::LIST_DEAD_OUTBOX)
+        let rows = sqlx::query(self.sql(sql::LIST_DEAD_OUTBOX))
             .bind(limit as i64)
             .fetch_all(self.pool())
             .await
@@ -319,7 +338,7 @@ impl RelayStore for PgStore {
     }
 
     async fn list_dead_inbox(&self, limit: u32) -> Result<Vec<DeadRow>> {
-        let rows = sqlx::query(sql::LIST_DEAD_INBOX)
+        let rows = sqlx::query(self.sql(sql::LIST_DEAD_INBOX))
             .bind(limit as i64)
             .fetch_all(self.pool())
             .await
@@ -328,7 +347,7 @@ impl RelayStore for PgStore {
     }
 
     async fn inbox_row(&self, id: Uuid) -> Result<Option<InboxMessage>> {
-        let row = sqlx::query(sql::INBOX_ROW)
+        let row = sqlx::query(self.sql(sql::INBOX_ROW))
             .bind(id)
             .fetch_optional(self.pool())
             .await
@@ -337,7 +356,7 @@ impl RelayStore for PgStore {
     }
 
     async fn insert_outbox(&self, row: &NewOutboxRow) -> Result<Uuid> {
-        bind_outbox(sqlx::query_scalar(sql::INSERT_OUTBOX), row)
+        bind_outbox(sqlx::query_scalar(self.sql(sql::INSERT_OUTBOX)), row)
             .fetch_one(self.pool())
             .await
             .map_err(|e| db_err("outbox insert", e))
@@ -349,7 +368,7 @@ impl RelayStore for PgStore {
         } else {
             &["sent", "dead"]
         };
-        let r = sqlx::query(sql::REPLAY_OUTBOX)
+        let r = sqlx::query(self.sql(sql::REPLAY_OUTBOX))
             .bind(states)
             .bind(&f.ids)
             .bind(&f.topic)
@@ -363,7 +382,7 @@ impl RelayStore for PgStore {
     }
 
     async fn delete_outbox(&self, ids: &[Uuid]) -> Result<u64> {
-        let r = sqlx::query(sql::DELETE_OUTBOX)
+        let r = sqlx::query(self.sql(sql::DELETE_OUTBOX))
             .bind(ids)
             .execute(self.pool())
             .await
@@ -373,7 +392,7 @@ impl RelayStore for PgStore {
 
     async fn find_dead(&self, f: &DeadFilter) -> Result<Vec<DeadRow>> {
         let q = match f.table {
-            DeadTable::Outbox => sqlx::query(sql::FIND_DEAD_OUTBOX)
+            DeadTable::Outbox => sqlx::query(self.sql(sql::FIND_DEAD_OUTBOX))
                 .bind(&f.ids)
                 .bind(&f.topic)
                 .bind(&f.source),
@@ -384,7 +403,7 @@ impl RelayStore for PgStore {
                             .into(),
                     ));
                 }
-                sqlx::query(sql::FIND_DEAD_INBOX)
+                sqlx::query(self.sql(sql::FIND_DEAD_INBOX))
                     .bind(&f.ids)
                     .bind(&f.source)
             }
@@ -400,8 +419,8 @@ impl RelayStore for PgStore {
 
     async fn delete_dead(&self, table: DeadTable, ids: &[Uuid]) -> Result<u64> {
         let statement = match table {
-            DeadTable::Outbox => sql::DELETE_DEAD_OUTBOX,
-            DeadTable::Inbox => sql::DELETE_DEAD_INBOX,
+            DeadTable::Outbox => self.sql(sql::DELETE_DEAD_OUTBOX),
+            DeadTable::Inbox => self.sql(sql::DELETE_DEAD_INBOX),
         };
         let r = sqlx::query(statement)
             .bind(ids)
@@ -412,7 +431,7 @@ impl RelayStore for PgStore {
     }
 
     async fn requeue_dead_inbox(&self, ids: &[Uuid]) -> Result<u64> {
-        let r = sqlx::query(sql::REQUEUE_DEAD_INBOX)
+        let r = sqlx::query(self.sql(sql::REQUEUE_DEAD_INBOX))
             .bind(ids)
             .execute(self.pool())
             .await
@@ -425,7 +444,7 @@ impl RelayStore for PgStore {
             JourneyTarget::Id(id) => (Some(*id), None, None),
             JourneyTarget::SourceKey { source, key } => (None, Some(source), Some(key)),
         };
-        let inbox = sqlx::query(sql::JOURNEY_INBOX)
+        let inbox = sqlx::query(self.sql(sql::JOURNEY_INBOX))
             .bind(id)
             .bind(source)
             .bind(key)
@@ -434,7 +453,7 @@ impl RelayStore for PgStore {
             .map_err(|e| db_err("journey inbox", e))?
             .as_ref()
             .map(decode_journey);
-        let outbox = sqlx::query(sql::JOURNEY_OUTBOX)
+        let outbox = sqlx::query(self.sql(sql::JOURNEY_OUTBOX))
             .bind(id)
             .bind(inbox.as_ref().map(|r| r.id.to_string()))
             .fetch_all(self.pool())
@@ -447,7 +466,7 @@ impl RelayStore for PgStore {
     }
 
     async fn state_counts(&self) -> Result<Vec<StateCounts>> {
-        let rows = sqlx::query(sql::STATE_COUNTS)
+        let rows = sqlx::query(self.sql(sql::STATE_COUNTS))
             .fetch_all(self.pool())
             .await
             .map_err(|e| db_err("state counts", e))?;

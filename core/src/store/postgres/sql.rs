@@ -9,6 +9,12 @@
 //! - parameters are positional (`$1`…); durations are bound as milliseconds (`float8`) and
 //!   turned into intervals with `make_interval(secs => $n::float8 / 1000)`;
 //! - the claims lock with `FOR UPDATE … SKIP LOCKED`, so concurrent claims never take one row.
+//!
+//! The constants are templates: `{inbox}` / `{outbox}` name a table and `{inbox.source}` a
+//! column, `{=inbox.source}` a column read back by that name (renamed columns get an `AS`),
+//! and `{inbox.dedup}` the conflict target of the insert. [`crate::store::names::Names`]
+//! renders them once per store; the default names render the plain SQL of 0.x exactly
+//! (`core/tests/fixtures/postgres_default_statements.sql`).
 
 /// `clock_timestamp()` plus `$n` milliseconds (a `float8` parameter).
 macro_rules! now_plus_ms {
@@ -28,14 +34,14 @@ macro_rules! fence {
         fence!("pull")
     };
     ($consumption:literal) => {
-        concat!("id = $1 AND consumption = '", $consumption, "' AND state = 'processing' AND claim_token = $2 AND lease_expires_at > clock_timestamp()")
+        concat!("{inbox.id} = $1 AND {inbox.consumption} = '", $consumption, "' AND {inbox.state} = 'processing' AND {inbox.claim_token} = $2 AND {inbox.lease_expires_at} > clock_timestamp()")
     };
 }
 
 /// The fence of a claimed outbox row: `$1` = id, `$2` = claim token.
 macro_rules! outbox_fence {
     () => {
-        "id = $1 AND state = 'processing' AND claim_token = $2 AND lease_expires_at > clock_timestamp()"
+        "{outbox.id} = $1 AND {outbox.state} = 'processing' AND {outbox.claim_token} = $2 AND {outbox.lease_expires_at} > clock_timestamp()"
     };
 }
 
@@ -44,17 +50,18 @@ macro_rules! outbox_fence {
 /// One inbox row; `$9` (a dead reason) stores it dead at once; `$11`, `$12` the trace
 /// context; a repeat of `(source, idempotency_key)` returns no row.
 pub const INSERT: &str = "
-INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, headers,
-                   correlation_id, consumption, state, last_error, scheduled_at,
-                   traceparent, tracestate)
+INSERT INTO {inbox} ({inbox.source}, {inbox.idempotency_key}, {inbox.aggregate_id}, {inbox.event_type}, {inbox.payload}, {inbox.headers},
+                   {inbox.correlation_id}, {inbox.consumption}, {inbox.state}, {inbox.last_error}, {inbox.scheduled_at},
+                   {inbox.traceparent}, {inbox.tracestate})
 VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
         CASE WHEN $9::text IS NULL THEN 'pending' ELSE 'dead' END, $9,
         clock_timestamp() + make_interval(secs => $10::float8 / 1000), $11, $12)
-ON CONFLICT ON CONSTRAINT uq_inbox_source_idempotency DO NOTHING
-RETURNING id";
+ON CONFLICT {inbox.dedup} DO NOTHING
+RETURNING {=inbox.id}";
 
 /// The stored id of a duplicate insert.
-pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = $1 AND idempotency_key = $2";
+pub const LOOKUP_ID: &str =
+    "SELECT {=inbox.id} FROM {inbox} WHERE {inbox.source} = $1 AND {inbox.idempotency_key} = $2";
 
 // Candidates: due pending rows and expired processing rows of one source, each scan bounded.
 // A row is claimable only if it heads its aggregate (reference §3.3): no earlier row of the
@@ -67,44 +74,44 @@ pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = $1 AND idempote
 /// claiming worker's owner key (its session advisory lock, [`OWNER_LOCK`]; NULL without one).
 pub const CLAIM: &str = "
 WITH cand AS (
-    (SELECT id, aggregate_id, sequence, scheduled_at FROM inbox
-      WHERE consumption = 'pull' AND source = $1 AND state = 'pending' AND scheduled_at <= clock_timestamp()
-      ORDER BY scheduled_at, sequence LIMIT $4)
+    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at} FROM {inbox}
+      WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'pending' AND {inbox.scheduled_at} <= clock_timestamp()
+      ORDER BY {inbox.scheduled_at}, {inbox.sequence} LIMIT $4)
     UNION ALL
-    (SELECT id, aggregate_id, sequence, scheduled_at FROM inbox
-      WHERE consumption = 'pull' AND source = $1 AND state = 'processing' AND lease_expires_at <= clock_timestamp()
-      ORDER BY lease_expires_at LIMIT $4)
+    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at} FROM {inbox}
+      WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'processing' AND {inbox.lease_expires_at} <= clock_timestamp()
+      ORDER BY {inbox.lease_expires_at} LIMIT $4)
 ), pick AS (
     SELECT c.id FROM cand c
      WHERE c.aggregate_id IS NULL OR (
            -- an earlier claimable row of the aggregate (index range scan, stops at the first);
            -- a pending row that is not due yet (retry backoff) does not count
-           NOT EXISTS (SELECT 1 FROM inbox b
-                        WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id
-                          AND b.state IN ('pending', 'processing') AND b.sequence < c.sequence
-                          AND (b.state = 'processing' OR b.scheduled_at <= clock_timestamp()))
+           NOT EXISTS (SELECT 1 FROM {inbox} b
+                        WHERE b.{inbox.consumption} = 'pull' AND b.{inbox.source} = $1 AND b.{inbox.aggregate_id} = c.aggregate_id
+                          AND b.{inbox.state} IN ('pending', 'processing') AND b.{inbox.sequence} < c.sequence
+                          AND (b.{inbox.state} = 'processing' OR b.{inbox.scheduled_at} <= clock_timestamp()))
            -- any other row of the aggregate holding a live lease
-       AND NOT EXISTS (SELECT 1 FROM inbox b
-                        WHERE b.consumption = 'pull' AND b.source = $1 AND b.aggregate_id = c.aggregate_id
-                          AND b.state = 'processing' AND b.id <> c.id AND b.lease_expires_at > clock_timestamp()))
+       AND NOT EXISTS (SELECT 1 FROM {inbox} b
+                        WHERE b.{inbox.consumption} = 'pull' AND b.{inbox.source} = $1 AND b.{inbox.aggregate_id} = c.aggregate_id
+                          AND b.{inbox.state} = 'processing' AND b.{inbox.id} <> c.id AND b.{inbox.lease_expires_at} > clock_timestamp()))
      ORDER BY c.scheduled_at, c.sequence
      LIMIT $2
 ), locked AS (
-    SELECT i.id FROM inbox i JOIN pick p ON p.id = i.id
-     WHERE i.consumption = 'pull' AND i.source = $1
-       AND ((i.state = 'pending' AND i.scheduled_at <= clock_timestamp())
-         OR (i.state = 'processing' AND i.lease_expires_at <= clock_timestamp()))
+    SELECT i.{=inbox.id} FROM {inbox} i JOIN pick p ON p.id = i.{inbox.id}
+     WHERE i.{inbox.consumption} = 'pull' AND i.{inbox.source} = $1
+       AND ((i.{inbox.state} = 'pending' AND i.{inbox.scheduled_at} <= clock_timestamp())
+         OR (i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} <= clock_timestamp()))
      FOR UPDATE OF i SKIP LOCKED
 )
-UPDATE inbox u
-   SET state = 'processing', claim_token = gen_random_uuid(), claimed_at = clock_timestamp(),
-       lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000),
-       claim_owner = $5::int8
+UPDATE {inbox} u
+   SET {inbox.state} = 'processing', {inbox.claim_token} = gen_random_uuid(), {inbox.claimed_at} = clock_timestamp(),
+       {inbox.lease_expires_at} = clock_timestamp() + make_interval(secs => $3::float8 / 1000),
+       {inbox.claim_owner} = $5::int8
   FROM locked l
- WHERE u.id = l.id
-RETURNING u.id, u.source, u.idempotency_key, u.aggregate_id, u.event_type, u.payload, u.headers,
-          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence,
-          u.traceparent, u.tracestate";
+ WHERE u.{inbox.id} = l.id
+RETURNING u.{=inbox.id}, u.{=inbox.source}, u.{=inbox.idempotency_key}, u.{=inbox.aggregate_id}, u.{=inbox.event_type}, u.{=inbox.payload}, u.{=inbox.headers},
+          u.{=inbox.attempt}, u.{=inbox.correlation_id}, u.{=inbox.created_at}, u.{=inbox.claim_token}, u.{=inbox.scheduled_at}, u.{=inbox.sequence},
+          u.{=inbox.traceparent}, u.{=inbox.tracestate}";
 
 // ---- dead-session recovery of pull claims (`owner.rs`, issue 21) ----
 //
@@ -129,62 +136,67 @@ pub const OWNER_PING: &str = "SELECT 1";
 /// the ids expired. The owners are materialised first so the try-lock runs once per owner.
 pub const EXPIRE_DEAD_OWNERS: &str = "
 WITH owners AS MATERIALIZED (
-    SELECT DISTINCT claim_owner AS owner FROM inbox
-     WHERE consumption = 'pull' AND source = $1 AND state = 'processing'
-       AND lease_expires_at > clock_timestamp() AND claim_owner IS NOT NULL
+    SELECT DISTINCT {inbox.claim_owner} AS owner FROM {inbox}
+     WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'processing'
+       AND {inbox.lease_expires_at} > clock_timestamp() AND {inbox.claim_owner} IS NOT NULL
 ), dead AS MATERIALIZED (
     SELECT owner FROM owners WHERE pg_try_advisory_xact_lock_shared(owner)
 )
-UPDATE inbox i SET lease_expires_at = clock_timestamp()
+UPDATE {inbox} i SET {inbox.lease_expires_at} = clock_timestamp()
   FROM dead d
- WHERE i.claim_owner = d.owner
-   AND i.consumption = 'pull' AND i.source = $1 AND i.state = 'processing'
-   AND i.lease_expires_at > clock_timestamp()
-RETURNING i.id";
+ WHERE i.{inbox.claim_owner} = d.owner
+   AND i.{inbox.consumption} = 'pull' AND i.{inbox.source} = $1 AND i.{inbox.state} = 'processing'
+   AND i.{inbox.lease_expires_at} > clock_timestamp()
+RETURNING i.{=inbox.id}";
 
 // Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key; the
 // `(id, token) IN (SELECT unnest …)` form made PostgreSQL scan every processing row instead.
 /// Lease renewal of many pull claims: `$1` ids, `$2` tokens, `$3` lease (ms); returns the ids
 /// renewed.
 pub const RENEW: &str = "
-UPDATE inbox i SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+UPDATE {inbox} i SET {inbox.lease_expires_at} = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
   FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
- WHERE i.id = c.id AND i.claim_token = c.token
-   AND i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
-RETURNING i.id";
+ WHERE i.{inbox.id} = c.id AND i.{inbox.claim_token} = c.token
+   AND i.{inbox.consumption} = 'pull' AND i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} > clock_timestamp()
+RETURNING i.{=inbox.id}";
 
 /// Many completions in one statement: `$1` ids, `$2` tokens; returns the ids completed.
 pub const COMPLETE_MANY: &str = "
-UPDATE inbox i SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
+UPDATE {inbox} i SET {inbox.state} = 'processed', {inbox.processed_at} = clock_timestamp(), {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL
   FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
- WHERE i.id = c.id AND i.claim_token = c.token
-   AND i.consumption = 'pull' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
-RETURNING i.id";
+ WHERE i.{inbox.id} = c.id AND i.{inbox.claim_token} = c.token
+   AND i.{inbox.consumption} = 'pull' AND i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} > clock_timestamp()
+RETURNING i.{=inbox.id}";
 
 /// The fenced completion (autocommit, or inside a handler's transaction).
 pub const COMPLETE: &str =
-    concat!("UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL WHERE ", fence!());
+    concat!("UPDATE {inbox} SET {inbox.state} = 'processed', {inbox.processed_at} = clock_timestamp(), {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL WHERE ", fence!());
 
 /// Back to pending after `$4` ms with `attempt + 1` and `last_error = $3`.
 pub const RETRY: &str = concat!(
-    "UPDATE inbox SET state = 'pending', attempt = attempt + 1, last_error = $3, claim_token = NULL, lease_expires_at = NULL,
-                scheduled_at = ",
+    "UPDATE {inbox} SET {inbox.state} = 'pending', {inbox.attempt} = {inbox.attempt} + 1, {inbox.last_error} = $3, {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL,
+                {inbox.scheduled_at} = ",
     now_plus_ms!("$4"),
     " WHERE ",
     fence!()
 );
 
 /// To dead with `last_error = $3`.
-pub const DEAD: &str = concat!("UPDATE inbox SET state = 'dead', last_error = $3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!());
+pub const DEAD: &str = concat!("UPDATE {inbox} SET {inbox.state} = 'dead', {inbox.last_error} = $3, {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL WHERE ", fence!());
 
 /// Back to pending at once, no attempt spent.
 pub const RELEASE: &str =
-    concat!("UPDATE inbox SET state = 'pending', claim_token = NULL, lease_expires_at = NULL, claimed_at = NULL WHERE ", fence!());
+    concat!("UPDATE {inbox} SET {inbox.state} = 'pending', {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL, {inbox.claimed_at} = NULL WHERE ", fence!());
 
 // ---- the store itself (`mod.rs`) ----
 
 /// `$1` a table name; NULL when it does not exist.
 pub const SCHEMA_CHECK: &str = "SELECT to_regclass($1)::text";
+
+/// The columns of table `$1` (a name as the statements write it, resolved like them through
+/// the search path): the schema guards of a schema with custom names.
+pub const TABLE_COLUMNS: &str = "SELECT a.attname::text FROM pg_attribute a
+ WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped";
 
 // ---- migrations (`crate::migrate::postgres`) ----
 
@@ -209,9 +221,9 @@ pub const HISTORY_MAX: &str = "SELECT max(version) FROM queuebox_schema_history"
 
 /// Push rows whose lease expired (or has none) back to pending.
 pub const RECLAIM_PUSH: &str = "
-UPDATE inbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL
- WHERE consumption = 'push' AND state = 'processing'
-   AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())";
+UPDATE {inbox} SET {inbox.state} = 'pending', {inbox.claimed_at} = NULL, {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL
+ WHERE {inbox.consumption} = 'push' AND {inbox.state} = 'processing'
+   AND ({inbox.lease_expires_at} IS NULL OR {inbox.lease_expires_at} <= clock_timestamp())";
 
 // Scans due push rows in claim order and keeps a row only when it heads its aggregate:
 // no earlier pending row and no processing row of that aggregate, in any source. The
@@ -220,63 +232,63 @@ UPDATE inbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease
 pub const CLAIM_PUSH: &str = concat!(
     "
 WITH pick AS (
-    SELECT i.id FROM inbox i
-     WHERE i.consumption = 'push' AND i.state = 'pending' AND i.scheduled_at <= clock_timestamp()
-       AND (i.aggregate_id IS NULL OR NOT EXISTS (
-            SELECT 1 FROM inbox b
-             WHERE b.consumption = 'push' AND b.aggregate_id = i.aggregate_id AND b.id <> i.id
-               AND b.state IN ('pending', 'processing')
-               AND (b.sequence < i.sequence OR b.state = 'processing')))
-     ORDER BY i.scheduled_at, i.sequence
+    SELECT i.{=inbox.id} FROM {inbox} i
+     WHERE i.{inbox.consumption} = 'push' AND i.{inbox.state} = 'pending' AND i.{inbox.scheduled_at} <= clock_timestamp()
+       AND (i.{inbox.aggregate_id} IS NULL OR NOT EXISTS (
+            SELECT 1 FROM {inbox} b
+             WHERE b.{inbox.consumption} = 'push' AND b.{inbox.aggregate_id} = i.{inbox.aggregate_id} AND b.{inbox.id} <> i.{inbox.id}
+               AND b.{inbox.state} IN ('pending', 'processing')
+               AND (b.{inbox.sequence} < i.{inbox.sequence} OR b.{inbox.state} = 'processing')))
+     ORDER BY i.{inbox.scheduled_at}, i.{inbox.sequence}
      LIMIT $1
      FOR UPDATE OF i SKIP LOCKED
 )
-UPDATE inbox u
-   SET state = 'processing', claim_token = gen_random_uuid(), claimed_at = clock_timestamp(), lease_expires_at = ",
+UPDATE {inbox} u
+   SET {inbox.state} = 'processing', {inbox.claim_token} = gen_random_uuid(), {inbox.claimed_at} = clock_timestamp(), {inbox.lease_expires_at} = ",
     now_plus_ms!("$2"),
     "
-  FROM pick WHERE u.id = pick.id
-RETURNING u.id, u.source, u.idempotency_key, u.aggregate_id, u.event_type, u.payload, u.headers,
-          u.attempt, u.correlation_id, u.created_at, u.claim_token, u.scheduled_at, u.sequence,
-          u.traceparent, u.tracestate"
+  FROM pick WHERE u.{inbox.id} = pick.id
+RETURNING u.{=inbox.id}, u.{=inbox.source}, u.{=inbox.idempotency_key}, u.{=inbox.aggregate_id}, u.{=inbox.event_type}, u.{=inbox.payload}, u.{=inbox.headers},
+          u.{=inbox.attempt}, u.{=inbox.correlation_id}, u.{=inbox.created_at}, u.{=inbox.claim_token}, u.{=inbox.scheduled_at}, u.{=inbox.sequence},
+          u.{=inbox.traceparent}, u.{=inbox.tracestate}"
 );
 
 /// The fenced mark of a forwarded push row; runs first in the forward's transaction so it
 /// locks the inbox row before [`INSERT_OUTBOX`].
 pub const FORWARD_PUSH: &str = concat!(
-    "UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL WHERE ",
+    "UPDATE {inbox} SET {inbox.state} = 'processed', {inbox.processed_at} = clock_timestamp(), {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL WHERE ",
     fence!("push")
 );
 
 /// Lease renewal of many push claims: `$1` ids, `$2` tokens, `$3` lease (ms); returns the ids
 /// renewed.
 pub const RENEW_PUSH: &str = "
-UPDATE inbox i SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+UPDATE {inbox} i SET {inbox.lease_expires_at} = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
   FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
- WHERE i.id = c.id AND i.claim_token = c.token
-   AND i.consumption = 'push' AND i.state = 'processing' AND i.lease_expires_at > clock_timestamp()
-RETURNING i.id";
+ WHERE i.{inbox.id} = c.id AND i.{inbox.claim_token} = c.token
+   AND i.{inbox.consumption} = 'push' AND i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} > clock_timestamp()
+RETURNING i.{=inbox.id}";
 
 /// A claimed push row to dead with `last_error = $3`.
 pub const DEAD_PUSH: &str =
-    concat!("UPDATE inbox SET state = 'dead', last_error = $3, claim_token = NULL, lease_expires_at = NULL WHERE ", fence!("push"));
+    concat!("UPDATE {inbox} SET {inbox.state} = 'dead', {inbox.last_error} = $3, {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL WHERE ", fence!("push"));
 
 /// `$1` topic, `$2` key, `$3` payload, `$4` headers, `$5` max attempts; returns the id.
 pub const INSERT_OUTBOX: &str = "
-INSERT INTO outbox (topic, key, payload, headers, max_attempts) VALUES ($1, $2, $3, $4, $5) RETURNING id";
+INSERT INTO {outbox} ({outbox.topic}, {outbox.key}, {outbox.payload}, {outbox.headers}, {outbox.max_attempts}) VALUES ($1, $2, $3, $4, $5) RETURNING {=outbox.id}";
 
 /// Expired outbox leases back to pending, no attempt spent.
 pub const RECLAIM_OUTBOX: &str = "
-UPDATE outbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
- WHERE state = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= clock_timestamp())";
+UPDATE {outbox} SET {outbox.state} = 'pending', {outbox.claimed_at} = NULL, {outbox.claim_token} = NULL, {outbox.lease_expires_at} = NULL, {outbox.updated_at} = clock_timestamp()
+ WHERE {outbox.state} = 'processing' AND ({outbox.lease_expires_at} IS NULL OR {outbox.lease_expires_at} <= clock_timestamp())";
 
 // Many claims in one statement; a pair missing from RETURNING has lost its claim.
 /// `$1` ids, `$2` tokens, `$3` lease (ms); returns the ids renewed.
 pub const RENEW_OUTBOX: &str = "
-UPDATE outbox SET lease_expires_at = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
- WHERE (id, claim_token) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
-   AND state = 'processing' AND lease_expires_at > clock_timestamp()
-RETURNING id";
+UPDATE {outbox} SET {outbox.lease_expires_at} = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
+ WHERE ({outbox.id}, {outbox.claim_token}) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
+   AND {outbox.state} = 'processing' AND {outbox.lease_expires_at} > clock_timestamp()
+RETURNING {=outbox.id}";
 
 // The key head rule: a keyed row is claimable only when no row of its key with a lower
 // sequence is pending or processing, whatever that row's schedule or lease.
@@ -302,58 +314,58 @@ RETURNING id";
 pub const CLAIM_OUTBOX: &str = concat!(
     "
 WITH RECURSIVE window_rows AS (
-    SELECT o.id, o.key, o.sequence FROM outbox o
-     WHERE o.state = 'pending' AND o.scheduled_at <= clock_timestamp()
-     ORDER BY o.scheduled_at, o.sequence LIMIT $1
+    SELECT o.{=outbox.id}, o.{=outbox.key}, o.{=outbox.sequence} FROM {outbox} o
+     WHERE o.{outbox.state} = 'pending' AND o.{outbox.scheduled_at} <= clock_timestamp()
+     ORDER BY o.{outbox.scheduled_at}, o.{outbox.sequence} LIMIT $1
 ), oldest AS (
     SELECT w.id, false AS walked FROM window_rows w
      WHERE w.key IS NULL OR w.key = '' OR (
-           SELECT b.sequence FROM outbox b
-            WHERE b.key = w.key AND b.state IN ('pending', 'processing') AND b.sequence < w.sequence
-            ORDER BY b.key DESC, b.sequence DESC LIMIT 1) IS NULL
+           SELECT b.{outbox.sequence} FROM {outbox} b
+            WHERE b.{outbox.key} = w.key AND b.{outbox.state} IN ('pending', 'processing') AND b.{outbox.sequence} < w.sequence
+            ORDER BY b.{outbox.key} DESC, b.{outbox.sequence} DESC LIMIT 1) IS NULL
 ), unkeyed AS (
-    SELECT o.id, false AS walked FROM outbox o
-     WHERE o.state IN ('pending', 'processing') AND o.key IS NULL
-       AND o.state = 'pending' AND o.scheduled_at <= clock_timestamp()
-       AND o.id NOT IN (SELECT id FROM oldest)
-     ORDER BY o.key, o.sequence
+    SELECT o.{=outbox.id}, false AS walked FROM {outbox} o
+     WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} IS NULL
+       AND o.{outbox.state} = 'pending' AND o.{outbox.scheduled_at} <= clock_timestamp()
+       AND o.{outbox.id} NOT IN (SELECT id FROM oldest)
+     ORDER BY o.{outbox.key}, o.{outbox.sequence}
      LIMIT greatest($1 / 2, 1)
 ), after_cursor(key) AS (
-    (SELECT o.key FROM outbox o WHERE o.state IN ('pending', 'processing') AND o.key > $3 ORDER BY o.key LIMIT 1)
+    (SELECT o.{outbox.key} FROM {outbox} o WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} > $3 ORDER BY o.{outbox.key} LIMIT 1)
     UNION ALL
-    SELECT (SELECT o.key FROM outbox o WHERE o.state IN ('pending', 'processing') AND o.key > k.key ORDER BY o.key LIMIT 1)
+    SELECT (SELECT o.{outbox.key} FROM {outbox} o WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} > k.key ORDER BY o.{outbox.key} LIMIT 1)
       FROM after_cursor k WHERE k.key IS NOT NULL
 ), up_to_cursor(key) AS (
-    (SELECT o.key FROM outbox o WHERE o.state IN ('pending', 'processing') AND o.key > '' AND o.key <= $3 ORDER BY o.key LIMIT 1)
+    (SELECT o.{outbox.key} FROM {outbox} o WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} > '' AND o.{outbox.key} <= $3 ORDER BY o.{outbox.key} LIMIT 1)
     UNION ALL
-    SELECT (SELECT o.key FROM outbox o WHERE o.state IN ('pending', 'processing') AND o.key > k.key AND o.key <= $3 ORDER BY o.key LIMIT 1)
+    SELECT (SELECT o.{outbox.key} FROM {outbox} o WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} > k.key AND o.{outbox.key} <= $3 ORDER BY o.{outbox.key} LIMIT 1)
       FROM up_to_cursor k WHERE k.key IS NOT NULL
 ), heads AS (
     SELECT h.id, true AS walked
       FROM (SELECT key FROM after_cursor UNION ALL SELECT key FROM up_to_cursor) k
      CROSS JOIN LATERAL (
-           SELECT o.id, o.state, o.scheduled_at FROM outbox o
-            WHERE o.state IN ('pending', 'processing') AND o.key = k.key
-            ORDER BY o.key, o.sequence LIMIT 1) h
+           SELECT o.{=outbox.id}, o.{=outbox.state}, o.{=outbox.scheduled_at} FROM {outbox} o
+            WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} = k.key
+            ORDER BY o.{outbox.key}, o.{outbox.sequence} LIMIT 1) h
      WHERE k.key IS NOT NULL AND h.state = 'pending' AND h.scheduled_at <= clock_timestamp()
        AND h.id NOT IN (SELECT id FROM oldest)
 ), pick AS (
     (SELECT id, walked FROM oldest) UNION ALL (SELECT id, walked FROM unkeyed) UNION ALL (SELECT id, walked FROM heads)
     LIMIT $1
 ), locked AS (
-    SELECT o.id FROM outbox o
-     WHERE o.id = ANY (ARRAY(SELECT id FROM pick))
-       AND o.state = 'pending' AND o.scheduled_at <= clock_timestamp()
+    SELECT o.{=outbox.id} FROM {outbox} o
+     WHERE o.{outbox.id} = ANY (ARRAY(SELECT id FROM pick))
+       AND o.{outbox.state} = 'pending' AND o.{outbox.scheduled_at} <= clock_timestamp()
      FOR UPDATE OF o SKIP LOCKED
 ), claimed AS (
-    UPDATE outbox u
-       SET state = 'processing', claim_token = gen_random_uuid(), claimed_at = clock_timestamp(),
-           updated_at = clock_timestamp(), lease_expires_at = ",
+    UPDATE {outbox} u
+       SET {outbox.state} = 'processing', {outbox.claim_token} = gen_random_uuid(), {outbox.claimed_at} = clock_timestamp(),
+           {outbox.updated_at} = clock_timestamp(), {outbox.lease_expires_at} = ",
     now_plus_ms!("$2"),
     "
-     WHERE u.id = ANY (ARRAY(SELECT id FROM locked))
-    RETURNING u.id, u.topic, u.key, u.aggregate_type, u.payload, u.headers, u.attempt, u.max_attempts,
-              u.created_at, u.claim_token, u.scheduled_at, u.sequence
+     WHERE u.{outbox.id} = ANY (ARRAY(SELECT id FROM locked))
+    RETURNING u.{=outbox.id}, u.{=outbox.topic}, u.{=outbox.key}, u.{=outbox.aggregate_type}, u.{=outbox.payload}, u.{=outbox.headers}, u.{=outbox.attempt}, u.{=outbox.max_attempts},
+              u.{=outbox.created_at}, u.{=outbox.claim_token}, u.{=outbox.scheduled_at}, u.{=outbox.sequence}
 )
 SELECT c.*, p.walked FROM claimed c JOIN pick p ON p.id = c.id"
 );
@@ -361,20 +373,20 @@ SELECT c.*, p.walked FROM claimed c JOIN pick p ON p.id = c.id"
 // Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key.
 /// Many fenced sent marks: `$1` ids, `$2` tokens; returns the ids marked.
 pub const MARK_SENT_MANY: &str = "
-UPDATE outbox o SET state = 'sent', updated_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
+UPDATE {outbox} o SET {outbox.state} = 'sent', {outbox.updated_at} = clock_timestamp(), {outbox.claim_token} = NULL, {outbox.lease_expires_at} = NULL
   FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
- WHERE o.id = c.id AND o.claim_token = c.token
-   AND o.state = 'processing' AND o.lease_expires_at > clock_timestamp()
-RETURNING o.id";
+ WHERE o.{outbox.id} = c.id AND o.{outbox.claim_token} = c.token
+   AND o.{outbox.state} = 'processing' AND o.{outbox.lease_expires_at} > clock_timestamp()
+RETURNING o.{=outbox.id}";
 
 pub const MARK_SENT: &str =
-    concat!("UPDATE outbox SET state = 'sent', updated_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL WHERE ", outbox_fence!());
+    concat!("UPDATE {outbox} SET {outbox.state} = 'sent', {outbox.updated_at} = clock_timestamp(), {outbox.claim_token} = NULL, {outbox.lease_expires_at} = NULL WHERE ", outbox_fence!());
 
 /// Back to pending after `$4` ms with `attempt + 1` and `last_error = $3`.
 pub const RETRY_OUTBOX: &str = concat!(
-    "UPDATE outbox SET state = 'pending', attempt = attempt + 1, last_error = $3, claimed_at = NULL, claim_token = NULL,
-                    lease_expires_at = NULL, updated_at = clock_timestamp(),
-                    scheduled_at = ",
+    "UPDATE {outbox} SET {outbox.state} = 'pending', {outbox.attempt} = {outbox.attempt} + 1, {outbox.last_error} = $3, {outbox.claimed_at} = NULL, {outbox.claim_token} = NULL,
+                    {outbox.lease_expires_at} = NULL, {outbox.updated_at} = clock_timestamp(),
+                    {outbox.scheduled_at} = ",
     now_plus_ms!("$4"),
     "
               WHERE ",
@@ -383,55 +395,56 @@ pub const RETRY_OUTBOX: &str = concat!(
 
 /// To dead with `last_error = $3`.
 pub const DEAD_OUTBOX: &str = concat!(
-    "UPDATE outbox SET state = 'dead', last_error = $3, claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL,
-                    updated_at = clock_timestamp() WHERE ",
+    "UPDATE {outbox} SET {outbox.state} = 'dead', {outbox.last_error} = $3, {outbox.claimed_at} = NULL, {outbox.claim_token} = NULL, {outbox.lease_expires_at} = NULL,
+                    {outbox.updated_at} = clock_timestamp() WHERE ",
     outbox_fence!()
 );
 
 pub const OUTBOX_BACKLOG: &str = "SELECT count(*) AS pending,
-                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at)), 0)::float8 AS age
-               FROM outbox WHERE state = 'pending'";
+                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({outbox.created_at})), 0)::float8 AS age
+               FROM {outbox} WHERE {outbox.state} = 'pending'";
 
-pub const INBOX_BACKLOG: &str = "SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE consumption = 'push')), 0)::float8 AS push_age,
-                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE consumption = 'pull')), 0)::float8 AS pull_age
-               FROM inbox WHERE state = 'pending'";
+pub const INBOX_BACKLOG: &str = "SELECT COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({inbox.created_at}) FILTER (WHERE {inbox.consumption} = 'push')), 0)::float8 AS push_age,
+                    COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({inbox.created_at}) FILTER (WHERE {inbox.consumption} = 'pull')), 0)::float8 AS pull_age
+               FROM {inbox} WHERE {inbox.state} = 'pending'";
 
 /// `$1` max age (ms), `$2` batch.
-pub const DELETE_OLD_OUTBOX: &str = "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
-                SELECT id FROM outbox WHERE state IN ('sent', 'dead')
-                   AND updated_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
+pub const DELETE_OLD_OUTBOX: &str = "DELETE FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead') AND {outbox.id} IN (
+                SELECT {outbox.id} FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead')
+                   AND {outbox.updated_at} < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
 
 /// `$1` rows to keep per terminal state, `$2` batch.
-pub const DELETE_EXCESS_OUTBOX: &str = "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
-                SELECT id FROM (SELECT id, row_number() OVER (PARTITION BY state ORDER BY updated_at DESC, id DESC) AS rn
-                                  FROM outbox WHERE state IN ('sent', 'dead')) r
+pub const DELETE_EXCESS_OUTBOX: &str = "DELETE FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead') AND {outbox.id} IN (
+                SELECT id FROM (SELECT {=outbox.id}, row_number() OVER (PARTITION BY {outbox.state} ORDER BY {outbox.updated_at} DESC, {outbox.id} DESC) AS rn
+                                  FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead')) r
                  WHERE rn > $1 LIMIT $2)";
 
 /// `$1` max age (ms), `$2` batch.
-pub const DELETE_OLD_INBOX: &str = "DELETE FROM inbox WHERE state IN ('processed', 'dead') AND id IN (
-                SELECT id FROM inbox WHERE state IN ('processed', 'dead')
-                   AND created_at < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
+pub const DELETE_OLD_INBOX: &str = "DELETE FROM {inbox} WHERE {inbox.state} IN ('processed', 'dead') AND {inbox.id} IN (
+                SELECT {inbox.id} FROM {inbox} WHERE {inbox.state} IN ('processed', 'dead')
+                   AND {inbox.created_at} < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
 
 pub const LIST_DEAD_OUTBOX: &str =
-    "SELECT id, topic AS name, key, attempt, last_error, updated_at FROM outbox WHERE state = 'dead' ORDER BY updated_at DESC LIMIT $1";
+    "SELECT {=outbox.id}, {outbox.topic} AS name, {=outbox.key}, {=outbox.attempt}, {=outbox.last_error}, {=outbox.updated_at} FROM {outbox} WHERE {outbox.state} = 'dead' ORDER BY {outbox.updated_at} DESC LIMIT $1";
 
-pub const LIST_DEAD_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, attempt, last_error, COALESCE(processed_at, created_at) AS updated_at
-               FROM inbox WHERE state = 'dead' ORDER BY created_at DESC LIMIT $1";
+pub const LIST_DEAD_INBOX: &str = "SELECT {=inbox.id}, {inbox.source} AS name, {inbox.idempotency_key} AS key, {=inbox.attempt}, {=inbox.last_error}, COALESCE({inbox.processed_at}, {inbox.created_at}) AS updated_at
+               FROM {inbox} WHERE {inbox.state} = 'dead' ORDER BY {inbox.created_at} DESC LIMIT $1";
 
 pub const INBOX_ROW: &str =
-    "SELECT id, source, idempotency_key, aggregate_id, event_type, payload, headers, attempt, correlation_id, created_at, traceparent, tracestate FROM inbox WHERE id = $1";
+    "SELECT {=inbox.id}, {=inbox.source}, {=inbox.idempotency_key}, {=inbox.aggregate_id}, {=inbox.event_type}, {=inbox.payload}, {=inbox.headers}, {=inbox.attempt}, {=inbox.correlation_id}, {=inbox.created_at}, {=inbox.traceparent}, {=inbox.tracestate} FROM {inbox} WHERE {inbox.id} = $1";
 
 /// `$1` states, then the optional filters `$2` ids … `$6` created before (NULL = any).
-pub const REPLAY_OUTBOX: &str = "UPDATE outbox SET state = 'pending', attempt = 0, last_error = NULL, scheduled_at = clock_timestamp(),
-                    claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = clock_timestamp()
-              WHERE state = ANY($1)
-                AND ($2::uuid[] IS NULL OR id = ANY($2))
-                AND ($3::text IS NULL OR topic = $3)
-                AND ($4::text IS NULL OR headers ->> 'x-source' = $4)
-                AND ($5::timestamptz IS NULL OR created_at > $5)
-                AND ($6::timestamptz IS NULL OR created_at < $6)";
+pub const REPLAY_OUTBOX: &str = "UPDATE {outbox} SET {outbox.state} = 'pending', {outbox.attempt} = 0, {outbox.last_error} = NULL, {outbox.scheduled_at} = clock_timestamp(),
+                    {outbox.claimed_at} = NULL, {outbox.claim_token} = NULL, {outbox.lease_expires_at} = NULL, {outbox.updated_at} = clock_timestamp()
+              WHERE {outbox.state} = ANY($1)
+                AND ($2::uuid[] IS NULL OR {outbox.id} = ANY($2))
+                AND ($3::text IS NULL OR {outbox.topic} = $3)
+                AND ($4::text IS NULL OR {outbox.headers} ->> 'x-source' = $4)
+                AND ($5::timestamptz IS NULL OR {outbox.created_at} > $5)
+                AND ($6::timestamptz IS NULL OR {outbox.created_at} < $6)";
 
-pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state <> 'processing'";
+pub const DELETE_OUTBOX: &str =
+    "DELETE FROM {outbox} WHERE {outbox.id} = ANY($1) AND {outbox.state} <> 'processing'";
 
 // ---- the operator commands (`queuebox dead`, `queuebox inspect`) ----
 // The filtered forms of proto-docs/dead-letter.md's statements; every write is guarded by
@@ -439,71 +452,73 @@ pub const DELETE_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state
 
 /// `$1` ids, `$2` topic, `$3` x-source, `$4` minimum age (ms; NULL = any), `$5` limit.
 pub const FIND_DEAD_OUTBOX: &str =
-    "SELECT id, topic AS name, key, attempt, last_error, updated_at FROM outbox
-              WHERE state = 'dead'
-                AND ($1::uuid[] IS NULL OR id = ANY($1))
-                AND ($2::text IS NULL OR topic = $2)
-                AND ($3::text IS NULL OR headers ->> 'x-source' = $3)
-                AND ($4::float8 IS NULL OR created_at < clock_timestamp() - make_interval(secs => $4 / 1000))
-              ORDER BY updated_at DESC LIMIT $5";
+    "SELECT {=outbox.id}, {outbox.topic} AS name, {=outbox.key}, {=outbox.attempt}, {=outbox.last_error}, {=outbox.updated_at} FROM {outbox}
+              WHERE {outbox.state} = 'dead'
+                AND ($1::uuid[] IS NULL OR {outbox.id} = ANY($1))
+                AND ($2::text IS NULL OR {outbox.topic} = $2)
+                AND ($3::text IS NULL OR {outbox.headers} ->> 'x-source' = $3)
+                AND ($4::float8 IS NULL OR {outbox.created_at} < clock_timestamp() - make_interval(secs => $4 / 1000))
+              ORDER BY {outbox.updated_at} DESC LIMIT $5";
 
 /// `$1` ids, `$2` source, `$3` minimum age (ms; NULL = any), `$4` limit.
-pub const FIND_DEAD_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, attempt, last_error, COALESCE(processed_at, created_at) AS updated_at
-               FROM inbox
-              WHERE state = 'dead'
-                AND ($1::uuid[] IS NULL OR id = ANY($1))
-                AND ($2::text IS NULL OR source = $2)
-                AND ($3::float8 IS NULL OR created_at < clock_timestamp() - make_interval(secs => $3 / 1000))
-              ORDER BY created_at DESC LIMIT $4";
+pub const FIND_DEAD_INBOX: &str = "SELECT {=inbox.id}, {inbox.source} AS name, {inbox.idempotency_key} AS key, {=inbox.attempt}, {=inbox.last_error}, COALESCE({inbox.processed_at}, {inbox.created_at}) AS updated_at
+               FROM {inbox}
+              WHERE {inbox.state} = 'dead'
+                AND ($1::uuid[] IS NULL OR {inbox.id} = ANY($1))
+                AND ($2::text IS NULL OR {inbox.source} = $2)
+                AND ($3::float8 IS NULL OR {inbox.created_at} < clock_timestamp() - make_interval(secs => $3 / 1000))
+              ORDER BY {inbox.created_at} DESC LIMIT $4";
 
-pub const DELETE_DEAD_OUTBOX: &str = "DELETE FROM outbox WHERE id = ANY($1) AND state = 'dead'";
+pub const DELETE_DEAD_OUTBOX: &str =
+    "DELETE FROM {outbox} WHERE {outbox.id} = ANY($1) AND {outbox.state} = 'dead'";
 
-pub const DELETE_DEAD_INBOX: &str = "DELETE FROM inbox WHERE id = ANY($1) AND state = 'dead'";
+pub const DELETE_DEAD_INBOX: &str =
+    "DELETE FROM {inbox} WHERE {inbox.id} = ANY($1) AND {inbox.state} = 'dead'";
 
-pub const REQUEUE_DEAD_INBOX: &str = "UPDATE inbox
-                SET state = 'pending', attempt = 0, scheduled_at = clock_timestamp(), claimed_at = NULL, claim_token = NULL,
-                    lease_expires_at = NULL, processed_at = NULL, last_error = NULL
-              WHERE id = ANY($1) AND state = 'dead'";
+pub const REQUEUE_DEAD_INBOX: &str = "UPDATE {inbox}
+                SET {inbox.state} = 'pending', {inbox.attempt} = 0, {inbox.scheduled_at} = clock_timestamp(), {inbox.claimed_at} = NULL, {inbox.claim_token} = NULL,
+                    {inbox.lease_expires_at} = NULL, {inbox.processed_at} = NULL, {inbox.last_error} = NULL
+              WHERE {inbox.id} = ANY($1) AND {inbox.state} = 'dead'";
 
 /// `$1` an inbox or outbox id (NULL when looking up by `$2` source and `$3` key).
-pub const JOURNEY_INBOX: &str = "SELECT id, source AS name, idempotency_key AS key, state, attempt, last_error, created_at, processed_at AS updated_at, payload, headers
-               FROM inbox
-              WHERE id = $1
-                 OR (source = $2 AND idempotency_key = $3)
-                 OR id::text = (SELECT headers ->> 'x-inbox-id' FROM outbox WHERE id = $1)
+pub const JOURNEY_INBOX: &str = "SELECT {=inbox.id}, {inbox.source} AS name, {inbox.idempotency_key} AS key, {=inbox.state}, {=inbox.attempt}, {=inbox.last_error}, {=inbox.created_at}, {inbox.processed_at} AS updated_at, {=inbox.payload}, {=inbox.headers}
+               FROM {inbox}
+              WHERE {inbox.id} = $1
+                 OR ({inbox.source} = $2 AND {inbox.idempotency_key} = $3)
+                 OR {inbox.id}::text = (SELECT {outbox.headers} ->> 'x-inbox-id' FROM {outbox} WHERE {outbox.id} = $1)
               LIMIT 1";
 
 /// `$1` an outbox id, `$2` the inbox id as text (the `x-inbox-id` header). The header has
 /// no index: an operator's look-up scans the outbox once.
 pub const JOURNEY_OUTBOX: &str =
-    "SELECT id, topic AS name, key, state, attempt, last_error, created_at, updated_at, payload, headers
-               FROM outbox
-              WHERE id = $1 OR headers ->> 'x-inbox-id' = $2
-              ORDER BY created_at";
+    "SELECT {=outbox.id}, {outbox.topic} AS name, {=outbox.key}, {=outbox.state}, {=outbox.attempt}, {=outbox.last_error}, {=outbox.created_at}, {=outbox.updated_at}, {=outbox.payload}, {=outbox.headers}
+               FROM {outbox}
+              WHERE {outbox.id} = $1 OR {outbox.headers} ->> 'x-inbox-id' = $2
+              ORDER BY {outbox.created_at}";
 
 /// The console's overview, one line per outbox topic and per inbox source and consumption.
 /// Only live and dead rows are read (the partial indexes cover them); delivered rows are
 /// retention's business, and counting them would scan the whole table on every refresh.
 pub const STATE_COUNTS: &str = "
-SELECT 'outbox' AS tbl, topic AS name, NULL::text AS consumption,
-       count(*) FILTER (WHERE state = 'pending' AND attempt = 0) AS pending,
-       count(*) FILTER (WHERE state = 'pending' AND attempt > 0) AS retrying,
-       count(*) FILTER (WHERE state = 'processing') AS processing,
-       count(*) FILTER (WHERE state = 'processing' AND lease_expires_at < clock_timestamp()) AS lease_expired,
-       min(lease_expires_at) FILTER (WHERE state = 'processing') AS next_lease_expiry,
-       count(*) FILTER (WHERE state = 'dead') AS dead,
-       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8 AS age
-  FROM outbox WHERE state IN ('pending', 'processing', 'dead') GROUP BY topic
+SELECT 'outbox' AS tbl, {outbox.topic} AS name, NULL::text AS consumption,
+       count(*) FILTER (WHERE {outbox.state} = 'pending' AND {outbox.attempt} = 0) AS pending,
+       count(*) FILTER (WHERE {outbox.state} = 'pending' AND {outbox.attempt} > 0) AS retrying,
+       count(*) FILTER (WHERE {outbox.state} = 'processing') AS processing,
+       count(*) FILTER (WHERE {outbox.state} = 'processing' AND {outbox.lease_expires_at} < clock_timestamp()) AS lease_expired,
+       min({outbox.lease_expires_at}) FILTER (WHERE {outbox.state} = 'processing') AS next_lease_expiry,
+       count(*) FILTER (WHERE {outbox.state} = 'dead') AS dead,
+       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({outbox.created_at}) FILTER (WHERE {outbox.state} = 'pending')), 0)::float8 AS age
+  FROM {outbox} WHERE {outbox.state} IN ('pending', 'processing', 'dead') GROUP BY {outbox.topic}
 UNION ALL
-SELECT 'inbox', source, consumption::text,
-       count(*) FILTER (WHERE state = 'pending' AND attempt = 0),
-       count(*) FILTER (WHERE state = 'pending' AND attempt > 0),
-       count(*) FILTER (WHERE state = 'processing'),
-       count(*) FILTER (WHERE state = 'processing' AND lease_expires_at < clock_timestamp()),
-       min(lease_expires_at) FILTER (WHERE state = 'processing'),
-       count(*) FILTER (WHERE state = 'dead'),
-       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min(created_at) FILTER (WHERE state = 'pending')), 0)::float8
-  FROM inbox WHERE state IN ('pending', 'processing', 'dead') GROUP BY source, consumption
+SELECT 'inbox', {inbox.source}, {inbox.consumption}::text,
+       count(*) FILTER (WHERE {inbox.state} = 'pending' AND {inbox.attempt} = 0),
+       count(*) FILTER (WHERE {inbox.state} = 'pending' AND {inbox.attempt} > 0),
+       count(*) FILTER (WHERE {inbox.state} = 'processing'),
+       count(*) FILTER (WHERE {inbox.state} = 'processing' AND {inbox.lease_expires_at} < clock_timestamp()),
+       min({inbox.lease_expires_at}) FILTER (WHERE {inbox.state} = 'processing'),
+       count(*) FILTER (WHERE {inbox.state} = 'dead'),
+       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({inbox.created_at}) FILTER (WHERE {inbox.state} = 'pending')), 0)::float8
+  FROM {inbox} WHERE {inbox.state} IN ('pending', 'processing', 'dead') GROUP BY {inbox.source}, {inbox.consumption}
  ORDER BY 1 DESC, 2, 3";
 
 // ---- the application's transaction (`crate::app_tx`) ----
@@ -513,16 +528,16 @@ SELECT 'inbox', source, consumption::text,
 
 /// The fenced completion on the application's connection: the fence of [`COMPLETE`], with
 /// `$1` id and `$2` claim token as text. One row affected, or the claim was lost.
-pub const APP_COMPLETE: &str = "UPDATE inbox SET state = 'processed', processed_at = clock_timestamp(), claim_token = NULL, lease_expires_at = NULL
- WHERE id = CAST($1 AS uuid) AND consumption = 'pull' AND state = 'processing'
-   AND claim_token = CAST($2 AS uuid) AND lease_expires_at > clock_timestamp()";
+pub const APP_COMPLETE: &str = "UPDATE {inbox} SET {inbox.state} = 'processed', {inbox.processed_at} = clock_timestamp(), {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL
+ WHERE {inbox.id} = CAST($1 AS uuid) AND {inbox.consumption} = 'pull' AND {inbox.state} = 'processing'
+   AND {inbox.claim_token} = CAST($2 AS uuid) AND {inbox.lease_expires_at} > clock_timestamp()";
 
 // One statement for any number of rows (10,000 rows are one round trip). The core makes
 // the ids and numbers the rows (`n`), so `sequence` (the key order) follows the caller's
 // order; `delay_ms` counts from the database clock at the statement.
 /// Outbox rows from `$1`, the JSON array `app_tx::publish_statement` writes.
 pub const PUBLISH: &str = "
-INSERT INTO outbox (id, topic, key, aggregate_type, payload, headers, max_attempts, scheduled_at)
+INSERT INTO {outbox} ({outbox.id}, {outbox.topic}, {outbox.key}, {outbox.aggregate_type}, {outbox.payload}, {outbox.headers}, {outbox.max_attempts}, {outbox.scheduled_at})
 SELECT m.id, m.topic, m.key, m.aggregate_type, m.payload, m.headers, m.max_attempts,
        COALESCE(m.scheduled_at, clock_timestamp() + make_interval(secs => m.delay_ms / 1000))
   FROM jsonb_to_recordset(CAST($1 AS jsonb))
@@ -546,6 +561,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("DEAD", DEAD),
         ("RELEASE", RELEASE),
         ("SCHEMA_CHECK", SCHEMA_CHECK),
+        ("TABLE_COLUMNS", TABLE_COLUMNS),
         ("MIGRATE_LOCK", MIGRATE_LOCK),
         ("MIGRATE_UNLOCK", MIGRATE_UNLOCK),
         ("HAS_HISTORY", HAS_HISTORY),

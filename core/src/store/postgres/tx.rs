@@ -16,11 +16,16 @@ use crate::store::{JsonRow, SqlValue, StoreTx};
 /// Wraps `sqlx::Transaction<'static, Postgres>`; reach it with [`PgStoreTx::inner`].
 pub struct PgStoreTx {
     tx: Transaction<'static, Postgres>,
+    /// The fenced completion rendered for the store's names.
+    complete: String,
 }
 
 impl PgStoreTx {
-    pub(super) fn new(tx: Transaction<'static, Postgres>) -> Self {
-        PgStoreTx { tx }
+    pub(super) fn new(tx: Transaction<'static, Postgres>, complete: &str) -> Self {
+        PgStoreTx {
+            tx,
+            complete: complete.to_string(),
+        }
     }
 
     /// The sqlx transaction, for business writes with the full sqlx API.
@@ -65,7 +70,7 @@ impl StoreTx for PgStoreTx {
     }
 
     async fn complete_pull(&mut self, claim: &ClaimRef) -> Result<bool> {
-        let r = sqlx::query(super::sql::COMPLETE)
+        let r = sqlx::query(&self.complete)
             .bind(claim.id)
             .bind(claim.token)
             .execute(&mut *self.tx)

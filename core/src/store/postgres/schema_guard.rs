@@ -1,0 +1,63 @@
+//! The start-up guards of a schema with custom names (reference §2.6): QueueBox does not
+//! migrate such a schema (the application owns it), so before the first statement it checks
+//! that every mapped column exists, and says how to add the two that later releases added.
+
+use sqlx::PgPool;
+
+use super::{db_err, sql};
+use crate::error::{Error, Result};
+use crate::store::names::{Names, Table};
+use crate::store::Backend;
+
+/// Fails with [`Error::Config`] naming the table, the column and its configuration key when a
+/// mapped column is missing; for the inbox `headers` and the `sequence` columns the message
+/// ends with the statement that adds it.
+pub(super) async fn check(pool: &PgPool, names: &Names) -> Result<()> {
+    let mut missing_columns = Vec::new();
+    for t in [Table::Inbox, Table::Outbox] {
+        let table = names.table(Backend::Postgres, t);
+        let present: Vec<String> = sqlx::query_scalar(sql::TABLE_COLUMNS)
+            .bind(&table)
+            .fetch_all(pool)
+            .await
+            .map_err(|e| db_err("schema check", e))?;
+        for (key, column) in names.columns(t) {
+            if !present.contains(&column) {
+                missing_columns.push((t, key, column));
+            }
+        }
+    }
+    // The columns later releases added come first: an older hand-made schema lacks them,
+    // and their message ends with the statement that adds them.
+    let rank = |t: Table, key: &str| match (t, key) {
+        (Table::Inbox, "headers") => 0,
+        (Table::Outbox, "sequence") => 1,
+        (Table::Inbox, "sequence") => 2,
+        _ => 3,
+    };
+    missing_columns.sort_by_key(|(t, key, _)| rank(*t, key));
+    match missing_columns.first() {
+        Some((t, key, column)) => Err(missing(names, *t, key, column)),
+        None => Ok(()),
+    }
+}
+
+fn missing(names: &Names, t: Table, key: &str, column: &str) -> Error {
+    let path = Names::column_key(t, key);
+    let table = names.table(Backend::Postgres, t);
+    let shown = names.table_display(t);
+    let quoted = format!("\"{column}\"");
+    let reason = match (t, key) {
+        (Table::Inbox, "headers") => format!(
+            "the inbox table {shown} has no column `{column}` ({path}), which stores each message's headers. Add it: ALTER TABLE {table} ADD COLUMN {quoted} JSONB NOT NULL DEFAULT '{{}}';"
+        ),
+        (_, "sequence") => format!(
+            "the {} table {shown} has no column `{column}` ({path}), which keeps the order of rows of one key. Add it, then start QueueBox again: ALTER TABLE {table} ADD COLUMN {quoted} BIGSERIAL;",
+            if t == Table::Inbox { "inbox" } else { "outbox" }
+        ),
+        _ => format!(
+            "the table {shown} has no column `{column}` ({path}); a schema with custom names needs every column of proto-docs/own-schema.md"
+        ),
+    };
+    Error::Config { path, reason }
+}
