@@ -129,7 +129,7 @@ pub static ALL: &[Row] = &[
     test!(67, "`file:` secrets", operations::file_secrets_are_read_and_a_file_url_is_refused),
     test!(68, "Secret masking", operations::secrets_never_show_in_errors_logs_or_last_error),
     test!(69, "Outbound URL validation", operations::bad_outbound_urls_are_refused_at_startup),
-    not_run!(70, "Custom table/column names", "not built: custom table and column names, own schema, schema guards (issue 16)"),
+    test!(70, "Custom table/column names", schema::custom_table_and_column_names_run_the_whole_flow),
     test!(71, "Wait for database", operations::startup_waits_for_the_database),
     test!(72, "Graceful shutdown", operations::sigterm_finishes_requests_in_flight_and_refuses_new_ones),
     test!(73, "SQL Server claim serialisation", operations::two_replicas_on_sqlserver_deliver_each_row_once),

@@ -1,5 +1,7 @@
 //! Rows 1–3: the schema the binary creates and the `migrate` command.
 
+use std::time::Duration;
+
 use super::kit::*;
 use super::Outcome;
 
@@ -168,5 +170,232 @@ pub async fn a_hand_applied_schema_is_baselined_and_migrated_on() -> Outcome {
     assert_eq!(claim_owner, 1, "0006 added inbox.claim_owner");
     let relay = Relay::start(&config).await;
     assert_eq!(relay.get("/health/ready").await.0, 200);
+    Ok(())
+}
+
+/// The application's own schema of row 70 (also the core's `statement_names` test): schema
+/// `shop`, tables `order` (outbox) and `user` (inbox), reserved words as column names.
+const OWN_SCHEMA: &str = include_str!("../../../core/tests/fixtures/own_schema.sql");
+
+/// The `database` keys that name `OWN_SCHEMA`'s tables and columns.
+const OWN_NAMES: &str = "  outboxTableName: shop.order
+  inboxTableName: shop.user
+  columnMapping:
+    outbox: {id: message_id, topic: group, key: user, headers: meta, sequence: seq}
+    inbox: {id: inbox_id, source: from, idempotencyKey: key, headers: hdrs, state: status, sequence: order}
+";
+
+/// A push source routed to the receiver and a pull source, for row 70.
+const OWN_SOURCES: &str = "routes:
+  - topicPattern: '**'
+    destination: rx
+sources:
+  orders:
+    path: /orders
+    idempotencyKeyPath: $.id
+    aggregateIdPath: $.customer
+    topic: orders.created
+  jobs:
+    path: /jobs
+    consumption: pull
+    idempotencyKeyPath: $.id
+";
+
+/// `base_config` on `OWN_SCHEMA`'s names with `migrate: <migrate>`.
+fn own_config(url: &str, receiver: &str, migrate: bool) -> String {
+    let base = base_config(url, receiver);
+    let anchor = format!("  url: {url}\n");
+    base.replacen(
+        &anchor,
+        &format!("{anchor}  migrate: {migrate}\n{OWN_NAMES}"),
+        1,
+    ) + OWN_SOURCES
+}
+
+/// Row 70: on a schema the application made (its own PostgreSQL schema, tables and columns
+/// renamed, reserved words among them) with `migrate: false`, the binary stores a webhook,
+/// relays it to the outbox and delivers it, delivers a row the application wrote to the
+/// renamed outbox, and a pull worker (through the core, with the same names) claims and
+/// completes a pull row. `migrate: true` with renames is refused naming the keys; a missing
+/// inbox `headers` or outbox `sequence` column stops the start with the statement that adds it,
+/// and after running that statement the binary starts.
+pub async fn custom_table_and_column_names_run_the_whole_flow() -> Outcome {
+    let (url, store) = empty_db("acc_r70").await;
+    sqlx::raw_sql(OWN_SCHEMA)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let rx = Receiver::start().await;
+    let relay = Relay::start(&own_config(&url, &rx.url(), false)).await;
+    assert_eq!(
+        relay.get("/health/ready").await.0,
+        200,
+        "ready on the own schema"
+    );
+
+    // Inbox: the webhook is stored in shop."user", relayed to shop."order" and delivered.
+    let body = r#"{"id":"o-1","customer":"c-7","total":3}"#;
+    assert_eq!(relay.post("/inbox/orders", body, &[]).await.0, 202);
+    eventually("the webhook delivered", 20, || async {
+        rx.to("/hooks").len() == 1
+    })
+    .await;
+    let hook = &rx.to("/hooks")[0];
+    assert_eq!(
+        hook.h("x-message-key"),
+        Some("c-7"),
+        "the aggregate id is the key"
+    );
+    eventually("the inbox row processed", 10, || async {
+        scalar_i64(
+            &store,
+            r#"SELECT count(*) FROM shop."user" WHERE "from" = 'orders' AND "key" = 'o-1' AND status = 'processed'"#,
+        )
+        .await
+            == 1
+    })
+    .await;
+    eventually("the outbox row sent", 10, || async {
+        scalar_i64(
+            &store,
+            r#"SELECT count(*) FROM shop."order" WHERE "group" = 'orders.created' AND "user" = 'c-7' AND state = 'sent' AND meta ->> 'x-source' = 'orders'"#,
+        )
+        .await
+            == 1
+    })
+    .await;
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM pg_tables WHERE tablename IN ('inbox', 'outbox')"
+        )
+        .await,
+        0,
+        "QueueBox created no tables of its own"
+    );
+
+    // Outbox: a row the application writes to the renamed table is delivered.
+    sqlx::query(r#"INSERT INTO shop."order" ("group", "user", payload) VALUES ('app.event', 'k-1', '{"app":true}')"#)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    eventually("the application's row delivered", 20, || async {
+        rx.to("/hooks").len() == 2
+    })
+    .await;
+    assert_eq!(
+        rx.to("/hooks")[1].body,
+        serde_json::json!({"app": true}),
+        "the application's payload arrives"
+    );
+
+    // Pull: the binary stores the message; a worker on the core with the same names claims
+    // and completes it.
+    assert_eq!(
+        relay.post("/inbox/jobs", r#"{"id":"j-1"}"#, &[]).await.0,
+        202
+    );
+    let mut settings = queuebox_core::DatabaseSettings::new(url.clone());
+    settings.names = queuebox_core::store::names::Names::new(
+        Some("shop.order"),
+        Some("shop.user"),
+        &[
+            ("id", "message_id"),
+            ("topic", "group"),
+            ("key", "user"),
+            ("headers", "meta"),
+            ("sequence", "seq"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+        &[
+            ("id", "inbox_id"),
+            ("source", "from"),
+            ("idempotencyKey", "key"),
+            ("headers", "hdrs"),
+            ("state", "status"),
+            ("sequence", "order"),
+        ]
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect(),
+    )
+    .unwrap();
+    let db = queuebox_core::backend::connect(&settings).await.unwrap();
+    let worker_store = db.store();
+    let claimed = worker_store
+        .claim_pull("jobs", 10, Duration::from_secs(30))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 1, "the pull row is claimed");
+    assert_eq!(claimed[0].message.idempotency_key, "j-1");
+    assert!(worker_store.complete_pull(&claimed[0].claim).await.unwrap());
+    assert_eq!(
+        scalar_i64(
+            &store,
+            r#"SELECT count(*) FROM shop."user" WHERE "key" = 'j-1' AND status = 'processed'"#
+        )
+        .await,
+        1
+    );
+    db.close().await;
+    drop(relay);
+
+    // migrate: true with renamed names: refused before the database is touched, naming keys.
+    let (code, out) = run_to_exit(&own_config(&url, &rx.url(), true), &url, &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    for key in [
+        "database.migrate",
+        "database.outboxTableName",
+        "database.inboxTableName",
+        "database.columnMapping.outbox.topic",
+        "database.columnMapping.inbox.idempotencyKey",
+    ] {
+        assert!(out.contains(key), "{key} is named: {out}");
+    }
+
+    // Schema guards: the inbox headers column, then the outbox sequence column.
+    sqlx::raw_sql(
+        r#"ALTER TABLE shop."user" DROP COLUMN hdrs; ALTER TABLE shop."order" DROP COLUMN seq"#,
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let config = own_config(&url, &rx.url(), false);
+    let (code, out) = run_to_exit(&config, &url, &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    let add_headers = r#"ALTER TABLE "shop"."user" ADD COLUMN "hdrs" JSONB NOT NULL DEFAULT '{}';"#;
+    assert!(
+        out.lines().any(|l| l.contains("shop.user")
+            && l.contains("`hdrs`")
+            && l.trim_end().ends_with(add_headers)),
+        "names table and column and ends with the ALTER: {out}"
+    );
+    sqlx::raw_sql(add_headers)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let (code, out) = run_to_exit(&config, &url, &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    let line = out
+        .lines()
+        .find(|l| l.contains("start QueueBox again: "))
+        .unwrap_or_else(|| panic!("the sequence guard's statement: {out}"));
+    assert!(
+        line.contains("`seq`") && line.contains("database.columnMapping.outbox.sequence"),
+        "{line}"
+    );
+    let statement = line.split_once("start QueueBox again: ").unwrap().1.trim();
+    sqlx::raw_sql(statement)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let again = Relay::start(&config).await;
+    assert_eq!(
+        again.get("/health/ready").await.0,
+        200,
+        "starts once the columns exist"
+    );
     Ok(())
 }
