@@ -107,6 +107,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             max_header_bytes: cfg.inbox.max_header_bytes,
             transforms: transforms.clone(),
             filters: Arc::new(crate::sources::filter::Filters::from_config(&cfg)),
+            holds: Arc::new(crate::sources::hold::Holds::from_config(&cfg)),
         },
         transforms,
         cfg: cfg.clone(),

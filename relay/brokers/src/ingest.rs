@@ -41,6 +41,9 @@ pub struct Received<'a> {
     pub message_id: Option<String>,
     /// Kafka only: the record key, the last aggregate-id fallback.
     pub record_key: Option<String>,
+    /// The broker's own time of the message in milliseconds since 1970 (AMQP `timestamp`,
+    /// Kafka record timestamp, JetStream message time): the last publish-time clue.
+    pub broker_time_ms: Option<i64>,
 }
 
 impl SourceRule {
@@ -289,6 +292,7 @@ mod tests {
             headers: vec![("X-Idempotency-Key".into(), "h1".into())],
             message_id: Some("m1".into()),
             record_key: None,
+            broker_time_ms: None,
         };
         let row = r.build(&m);
         assert_eq!(row.idempotency_key, "h1");
@@ -353,6 +357,7 @@ mod tests {
             headers: vec![("X-Correlation-Id".into(), "c-1".into())],
             message_id: None,
             record_key: Some("acct-9".into()),
+            broker_time_ms: None,
         };
         let row = rule().build(&m);
         assert_eq!(row.aggregate_id.as_deref(), Some("acct-9"));

@@ -197,6 +197,8 @@ struct Record {
     body: Vec<u8>,
     key: Option<String>,
     headers: Vec<(String, String)>,
+    /// The record timestamp (create or log-append time), ms since 1970.
+    timestamp_ms: Option<i64>,
 }
 
 /// A Kafka source: one consumer group reading `topics`.
@@ -383,6 +385,7 @@ impl KafkaSource {
                 headers: r.headers.clone(),
                 message_id: r.key.clone(),
                 record_key: r.key.clone(),
+                broker_time_ms: r.timestamp_ms,
             };
             let outcome = self.sink.store(&received).await;
             let stop = outcome.is_err();
@@ -412,6 +415,7 @@ fn own<M: Message>(m: &M) -> Record {
         body: m.payload().unwrap_or_default().to_vec(),
         key: m.key().map(header_text).filter(|k| !k.trim().is_empty()),
         headers,
+        timestamp_ms: m.timestamp().to_millis(),
     }
 }
 

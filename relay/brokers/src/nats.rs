@@ -302,6 +302,10 @@ impl NatsSource {
                 headers: header_pairs(msg.headers.as_ref()),
                 message_id: None,
                 record_key: None,
+                broker_time_ms: msg
+                    .info()
+                    .ok()
+                    .map(|i| (i.published.unix_timestamp_nanos() / 1_000_000) as i64),
             };
             match self.sink.store(&received).await {
                 Ok(()) => {

@@ -233,7 +233,9 @@ impl RabbitMqSource {
                     in_flight.push(async move {
                         let headers = amqp_headers(delivery.properties.headers().as_ref());
                         let message_id = delivery.properties.message_id().as_ref().map(|m| m.as_str().to_string());
-                        let received = Received { body: &delivery.data, headers, message_id, record_key: None };
+                        // AMQP `timestamp` is whole seconds since 1970.
+                        let broker_time_ms = delivery.properties.timestamp().and_then(|s| i64::try_from(s).ok()?.checked_mul(1000));
+                        let received = Received { body: &delivery.data, headers, message_id, record_key: None, broker_time_ms };
                         match sink.store(&received).await {
                             Ok(_) => delivery.acker.ack(BasicAckOptions::default()).await.map(|_| true).map_err(|e| RunEnd::Broken(e.to_string())),
                             Err(IngestError::CrashAfterStore) => Err(RunEnd::Crashed),

@@ -521,6 +521,13 @@ pub struct SourceCommon {
     pub aggregate_id_path: Option<PathList>,
     /// Hold each row this long after receipt (`30s`, `5m`).
     pub initial_delay: Option<String>,
+    /// Publish-time order (reference §3.4): with `initialDelay`, hold each row until its
+    /// publish time plus the delay (never later than receipt plus the delay). The publish
+    /// time comes from this header (case-insensitive), then `scheduledAtPath`, then the
+    /// broker's own time, else receipt.
+    pub scheduled_at_header: Option<String>,
+    /// A JSONPath into the body naming the publish time (`$.time`).
+    pub scheduled_at_path: Option<String>,
     /// Applied at receipt; the stored payload is its result.
     pub transform: Option<crate::TransformConfig>,
     /// JSONata over the original body (before `transform`): after the key header, before

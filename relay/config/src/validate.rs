@@ -451,6 +451,40 @@ fn paths(list: &Option<PathList>, path: &str, errs: &mut ConfigErrors) {
     }
 }
 
+/// `scheduledAtHeader` / `scheduledAtPath` only move a hold that exists: they need
+/// `initialDelay` (reference §4.3); the path must parse and the header must be named.
+fn publish_time(c: &SourceCommon, path: &str, errs: &mut ConfigErrors) {
+    for (key, set) in [
+        ("scheduledAtHeader", c.scheduled_at_header.is_some()),
+        ("scheduledAtPath", c.scheduled_at_path.is_some()),
+    ] {
+        if set && c.initial_delay.is_none() {
+            errs.push(
+                format!("{path}.{key}"),
+                format!("needs {path}.initialDelay (a positive duration): publish-time order moves the hold that initialDelay sets"),
+            );
+        }
+    }
+    if let Some(h) = &c.scheduled_at_header {
+        if h.trim().is_empty() {
+            errs.push(
+                format!("{path}.scheduledAtHeader"),
+                "the header name is empty",
+            );
+        }
+    }
+    if let Some(p) = &c.scheduled_at_path {
+        if let Err(e) = JsonPath::parse(p) {
+            errs.push(
+                format!("{path}.scheduledAtPath"),
+                e.to_string()
+                    .trim_start_matches("invalid input: ")
+                    .to_string(),
+            );
+        }
+    }
+}
+
 fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
     let c = &s.common;
     if let Some(f) = &c.filter {
@@ -475,6 +509,7 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
             );
         }
     }
+    publish_time(c, path, errs);
     let template = s.topic_template();
     match Template::parse(template) {
         Err(e) => errs.push(format!("{path}.topic"), e.to_string()),

@@ -67,6 +67,7 @@ impl Sink for InboxSink {
                 msg.body,
                 msg.headers.clone(),
                 msg.message_id.clone(),
+                msg.broker_time_ms,
             )
             .await
         {

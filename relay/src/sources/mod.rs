@@ -11,6 +11,7 @@
 pub mod auth;
 pub mod brokers;
 pub mod filter;
+pub mod hold;
 pub mod http;
 pub mod http_rule;
 pub mod rate_limit;
@@ -19,7 +20,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use queuebox_config::{parse_duration, SourceConfig, SourceKind};
+use queuebox_config::{SourceConfig, SourceKind};
 use queuebox_core::keys::{self, KeyInput};
 use queuebox_core::{headers, NewInboxMessage, Store};
 use queuebox_transform::{Context, InboxContext};
@@ -89,6 +90,8 @@ pub struct Inbox {
     pub transforms: Arc<crate::transforms::Transforms>,
     /// The sources' header filters.
     pub filters: Arc<filter::Filters>,
+    /// The sources' `initialDelay` and publish-time order.
+    pub holds: Arc<hold::Holds>,
 }
 
 impl Inbox {
@@ -99,7 +102,7 @@ impl Inbox {
             // digest, event type, aggregate id) lives once, in queuebox-brokers.
             let rule = brokers::rule(source).map_err(|e| Rejected::MissingKey(e.to_string()))?;
             return self
-                .receive_broker(&rule, &msg.body, msg.headers, msg.message_id)
+                .receive_broker(&rule, &msg.body, msg.headers, msg.message_id, None)
                 .await;
         }
         let SourceKind::Http(http) = &source.kind else {
@@ -153,6 +156,15 @@ impl Inbox {
             }
         };
         let (event_type, aggregate_id) = (rule.event_type(&input), rule.aggregate_id(&input));
+        // Read before the transform: the publish time is a property of what was sent.
+        let delay = self.holds.delay(
+            &source.name,
+            &hold::PublishClues {
+                headers: &msg.headers,
+                json: Some(&json),
+                broker_time_ms: None,
+            },
+        );
         // The source transform (reference §5.1 step 8), after the keys were read from the
         // original body: its result is what is stored; a refusal stores nothing (422).
         let json = match expressions.and_then(|x| x.transform.as_ref()) {
@@ -184,11 +196,7 @@ impl Inbox {
             trace: received_trace(&source.name, &msg.headers),
             consumption: source.common.consumption,
             dead_reason: None,
-            delay: source
-                .common
-                .initial_delay
-                .as_deref()
-                .and_then(parse_duration),
+            delay,
         };
         self.insert(&new, correlation_id).await
     }
@@ -200,6 +208,7 @@ impl Inbox {
         body: &[u8],
         headers: Vec<(String, String)>,
         message_id: Option<String>,
+        broker_time_ms: Option<i64>,
     ) -> Result<Stored, Rejected> {
         if let Some(filtered) = self.filtered(&rule.source, &headers) {
             return Ok(filtered);
@@ -227,12 +236,25 @@ impl Inbox {
             },
             None => rule,
         };
-        let mut new = rule.build(&queuebox_brokers::ingest::Received {
+        let received = queuebox_brokers::ingest::Received {
             body,
             headers,
             message_id,
             record_key,
-        });
+            broker_time_ms,
+        };
+        let mut new = rule.build(&received);
+        // Before the transform, as for HTTP. A row stored dead is never held.
+        if new.dead_reason.is_none() {
+            new.delay = self.holds.delay(
+                &rule.source,
+                &hold::PublishClues {
+                    headers: &received.headers,
+                    json: Some(&new.payload),
+                    broker_time_ms,
+                },
+            );
+        }
         // The source transform (reference §8): a refusal stores the original payload dead
         // in the same insert (never visible as pending), then the message is acknowledged.
         if let (Some(t), None) = (

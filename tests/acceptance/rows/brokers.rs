@@ -307,6 +307,59 @@ async fn rabbit_source(tag: &str, keys: &str) -> Result<RabbitSource, NotRun> {
     })
 }
 
+/// Row 50's broker half (and row 49 on a broker source): `initialDelay` holds RabbitMQ rows
+/// too, and with `scheduledAtPath` set but absent from the body the AMQP `timestamp`
+/// property is the publish time.
+pub async fn rabbitmq_rows_are_held_from_their_broker_time() -> Outcome {
+    let RabbitSource {
+        _conn,
+        ch,
+        queue: q,
+        store,
+        relay: _relay, // bound, not `..`: a dropped Relay is killed
+        ..
+    } = rabbit_source(
+        "acc_r50b",
+        "    idempotencyKeyPath: $.id\n    initialDelay: 30s\n    scheduledAtPath: $.time\n",
+    )
+    .await?;
+    let ten_ago = (chrono::Utc::now().timestamp() - 10) as u64;
+    publish(
+        &ch,
+        &q,
+        br#"{"id":"stamped"}"#,
+        BasicProperties::default().with_timestamp(ten_ago),
+    )
+    .await;
+    publish(
+        &ch,
+        &q,
+        br#"{"id":"unstamped"}"#,
+        BasicProperties::default(),
+    )
+    .await;
+    eventually("both stored", 20, || async {
+        scalar_i64(&store, "SELECT count(*) FROM inbox").await == 2
+    })
+    .await;
+    let held: Vec<(String, f64)> = sqlx::query_as(
+        "SELECT idempotency_key, EXTRACT(EPOCH FROM scheduled_at - created_at)::float8 FROM inbox ORDER BY idempotency_key",
+    )
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    assert_eq!(held[0].0, "stamped");
+    assert!(
+        (18.5..=21.5).contains(&held[0].1),
+        "held from the AMQP timestamp (10 s ago) + 30 s: {held:?}"
+    );
+    assert!(
+        (29.0..=31.0).contains(&held[1].1),
+        "no timestamp: held from receipt + 30 s: {held:?}"
+    );
+    Ok(())
+}
+
 /// Row 51: messages from a queue become rows keyed by body, header or messageId; a
 /// duplicate is one row; a non-JSON body is one dead row and acknowledged; a missing queue is
 /// an error that mentions declareQueue.

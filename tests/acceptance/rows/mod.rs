@@ -109,7 +109,7 @@ pub static ALL: &[Row] = &[
     not_run!(47, "Pull per-(source, aggregate) reservation", "implemented in the core; proved by its store contract tests and the clients' contract (row 74), no black-box client here yet"),
     not_run!(48, "Pull fence", "implemented in the core; proved by its store contract tests and the clients' contract (row 74), no black-box client here yet"),
     test!(49, "`initialDelay`", push::initial_delay_holds_rows_back),
-    not_run!(50, "Publish-time ordering", "not built: `scheduledAtPath` / `scheduledAtHeader` (issue 16)"),
+    test!(50, "Publish-time ordering", push::publish_time_orders_the_claim),
     test!(51, "RabbitMQ source", brokers::rabbitmq_source_stores_each_message_once),
     test!(52, "Kafka source", brokers::kafka_source_commits_offsets_after_the_store),
     test!(53, "NATS source", brokers::nats_source_acknowledges_after_the_commit_and_redelivers_on_failure),

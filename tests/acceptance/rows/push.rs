@@ -284,6 +284,119 @@ pub async fn initial_delay_holds_rows_back() -> Outcome {
     Ok(())
 }
 
+/// Row 50: with `scheduledAtPath` / `scheduledAtHeader` and `initialDelay`, a row is held
+/// until `min(publish time, receipt) + initialDelay`: two messages stored in the reverse of
+/// their publish order are delivered in publish order, the header wins over the body path,
+/// a future publish time holds from receipt, and a value that is no time (`yesterday`) holds
+/// from receipt with one warn line naming the source. The broker half (AMQP `timestamp`) is
+/// `brokers::rabbitmq_rows_are_held_from_their_broker_time`.
+pub async fn publish_time_orders_the_claim() -> Outcome {
+    let (url, store) = empty_db("acc_r50").await;
+    let rx = Receiver::start().await;
+    let yaml = base_config(&url, &rx.url())
+        + "routes:
+  - topicPattern: '**'
+    destination: rx
+sources:
+  ordered:
+    path: /ordered
+    idempotencyKeyPath: $.id
+    topic: ordered.event
+    initialDelay: 4s
+    scheduledAtPath: $.time
+    scheduledAtHeader: X-Published-At
+";
+    let port = free_port();
+    let config = write_config(&yaml.replace("{port}", &port.to_string()));
+    let log = tempfile::NamedTempFile::new().unwrap();
+    let child = relay_command(config.path(), &["run"])
+        .stderr(log.reopen().unwrap())
+        .spawn()
+        .unwrap();
+    let relay = Relay {
+        child,
+        port,
+        config,
+    };
+    relay.wait_listening().await;
+    let now = chrono::Utc::now();
+    let at = |secs: i64| (now + chrono::Duration::seconds(secs)).to_rfc3339();
+    let posts = [
+        // (id, body time, header): b is published after a but stored first.
+        ("b", at(-2), None),
+        ("a", at(-3), None),
+        // The header (ms since 1970) wins over the body's later time: held least.
+        (
+            "e",
+            at(-1),
+            Some(
+                (now - chrono::Duration::seconds(4))
+                    .timestamp_millis()
+                    .to_string(),
+            ),
+        ),
+        ("future", at(3600), None),
+        ("bad", "yesterday".to_string(), None),
+    ];
+    for (id, time, header) in &posts {
+        let body = format!(r#"{{"id":"{id}","time":"{time}"}}"#);
+        let headers: Vec<(&str, &str)> = header
+            .iter()
+            .map(|h| ("X-Published-At", h.as_str()))
+            .collect();
+        assert_eq!(relay.post("/inbox/ordered", &body, &headers).await.0, 202);
+    }
+    let held = |id: &'static str| {
+        let store = &store;
+        async move {
+            sqlx::query_scalar::<_, f64>(
+                "SELECT EXTRACT(EPOCH FROM scheduled_at - created_at)::float8 FROM inbox WHERE idempotency_key = $1",
+            )
+            .bind(id)
+            .fetch_one(store.pool())
+            .await
+            .unwrap()
+        }
+    };
+    for id in ["future", "bad"] {
+        let s = held(id).await;
+        assert!((3.5..=4.5).contains(&s), "{id}: held {s} s after receipt");
+    }
+    assert!(
+        held("e").await <= 0.5,
+        "the header's time: held {}",
+        held("e").await
+    );
+    eventually("all five delivered", 30, || async {
+        rx.deliveries().len() == 5
+    })
+    .await;
+    let order: Vec<String> = rx
+        .deliveries()
+        .iter()
+        .map(|d| d.body["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(order[..3], ["e", "a", "b"], "publish order: {order:?}");
+    let warnings = std::fs::read_to_string(log.path()).unwrap();
+    let lines: Vec<&str> = warnings
+        .lines()
+        .filter(|l| l.contains("publish time") && l.contains("ordered"))
+        .collect();
+    assert_eq!(lines.len(), 1, "one warn line for `yesterday`: {warnings}");
+    assert!(lines[0].contains("WARN"), "{}", lines[0]);
+    // The keys need initialDelay; the error names both.
+    let (url, _) = empty_db("acc_r50c").await;
+    let yaml =
+        "database:\n  url: {db}\nsources:\n  s:\n    path: /s\n    scheduledAtPath: $.time\n";
+    let (code, out) = run_to_exit(yaml, &url, &["run"]).await;
+    assert_ne!(code, 0, "{out}");
+    assert!(
+        out.contains("scheduledAtPath") && out.contains("initialDelay"),
+        "the error names both keys: {out}"
+    );
+    super::brokers::rabbitmq_rows_are_held_from_their_broker_time().await
+}
+
 /// Row 44: while the outbox refuses inserts (a trigger raises) the inbox row is not lost: it
 /// stays claimed, goes back to be claimed again after its lease, the failures are counted,
 /// and once inserts work it is forwarded.
