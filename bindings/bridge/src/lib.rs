@@ -16,6 +16,7 @@
 //! | [`errors`] | what every binding hands over with an error besides its [`ErrorKind`] (the one kind table is the core's) |
 //! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real core functions |
 //! | [`migrate`] | `migrate`: the embedded migrations, run the one way every binding needs |
+//! | [`logs`] | the core's `tracing` records forwarded to the binding's log sink (level filter in Rust) |
 //! | [`database`] | [`database::Database`]: the small pool Node and Python enqueue pull rows and run statements with |
 //!
 //! Errors stay [`queuebox_core::Error`] here; each binding turns [`queuebox_core::Error::kind`]
@@ -29,4 +30,5 @@ pub mod errors;
 pub mod json;
 pub mod migrate;
 
+pub mod logs;
 pub use queuebox_core::{Error, ErrorKind, Result};

@@ -47,6 +47,26 @@ typedef int32_t QbStatus;
 #endif // __STDC_VERSION__ >= 202311L
 #endif // __cplusplus
 
+// Severity of a log record (lower is more severe).
+enum QbLogLevel
+#if defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+  : int32_t
+#endif // defined(__cplusplus) || __STDC_VERSION__ >= 202311L
+ {
+  QB_LOG_ERROR = 1,
+  QB_LOG_WARN = 2,
+  QB_LOG_INFO = 3,
+  QB_LOG_DEBUG = 4,
+  QB_LOG_TRACE = 5,
+};
+#ifndef __cplusplus
+#if __STDC_VERSION__ >= 202311L
+typedef enum QbLogLevel QbLogLevel;
+#else
+typedef int32_t QbLogLevel;
+#endif // __STDC_VERSION__ >= 202311L
+#endif // __cplusplus
+
 // A multi-threaded tokio runtime owned by the caller. Callbacks fire on its threads.
 typedef struct QbRuntime QbRuntime;
 
@@ -70,6 +90,18 @@ typedef struct QbError {
   // A human-readable message (passwords redacted by the core).
   char *message;
 } QbError;
+
+// Receives one log record: its level, target (the emitting module, e.g.
+// `queuebox_core::worker`), message, and the other fields as a JSON object
+// (`{"message_id":"…","source":"orders","error":"…"}`). Every string is UTF-8, owned by the
+// library and valid only during the call: copy what you keep. Called from any thread that
+// logs (runtime threads, or the caller's thread in a blocking call), possibly from several
+// at once; it should return quickly.
+typedef void (*QbLogCallback)(void *user_data,
+                              QbLogLevel level,
+                              const char *target,
+                              const char *message,
+                              const char *fields_json);
 
 // Fires once: `cancelled` is true when the lease was lost or the shutdown grace ran out,
 // false when the task was finished or freed first.
@@ -174,6 +206,21 @@ void qb_error_free(struct QbError *error);
 // The stable name of a status code (`"ok"`, `"claim_lost"`, ...); a static string, never
 // freed. Unknown values give `"unknown"`.
 const char *qb_status_name(int32_t status);
+
+// Installs `callback` for the core's records at `min_level` (1 error .. 5 trace, see
+// `QbLogLevel`) and more severe, replacing any previous callback; a NULL `callback` removes
+// it (`min_level` is then ignored). Process-wide: one callback serves every runtime and
+// worker. When this returns, the previous callback is not running and is never called
+// again, so its `user_data` may be freed. Refused (`QB_ERR_INVALID_INPUT`) for a
+// `min_level` outside 1..=5 and when called from inside the log callback.
+//
+// # Safety
+// `callback` is NULL or a function safe to call from any thread with `user_data` until it
+// is replaced or removed; `out_error` is NULL or writable.
+QbStatus qb_set_log_callback(QbLogCallback callback,
+                             void *user_data,
+                             int32_t min_level,
+                             struct QbError **out_error);
 
 // Starts a runtime with `worker_threads` threads (0: two). Free it with
 // `qb_runtime_free` after every worker and task made on it.

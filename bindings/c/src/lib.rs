@@ -13,6 +13,7 @@
 //! | [`task`] | `qb_task_*`: message, transaction (execute/query), cancellation, finishes |
 //! | [`app_tx`] | `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`: SQL for the application's own transaction |
 //! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_version` |
+//! | [`logs`] | `qb_set_log_callback`: the core's log records to one C callback |
 //!
 //! Rules (proto-docs/ffi.md has the full contract): opaque handles made by `*_new` (or
 //! handed to a callback) and released by NULL-safe `*_free`; every call returns a
@@ -27,6 +28,7 @@ pub mod boundary;
 pub mod error;
 pub mod runtime;
 pub mod task;
+pub mod logs;
 pub mod tools;
 pub mod worker;
 

@@ -687,6 +687,105 @@ static void application_transaction_statements(QbRuntime *rt) {
   EXPECT(qb_publish_statement(NULL, "[{\"topic\":\"t\",\"payload\":{}}]", "dollar", NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_json", "null out");
 }
 
+/* ---- the log callback ---- */
+
+/* Records the callback received, copied (the library's strings live only during the call). */
+#define MAX_LOGS 256
+typedef struct {
+  pthread_mutex_t mu;
+  int n;
+  QbLogLevel level[MAX_LOGS];
+  char *message[MAX_LOGS];
+  char *fields[MAX_LOGS];
+  char *target[MAX_LOGS];
+  QbStatus nested; /* qb_set_log_callback tried inside the callback */
+} Logs;
+
+static void on_log(void *ud, QbLogLevel level, const char *target, const char *message, const char *fields) {
+  Logs *l = ud;
+  QbError *e = NULL;
+  QbStatus nested = qb_set_log_callback(NULL, NULL, 0, &e);
+  qb_error_free(e);
+  pthread_mutex_lock(&l->mu);
+  l->nested = nested;
+  if (l->n < MAX_LOGS) {
+    l->level[l->n] = level;
+    l->target[l->n] = strdup(target);
+    l->message[l->n] = strdup(message);
+    l->fields[l->n] = strdup(fields);
+    l->n++;
+  }
+  pthread_mutex_unlock(&l->mu);
+}
+
+/* The index of the first record at `level` whose message holds `msg` and whose fields hold
+ * every non-NULL needle; -1 when there is none. */
+static int find_log(Logs *l, QbLogLevel level, const char *msg, const char *f1, const char *f2) {
+  pthread_mutex_lock(&l->mu);
+  int found = -1;
+  for (int i = 0; i < l->n && found < 0; i++) {
+    if (l->level[i] == level && strstr(l->message[i], msg) && (!f1 || strstr(l->fields[i], f1)) &&
+        (!f2 || strstr(l->fields[i], f2)))
+      found = i;
+  }
+  pthread_mutex_unlock(&l->mu);
+  return found;
+}
+
+static void log_callback_forwards_core_records(QbRuntime *rt) {
+  Logs logs;
+  memset(&logs, 0, sizeof logs);
+  pthread_mutex_init(&logs.mu, NULL);
+  QbError *err = NULL;
+  QbWorker *w = NULL;
+  EXPECT(qb_set_log_callback(on_log, &logs, 9, &err), QB_ERR_INVALID_INPUT, NULL, "min_level 9", "bad level");
+  EXPECT(qb_set_log_callback(on_log, &logs, QB_LOG_INFO, &err), QB_OK, NULL, NULL, "set log callback");
+
+  /* A worker whose database is down says so at warn level, naming the source. */
+  QbStatus st = qb_worker_new_blocking(rt, "postgres://qb@127.0.0.1:1/down", "{\"source\":\"logs-down\"}", &w, &err);
+  expect_status(st, err, QB_ERR_CONNECT, NULL, NULL, "unreachable database");
+  err = NULL;
+  int i = find_log(&logs, QB_LOG_WARN, "database is unreachable", "\"source\":\"logs-down\"", "127.0.0.1:1");
+  CHECK(i >= 0, "no warn record about the unreachable database (%d records)", logs.n);
+  if (i >= 0) CHECK(strcmp(logs.target[i], "queuebox_core::worker") == 0, "target %s", logs.target[i]);
+  CHECK(logs.nested == QB_ERR_INVALID_INPUT, "qb_set_log_callback inside the callback: %d", logs.nested);
+
+  /* A dead-lettered message: its id and source are fields of a warn record. */
+  insert_rows("logs-dead", 1);
+  w = new_worker(rt, "{\"source\":\"logs-dead\",\"listen\":false,\"pollIntervalMs\":50}");
+  char *json = NULL;
+  QbTask *t = next_task(w, &json);
+  char *id = sql(db_url, "SELECT id FROM inbox WHERE source = 'logs-dead';");
+  char want_id[128];
+  snprintf(want_id, sizeof want_id, "\"message_id\":\"%s\"", id);
+  EXPECT(qb_task_dead_blocking(t, "poison pill", &err), QB_OK, NULL, NULL, "dead");
+  i = find_log(&logs, QB_LOG_WARN, "dead-lettered", want_id, "\"source\":\"logs-dead\"");
+  CHECK(i >= 0, "no warn record for the dead-lettered message %s", id);
+  if (i >= 0) CHECK(strstr(logs.fields[i], "poison pill") != NULL, "reason missing: %s", logs.fields[i]);
+  for (int k = 0; k < logs.n; k++) CHECK(logs.level[k] <= QB_LOG_INFO, "a record below the minimum: %s", logs.message[k]);
+  qb_task_free(t);
+  qb_string_free(json);
+  free(id);
+  uint64_t abandoned = 0;
+  EXPECT(qb_worker_shutdown_blocking(w, &abandoned, &err), QB_OK, NULL, NULL, "shutdown");
+  qb_worker_free(w);
+
+  /* Removed: nothing more arrives. */
+  EXPECT(qb_set_log_callback(NULL, NULL, 0, &err), QB_OK, NULL, NULL, "remove log callback");
+  int before = logs.n;
+  st = qb_worker_new_blocking(rt, "postgres://qb@127.0.0.1:1/down", "{\"source\":\"logs-down\"}", &w, &err);
+  expect_status(st, err, QB_ERR_CONNECT, NULL, NULL, "unreachable, no callback");
+  err = NULL;
+  CHECK(logs.n == before, "a record arrived after the callback was removed");
+
+  for (int k = 0; k < logs.n; k++) {
+    free(logs.message[k]);
+    free(logs.fields[k]);
+    free(logs.target[k]);
+  }
+  pthread_mutex_destroy(&logs.mu);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s <empty database url> <second empty database url>\n", argv[0]);
@@ -709,6 +808,7 @@ int main(int argc, char **argv) {
   callbacks_fire_once_from_runtime_threads(rt);
   shutdown_after_grace_cancels_and_nothing_completes(rt);
   application_transaction_statements(rt);
+  log_callback_forwards_core_records(rt);
   qb_runtime_free(rt);
 
   if (failures) {

@@ -98,7 +98,7 @@ pub(crate) struct Inner {
     stats: WorkerStats,
     completer: completer::Completer,
     /// Set while claims fail because the database cannot be reached, so the outage is
-    /// logged once as an error when it starts and once when it ends, not at every poll.
+    /// logged once as a warning when it starts and once when it ends, not at every poll.
     db_down: AtomicBool,
     /// The key of the worker's owner session, recorded on each claim so that others recover
     /// the rows within seconds if this process dies (`owner`); 0 while there is none.
@@ -144,7 +144,18 @@ impl Worker {
         // Handlers' transactions, the claim, the renewer and the listener each need one.
         let settings = crate::backend::DatabaseSettings::new(database_url)
             .pool_size(opts.effective_concurrency() + 3);
-        let db = crate::backend::connect(&settings).await?;
+        let db = match crate::backend::connect(&settings).await {
+            Ok(db) => db,
+            Err(e) => {
+                // The caller gets the error too; the log line is for operators, who read
+                // logs rather than the application's error handling.
+                if e.is_unavailable() {
+                    tracing::warn!(source = %opts.source, error = %e,
+                        "the database is unreachable; the pull worker could not start");
+                }
+                return Err(e);
+            }
+        };
         db.check_schema().await?;
         Worker::new(db.store(), opts).await
     }
@@ -238,7 +249,9 @@ impl Worker {
                     if !e.is_unavailable() {
                         tracing::warn!(source = %inner.opts.source, error = %e, "pull claim failed; retrying after the poll interval");
                     } else if !inner.db_down.swap(true, Ordering::Relaxed) {
-                        tracing::error!(source = %inner.opts.source, error = %e,
+                        // Warn, once per outage: the worker recovers by itself when the
+                        // database is back (logged at info), so this is not an error yet.
+                        tracing::warn!(source = %inner.opts.source, error = %e,
                             "the database is unreachable; pull worker retrying every poll interval until it is back");
                     } else {
                         tracing::debug!(source = %inner.opts.source, error = %e, "the database is still unreachable");
@@ -392,10 +405,10 @@ impl Inner {
                     self.stats.released.fetch_add(1, Ordering::Relaxed);
                 }
                 Ok(false) => {
-                    tracing::warn!(id = %row.claim.id, "release found the lease already lost")
+                    tracing::warn!(message_id = %row.claim.id, source = %self.opts.source, "release found the lease already lost")
                 }
                 Err(e) => {
-                    tracing::warn!(id = %row.claim.id, error = %e, "release failed; the lease will expire")
+                    tracing::warn!(message_id = %row.claim.id, source = %self.opts.source, error = %e, "release failed; the lease will expire")
                 }
             }
         }

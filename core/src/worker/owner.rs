@@ -80,7 +80,7 @@ pub(super) fn spawn_keeper(
                 Ok(0) => {}
                 Ok(n) => {
                     tracing::info!(source = %w.opts.source, rows = n,
-                        "a worker's session ended; its claimed rows are claimable again");
+                        "dead-owner recovery: a worker's session ended; its claimed rows are claimable again");
                     w.wake.notify_one();
                 }
                 Err(e) => {

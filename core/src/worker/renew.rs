@@ -75,13 +75,13 @@ impl Leases for PullLeases<'_> {
             st.buffer.retain(|r| r.claim.id != c.id);
             w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
             metrics::claim_lost(Component::Pull);
-            tracing::warn!(id = %c.id, source = %w.opts.source,
+            tracing::warn!(message_id = %c.id, source = %w.opts.source,
                 "lease lost before renewal (the handler ran longer than the lease allows, or the database was unreachable); cancelling the handler");
         }
     }
 
-    fn failed(&self, _claims: usize, e: &Error) {
-        tracing::warn!(source = %self.0.opts.source, error = %e, "lease renewal failed; retrying at the next interval");
+    fn failed(&self, claims: usize, e: &Error) {
+        tracing::warn!(source = %self.0.opts.source, claims, error = %e, "lease renewal failed; retrying at the next interval");
     }
 }
 

@@ -112,7 +112,7 @@ where
     match finished {
         Ok(()) | Err(Error::ClaimLost { .. }) => {}
         Err(e) => {
-            tracing::warn!(id = %task.message().id, error = %e, "could not finish the row; it will be redelivered after its lease")
+            tracing::warn!(message_id = %task.message().id, source = %task.message().source, error = %e, "could not finish the row; it will be redelivered after its lease")
         }
     }
 }

@@ -242,7 +242,7 @@ impl Task {
         let w = &self.inner.worker;
         w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
         metrics::claim_lost(Component::Pull);
-        tracing::warn!(id = %self.inner.claim.id, source = %self.inner.message.source, operation,
+        tracing::warn!(message_id = %self.inner.claim.id, source = %self.inner.message.source, operation,
             "claim lost: the lease expired or another worker took the row; nothing was changed");
         Error::ClaimLost {
             id: self.inner.claim.id,
@@ -327,7 +327,12 @@ impl Task {
             .store
             .retry_pull(&self.inner.claim, delay, &text)
             .await;
-        self.settle(r, "retry", |s| &s.retried)
+        self.settle(r, "retry", |s| &s.retried)?;
+        let m = &self.inner.message;
+        tracing::info!(message_id = %m.id, source = %m.source, topic = m.event_type.as_deref().unwrap_or(""),
+            attempt = m.attempt + 1, delay_ms = delay.as_millis() as u64, error = %text,
+            "handler failed; retry scheduled");
+        Ok(())
     }
 
     /// To dead with `reason`; business writes roll back.
@@ -343,7 +348,11 @@ impl Task {
             .store
             .dead_pull(&self.inner.claim, &text)
             .await;
-        self.settle(r, "dead", |s| &s.dead)
+        self.settle(r, "dead", |s| &s.dead)?;
+        let m = &self.inner.message;
+        tracing::warn!(message_id = %m.id, source = %m.source, topic = m.event_type.as_deref().unwrap_or(""),
+            attempt = m.attempt + 1, reason = %text, "message dead-lettered; it stays dead until replayed");
+        Ok(())
     }
 
     /// Back to pending at once without spending an attempt (the handler never ran, or the
@@ -393,7 +402,7 @@ impl Task {
             }
             Ok(false) => Err(self.lost(operation)),
             Err(e) => {
-                tracing::warn!(id = %self.inner.claim.id, operation, error = %e, "finishing the row failed; its lease will expire and it will be redelivered");
+                tracing::warn!(message_id = %self.inner.claim.id, source = %self.inner.message.source, operation, error = %e, "finishing the row failed; its lease will expire and it will be redelivered");
                 Err(e)
             }
         }
