@@ -4,6 +4,7 @@
 //! is the Rust convenience that runs a handler over them.
 
 mod completer;
+mod metrics;
 mod options;
 mod owner;
 mod renew;
@@ -11,14 +12,15 @@ mod run;
 mod task;
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
+pub use metrics::{WorkerMetrics, WorkerStats};
 pub use options::WorkerOptions;
 pub use run::{HandlerError, Outcome};
 pub use task::{Task, TxGuard};
@@ -26,20 +28,6 @@ pub use task::{Task, TxGuard};
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow};
 use crate::store::Store;
-
-/// Counters of one worker.
-#[derive(Debug, Default)]
-pub struct WorkerStats {
-    pub claimed: AtomicU64,
-    /// Claim statements that returned at least one row.
-    pub claims: AtomicU64,
-    pub completed: AtomicU64,
-    pub retried: AtomicU64,
-    pub dead: AtomicU64,
-    pub released: AtomicU64,
-    pub claims_lost: AtomicU64,
-    pub claim_errors: AtomicU64,
-}
 
 /// A snapshot of [`WorkerStats`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -95,7 +83,9 @@ pub(crate) struct Inner {
     stopping: CancellationToken,
     /// Cancel running handlers (shutdown grace ran out, or the worker was dropped).
     hard_stop: CancellationToken,
+    /// This worker's series in `metrics`.
     stats: WorkerStats,
+    metrics: WorkerMetrics,
     completer: completer::Completer,
     /// Set while claims fail because the database cannot be reached, so the outage is
     /// logged once as a warning when it starts and once when it ends, not at every poll.
@@ -108,8 +98,20 @@ pub(crate) struct Inner {
 impl Worker {
     /// A worker on `store`. Starts the lease renewer and, when enabled, the listener.
     pub async fn new(store: Arc<dyn Store>, opts: WorkerOptions) -> Result<Worker> {
+        Worker::new_with_metrics(store, opts, WorkerMetrics::default()).await
+    }
+
+    /// A worker that counts into `metrics`, which other workers may share: an application
+    /// with several workers registers one [`WorkerMetrics`] (series split by `source`).
+    pub async fn new_with_metrics(
+        store: Arc<dyn Store>,
+        opts: WorkerOptions,
+        metrics: WorkerMetrics,
+    ) -> Result<Worker> {
         opts.validate()?;
         let inner = Arc::new(Inner {
+            stats: metrics.for_source(&opts.source),
+            metrics,
             permits: Arc::new(Semaphore::new(opts.effective_concurrency() as usize)),
             completer: completer::Completer::spawn(store.clone()),
             store,
@@ -120,7 +122,6 @@ impl Worker {
             done: Notify::new(),
             stopping: CancellationToken::new(),
             hard_stop: CancellationToken::new(),
-            stats: WorkerStats::default(),
             db_down: AtomicBool::new(false),
             owner_key: AtomicI64::new(0),
         });
@@ -168,9 +169,20 @@ impl Worker {
         &self.inner.store
     }
 
+    /// The worker's metric families, to register into the application's registry.
+    pub fn metrics(&self) -> &WorkerMetrics {
+        &self.inner.metrics
+    }
+
+    /// The worker's metrics in the Prometheus text format (what every binding returns).
+    pub fn metrics_text(&self) -> String {
+        self.inner.metrics.encode_text()
+    }
+
+    /// This worker's counters now (the same values as its metrics' series).
     pub fn stats(&self) -> StatsSnapshot {
         let s = &self.inner.stats;
-        let l = |a: &AtomicU64| a.load(Ordering::Relaxed);
+        let l = |c: &prometheus_client::metrics::counter::Counter| c.get();
         StatsSnapshot {
             claimed: l(&s.claimed),
             claims: l(&s.claims),
@@ -245,7 +257,7 @@ impl Worker {
                 Ok(Ok(_)) => self.idle_wait(inner.opts.poll_interval).await,
                 Ok(Err(e @ Error::SchemaMissing { .. })) => return Err(e),
                 Ok(Err(e)) => {
-                    inner.stats.claim_errors.fetch_add(1, Ordering::Relaxed);
+                    inner.stats.claim_errors.inc();
                     if !e.is_unavailable() {
                         tracing::warn!(source = %inner.opts.source, error = %e, "pull claim failed; retrying after the poll interval");
                     } else if !inner.db_down.swap(true, Ordering::Relaxed) {
@@ -356,14 +368,18 @@ impl Inner {
     /// Claims up to `room` rows into the buffer; returns how many. Rows that arrive after
     /// shutdown began are released at once.
     async fn claim_into_buffer(&self, room: u32) -> Result<usize> {
+        let started = Instant::now();
         let rows = self
             .store
             .claim_pull_owned(&self.opts.source, room, self.opts.lease, self.owner())
             .await?;
+        self.stats
+            .claim_duration
+            .observe(started.elapsed().as_secs_f64());
         let n = rows.len();
         if n > 0 {
-            self.stats.claimed.fetch_add(n as u64, Ordering::Relaxed);
-            self.stats.claims.fetch_add(1, Ordering::Relaxed);
+            self.stats.claimed.inc_by(n as u64);
+            self.stats.claims.inc();
             let mut st = self.state.lock().unwrap();
             for row in rows {
                 st.live.insert(
@@ -402,7 +418,7 @@ impl Inner {
         for row in rows {
             match self.store.release_pull(&row.claim).await {
                 Ok(true) => {
-                    self.stats.released.fetch_add(1, Ordering::Relaxed);
+                    self.stats.released.inc();
                 }
                 Ok(false) => {
                     tracing::warn!(message_id = %row.claim.id, source = %self.opts.source, "release found the lease already lost")

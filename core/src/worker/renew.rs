@@ -52,7 +52,9 @@ impl Leases for PullLeases<'_> {
     }
 
     async fn renew(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
-        self.0.store.renew_pull(claims, lease).await
+        let renewed = self.0.store.renew_pull(claims, lease).await?;
+        self.0.stats.lease_renewals.inc_by(renewed.len() as u64);
+        Ok(renewed)
     }
 
     fn lost(&self, c: &ClaimRef) {
@@ -73,7 +75,7 @@ impl Leases for PullLeases<'_> {
         if gone {
             st.live.remove(&c.id);
             st.buffer.retain(|r| r.claim.id != c.id);
-            w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
+            w.stats.claims_lost.inc();
             metrics::claim_lost(Component::Pull);
             tracing::warn!(message_id = %c.id, source = %w.opts.source,
                 "lease lost before renewal (the handler ran longer than the lease allows, or the database was unreachable); cancelling the handler");

@@ -3,7 +3,7 @@
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::future::BoxFuture;
 use tokio::sync::{MutexGuard, OwnedSemaphorePermit};
@@ -43,6 +43,8 @@ struct TaskInner {
     app_completes: Arc<AtomicBool>,
     /// The application reported its completion fenced out ([`Task::claim_lost`]).
     lost: AtomicBool,
+    /// When the row was handed out: the handler's duration ends at the first finish.
+    started: Instant,
 }
 
 impl Task {
@@ -65,6 +67,7 @@ impl Task {
                 handed_out: AtomicBool::new(false),
                 app_completes,
                 lost: AtomicBool::new(false),
+                started: Instant::now(),
             }),
         }
     }
@@ -200,6 +203,7 @@ impl Task {
             };
         }
         self.inner.lost.store(true, Ordering::SeqCst);
+        self.handler_done();
         match self.settle(Ok(false), "complete", |s| &s.completed) {
             Err(e) => e,
             Ok(()) => unreachable!("a settle of Ok(false) is a lost claim"),
@@ -221,7 +225,16 @@ impl Task {
                 id: self.inner.claim.id,
             });
         }
+        self.handler_done();
         Ok(())
+    }
+
+    /// Observes the handler's duration, at the task's first finish (any kind).
+    fn handler_done(&self) {
+        let w = &self.inner.worker;
+        w.stats
+            .handler_duration
+            .observe(self.inner.started.elapsed().as_secs_f64());
     }
 
     /// Claims the right to finish with a write (complete, retry, dead, release). A
@@ -240,7 +253,7 @@ impl Task {
 
     fn lost(&self, operation: &'static str) -> Error {
         let w = &self.inner.worker;
-        w.stats.claims_lost.fetch_add(1, Ordering::Relaxed);
+        w.stats.claims_lost.inc();
         metrics::claim_lost(Component::Pull);
         tracing::warn!(message_id = %self.inner.claim.id, source = %self.inner.message.source, operation,
             "claim lost: the lease expired or another worker took the row; nothing was changed");
@@ -391,13 +404,13 @@ impl Task {
         &self,
         r: Result<bool>,
         operation: &'static str,
-        counter: fn(&super::WorkerStats) -> &std::sync::atomic::AtomicU64,
+        counter: fn(&super::WorkerStats) -> &prometheus_client::metrics::counter::Counter,
     ) -> Result<()> {
         let w = &self.inner.worker;
         self.inner.off_the_books();
         match r {
             Ok(true) => {
-                counter(&w.stats).fetch_add(1, Ordering::Relaxed);
+                counter(&w.stats).inc();
                 Ok(())
             }
             Ok(false) => Err(self.lost(operation)),
