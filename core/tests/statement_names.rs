@@ -89,13 +89,18 @@ fn every_statement_constant_is_listed() {
 }
 
 async fn own_schema_store(prefix: &str) -> PgStore {
+    own_schema_store_at(prefix).await.0
+}
+
+/// [`own_schema_store`] and its database's URL.
+async fn own_schema_store_at(prefix: &str) -> (PgStore, String) {
     let url = support::fresh_database_url(prefix).await;
     let store = PgStore::connect(&url, 5).await.expect("connect");
     sqlx::raw_sql(OWN_SCHEMA)
         .execute(store.pool())
         .await
         .expect("create the own schema");
-    PgStore::with_names(store.pool().clone(), own_names())
+    (PgStore::with_names(store.pool().clone(), own_names()), url)
 }
 
 #[tokio::test]
@@ -239,4 +244,41 @@ fn sqlserver_and_migrations_refuse_custom_names() {
         assert!(text.contains(key), "{key} missing from: {text}");
     }
     assert!(queuebox_core::backend::refuse_custom_names(&Names::default()).is_ok());
+}
+
+/// A worker given the names in its options (what the bindings pass from their JSON options)
+/// opens its store with them: the start-up guards pass, it claims from the renamed table,
+/// and the completion it hands to the application's driver names the renamed table.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worker_with_names_in_its_options_claims_and_hands_out_renamed_statements() {
+    let (store, url) = own_schema_store_at("own_worker").await;
+    let msg = NewInboxMessage::new("jobs", "j-1", serde_json::json!({"n": 1})).pull();
+    store.insert_inbox(&msg).await.unwrap();
+    let worker = queuebox_core::Worker::connect(
+        &url,
+        queuebox_core::WorkerOptions {
+            poll_interval: Duration::from_millis(50),
+            names: own_names(),
+            ..queuebox_core::WorkerOptions::new("jobs")
+        },
+    )
+    .await
+    .expect("the worker connects to the own schema");
+    let task = worker.next().await.unwrap().expect("the row is claimed");
+    assert_eq!(task.message().idempotency_key, "j-1");
+    let st = task.completion_statement(Placeholder::Dollar).unwrap();
+    assert!(st.sql.contains(r#""shop"."user""#), "{}", st.sql);
+    let mut q = sqlx::query(&st.sql);
+    for p in &st.params {
+        q = q.bind(p.as_deref());
+    }
+    assert_eq!(q.execute(store.pool()).await.unwrap().rows_affected(), 1);
+    task.complete().await.unwrap();
+    worker.shutdown().await;
+    let status: String =
+        sqlx::query_scalar(r#"SELECT status FROM shop."user" WHERE "key" = 'j-1'"#)
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+    assert_eq!(status, "processed");
 }

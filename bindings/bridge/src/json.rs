@@ -2,8 +2,10 @@
 //! counters out. The defaults and validation stay in [`WorkerOptions`] and [`RetryPolicy`]
 //! of the core; this module only maps names.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use queuebox_core::store::names::Names;
 use queuebox_core::store::{JsonRow, SqlValue};
 use queuebox_core::worker::{StatsSnapshot, WorkerOptions};
 use queuebox_core::{Decision, Error, InboxMessage, NewInboxMessage, Result, RetryPolicy};
@@ -74,11 +76,66 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
                     .ok_or_else(|| config(key.as_str(), "must be a boolean"))?
             }
             "retry" => o.retry = retry_from_json(val)?,
+            // An own schema's names, as the relay's `database` block spells them.
+            "outboxTableName" | "inboxTableName" | "columnMapping" => {}
             other => return Err(config(other, "is not a worker option")),
         }
     }
+    o.names = names_from_json(obj)?;
     o.validate()?;
     Ok(o)
+}
+
+/// `outboxTableName`, `inboxTableName` and `columnMapping: {outbox: {key: column}, inbox: …}`,
+/// validated by the core ([`Names::new`]); absent: QueueBox's own names.
+fn names_from_json(obj: &Map<String, Value>) -> Result<Names> {
+    let text = |key: &str| match obj.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s.clone())),
+        Some(_) => Err(config(key, "must be a string")),
+    };
+    let mut columns: [BTreeMap<String, String>; 2] = Default::default();
+    if let Some(mapping) = obj.get("columnMapping") {
+        let mapping = mapping
+            .as_object()
+            .ok_or_else(|| config("columnMapping", "must be an object"))?;
+        for (table, cols) in mapping {
+            let slot = match table.as_str() {
+                "outbox" => 0,
+                "inbox" => 1,
+                _ => {
+                    return Err(config(
+                        format!("columnMapping.{table}"),
+                        "is not outbox or inbox",
+                    ))
+                }
+            };
+            let cols = cols
+                .as_object()
+                .ok_or_else(|| config(format!("columnMapping.{table}"), "must be an object"))?;
+            for (key, column) in cols {
+                let column = column.as_str().ok_or_else(|| {
+                    config(format!("columnMapping.{table}.{key}"), "must be a string")
+                })?;
+                columns[slot].insert(key.clone(), column.to_string());
+            }
+        }
+    }
+    Names::new(
+        text("outboxTableName")?.as_deref(),
+        text("inboxTableName")?.as_deref(),
+        &columns[0],
+        &columns[1],
+    )
+    // The core names the relay's keys (`database.columnMapping.inbox.x`); here they are
+    // options of their own.
+    .map_err(|e| match e {
+        Error::Config { path, reason } => Error::Config {
+            path: path.trim_start_matches("database.").to_string(),
+            reason,
+        },
+        e => e,
+    })
 }
 
 fn retry_from_json(v: &Value) -> Result<RetryPolicy> {
@@ -196,6 +253,27 @@ mod tests {
     fn missing_keys_keep_the_reference_defaults() {
         let o = worker_options_from_json(&json!({"source": "orders"})).unwrap();
         assert_eq!(o, WorkerOptions::new("orders"));
+    }
+
+    #[test]
+    fn worker_options_carry_an_own_schemas_names() {
+        let o = worker_options_from_json(&json!({"source": "s", "inboxTableName": "app.user",
+            "columnMapping": {"inbox": {"idempotencyKey": "key"}}}))
+        .unwrap();
+        assert_eq!(
+            o.names.renamed_keys(),
+            [
+                "database.inboxTableName",
+                "database.columnMapping.inbox.idempotencyKey"
+            ]
+        );
+        let e = worker_options_from_json(&json!({"source": "s",
+            "columnMapping": {"inbox": {"sourse": "src"}}}))
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "columnMapping.inbox.sourse"),
+            "{e}"
+        );
     }
 
     #[test]

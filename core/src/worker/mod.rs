@@ -143,8 +143,9 @@ impl Worker {
     pub async fn connect(database_url: &str, opts: WorkerOptions) -> Result<Worker> {
         opts.validate()?;
         // Handlers' transactions, the claim, the renewer and the listener each need one.
-        let settings = crate::backend::DatabaseSettings::new(database_url)
+        let mut settings = crate::backend::DatabaseSettings::new(database_url)
             .pool_size(opts.effective_concurrency() + 3);
+        settings.names = opts.names.clone();
         let db = match crate::backend::connect(&settings).await {
             Ok(db) => db,
             Err(e) => {

@@ -27,6 +27,11 @@ pub struct WorkerOptions {
     pub retry: RetryPolicy,
     /// Wake on LISTEN/NOTIFY when the backend has it (default true).
     pub listen: bool,
+    /// The table and column names of an application's own schema (the relay's
+    /// `database.outboxTableName` / `inboxTableName` / `columnMapping`); default QueueBox's
+    /// own. [`crate::Worker::connect`] opens its store with them, so the claim and the
+    /// statements handed to the application's driver use them.
+    pub names: crate::store::names::Names,
 }
 
 impl WorkerOptions {
@@ -40,6 +45,7 @@ impl WorkerOptions {
             shutdown_grace: Duration::from_secs(30),
             retry: RetryPolicy::default(),
             listen: true,
+            names: Default::default(),
         }
     }
 
