@@ -94,6 +94,7 @@ async function startRelay(name, yaml) {
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('QUEUEBOX_')));
   const child = spawn(BIN, ['--config', file, 'run'], { stdio: ['ignore', log, log], env });
   let exited = null;
+  child.on('error', (e) => { exited = e.message; }); // e.g. no binary at BIN: no 'exit' follows
   child.on('exit', (code) => { exited = code; });
   cleanups.push(async () => {
     if (exited === null) {
@@ -168,6 +169,9 @@ sources:
   execFileSync('psql', [db, '-qc', `UPDATE inbox SET state = 'processing', claim_token = gen_random_uuid(),
     claimed_at = now() - interval '2 minutes', lease_expires_at = now() - interval '1 minute'
     WHERE source = 'jobs' AND idempotency_key = 'j-2'`]);
+  // An outbox row waiting for its second try an hour from now: "retrying".
+  execFileSync('psql', [db, '-qc', `INSERT INTO outbox (topic, payload, attempt, scheduled_at, last_error)
+    VALUES ('orders.retrying', '{}', 1, now() + interval '1 hour', 'HTTP 503')`]);
   await waitFor('both outbox rows dead', async () => {
     const { rows } = await (await admin(base, '/admin/dead/outbox')).json();
     return rows.length === 2;
@@ -211,6 +215,9 @@ sources:
     const cells = await orders.locator('td').allTextContents();
     assert.deepEqual(cells.slice(0, 6), ['outbox', 'orders.created', '0', '0', '0', '0']);
     assert.equal(cells[7], '2', 'dead');
+    const retrying = await page.locator('#overview-table tr[data-table="outbox"][data-name="orders.retrying"] td').allTextContents();
+    assert.deepEqual([retrying[2], retrying[3], retrying[7]], ['0', '1', '0'], 'pending, retrying, dead');
+    assert.match(retrying[8], /^\d+ s$/, 'oldest pending age of the retrying row');
     const jobs = await page.locator('#overview-table tr[data-table="inbox"][data-name="jobs"] td').allTextContents();
     assert.equal(jobs[0], 'inbox (pull)');
     assert.deepEqual([jobs[2], jobs[4], jobs[5]], ['1', '1', '1'], 'pending, processing, lease expired');
@@ -304,6 +311,19 @@ sources:
     await page.reload();
     await page.locator('#signin').waitFor({ state: 'visible' });
     assert.equal(await page.evaluate(() => sessionStorage.length), 0);
+  });
+
+  await t.test('an API-key admin: the console signs in with the key in its header', async () => {
+    const keyed = await startRelay('relay-api-key', `${config}admin:\n  enabled: true\n  auth:\n    type: api-key\n    headerName: X-Admin-Key\n    key: k-console\n`);
+    const auth = await (await fetch(`${keyed}/console/auth`)).json();
+    assert.deepEqual(auth, { scheme: 'api-key', header: 'X-Admin-Key' }, 'the scheme and header, never the key');
+    const p = await browser.newPage();
+    await p.goto(`${keyed}/console#dead`);
+    await p.locator('#signin-what', { hasText: 'key (X-Admin-Key)' }).waitFor();
+    await p.fill('#credential', 'k-console');
+    await p.click('#signin-form button');
+    await p.locator('#dead-rows td.empty', { hasText: 'No dead rows match.' }).waitFor();
+    await p.close();
   });
 
   await t.test('no console when the admin API is off', async () => {

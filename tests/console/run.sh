@@ -6,6 +6,7 @@
 # scripts/test.d/55-console.sh provides them. Screenshots: $QB_CONSOLE_OUT (default
 # target/console-test/).
 set -euo pipefail
+if [ -n "${QUEUEBOX_BIN:-}" ]; then export QUEUEBOX_BIN="$(realpath "$QUEUEBOX_BIN")"; fi
 cd "$(dirname "$0")"
 : "${QUEUEBOX_TEST_DATABASE_URL:?set QUEUEBOX_TEST_DATABASE_URL (source scripts/postgres.sh start)}"
 if [ ! -d node_modules ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
