@@ -111,8 +111,29 @@ fn parse_cli() -> Result<Cli, std::process::ExitCode> {
 }
 
 fn load(path: Option<&std::path::Path>) -> anyhow::Result<config::Config> {
-    config::load(path)
+    load_with_origin(path).map(|(cfg, _)| cfg)
+}
+
+fn load_with_origin(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<(config::Config, config::Origin)> {
+    config::load_with_origin(path)
         .map_err(|e| anyhow::anyhow!("QueueBox could not read its configuration. {e}"))
+}
+
+/// Says where the running configuration came from; the packaged demo at warn level, since a
+/// production relay running it is almost always a missing file or variable.
+fn log_origin(origin: &config::Origin) {
+    match origin {
+        config::Origin::File(p) => tracing::info!(file = %p.display(), "configuration loaded"),
+        config::Origin::Environment => {
+            tracing::info!("configuration loaded from QUEUEBOX_* variables (no file)")
+        }
+        config::Origin::Packaged => tracing::warn!(
+            "no configuration file (--config, QUEUEBOX_CONFIG_FILE, {}) and no QUEUEBOX_* variable: running the packaged demo configuration (sources stripe and github); `queuebox check-config` prints it",
+            config::DEFAULT_CONFIG_FILE
+        ),
+    }
 }
 
 #[tokio::main]
@@ -127,18 +148,23 @@ async fn main() -> std::process::ExitCode {
     // `run` reads its configuration before the subscriber exists, so `logging.format`
     // applies from the first record; the other commands follow QUEUEBOX_LOGGING_FORMAT.
     let run_config = match command {
-        Command::Run => Some(load(cli.config.as_deref())),
+        Command::Run => Some(load_with_origin(cli.config.as_deref())),
         _ => None,
     };
     let log_format = match &run_config {
-        Some(Ok(c)) => c.logging.format,
+        Some(Ok((c, _))) => c.logging.format,
         _ => logging::format_from_env(),
     };
     logging::init(log_format);
     let result: anyhow::Result<()> = match command {
         Command::Run => {
-            let cfg = run_config.unwrap_or_else(|| load(cli.config.as_deref()));
-            async { app::run(cfg?).await }.await
+            let loaded = run_config.unwrap_or_else(|| load_with_origin(cli.config.as_deref()));
+            async {
+                let (cfg, origin) = loaded?;
+                log_origin(&origin);
+                app::run(cfg).await
+            }
+            .await
         }
         Command::CheckConfig => {
             load(cli.config.as_deref()).map(|c| print!("{}", c.to_redacted_yaml()))

@@ -7,6 +7,12 @@ use crate::strict::{all_known_keys, ConfigErrors};
 /// Keys whose children are names chosen by the user, not fields.
 const NAME_MAPS: [&str; 4] = ["sources", "destinations", "headers", "extraParams"];
 
+/// Whether `var` is a `QUEUEBOX_*` variable that configures something (its presence alone
+/// turns the packaged demo configuration off).
+pub(super) fn configures(var: &str) -> bool {
+    var.starts_with("QUEUEBOX_") && !ignored(var)
+}
+
 /// Variables that never configure anything.
 fn ignored(var: &str) -> bool {
     let rest = &var["QUEUEBOX_".len()..];

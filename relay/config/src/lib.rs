@@ -12,7 +12,7 @@
 //!
 //! | module | what it owns |
 //! |---|---|
-//! | (crate root) | [`load`] and [`from_yaml_with_env`]: text → substitution → overrides → typed → validated [`Config`] |
+//! | (crate root) | [`load`] (file / environment / packaged demo precedence) and [`from_yaml_with_env`]: text → substitution → overrides → typed → validated [`Config`] |
 //! | `model` | the typed configuration ([`Config`] and its sections), re-exported at the root |
 //! | `destination_auth` | an HTTP destination's outbound auth ([`DestinationAuth`]: bearer, api-key, basic, header, oauth2, hmac signing) |
 //! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations |
@@ -67,23 +67,59 @@ pub use transform::{
 /// The variable naming the configuration file when `--config` is not given.
 pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";
 
-/// Loads the file at `path` (else `$QUEUEBOX_CONFIG_FILE`; with neither, only the
-/// environment), applies the process environment, and validates.
+/// The file read when neither `--config` nor `QUEUEBOX_CONFIG_FILE` names one.
+pub const DEFAULT_CONFIG_FILE: &str = "/etc/queuebox/queuebox.yml";
+
+/// The packaged demo configuration (reference §4.1, item 3): two webhook sources (`stripe`,
+/// `github`), two HTTP destinations, two routes, a local PostgreSQL.
+pub const PACKAGED_CONFIG: &str = include_str!("../packaged.yml");
+
+/// Where a loaded configuration came from (the relay says so at start-up).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Origin {
+    /// A YAML file, with the environment applied over it.
+    File(std::path::PathBuf),
+    /// No file: `QUEUEBOX_*` variables only.
+    Environment,
+    /// No file and no `QUEUEBOX_*` variable: [`PACKAGED_CONFIG`].
+    Packaged,
+}
+
+/// Loads the configuration by the reference's precedence (§4.1) — the file at `path`, else
+/// `$QUEUEBOX_CONFIG_FILE`, else [`DEFAULT_CONFIG_FILE`] if it exists; with no file, the
+/// environment alone, or the packaged demo when no `QUEUEBOX_*` variable configures
+/// anything. A file or a variable replaces the packaged demo entirely (no merge). Applies the
+/// process environment and validates.
 pub fn load(path: Option<&Path>) -> Result<Config, ConfigErrors> {
+    load_with_origin(path).map(|(cfg, _)| cfg)
+}
+
+/// [`load`], also saying where the configuration came from.
+pub fn load_with_origin(path: Option<&Path>) -> Result<(Config, Origin), ConfigErrors> {
+    let vars: Vec<(String, String)> = std::env::vars().collect();
     let from_env = std::env::var(CONFIG_FILE_ENV)
         .ok()
         .filter(|s| !s.is_empty());
-    let path = path.map(Path::to_path_buf).or(from_env.map(Into::into));
-    let text = match &path {
-        Some(p) => std::fs::read_to_string(p).map_err(|e| {
-            let mut errs = ConfigErrors::default();
-            errs.push("<file>", format!("cannot read {}: {e}", p.display()));
-            errs
-        })?,
-        None => String::new(),
+    let default = Path::new(DEFAULT_CONFIG_FILE);
+    let path = path
+        .map(Path::to_path_buf)
+        .or(from_env.map(Into::into))
+        .or_else(|| default.exists().then(|| default.to_path_buf()));
+    let (text, origin) = match path {
+        Some(p) => {
+            let text = std::fs::read_to_string(&p).map_err(|e| {
+                let mut errs = ConfigErrors::default();
+                errs.push("<file>", format!("cannot read {}: {e}", p.display()));
+                errs
+            })?;
+            (text, Origin::File(p))
+        }
+        None if vars.iter().any(|(k, _)| env::configures(k)) => {
+            (String::new(), Origin::Environment)
+        }
+        None => (PACKAGED_CONFIG.to_string(), Origin::Packaged),
     };
-    let vars: Vec<(String, String)> = std::env::vars().collect();
-    from_yaml_with_env(&text, &vars)
+    from_yaml_with_env(&text, &vars).map(|cfg| (cfg, origin))
 }
 
 /// Parses `yaml` with `${VAR}` substitution and `QUEUEBOX_*` overrides from `vars`, then

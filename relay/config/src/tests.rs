@@ -419,3 +419,28 @@ fn custom_names_refuse_migrate_unknown_keys_and_bad_identifiers() {
     );
     assert!(from_yaml_with_env(&same, &[]).is_ok());
 }
+
+#[test]
+fn the_packaged_demo_configuration_loads() {
+    let cfg = from_yaml_with_env(crate::PACKAGED_CONFIG, &[]).expect("packaged config");
+    let mut sources: Vec<&str> = cfg.sources.keys().map(String::as_str).collect();
+    sources.sort();
+    assert_eq!(sources, ["github", "stripe"]);
+    assert_eq!(cfg.destinations.len(), 2);
+    assert_eq!(cfg.routes.len(), 2);
+}
+
+#[test]
+fn only_variables_that_configure_something_turn_the_packaged_demo_off() {
+    assert!(crate::env::configures("QUEUEBOX_DATABASE_URL"));
+    assert!(crate::env::configures("QUEUEBOX_ROUTES_0_TOPICPATTERN"));
+    for inert in [
+        "QUEUEBOX_CONFIG_FILE",
+        "QUEUEBOX_TEST_DATABASE_URL",
+        "QUEUEBOX_DB_SERVICE_HOST",
+        "QUEUEBOX_PORT",
+        "PATH",
+    ] {
+        assert!(!crate::env::configures(inert), "{inert}");
+    }
+}

@@ -124,7 +124,7 @@ pub static ALL: &[Row] = &[
     test!(62, "Documented requeue SQL", operations::the_documented_requeue_sql_brings_a_dead_row_back),
     test!(63, "Retention", operations::retention_deletes_old_terminal_rows_only),
     test!(64, "Env-var configuration", operations::configuration_from_the_environment_alone_works),
-    not_run!(65, "File replaces packaged config", "not built: there is no packaged (image) configuration yet (issue 15)"),
+    test!(65, "File replaces packaged config", operations::a_file_replaces_the_packaged_configuration),
     test!(66, "Strict config", operations::config_mistakes_are_refused_naming_the_key),
     test!(67, "`file:` secrets", operations::file_secrets_are_read_and_a_file_url_is_refused),
     test!(68, "Secret masking", operations::secrets_never_show_in_errors_logs_or_last_error),

@@ -538,6 +538,81 @@ pub async fn retention_deletes_old_terminal_rows_only() -> Outcome {
     Ok(())
 }
 
+/// Row 65: with no file and no `QUEUEBOX_*` variable the packaged demo configuration is in
+/// effect (sources `stripe` and `github`, said at warn level); a file with one destination
+/// replaces it entirely — no demo source or route remains (`check-config` shows none, and
+/// `POST /inbox/stripe` answers 404), whether named by `--config` or `QUEUEBOX_CONFIG_FILE`.
+pub async fn a_file_replaces_the_packaged_configuration() -> Outcome {
+    let bare = || {
+        let mut cmd = tokio::process::Command::new(queuebox_bin());
+        for (k, _) in std::env::vars() {
+            if k.starts_with("QUEUEBOX_") {
+                cmd.env_remove(k);
+            }
+        }
+        cmd.env("RUST_LOG", "warn")
+            .kill_on_drop(true)
+            .stdin(std::process::Stdio::null());
+        cmd
+    };
+    let packaged = bare().arg("check-config").output().await.unwrap();
+    let text = String::from_utf8_lossy(&packaged.stdout);
+    assert!(packaged.status.success(), "{packaged:?}");
+    for name in ["stripe:", "github:", "stripe.**", "github.**"] {
+        assert!(text.contains(name), "the packaged demo has {name}: {text}");
+    }
+
+    let (url, _store) = empty_db("acc_r65").await;
+    let rx = Receiver::start().await;
+    let port = free_port();
+    let file = write_config(&format!(
+        "server:\n  httpPort: {port}\n  bindAddress: 127.0.0.1\ndatabase:\n  url: {url}\ndestinations:\n  only:\n    type: http\n    baseUrl: {}\n",
+        rx.url()
+    ));
+    for by_env in [false, true] {
+        let mut cmd = bare();
+        if by_env {
+            cmd.env("QUEUEBOX_CONFIG_FILE", file.path());
+        } else {
+            cmd.arg("--config").arg(file.path());
+        }
+        let out = cmd.arg("check-config").output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "{out:?}");
+        assert!(text.contains("only:"), "{text}");
+        for demo in ["stripe", "github", "billing"] {
+            assert!(
+                !text.contains(demo),
+                "no demo {demo} (by_env {by_env}): {text}"
+            );
+        }
+    }
+    let mut cmd = bare();
+    let _child = cmd
+        .arg("--config")
+        .arg(file.path())
+        .arg("run")
+        .spawn()
+        .unwrap();
+    let base = format!("http://127.0.0.1:{port}");
+    eventually("listening", 60, || async {
+        reqwest::get(format!("{base}/health/live")).await.is_ok()
+    })
+    .await;
+    for demo in ["/inbox/stripe", "/inbox/github"] {
+        let status = reqwest::Client::new()
+            .post(format!("{base}{demo}"))
+            .header("content-type", "application/json")
+            .body(r#"{"id":"evt_1","type":"charge.succeeded"}"#)
+            .send()
+            .await
+            .unwrap()
+            .status();
+        assert_eq!(status.as_u16(), 404, "{demo}: no demo source");
+    }
+    Ok(())
+}
+
 /// Row 64: no configuration file at all, everything from `QUEUEBOX_*` variables (list
 /// indexes, `__` for an underscore inside a name): a webhook goes in and is delivered; no
 /// demo source exists.
