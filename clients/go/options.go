@@ -2,6 +2,7 @@ package queuebox
 
 import (
 	"encoding/json"
+	"log/slog"
 	"time"
 )
 
@@ -28,6 +29,10 @@ type Options struct {
 	DisableListen bool
 	// Retry is the policy for handler errors (defaults: 5 attempts, 1 s doubling to 5 min, ±20 %).
 	Retry RetryPolicy
+	// Logger receives the native library's records about this worker's source (an
+	// unreachable database, lost claims, retries, dead-lettered messages); nil means the
+	// logger of SetLogger, or slog.Default(). See logs.go.
+	Logger *slog.Logger
 }
 
 // RetryPolicy of handler errors; applied by the core. Zero values mean defaults.

@@ -33,6 +33,8 @@ type Worker struct {
 	running bool
 	closed  bool
 	done    chan struct{}
+	// unlog stops routing this worker's log records to Options.Logger.
+	unlog func()
 }
 
 // NewWorker validates opts and connects to the PostgreSQL database at databaseURL (whose
@@ -46,12 +48,14 @@ func NewWorker(databaseURL string, opts Options) (*Worker, error) {
 	if err != nil {
 		return nil, err
 	}
+	unlog := registerLogger(opts.Source, opts.Logger)
 	w, err := nativeWorkerNew(rt, databaseURL, js)
 	if err != nil {
 		rt.free()
+		unlog()
 		return nil, err
 	}
-	return &Worker{rt: rt, w: w}, nil
+	return &Worker{rt: rt, w: w, unlog: unlog}, nil
 }
 
 // Run claims rows and runs handler on them until ctx is cancelled, then shuts down
@@ -210,6 +214,7 @@ func (w *Worker) Close() error {
 	w.rt.free()
 	w.w, w.rt = nil, nil
 	return nil
+	w.unlog()
 }
 
 // Migrate applies the QueueBox PostgreSQL migrations (what `queuebox migrate` does).
