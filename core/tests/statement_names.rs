@@ -17,34 +17,12 @@ use queuebox_core::{Error, NewInboxMessage, Store};
 
 const OWN_SCHEMA: &str = include_str!("fixtures/own_schema.sql");
 
-/// The names of `fixtures/own_schema.sql`.
+/// The names of `fixtures/own_schema.sql`, from `fixtures/own_schema_names.json` (the
+/// relay's `database` keys, which acceptance row 70 puts in the binary's configuration).
 pub fn own_names() -> Names {
-    let map = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
-    Names::new(
-        Some("shop.order"),
-        Some("shop.user"),
-        &map(&[
-            ("id", "message_id"),
-            ("topic", "group"),
-            ("key", "user"),
-            ("headers", "meta"),
-            ("sequence", "seq"),
-        ]),
-        &map(&[
-            ("id", "inbox_id"),
-            ("source", "from"),
-            ("idempotencyKey", "key"),
-            ("headers", "hdrs"),
-            ("state", "status"),
-            ("sequence", "order"),
-        ]),
-    )
-    .expect("valid names")
+    let json: serde_json::Value =
+        serde_json::from_str(include_str!("fixtures/own_schema_names.json")).unwrap();
+    Names::from_json(json.as_object().unwrap()).expect("valid names")
 }
 
 /// The golden file holds each statement as 0.x sent it (`-- NAME`, the text, `;;`). When a

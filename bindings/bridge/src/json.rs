@@ -2,7 +2,6 @@
 //! counters out. The defaults and validation stay in [`WorkerOptions`] and [`RetryPolicy`]
 //! of the core; this module only maps names.
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use queuebox_core::store::names::Names;
@@ -86,50 +85,10 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
     Ok(o)
 }
 
-/// `outboxTableName`, `inboxTableName` and `columnMapping: {outbox: {key: column}, inbox: …}`,
-/// validated by the core ([`Names::new`]); absent: QueueBox's own names.
+/// An own schema's names from the options ([`Names::from_json`]); the core names the relay's
+/// keys (`database.columnMapping.inbox.x`), here they are options of their own.
 fn names_from_json(obj: &Map<String, Value>) -> Result<Names> {
-    let text = |key: &str| match obj.get(key) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(s)) => Ok(Some(s.clone())),
-        Some(_) => Err(config(key, "must be a string")),
-    };
-    let mut columns: [BTreeMap<String, String>; 2] = Default::default();
-    if let Some(mapping) = obj.get("columnMapping") {
-        let mapping = mapping
-            .as_object()
-            .ok_or_else(|| config("columnMapping", "must be an object"))?;
-        for (table, cols) in mapping {
-            let slot = match table.as_str() {
-                "outbox" => 0,
-                "inbox" => 1,
-                _ => {
-                    return Err(config(
-                        format!("columnMapping.{table}"),
-                        "is not outbox or inbox",
-                    ))
-                }
-            };
-            let cols = cols
-                .as_object()
-                .ok_or_else(|| config(format!("columnMapping.{table}"), "must be an object"))?;
-            for (key, column) in cols {
-                let column = column.as_str().ok_or_else(|| {
-                    config(format!("columnMapping.{table}.{key}"), "must be a string")
-                })?;
-                columns[slot].insert(key.clone(), column.to_string());
-            }
-        }
-    }
-    Names::new(
-        text("outboxTableName")?.as_deref(),
-        text("inboxTableName")?.as_deref(),
-        &columns[0],
-        &columns[1],
-    )
-    // The core names the relay's keys (`database.columnMapping.inbox.x`); here they are
-    // options of their own.
-    .map_err(|e| match e {
+    Names::from_json(obj).map_err(|e| match e {
         Error::Config { path, reason } => Error::Config {
             path: path.trim_start_matches("database.").to_string(),
             reason,

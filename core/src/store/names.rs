@@ -144,6 +144,52 @@ impl Names {
         })
     }
 
+    /// Names from a JSON object with the configuration's keys (`outboxTableName`,
+    /// `inboxTableName`, `columnMapping: {outbox: {key: column}, inbox: …}`; other keys are
+    /// ignored): the bindings' worker options and the test fixtures. Absent keys keep the
+    /// defaults.
+    pub fn from_json(obj: &serde_json::Map<String, serde_json::Value>) -> Result<Names> {
+        use serde_json::Value;
+        let bad = |path: String, reason: &str| Error::Config {
+            path: format!("database.{path}"),
+            reason: reason.into(),
+        };
+        let text = |key: &str| match obj.get(key) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => Ok(Some(s.as_str())),
+            Some(_) => Err(bad(key.into(), "must be a string")),
+        };
+        let mut columns: [BTreeMap<String, String>; 2] = Default::default();
+        if let Some(mapping) = obj.get("columnMapping") {
+            let mapping = mapping
+                .as_object()
+                .ok_or_else(|| bad("columnMapping".into(), "must be an object"))?;
+            for (table, cols) in mapping {
+                let path = format!("columnMapping.{table}");
+                let slot = match table.as_str() {
+                    "outbox" => 0,
+                    "inbox" => 1,
+                    _ => return Err(bad(path, "is not outbox or inbox")),
+                };
+                let cols = cols
+                    .as_object()
+                    .ok_or_else(|| bad(path.clone(), "must be an object"))?;
+                for (key, column) in cols {
+                    let column = column
+                        .as_str()
+                        .ok_or_else(|| bad(format!("{path}.{key}"), "must be a string"))?;
+                    columns[slot].insert(key.clone(), column.to_string());
+                }
+            }
+        }
+        Names::new(
+            text("outboxTableName")?,
+            text("inboxTableName")?,
+            &columns[0],
+            &columns[1],
+        )
+    }
+
     /// True when nothing is renamed: QueueBox's own, migrated schema.
     pub fn is_default(&self) -> bool {
         *self == Names::default()

@@ -177,13 +177,15 @@ pub async fn a_hand_applied_schema_is_baselined_and_migrated_on() -> Outcome {
 /// `shop`, tables `order` (outbox) and `user` (inbox), reserved words as column names.
 const OWN_SCHEMA: &str = include_str!("../../../core/tests/fixtures/own_schema.sql");
 
-/// The `database` keys that name `OWN_SCHEMA`'s tables and columns.
-const OWN_NAMES: &str = "  outboxTableName: shop.order
-  inboxTableName: shop.user
-  columnMapping:
-    outbox: {id: message_id, topic: group, key: user, headers: meta, sequence: seq}
-    inbox: {id: inbox_id, source: from, idempotencyKey: key, headers: hdrs, state: status, sequence: order}
-";
+/// The `database` keys that name `OWN_SCHEMA`'s tables and columns (JSON, which YAML reads).
+const OWN_NAMES: &str = include_str!("../../../core/tests/fixtures/own_schema_names.json");
+
+/// `OWN_NAMES` as the lines of a YAML `database` block.
+fn own_names_yaml() -> String {
+    let names: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(OWN_NAMES).unwrap();
+    names.iter().map(|(k, v)| format!("  {k}: {v}\n")).collect()
+}
 
 /// A push source routed to the receiver and a pull source, for row 70.
 const OWN_SOURCES: &str = "routes:
@@ -207,7 +209,7 @@ fn own_config(url: &str, receiver: &str, migrate: bool) -> String {
     let anchor = format!("  url: {url}\n");
     base.replacen(
         &anchor,
-        &format!("{anchor}  migrate: {migrate}\n{OWN_NAMES}"),
+        &format!("{anchor}  migrate: {migrate}\n{}", own_names_yaml()),
         1,
     ) + OWN_SOURCES
 }
@@ -296,32 +298,9 @@ pub async fn custom_table_and_column_names_run_the_whole_flow() -> Outcome {
         202
     );
     let mut settings = queuebox_core::DatabaseSettings::new(url.clone());
-    settings.names = queuebox_core::store::names::Names::new(
-        Some("shop.order"),
-        Some("shop.user"),
-        &[
-            ("id", "message_id"),
-            ("topic", "group"),
-            ("key", "user"),
-            ("headers", "meta"),
-            ("sequence", "seq"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-        &[
-            ("id", "inbox_id"),
-            ("source", "from"),
-            ("idempotencyKey", "key"),
-            ("headers", "hdrs"),
-            ("state", "status"),
-            ("sequence", "order"),
-        ]
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect(),
-    )
-    .unwrap();
+    let names: serde_json::Value = serde_json::from_str(OWN_NAMES).unwrap();
+    settings.names =
+        queuebox_core::store::names::Names::from_json(names.as_object().unwrap()).unwrap();
     let db = queuebox_core::backend::connect(&settings).await.unwrap();
     let worker_store = db.store();
     let claimed = worker_store
