@@ -334,6 +334,25 @@ pub async fn custom_table_and_column_names_run_the_whole_flow() -> Outcome {
         assert!(out.contains(key), "{key} is named: {out}");
     }
 
+    // `queuebox migrate` (which ignores database.migrate) refuses the renamed schema too, and
+    // creates nothing.
+    let (code, out) = run_to_exit(&own_config(&url, &rx.url(), false), &url, &["migrate"]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("The migration failed.")
+            && out.contains("database.columnMapping.inbox.idempotencyKey"),
+        "{out}"
+    );
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM pg_tables WHERE tablename = 'queuebox_schema_history'"
+        )
+        .await,
+        0,
+        "no migration history was created"
+    );
+
     // Schema guards: the inbox headers column, then the outbox sequence column.
     sqlx::raw_sql(
         r#"ALTER TABLE shop."user" DROP COLUMN hdrs; ALTER TABLE shop."order" DROP COLUMN seq"#,
