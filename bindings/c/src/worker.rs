@@ -338,3 +338,27 @@ pub unsafe extern "C" fn qb_worker_stats(
         write_out(out_stats, stats, "out_stats")
     })
 }
+
+/// The worker's metrics (claimed, completed, retried, dead, released, claims lost, claim
+/// errors, lease renewals; claim and handler duration histograms; each labelled by
+/// `source`) in the Prometheus text format 0.0.4 (`text/plain; version=0.0.4;
+/// charset=utf-8`), for the application's `/metrics`. Free it with `qb_string_free`. Does
+/// not block.
+///
+/// # Safety
+/// `worker` is live; `out_text` is writable.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_metrics_text(
+    worker: *const QbWorker,
+    out_text: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    clear_out(out_text);
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        if out_text.is_null() {
+            return Err(Failure::invalid("out_text is NULL"));
+        }
+        write_out(out_text, into_c_string(w.worker.metrics_text()), "out_text")
+    })
+}

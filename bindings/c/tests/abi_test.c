@@ -371,6 +371,16 @@ static void blocking_calls_finish_rows_in_the_database(QbRuntime *rt) {
         (unsigned long long)s.completed, (unsigned long long)s.retried, (unsigned long long)s.dead, (unsigned long long)s.released,
         (unsigned long long)s.in_flight);
   EXPECT(qb_worker_stats(w, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "stats null out");
+  /* The same counts in the worker's Prometheus text, with the handler histogram. */
+  char *metrics = NULL;
+  EXPECT(qb_worker_metrics_text(w, &metrics, &err), QB_OK, NULL, NULL, "metrics text");
+  CHECK(metrics && strstr(metrics, "queuebox_worker_completed_total{source=\"blk\"} 1\n") &&
+            strstr(metrics, "queuebox_worker_dead_total{source=\"blk\"} 1\n") &&
+            strstr(metrics, "# TYPE queuebox_worker_handler_duration_seconds histogram"),
+        "metrics %s", metrics ? metrics : "NULL");
+  qb_string_free(metrics);
+  EXPECT(qb_worker_metrics_text(w, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_text", "metrics null out");
+
 
   /* A task freed unfinished is abandoned too (no leak, no write). */
   t = next_task(w, NULL);
@@ -569,6 +579,7 @@ static void null_handles_are_refused(void) {
   EXPECT(qb_worker_shutdown(NULL, on_count, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "shutdown null");
   EXPECT(qb_worker_shutdown_blocking(NULL, &n, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "shutdown blocking null");
   EXPECT(qb_worker_stats(NULL, &stats, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "stats null");
+  EXPECT(qb_worker_metrics_text(NULL, &s, &err), QB_ERR_INVALID_INPUT, NULL, "worker is NULL", "metrics null");
   EXPECT(qb_worker_new(NULL, db_url, "{}", on_worker, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "new null rt");
   EXPECT(qb_task_message(NULL, &s, &err), QB_ERR_INVALID_INPUT, NULL, "task is NULL", "message null");
   EXPECT(qb_task_is_cancelled(NULL, &b, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "is_cancelled null");

@@ -200,6 +200,13 @@ impl NativeWorker {
         json::stats_to_json(&self.worker.stats()).to_string()
     }
 
+    /// The worker's metrics in the Prometheus text format 0.0.4 (kept and encoded by the
+    /// core; the TypeScript `metrics()` passes it on).
+    #[napi]
+    pub fn metrics_text(&self) -> String {
+        self.worker.metrics_text()
+    }
+
     /// The effective options as JSON text.
     #[napi]
     pub fn options_json(&self) -> String {

@@ -286,6 +286,12 @@ impl NativeWorker {
         json::stats_to_json(&self.worker.stats()).to_string()
     }
 
+    /// The worker's metrics in the Prometheus text format 0.0.4 (kept and encoded by the
+    /// core; `Worker.metrics()` passes it on).
+    fn metrics_text(&self) -> String {
+        self.worker.metrics_text()
+    }
+
     fn options_json(&self) -> String {
         json::worker_options_to_json(self.worker.options()).to_string()
     }

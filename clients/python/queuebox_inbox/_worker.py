@@ -210,6 +210,14 @@ class Worker:
     def stats(self) -> Optional[WorkerStats]:
         return None if self._native is None else WorkerStats.from_json(self._native.stats_json())
 
+    def metrics(self) -> Optional[str]:
+        """The worker's metrics in the Prometheus text format 0.0.4 (serve it with
+        ``Content-Type: text/plain; version=0.0.4; charset=utf-8`` from the application's own
+        HTTP server): rows claimed, completed, retried, dead and released, claims lost, claim
+        errors, lease renewals, and the claim and handler durations as histograms, labelled by
+        source. The native core keeps and encodes them. None before the worker starts."""
+        return None if self._native is None else self._native.metrics_text()
+
     # -- running -----------------------------------------------------------------------
 
     async def run(self, handler: AsyncHandler, *, stop: Optional[asyncio.Event] = None) -> None:

@@ -31,6 +31,8 @@ declare namespace native {
     isStopping(): boolean;
     inFlight(): number;
     statsJson(): string;
+    /** The worker's metrics in the Prometheus text format 0.0.4. */
+    metricsText(): string;
     optionsJson(): string;
   }
   function connectDatabase(databaseUrl: string, maxConnections?: number | null): Promise<Database>;
