@@ -1,8 +1,10 @@
 /**
  * The application's own driver, recognised by the shape of the object it passes in (this
- * package imports no driver): node-postgres (`pg` `Client` / `PoolClient`, anything with
- * pg's `query(text, values)`) and Knex (an instance or a transaction: a function with
- * `raw`). Each driver only runs the SQL text the core rendered in its placeholder style and
+ * package imports no driver up front): node-postgres (`pg` `Client` / `PoolClient`, anything
+ * with pg's `query(text, values)`), Knex (an instance or a transaction: a function with
+ * `raw`) and Drizzle ORM on node-postgres (a database or the `tx` of `db.transaction`: an
+ * object with `execute` and `transaction`; `drizzle-orm` is imported only when one is
+ * used). Each driver only runs the SQL text the core rendered in its placeholder style and
  * reports how many rows it affected; none of them writes SQL.
  */
 import { InvalidInput } from "./errors.js";
@@ -18,14 +20,26 @@ export interface KnexQueryable {
   readonly isTransaction?: boolean;
 }
 
+/**
+ * What Drizzle ORM (node-postgres) offers: the database of `drizzle(pool)` or the `tx` of
+ * `db.transaction(async (tx) => …)`, which alone has `rollback`.
+ */
+export interface DrizzleQueryable {
+  // Typed loosely on purpose: Drizzle's own signatures are generic over its schema, and any
+  // database or transaction of it must be accepted here.
+  execute: (...args: never[]) => PromiseLike<unknown>;
+  transaction: (...args: never[]) => unknown;
+  rollback?: (...args: never[]) => unknown;
+}
+
 /** A connection or transaction of the application's driver. */
-export type AppDb = PgQueryable | KnexQueryable;
+export type AppDb = PgQueryable | KnexQueryable | DrizzleQueryable;
 
 /** The core's placeholder style names (`queuebox_core::app_tx::Placeholder`). */
 export type Placeholder = "dollar" | "question";
 
 export interface Driver {
-  readonly name: "pg" | "knex";
+  readonly name: "pg" | "knex" | "drizzle";
   /** The style the core renders this driver's SQL in. */
   readonly placeholder: Placeholder;
   /** Runs one rendered statement; resolves to the rows it affected. */
@@ -65,6 +79,27 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
       run: async (sql, params) => rowCount(await knex.raw(sql, params), "Knex"),
     };
   }
+  if (
+    db !== null &&
+    typeof db === "object" &&
+    typeof (db as { execute?: unknown }).execute === "function" &&
+    typeof (db as { transaction?: unknown }).transaction === "function"
+  ) {
+    const drizzle = db as DrizzleQueryable;
+    if (transaction && typeof drizzle.rollback !== "function") {
+      throw new InvalidInput(
+        "invalid input: db: a Drizzle database commits every statement on its own; pass the tx of db.transaction(async (tx) => …)",
+      );
+    }
+    return {
+      name: "drizzle",
+      placeholder: "question",
+      run: async (text, params) => {
+        const execute = drizzle.execute as unknown as (query: unknown) => PromiseLike<unknown>;
+        return rowCount(await execute.call(drizzle, await drizzleQuery(text, params)), "Drizzle");
+      },
+    };
+  }
   if (db !== null && typeof db === "object" && typeof (db as { query?: unknown }).query === "function") {
     const pg = db as PgQueryable & { totalCount?: unknown; idleCount?: unknown };
     if (transaction && typeof pg.totalCount === "number" && typeof pg.idleCount === "number") {
@@ -78,5 +113,42 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
       run: async (sql, params) => rowCount(await pg.query(sql, params as unknown[]), "node-postgres"),
     };
   }
-  throw new InvalidInput(`invalid input: db: expected a node-postgres Client/PoolClient or a Knex transaction, got ${describe(db)}`);
+  throw new InvalidInput(
+    `invalid input: db: expected a node-postgres Client/PoolClient, a Knex transaction or a Drizzle tx, got ${describe(db)}`,
+  );
+}
+
+/**
+ * The core's `?`-placeholder text as a Drizzle `SQL` object: the text between placeholders
+ * raw, each value a bound parameter. The core renders no other `?` (Knex relies on the same).
+ * `drizzle-orm` is the application's own copy, resolved only when a Drizzle handle is used.
+ */
+async function drizzleQuery(text: string, params: readonly (string | null)[]): Promise<unknown> {
+  let orm: { sql: DrizzleSqlTag };
+  try {
+    orm = (await import("drizzle-orm")) as unknown as { sql: DrizzleSqlTag };
+  } catch {
+    throw new InvalidInput("invalid input: db: looks like Drizzle, but the drizzle-orm package cannot be imported");
+  }
+  const { sql } = orm;
+  const parts = text.split("?");
+  if (parts.length !== params.length + 1) {
+    throw new InvalidInput(`invalid input: the statement has ${parts.length - 1} placeholders for ${params.length} parameters`);
+  }
+  const query = sql.empty();
+  parts.forEach((part, i) => {
+    query.append(sql.raw(part));
+    if (i < params.length) query.append(sql`${params[i]}`);
+  });
+  return query;
+}
+
+/** The part of drizzle-orm's `sql` tag used above (the package has no types of its own here). */
+interface DrizzleSql {
+  append(part: DrizzleSql): DrizzleSql;
+}
+interface DrizzleSqlTag {
+  (strings: TemplateStringsArray, ...values: unknown[]): DrizzleSql;
+  empty(): DrizzleSql;
+  raw(text: string): DrizzleSql;
 }

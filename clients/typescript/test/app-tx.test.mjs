@@ -1,17 +1,22 @@
 // The application's own transaction (issue 14): completeTx / publish / publishMany on the
-// drivers users run, node-postgres (a PoolClient inside BEGIN … COMMIT) and Knex
-// (knex.transaction), against a real PostgreSQL through the real native addon. Every
-// behaviour runs once per driver.
+// drivers users run, node-postgres (a PoolClient inside BEGIN … COMMIT), Knex
+// (knex.transaction) and Drizzle ORM on node-postgres (db.transaction), against a real
+// PostgreSQL through the real native addon. Every behaviour runs once per driver.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import pg from "pg";
 import knexFactory from "knex";
+import { drizzle } from "drizzle-orm/node-postgres";
+import { sql as dsql } from "drizzle-orm";
 import { ClaimLost, completeTx, InvalidInput, publish, publishMany, QueueBoxError, Worker } from "../dist/esm/index.js";
 import { countState, enqueue, freshDatabase, states, waitFor } from "./helpers.mjs";
 
 let env;
 let pool;
 let knex;
+let orm;
+/** Statements Drizzle ran that touched the outbox (its logger sees each one). */
+let drizzleOutboxStatements = 0;
 before(async () => {
   env = await freshDatabase("apptx");
   await env.db.execute("CREATE TABLE orders_seen (inbox_id uuid PRIMARY KEY, note text NOT NULL)");
@@ -20,6 +25,7 @@ before(async () => {
   // then terminates them, which a pool reports as an 'error' event (uncaught without this).
   pool.on("error", () => {});
   knex = knexFactory({ client: "pg", connection: env.url, pool: { min: 0, max: 4 } });
+  orm = drizzle(pool, { logger: { logQuery: (q) => (/outbox/i.test(q) ? drizzleOutboxStatements++ : 0) } });
 });
 const running = [];
 after(async () => {
@@ -51,6 +57,11 @@ async function inPgTx(fn) {
 const DRIVERS = [
   { name: "pg", inTx: inPgTx, insert: (db, id, note) => db.query("INSERT INTO orders_seen (inbox_id, note) VALUES ($1, $2)", [id, note]) },
   { name: "knex", inTx: (fn) => knex.transaction(fn), insert: (db, id, note) => db("orders_seen").insert({ inbox_id: id, note }) },
+  {
+    name: "drizzle",
+    inTx: (fn) => orm.transaction(fn),
+    insert: (tx, id, note) => tx.execute(dsql`INSERT INTO orders_seen (inbox_id, note) VALUES (${id}, ${note})`),
+  },
 ];
 
 function start(worker, handler) {
@@ -290,6 +301,14 @@ for (const d of DRIVERS) {
         const counted = { query: (...args) => (statements++, db.query(...args)) };
         return publishMany(counted, messages);
       }
+      if (d.name === "drizzle") {
+        const before = drizzleOutboxStatements;
+        try {
+          return await publishMany(db, messages);
+        } finally {
+          statements = drizzleOutboxStatements - before;
+        }
+      }
       const count = (q) => (/outbox/i.test(q.sql) ? statements++ : 0);
       knex.on("query", count);
       try {
@@ -334,11 +353,13 @@ for (const d of DRIVERS) {
   });
 }
 
-test("publish on a pg Pool or the Knex instance commits at once (no transaction of the application's)", async () => {
+test("publish on a pg Pool, the Knex instance or the Drizzle database commits at once (no transaction of the application's)", async () => {
   const a = await publish(pool, "autocommit.pool", { n: 1 });
   const [b] = await publishMany(knex, [{ topic: "autocommit.knex", payload: { n: 2 } }]);
+  const c = await publish(orm, "autocommit.drizzle", { n: 3 });
   assert.equal((await outboxRow(a)).topic, "autocommit.pool");
   assert.equal((await outboxRow(b)).topic, "autocommit.knex");
+  assert.equal((await outboxRow(c)).topic, "autocommit.drizzle");
 });
 
 test("publish refuses an object that is no driver, naming db", async () => {
@@ -354,12 +375,14 @@ test("completeTx refuses what is not a transaction, and a message no handler rec
   const stop = start(w, async (m) => {
     errors.pool = await completeTx(pool, m).catch((e) => e);
     errors.knex = await completeTx(knex, m).catch((e) => e);
+    errors.drizzle = await completeTx(orm, m).catch((e) => e);
     errors.copy = await inPgTx((c) => completeTx(c, { ...m })).catch((e) => e);
   });
   await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed by the worker");
   await stop();
   assert.ok(errors.pool instanceof InvalidInput && /db: a pg Pool/.test(errors.pool.message), String(errors.pool));
   assert.ok(errors.knex instanceof InvalidInput && /db: a Knex instance/.test(errors.knex.message), String(errors.knex));
+  assert.ok(errors.drizzle instanceof InvalidInput && /db: a Drizzle database/.test(errors.drizzle.message), String(errors.drizzle));
   assert.ok(errors.copy instanceof InvalidInput && /\bmessage\b/.test(errors.copy.message), String(errors.copy));
   assert.ok(errors.copy instanceof QueueBoxError);
 });

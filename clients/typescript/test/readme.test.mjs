@@ -1,5 +1,5 @@
 // The README's examples type-check against the built package (resolved by its own name, as
-// an application would import it) and against pg's and Knex's own types. (The same calls
+// an application would import it) and against pg's, Knex's and Drizzle's own types. (The same calls
 // run against a real database in app-tx.test.mjs.)
 import { test } from "node:test";
 import assert from "node:assert/strict";
@@ -14,10 +14,11 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 test("every README example compiles against the package's types (and the drivers' own types)", () => {
   const readme = readFileSync(join(root, "README.md"), "utf8");
   const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-  assert.equal(examples.length, 3, "the pg quick start, the Knex example and the zero-setup example");
+  assert.equal(examples.length, 4, "the pg quick start, the Knex and Drizzle examples and the zero-setup example");
   for (const e of examples) assert.ok(e.includes("@alternayte/queuebox-inbox"), "each example imports the package by name");
   assert.match(examples[0], /completeTx\(client, message\)[\s\S]*publish\(client,/, "the quick start shows both directions with pg");
   assert.match(examples[1], /completeTx\(trx, message\)[\s\S]*publish\(trx,/, "the Knex example shows both directions");
+  assert.match(examples[2], /completeTx\(tx, message\)[\s\S]*publish\(tx,/, "the Drizzle example shows both directions");
   const dir = join(root, ".readme-check");
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir);
