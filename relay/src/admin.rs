@@ -29,6 +29,8 @@ pub fn router(max_payload_bytes: u64) -> Router<AppState> {
         .route("/admin/replay", post(replay_outbox))
         .route("/admin/inbox/:id/replay", post(replay_inbox))
         .route("/admin/outbox/:id", delete(delete_outbox))
+        .route("/admin/inbox/:id/requeue", post(requeue_inbox))
+        .route("/admin/inbox/:id", delete(delete_inbox))
         .route("/admin/transform/test", post(transform_test))
         .route("/admin/overview", get(overview))
         .route("/admin/journey", get(journey))
@@ -251,6 +253,44 @@ async fn delete_outbox(
         return r;
     }
     match st.store.delete_outbox(&[id]).await {
+        Ok(n) => Json(json!({ "deleted": n })).into_response(),
+        Err(e) => db_error(e),
+    }
+}
+
+/// `POST /admin/inbox/{id}/requeue`: a dead inbox row back to pending with attempt 0, as
+/// `queuebox dead replay --table inbox` does (the relay forwards a push row again, a worker
+/// claims a pull row again). Unlike `/admin/inbox/{id}/replay`, which makes an outbox row from
+/// any inbox row, this is the retry a dead pull job needs. PostgreSQL only.
+async fn requeue_inbox(
+    State(st): State<AppState>,
+    Path(id): Path<Uuid>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = guard(&st, &headers, &body) {
+        return r;
+    }
+    match st.store.requeue_dead_inbox(&[id]).await {
+        Ok(n) => {
+            tracing::info!(inbox_id = %id, requeued = n, "admin requeue of a dead inbox row");
+            Json(json!({ "requeued": n })).into_response()
+        }
+        Err(e) => db_error(e),
+    }
+}
+
+/// `DELETE /admin/inbox/{id}`: deletes the inbox row if it is dead, as
+/// `queuebox dead delete --table inbox` does. PostgreSQL only.
+async fn delete_inbox(
+    State(st): State<AppState>,
+    Path(id): Path<Uuid>,
+    headers: HeaderMap,
+) -> Response {
+    if let Err(r) = guard(&st, &headers, b"") {
+        return r;
+    }
+    match st.store.delete_dead(DeadTable::Inbox, &[id]).await {
         Ok(n) => Json(json!({ "deleted": n })).into_response(),
         Err(e) => db_error(e),
     }

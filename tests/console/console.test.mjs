@@ -158,7 +158,7 @@ sources:
     });
     assert.equal(r.status, 202, `POST /inbox/orders ${id}`);
   }
-  for (const jobId of ['j-1', 'j-2']) {
+  for (const jobId of ['j-1', 'j-2', 'j-3', 'j-4']) {
     const job = await fetch(`${base}/inbox/jobs`, {
       method: 'POST', headers: { 'Content-Type': 'application/json', 'X-Job-Id': jobId }, body: '{}',
     });
@@ -169,6 +169,9 @@ sources:
   execFileSync('psql', [db, '-qc', `UPDATE inbox SET state = 'processing', claim_token = gen_random_uuid(),
     claimed_at = now() - interval '2 minutes', lease_expires_at = now() - interval '1 minute'
     WHERE source = 'jobs' AND idempotency_key = 'j-2'`]);
+  // j-3 and j-4 as a worker's handler gave them up: dead, after 3 attempts, with markup in the error.
+  execFileSync('psql', [db, '-qc', `UPDATE inbox SET state = 'dead', attempt = 3, last_error = '<b>boom</b>'
+    WHERE source = 'jobs' AND idempotency_key IN ('j-3', 'j-4')`]);
   // An outbox row waiting for its second try an hour from now: "retrying".
   execFileSync('psql', [db, '-qc', `INSERT INTO outbox (topic, payload, attempt, scheduled_at, last_error)
     VALUES ('orders.retrying', '{}', 1, now() + interval '1 hour', 'HTTP 503')`]);
@@ -220,7 +223,7 @@ sources:
     assert.match(retrying[8], /^\d+ s$/, 'oldest pending age of the retrying row');
     const jobs = await page.locator('#overview-table tr[data-table="inbox"][data-name="jobs"] td').allTextContents();
     assert.equal(jobs[0], 'inbox (pull)');
-    assert.deepEqual([jobs[2], jobs[4], jobs[5]], ['1', '1', '1'], 'pending, processing, lease expired');
+    assert.deepEqual([jobs[2], jobs[4], jobs[5], jobs[7]], ['1', '1', '1', '2'], 'pending, processing, lease expired, dead');
     assert.match(jobs[6], /^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/, 'next lease expiry');
     assert.match(jobs[8], /^\d+ s$/, 'oldest pending age');
     await page.screenshot({ path: path.join(OUT, 'overview.png'), fullPage: true });
@@ -306,6 +309,25 @@ sources:
     assert.equal(receiver.delivered.length, 1, 'the deleted row was never delivered');
   });
 
+  await t.test('inbox dead letters: replay requeues a pull job, delete removes one', async () => {
+    await page.selectOption('#dead-table', 'inbox');
+    const rows = page.locator('#dead-rows tbody tr[data-id]');
+    await waitFor('two dead inbox rows', async () => (await rows.count()) === 2);
+    assert.equal(await page.locator('#dead-topic').isDisabled(), true, 'no topic filter for inbox rows');
+    const cells = await deadRow('j-3').locator('td').allTextContents();
+    assert.deepEqual([cells[1], cells[2], cells[3], cells[5]], ['jobs', 'j-3', '3', '<b>boom</b>']);
+    assert.equal(await page.locator('#dead-rows b').count(), 0, 'the error is text, not markup');
+    await deadRow('j-3').locator('button.replay').click();
+    await page.locator('#status', { hasText: 'Replayed 1 inbox row(s)' }).waitFor();
+    await deadRow('j-4').locator('button.delete').click();
+    await page.locator('#status', { hasText: 'Deleted 1 inbox row(s).' }).waitFor();
+    await page.locator('#dead-rows td.empty').waitFor();
+    const j3 = await (await admin(base, '/admin/journey?q=jobs:j-3')).json();
+    assert.deepEqual([j3.inbox.state, j3.inbox.attempt, j3.inbox.lastError], ['pending', 0, null], 'requeued for a worker');
+    assert.deepEqual(j3.outbox, [], 'a pull job is not turned into an outbox row');
+    assert.equal((await admin(base, '/admin/journey?q=jobs:j-4')).status, 404, 'j-4 deleted');
+  });
+
   await t.test('signing out forgets the credential', async () => {
     await page.click('#signout');
     await page.reload();
@@ -323,6 +345,16 @@ sources:
     await p.fill('#credential', 'k-console');
     await p.click('#signin-form button');
     await p.locator('#dead-rows td.empty', { hasText: 'No dead rows match.' }).waitFor();
+    await p.close();
+  });
+
+  await t.test('an HMAC admin: the console says it cannot sign in and shows nothing', async () => {
+    const signed = await startRelay('relay-hmac', `${config}admin:\n  enabled: true\n  auth:\n    type: hmac\n    secret: s-console\n`);
+    const p = await browser.newPage();
+    await p.goto(`${signed}/console`);
+    await p.locator('#signin-why', { hasText: 'takes HMAC-signed requests' }).waitFor();
+    assert.equal(await p.locator('#signin-form').isHidden(), true, 'no credential form');
+    assert.equal(await p.locator('#overview').isHidden(), true);
     await p.close();
   });
 

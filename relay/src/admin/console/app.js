@@ -140,33 +140,31 @@ async function loadDead() {
     el('td', {}, el('pre', { class: 'error' }, r.lastError ?? '-')),
     el('td', { class: 'actions' },
       el('button', { type: 'button', class: 'replay', click: () => replay(table, r.id) }, 'Replay'),
-      table === 'outbox'
-        ? el('button', { type: 'button', class: 'delete', click: () => remove(r.id) }, 'Delete')
-        : '')));
+      el('button', { type: 'button', class: 'delete', click: () => remove(table, r.id) }, 'Delete'))));
   replaceRows(document.querySelector('#dead-rows tbody'), lines, 'No dead rows match.', 7);
 }
 
-/** Outbox: the admin replay of this dead row (pending again, attempt 0). Inbox: the admin
- *  inbox replay, a new outbox row made from the inbox row. */
+/** The row back to pending with attempt 0, as `queuebox dead replay` does: an outbox row is
+ *  delivered again; an inbox row is forwarded again (push) or claimed by a worker (pull). */
 async function replay(table, id) {
-  if (!confirm(`Replay ${table} row ${id}?`)) return;
+  if (!confirm(`Replay ${table} row ${id}? It goes back to pending with attempt 0.`)) return;
   await attempt(async () => {
     if (table === 'outbox') {
       const { moved } = await api('POST', '/admin/replay', { ids: [id], deadOnly: true });
       say(`Replayed ${moved} outbox row(s): ${id} is pending again.`);
     } else {
-      const { outboxId } = await api('POST', `/admin/inbox/${id}/replay`, {});
-      say(`Replayed inbox row ${id} as outbox row ${outboxId}.`);
+      const { requeued } = await api('POST', `/admin/inbox/${id}/requeue`, {});
+      say(`Replayed ${requeued} inbox row(s): ${id} is pending again.`);
     }
     await loadDead();
   });
 }
 
-async function remove(id) {
-  if (!confirm(`Delete outbox row ${id}? This cannot be undone.`)) return;
+async function remove(table, id) {
+  if (!confirm(`Delete ${table} row ${id}? This cannot be undone.`)) return;
   await attempt(async () => {
-    const { deleted } = await api('DELETE', `/admin/outbox/${id}`);
-    say(`Deleted ${deleted} outbox row(s).`);
+    const { deleted } = await api('DELETE', `/admin/${table}/${id}`);
+    say(`Deleted ${deleted} ${table} row(s).`);
     await loadDead();
   });
 }
