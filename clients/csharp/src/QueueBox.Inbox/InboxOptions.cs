@@ -24,6 +24,10 @@ namespace QueueBox.Inbox
         public bool? Listen { get; set; }
         /// <summary>Retry policy for handler exceptions; null keeps the default (5 attempts, 1 s doubling to 5 min, ±20 %).</summary>
         public InboxRetryPolicy RetryPolicy { get; set; }
+        /// <summary>Receives the native library's log records about this worker's source (an
+        /// unreachable database, lost claims, retries, dead-lettered messages); null sends them
+        /// to <see cref="QueueBoxLogging.Default"/>.</summary>
+        public IQueueBoxLogger Logger { get; set; }
 
         internal string ToJson()
         {

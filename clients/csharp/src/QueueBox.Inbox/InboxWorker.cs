@@ -28,11 +28,14 @@ namespace QueueBox.Inbox
         private readonly object _gate = new object();
         private Task<ulong> _shutdown;
         private Task _run;
+        // Stops routing this worker's log records to InboxOptions.Logger.
+        private readonly Action _unlog;
 
-        private InboxWorker(IntPtr runtime, IntPtr worker)
+        private InboxWorker(IntPtr runtime, IntPtr worker, Action unlog)
         {
             _runtime = runtime;
             _worker = worker;
+            _unlog = unlog;
         }
 
         /// <summary>Validates the options (a <see cref="QueueBoxConfigException"/> names the
@@ -42,6 +45,7 @@ namespace QueueBox.Inbox
             if (options == null) throw new ArgumentNullException("options");
             cancellationToken.ThrowIfCancellationRequested();
             IntPtr runtime = NewRuntime(0);
+            Action unlog = QueueBoxLogging.Register(options.Source ?? "", options.Logger);
             try
             {
                 var tcs = Pending.Source<IntPtr>();
@@ -57,11 +61,12 @@ namespace QueueBox.Inbox
                     Native.FreeUtf8(copts);
                 }
                 IntPtr worker = await tcs.Task.ConfigureAwait(false);
-                return new InboxWorker(runtime, worker);
+                return new InboxWorker(runtime, worker, unlog);
             }
             catch
             {
                 Native.qb_runtime_free(runtime);
+                unlog();
                 throw;
             }
         }
@@ -311,6 +316,7 @@ namespace QueueBox.Inbox
             {
                 if (_worker == IntPtr.Zero) return;
                 run = _run;
+            _unlog();
             }
             if (run != null)
             {

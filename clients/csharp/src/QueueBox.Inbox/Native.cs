@@ -37,6 +37,8 @@ namespace QueueBox.Inbox
         internal delegate void StringCallback(IntPtr userData, int status, IntPtr json, IntPtr error);
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void CancelCallback(IntPtr userData, [MarshalAs(UnmanagedType.I1)] bool cancelled);
+        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
+        internal delegate void LogCallback(IntPtr userData, int level, IntPtr target, IntPtr message, IntPtr fieldsJson);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern void qb_error_free(IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern void qb_string_free(IntPtr s);
@@ -76,6 +78,7 @@ namespace QueueBox.Inbox
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_conformance_evaluate(IntPtr kind, IntPtr inputJson, out IntPtr outJson, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_set_log_callback(LogCallback cb, IntPtr userData, int minLevel, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_migrate(IntPtr runtime, IntPtr url, StringCallback cb, IntPtr userData, out IntPtr error);
 
         /// <summary>A NUL-terminated UTF-8 copy of s in unmanaged memory; free with FreeUtf8.</summary>
