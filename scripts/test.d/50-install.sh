@@ -4,15 +4,22 @@
 # for each language installs its artifact from dist/ the way that language's users do —
 # in an empty directory outside the repository — and runs its README quick start against
 # the real PostgreSQL: migrate, one pull row, the worker completes it with its business
-# write. QB_INSTALL_ONLY="c go" runs some; QB_INSTALL_SKIP_PACKAGE=1 tests dist/ as it is.
+# write. The aarch64 artifacts (package.sh's default targets) run under qemu-user where a
+# program can use them (C, Go, relay); "platforms" checks the machine and glibc version of
+# every native file in dist/. QB_INSTALL_ONLY="c go" runs some; QB_INSTALL_SKIP_PACKAGE=1
+# tests dist/ as it is.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-langs=(${QB_INSTALL_ONLY:-crate c go python node csharp relay})
+langs=(${QB_INSTALL_ONLY:-crate c go python node csharp relay platforms})
 if [ -z "${QB_INSTALL_SKIP_PACKAGE:-}" ]; then
   t0=$(date +%s)
   parts=()
   for lang in "${langs[@]}"; do
-    case "$lang" in node) parts+=(npm) ;; crate) parts+=(crates) ;; csharp) parts+=(nuget) ;; *) parts+=("$lang") ;; esac
+    case "$lang" in
+      node) parts+=(npm) ;; crate) parts+=(crates) ;; csharp) parts+=(nuget) ;;
+      platforms) ;; # checks what the other parts built
+      *) parts+=("$lang") ;;
+    esac
   done
   bash scripts/package.sh "${parts[@]}"
   echo "install: scripts/package.sh took $(($(date +%s) - t0))s"

@@ -52,3 +52,35 @@ install_verify() {
   fi
   echo "install-$2: the installed package migrated, claimed and completed the row with its business write"
 }
+
+# Artifacts of another arch (scripts/package.sh's cross targets, aarch64): a program for them
+# is compiled with zig, the cross compiler the packaging used (scripts/package.sh installs it
+# in .venv/package), and runs under qemu-user with Debian's aarch64 glibc (libc6-arm64-cross).
+# install_arch <triple>: the arch part, x86_64 or aarch64.
+install_arch() { echo "${1%%-*}"; }
+# install_cc <triple>: the C compiler command for the target (host: gcc).
+install_cc() {
+  case "$1" in
+    x86_64-unknown-linux-gnu) echo gcc ;;
+    aarch64-unknown-linux-gnu) echo "$repo/.venv/package/bin/python -m ziglang cc -target aarch64-linux-gnu.2.17" ;;
+    *) echo "install: no C compiler for $1" >&2; return 1 ;;
+  esac
+}
+# install_runner <triple>: the prefix that runs the target's programs here ("" on the host);
+# installs qemu-user the first time. Returns 1 when it cannot be installed (then say "not run").
+install_runner() {
+  case "$1" in
+    x86_64-unknown-linux-gnu | x86_64-unknown-linux-musl) echo "" ;;
+    aarch64-unknown-linux-gnu)
+      ffi_need_apt qemu-aarch64 qemu-user >&2 || return 1
+      [ -e /usr/aarch64-linux-gnu/lib/ld-linux-aarch64.so.1 ] || ffi_need_apt_pkg libc6-arm64-cross >&2 || return 1
+      echo "qemu-aarch64 -L /usr/aarch64-linux-gnu" ;;
+    *) return 1 ;;
+  esac
+}
+# ffi_need_apt_pkg <package>: a Debian package that has no command of its own.
+ffi_need_apt_pkg() {
+  export DEBIAN_FRONTEND=noninteractive
+  if [ ! -f /tmp/.qb-apt-updated ]; then apt-get update -qq && touch /tmp/.qb-apt-updated; fi
+  apt-get install -y -qq "$1" >/dev/null
+}
