@@ -62,7 +62,8 @@ function show(view) {
   clearInterval(overviewTimer);
   if (view === 'overview') {
     attempt(loadOverview);
-    overviewTimer = setInterval(() => attempt(loadOverview), 5000);
+    // Each refresh counts rows in the database: none while the tab is in the background.
+    overviewTimer = setInterval(() => { if (!document.hidden) attempt(loadOverview); }, 5000);
   }
   if (view === 'dead') attempt(loadDead);
 }
