@@ -307,6 +307,18 @@ namespace QueueBox.Inbox
             };
         }
 
+        /// <summary>The worker's metrics in the Prometheus text format 0.0.4 (serve it with
+        /// <c>Content-Type: text/plain; version=0.0.4; charset=utf-8</c> from the application's
+        /// own endpoint): rows claimed, completed, retried, dead and released, claims lost, claim
+        /// errors, lease renewals, and the claim and handler durations as histograms, labelled by
+        /// source. The native core keeps and encodes them.</summary>
+        public string GetMetricsText()
+        {
+            IntPtr text, err;
+            Native.ThrowIfFailed(Native.qb_worker_metrics_text(Handle, out text, out err), err);
+            return Native.TakeString(text);
+        }
+
         /// <summary>Stops a running worker (as if its token were cancelled), waits for it, and
         /// releases the native worker and runtime.</summary>
         public void Dispose()

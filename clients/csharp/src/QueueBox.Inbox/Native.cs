@@ -54,6 +54,7 @@ namespace QueueBox.Inbox
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_next(IntPtr worker, TaskCallback cb, IntPtr userData, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_shutdown(IntPtr worker, CountCallback cb, IntPtr userData, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_stats(IntPtr worker, out QbStats stats, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_metrics_text(IntPtr worker, out IntPtr text, out IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern void qb_task_free(IntPtr task);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_on_cancelled(IntPtr task, CancelCallback cb, IntPtr userData, out IntPtr error);
