@@ -203,6 +203,13 @@ pub fn message_to_json(m: &InboxMessage) -> Value {
     serde_json::to_value(m).unwrap_or_else(|_| Value::Object(Map::new()))
 }
 
+/// The messages of a batch handed to a language at once, as one JSON array text of the
+/// objects [`message_to_json`] gives, so the language parses once per batch.
+pub fn messages_to_text<'a>(messages: impl IntoIterator<Item = &'a InboxMessage>) -> String {
+    let all: Vec<&InboxMessage> = messages.into_iter().collect();
+    serde_json::to_string(&all).unwrap_or_else(|_| "[]".into())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

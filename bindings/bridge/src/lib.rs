@@ -14,9 +14,10 @@
 //! | [`app_tx`] | the application's own transaction: completion statement, claim lost, publish statement (JSON in and out) |
 //! | [`json`] | worker options, statement parameters, messages, rows and counters as JSON |
 //! | [`errors`] | what every binding hands over with an error besides its [`ErrorKind`] (the one kind table is the core's) |
+//! | [`handout`] | tasks handed to a language in batches: numbering, one cancellation queue per worker, completing many at once |
 //! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real core functions |
-//! | [`migrate`] | `migrate`: the embedded migrations, run the one way every binding needs |
 //! | [`logs`] | the core's `tracing` records forwarded to the binding's log sink (level filter in Rust) |
+//! | [`migrate`] | `migrate`: the embedded migrations, run the one way every binding needs |
 //! | [`database`] | [`database::Database`]: the small pool Node and Python enqueue pull rows and run statements with |
 //!
 //! Errors stay [`queuebox_core::Error`] here; each binding turns [`queuebox_core::Error::kind`]
@@ -27,8 +28,9 @@ pub mod app_tx;
 pub mod conformance;
 pub mod database;
 pub mod errors;
+pub mod handout;
 pub mod json;
+pub mod logs;
 pub mod migrate;
 
-pub mod logs;
 pub use queuebox_core::{Error, ErrorKind, Result};

@@ -11,6 +11,8 @@
 //! core's `ErrorKind` name (`"claim_lost"`, `"cancelled"`, ...), set natively by
 //! [`Typed`]; the TypeScript client maps `code` to its error classes.
 
+mod batch;
+
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;
@@ -141,6 +143,8 @@ impl Database {
 #[napi]
 pub struct NativeWorker {
     worker: qb::Worker,
+    /// The batch interface's state (`nextBatch`, `completeAll`, `nextCancelled`).
+    handout: queuebox_bridge::handout::Handout,
 }
 
 /// Connects a worker: `options` is the JSON text of the client options (camelCase names);
@@ -151,7 +155,12 @@ pub async fn connect_worker(database_url: String, options_json: String) -> Typed
         let opts = json::worker_options_from_json(&json::parse("options", &options_json)?)?;
         qb::Worker::connect(&database_url, opts).await
     };
-    run.await.map(|worker| NativeWorker { worker }).into()
+    run.await
+        .map(|worker| NativeWorker {
+            worker,
+            handout: queuebox_bridge::handout::Handout::new(),
+        })
+        .into()
 }
 
 /// Validates options without connecting; returns the effective options as JSON text.

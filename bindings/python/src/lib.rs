@@ -10,6 +10,7 @@
 //! exception class per core `ErrorKind`, all subclasses of `QueueBoxError`, each with the
 //! kind's name as its `kind` class attribute; `queuebox_inbox` re-exports them.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use pyo3::create_exception;
@@ -17,6 +18,7 @@ use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
 use pyo3_async_runtimes::tokio::future_into_py;
 use qb::ErrorKind;
+use queuebox_bridge::handout::{self, Handout};
 use queuebox_bridge::{conformance, database, json};
 use queuebox_core as qb;
 use tokio_util::sync::CancellationToken;
@@ -235,6 +237,8 @@ impl Database {
 #[pyclass(frozen)]
 struct NativeWorker {
     worker: qb::Worker,
+    /// The batch interface's state (`next_batch`, `next_cancelled`).
+    handout: Arc<Handout>,
 }
 
 #[pyfunction]
@@ -250,7 +254,10 @@ fn connect_worker(
         let worker = qb::Worker::connect(&database_url, opts)
             .await
             .map_err(err)?;
-        Ok(NativeWorker { worker })
+        Ok(NativeWorker {
+            worker,
+            handout: Arc::new(Handout::new()),
+        })
     })
 }
 
@@ -266,6 +273,65 @@ impl NativeWorker {
                 done: CancellationToken::new(),
             }))
         })
+    }
+
+    /// Up to `max` claimed tasks in one call, for a loop that crosses once per batch: waits
+    /// for the first like `next()`, then takes whatever is already claimed while concurrency
+    /// slots are free. Resolves to `(tasks, messages_json, first_seq)`: `messages_json` is
+    /// one JSON array text of the messages in order, `tasks[i]` has the sequence number
+    /// `first_seq + i` (mod 2^32) that `next_cancelled()` reports; `None` once shutdown has
+    /// begun.
+    fn next_batch<'py>(&self, py: Python<'py>, max: usize) -> PyResult<Bound<'py, PyAny>> {
+        let (w, handout) = (self.worker.clone(), self.handout.clone());
+        future_into_py(py, async move {
+            let tasks = w.next_batch(max).await.map_err(err)?;
+            if tasks.is_empty() {
+                return Ok(None);
+            }
+            let messages_json = json::messages_to_text(tasks.iter().map(|t| t.message()));
+            let (first_seq, handed) = handout.hand_out(tasks);
+            let tasks: Vec<NativeTask> = handed
+                .into_iter()
+                .map(|h| NativeTask {
+                    task: h.task,
+                    done: h.done,
+                })
+                .collect();
+            Ok(Some((tasks, messages_json, first_seq)))
+        })
+    }
+
+    /// Completes `tasks` together (one batched statement for the plain ones; a task with its
+    /// own transaction commits it), each under its own fence. Resolves to one entry per
+    /// task, in order: `None` when it completed, else `(kind, message)` for that task only.
+    fn complete_all<'py>(
+        &self,
+        py: Python<'py>,
+        tasks: Vec<PyRef<'py, NativeTask>>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let owned: Vec<_> = tasks
+            .iter()
+            .map(|t| (t.task.clone(), t.done.clone()))
+            .collect();
+        future_into_py(py, async move {
+            let results = handout::complete_all(owned).await;
+            Ok(results
+                .into_iter()
+                .map(|r| r.err().map(|e| (e.kind().as_str(), e.to_string())))
+                .collect::<Vec<_>>())
+        })
+    }
+
+    /// The sequence numbers of handed-out tasks cancelled since the last call (lease lost or
+    /// shutdown's grace over), waiting until there is one; empty after `close_cancelled()`.
+    fn next_cancelled<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
+        let handout = self.handout.clone();
+        future_into_py(py, async move { Ok(handout.next_cancelled().await) })
+    }
+
+    /// Ends `next_cancelled()`: its pending and later calls resolve empty.
+    fn close_cancelled(&self) {
+        self.handout.close();
     }
 
     /// Graceful shutdown; resolves to the number of running tasks cancelled after the grace.

@@ -26,7 +26,11 @@ class InboxMessage:
 
     @staticmethod
     def from_json(text: str) -> "InboxMessage":
-        m = json.loads(text)
+        return InboxMessage.from_dict(json.loads(text))
+
+    @staticmethod
+    def from_dict(m: Dict[str, Any]) -> "InboxMessage":
+        """A message from its JSON object (camelCase names), as the core hands it out."""
         created = m["createdAt"].replace("Z", "+00:00")
         return InboxMessage(
             id=m["id"],

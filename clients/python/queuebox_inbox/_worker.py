@@ -5,15 +5,17 @@ poll/complete interface. Claims, lease renewal, backoff and shutdown run in Rust
 from __future__ import annotations
 
 import asyncio
+import collections
 import inspect
 import json
 import logging
+import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Dict, Iterator, Optional, Sequence, Set, Union
+from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Iterator, Optional, Sequence, Set, Tuple, Union
 
-from . import _native
+from . import _batch, _native
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
 from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
 
@@ -90,6 +92,23 @@ def running_of(message: InboxMessage) -> Running:
         raise InvalidInput("invalid input: message: not a message a Worker handed to a running handler")
     return entry
 
+
+async def _await_running(awaitable: Awaitable[Any], message: InboxMessage, task: Any) -> None:
+    """Awaits what a plain-function handler returned, registered for ``complete_in`` meanwhile."""
+    with _running(message, task):
+        await awaitable
+
+
+def _task(coro: Coroutine[Any, Any, None]) -> "asyncio.Task[None]":
+    """An asyncio task for a handler; started eagerly where the event loop can (Python
+    3.12+), so a handler that never suspends finishes without a trip through the loop."""
+    loop = asyncio.get_running_loop()
+    if _EAGER:
+        return asyncio.Task(coro, loop=loop, eager_start=True)  # type: ignore[call-arg]
+    return loop.create_task(coro)
+
+
+_EAGER = sys.version_info >= (3, 12)
 
 AsyncHandler = Callable[[InboxMessage, Transaction], Awaitable[Any]]
 BlockingHandler = Callable[[InboxMessage, BlockingTransaction], Any]
@@ -188,7 +207,10 @@ class Worker:
     async def connect(self) -> "Worker":
         """Connects (and checks the schema); ``async with`` does it for you."""
         if self._native is None:
-            self._native = await _native.connect_worker(self._url, self._options_json)
+            # The core's slots are the whole batch, so that one crossing hands out many rows
+            # even at concurrency 1; the run loop keeps `concurrency` handlers running.
+            slotted = dict(json.loads(self._options_json), concurrency=self.options.batch_size)
+            self._native = await _native.connect_worker(self._url, json.dumps(slotted))
             self._shutdown = None
         return self
 
@@ -264,34 +286,128 @@ class Worker:
         owned = self._native is None
         await self.connect()
         native = self._native
-        in_flight: Set["asyncio.Task[None]"] = set()
+        # Handlers that are running (or run on a thread), by sequence number, for the watch.
+        running: Dict[int, Tuple[Any, "asyncio.Future[Any]"]] = {}
+        in_flight: Set["asyncio.Future[Any]"] = set()
+        completions = _batch.Completions(native, self._log)
+        watcher = asyncio.ensure_future(_batch.watch_cancelled(native, running))
+        # Handed out, not started yet (no handler slot was free).
+        queued: Deque[Tuple[Any, InboxMessage, int]] = collections.deque()
+        slots = self.options.concurrency
+
+        def track(f: "asyncio.Future[Any]") -> None:
+            in_flight.add(f)
+            f.add_done_callback(in_flight.discard)
+
+        def release_queued() -> None:
+            # Never started: back to pending at once, no attempt spent (as the core does with
+            # the rows it claimed and never handed out).
+            while queued:
+                task, message, _ = queued.popleft()
+                track(asyncio.ensure_future(self._finish(task, message, None)))
+
+        # A plain function given to run() is called right here in the loop: no asyncio task.
+        inline = pool is None and not inspect.iscoroutinefunction(handler)
+
+        def start_queued(_: Any = None) -> None:
+            while len(running) < slots and queued:
+                task, message, seq = queued.popleft()
+                if task.is_cancelled():
+                    # The lease was lost while it waited: give it up without running it.
+                    track(asyncio.ensure_future(task.abandon()))
+                    continue
+                rest = None
+                if inline:
+                    rest = self._call_inline(task, message, handler, completions, track)
+                    if rest is None:
+                        continue
+                work = self._start(task, message, seq, handler, pool, running, completions, rest)
+                track(work)
+                work.add_done_callback(start_queued)
+
         stop_wait = asyncio.ensure_future(stop.wait()) if stop is not None else None
+        if stop_wait is not None:
+            # Shutdown makes the pending next_batch answer None, which ends the loop.
+            stop_wait.add_done_callback(lambda f: f.cancelled() or (self._begin_shutdown(), release_queued()))
         cancelled = False
         try:
             while True:
-                nxt = asyncio.ensure_future(native.next())
-                if stop_wait is not None and not nxt.done():
-                    await asyncio.wait({nxt, stop_wait}, return_when=asyncio.FIRST_COMPLETED)
-                    if stop_wait.done() and self._shutdown is None:
-                        self._shutdown = asyncio.ensure_future(native.shutdown())
-                task = await nxt
-                if task is None:
+                # One crossing hands out a batch: whatever the core has claimed, up to the batch.
+                batch = await native.next_batch(self.options.batch_size)
+                if batch is None:
                     break
-                t = asyncio.ensure_future(self._run_one(task, handler, pool))
-                in_flight.add(t)
-                t.add_done_callback(in_flight.discard)
+                tasks, messages_json, first_seq = batch
+                for i, (task, raw) in enumerate(zip(tasks, json.loads(messages_json))):
+                    queued.append((task, InboxMessage.from_dict(raw), (first_seq + i) & 0xFFFFFFFF))
+                if self._shutdown is not None:
+                    release_queued()
+                else:
+                    start_queued()
         except asyncio.CancelledError:
             cancelled = True
         finally:
             if stop_wait is not None:
                 stop_wait.cancel()
+            self._begin_shutdown()
+            release_queued()
             await self.shutdown()
-            if in_flight:
+            while in_flight:
                 await asyncio.gather(*in_flight, return_exceptions=True)
+            await completions.idle()
+            native.close_cancelled()
+            await asyncio.gather(watcher, return_exceptions=True)
             if owned and pool is None:
                 self._native = None
         if cancelled:
             raise asyncio.CancelledError()
+
+    def _begin_shutdown(self) -> None:
+        if self._native is not None and self._shutdown is None:
+            self._shutdown = asyncio.ensure_future(self._native.shutdown())
+
+    def _call_inline(
+        self,
+        task: Any,
+        message: InboxMessage,
+        handler: Callable[..., Any],
+        completions: _batch.Completions,
+        track: Callable[["asyncio.Future[Any]"], None],
+    ) -> Optional[Awaitable[Any]]:
+        """Calls a plain-function handler in the loop and finishes its task; when the
+        function returned an awaitable (a lambda around a coroutine), returns what is left
+        to await, which needs a task of its own."""
+        try:
+            with _running(message, task):
+                r = handler(message, Transaction(task))
+        except Exception as e:
+            track(asyncio.ensure_future(self._finish(task, message, e)))
+            return None
+        if inspect.isawaitable(r):
+            return r
+        completions.add(task, message.id)
+        return None
+
+    def _start(
+        self,
+        task: Any,
+        message: InboxMessage,
+        seq: int,
+        handler: Callable[..., Any],
+        pool: Optional[ThreadPoolExecutor],
+        running: Dict[int, Tuple[Any, "asyncio.Future[Any]"]],
+        completions: _batch.Completions,
+        rest: Optional[Awaitable[Any]] = None,
+    ) -> "asyncio.Future[None]":
+        """Starts the handler on one task (or awaits ``rest``, what a plain function
+        returned), as an asyncio task (eagerly, up to its first suspension, where the event
+        loop can: Python 3.12+). A success goes to the batched completions; a failure or a
+        cancellation is finished on its own."""
+        work = _task(_await_running(rest, message, task) if rest is not None else self._invoke(handler, message, Transaction(task), pool))
+        running[seq] = (task, work)
+        if task.is_cancelled():
+            work.cancel()
+        work.add_done_callback(lambda w: self._settle(task, message, seq, w, running, completions))
+        return work
 
     async def _invoke(self, handler: Callable[..., Any], message: InboxMessage, tx: Transaction, pool: Optional[ThreadPoolExecutor]) -> None:
         if pool is not None:
@@ -311,34 +427,35 @@ class Worker:
             if inspect.isawaitable(r):
                 await r
 
-    async def _run_one(self, task: Any, handler: Callable[..., Any], pool: Optional[ThreadPoolExecutor]) -> None:
-        message = InboxMessage.from_json(task.message_json())
-        work = asyncio.ensure_future(self._invoke(handler, message, Transaction(task), pool))
-        lost = asyncio.ensure_future(task.cancelled())
-        try:
-            await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
-            if not work.done() and lost.result():
-                # Lease lost or grace over: stop the handler, write nothing.
-                work.cancel()
-                await task.abandon()
-                await asyncio.gather(work, return_exceptions=True)
-                return
-            await asyncio.wait({work})
-            await self._finish(task, message, work)
-        finally:
-            if not lost.done():
-                lost.cancel()
+    def _settle(
+        self,
+        task: Any,
+        message: InboxMessage,
+        seq: int,
+        work: "asyncio.Future[Any]",
+        running: Dict[int, Tuple[Any, "asyncio.Future[Any]"]],
+        completions: _batch.Completions,
+    ) -> None:
+        """Finishes a task by its handler's outcome (a done callback of the handler's task)."""
+        running.pop(seq, None)
+        if work.cancelled():
+            # Lease lost or grace over: write nothing; the row comes back after its lease.
+            completions.track(task.abandon())
+            return
+        e = work.exception()
+        if e is None:
+            completions.add(task, message.id)
+        else:
+            completions.track(self._finish(task, message, e))
 
-    async def _finish(self, task: Any, message: InboxMessage, work: "asyncio.Future[None]") -> None:
+    async def _finish(self, task: Any, message: InboxMessage, e: Optional[BaseException]) -> None:
+        """Finishes a task whose handler raised ``e``, or releases one that never ran
+        (``e`` None, at shutdown), one native call."""
         try:
-            if work.cancelled():
-                await task.abandon()
-                return
-            e = work.exception()
             if e is None:
-                await task.complete()
+                await task.release()
             elif isinstance(e, Retry):
-                await task.fail(e.reason) if e.delay_ms is None else task.retry(e.delay_ms, e.reason)
+                await (task.fail(e.reason) if e.delay_ms is None else task.retry(e.delay_ms, e.reason))
             elif isinstance(e, Dead):
                 await task.dead(e.reason)
             elif isinstance(e, Exception):

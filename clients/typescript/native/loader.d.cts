@@ -25,8 +25,27 @@ declare namespace native {
     /** Reports that the application's completion matched no row: settles the task and throws `claim_lost`. */
     claimLost(): void;
   }
+  /** Tasks handed out by one `nextBatch` call; `tasks[i]` has the sequence number `firstSeq + i` (mod 2^32). */
+  interface TaskBatch {
+    tasks: NativeTask[];
+    /** The messages of `tasks` in order, as one JSON array text. */
+    messagesJson: string;
+    firstSeq: number;
+  }
+  /** Why one task of `completeAll` did not complete (`code` is the core's kind name). */
+  interface FinishError {
+    code: string;
+    message: string;
+  }
   class NativeWorker {
     next(): Promise<NativeTask | null>;
+    /** Up to `max` claimed tasks in one call; `null` once shutdown has begun. */
+    nextBatch(max: number): Promise<TaskBatch | null>;
+    /** Completes the tasks together, each under its own fence: `null` per completed task, else why not. */
+    completeAll(tasks: NativeTask[]): Promise<Array<FinishError | null>>;
+    /** Sequence numbers of handed-out tasks cancelled since the last call; empty after `closeCancelled()`. */
+    nextCancelled(): Promise<number[]>;
+    closeCancelled(): void;
     shutdown(): Promise<number>;
     isStopping(): boolean;
     inFlight(): number;

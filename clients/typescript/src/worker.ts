@@ -1,4 +1,5 @@
 import native, { type NativeTask, type NativeWorker } from "./native.js";
+import { Completions } from "./completions.js";
 import { call, callSync, Cancelled, ConfigError, Dead, InvalidInput, QueueBoxError, Retry } from "./errors.js";
 import type { Handler, InboxMessage, Logger, QueryResult, ResolvedOptions, RunOptions, Transaction, WorkerOptions, WorkerStats } from "./types.js";
 
@@ -21,10 +22,11 @@ function coreOptions(opts: WorkerOptions): Record<string, unknown> {
   return out;
 }
 
-function parseMessage(json: string): InboxMessage {
-  const m = JSON.parse(json);
-  m.createdAt = new Date(m.createdAt);
-  return m as InboxMessage;
+/** The messages of a batch (one JSON array text) as handlers see them. */
+function parseMessages(json: string): InboxMessage[] {
+  const all = JSON.parse(json);
+  for (const m of all) m.createdAt = new Date(m.createdAt);
+  return all as InboxMessage[];
 }
 
 class TaskTransaction implements Transaction {
@@ -49,7 +51,24 @@ export function nativeTaskOf(message: InboxMessage): NativeTask {
 }
 
 const CANCELLED = Symbol("cancelled");
-const never = new Promise<never>(() => {});
+const RELEASE = Symbol("release");
+
+function isThenable(v: unknown): v is PromiseLike<unknown> {
+  return v !== null && (typeof v === "object" || typeof v === "function") && typeof (v as PromiseLike<unknown>).then === "function";
+}
+
+/**
+ * Aborts the signal of each running handler whose task the core cancelled (lease lost,
+ * shutdown's grace over): one pending `nextCancelled` call for the whole worker instead of
+ * one Promise per task. Ends when the run closes it.
+ */
+async function watchCancelled(w: NativeWorker, aborts: Map<number, AbortController>): Promise<void> {
+  for (;;) {
+    const seqs = await w.nextCancelled();
+    if (seqs.length === 0) return;
+    for (const seq of seqs) aborts.get(seq)?.abort(new Cancelled("the lease was lost or shutdown's grace ran out"));
+  }
+}
 
 /**
  * A pull worker: claims rows of one source, runs the handler on each and completes,
@@ -103,52 +122,128 @@ export class Worker {
     this.running = true;
     try {
       if (signal?.aborted) return;
-      const w = await call(native.connectWorker(this.databaseUrl, JSON.stringify(coreOptions({ ...this.options, databaseUrl: this.databaseUrl }))));
+      // The core's slots are the whole batch, so that one crossing hands out many rows even
+      // at concurrency 1; this loop runs at most `concurrency` handlers at once.
+      const slotted = { ...coreOptions({ ...this.options, databaseUrl: this.databaseUrl }), concurrency: this.options.batchSize };
+      const w = await call(native.connectWorker(this.databaseUrl, JSON.stringify(slotted)));
       this.native = w;
+      // Handlers still running and finishes other than a batched completion.
+      const inFlight = new Set<Promise<void>>();
+      const track = (p: Promise<void>) => {
+        const tracked: Promise<void> = p.finally(() => inFlight.delete(tracked));
+        inFlight.add(tracked);
+      };
+      const completions = new Completions(w, this.logger);
+      const aborts = new Map<number, AbortController>();
+      const watching = watchCancelled(w, aborts);
+      // Handed out, not started yet (a handler slot was not free).
+      const queued: { task: NativeTask; message: InboxMessage; seq: number }[] = [];
+      let handling = 0;
       let stopping: Promise<number> | undefined;
+      const releaseQueued = () => {
+        // Never started: back to pending at once, no attempt spent (as the core does with
+        // the rows it claimed and never handed out).
+        for (const { task, message } of queued.splice(0)) track(this.finish(task, message, RELEASE));
+      };
       const stop = () => {
         stopping ??= w.shutdown();
+        releaseQueued();
+      };
+      const startQueued = () => {
+        while (handling < this.options.concurrency && queued.length > 0) {
+          const { task, message, seq } = queued.shift()!;
+          // A lease lost while it waited: give it up without running the handler.
+          const p = task.isCancelled() ? this.finish(task, message, CANCELLED) : this.runOne(task, message, seq, handler, aborts, completions);
+          if (p) {
+            handling++;
+            track(p.finally(() => {
+              handling--;
+              startQueued();
+            }));
+          }
+        }
       };
       signal?.addEventListener("abort", stop, { once: true });
-      const inFlight = new Set<Promise<void>>();
       try {
         for (;;) {
-          const task = await call(w.next());
-          if (!task) break;
-          const p: Promise<void> = this.runOne(task, handler).finally(() => inFlight.delete(p));
-          inFlight.add(p);
+          // One crossing hands out a batch: whatever the core has claimed, up to the batch.
+          const batch = await call(w.nextBatch(this.options.batchSize));
+          if (!batch) break;
+          const messages = parseMessages(batch.messagesJson);
+          batch.tasks.forEach((task, i) => queued.push({ task, message: messages[i], seq: (batch.firstSeq + i) >>> 0 }));
+          if (stopping) releaseQueued();
+          else startQueued();
         }
       } finally {
         signal?.removeEventListener("abort", stop);
         stop();
         await stopping;
         await Promise.all(inFlight);
+        await completions.idle();
+        w.closeCancelled();
+        await watching;
       }
     } finally {
       this.running = false;
     }
   }
 
-  private async runOne(task: NativeTask, handler: Handler): Promise<void> {
-    const message = parseMessage(task.messageJson());
+  /**
+   * Runs the handler on one task. A success goes to the batched completions and returns
+   * nothing to wait for; a handler that returns a promise, a failure or a cancellation
+   * returns the promise of its finish.
+   */
+  private runOne(
+    task: NativeTask,
+    message: InboxMessage,
+    seq: number,
+    handler: Handler,
+    aborts: Map<number, AbortController>,
+    completions: Completions,
+  ): Promise<void> | undefined {
     tasks.set(message, task);
     const controller = new AbortController();
-    const cancelled = task.cancelled().then((c) => {
-      if (!c) return never;
-      controller.abort(new Cancelled("the lease was lost or shutdown's grace ran out"));
-      return CANCELLED;
-    });
-    const work = (async () => handler(message, new TaskTransaction(task), controller.signal))().then(
+    let returned: unknown;
+    try {
+      returned = handler(message, new TaskTransaction(task), controller.signal);
+    } catch (error) {
+      return this.finish(task, message, { ok: false, error });
+    }
+    if (!isThenable(returned)) {
+      completions.add(task, message.id);
+      return undefined;
+    }
+    // Still running: `nextCancelled` may abort it (lease lost, shutdown's grace over).
+    aborts.set(seq, controller);
+    const cancelled = new Promise<typeof CANCELLED>((resolve) =>
+      controller.signal.addEventListener("abort", () => resolve(CANCELLED), { once: true }),
+    );
+    if (task.isCancelled()) controller.abort(new Cancelled("the lease was lost or shutdown's grace ran out"));
+    const work = Promise.resolve(returned).then(
       () => ({ ok: true as const }),
       (error: unknown) => ({ ok: false as const, error }),
     );
-    const result = await Promise.race([work, cancelled]);
+    return Promise.race([work, cancelled]).then((result) => {
+      aborts.delete(seq);
+      if (result !== CANCELLED && result.ok) {
+        completions.add(task, message.id);
+        return undefined;
+      }
+      return this.finish(task, message, result);
+    });
+  }
+
+  /**
+   * Finishes a task whose handler failed, that was cancelled, or that is released without
+   * running (shutdown), one native call each.
+   */
+  private async finish(task: NativeTask, message: InboxMessage, result: typeof CANCELLED | typeof RELEASE | { ok: false; error: unknown }): Promise<void> {
     try {
       if (result === CANCELLED) {
         // Lease lost or grace over: write nothing; the row comes back after its lease.
         await task.abandon();
-      } else if (result.ok) {
-        await call(task.complete());
+      } else if (result === RELEASE) {
+        await call(task.release());
       } else if (result.error instanceof Retry) {
         const e = result.error;
         await call<unknown>(e.delayMs === undefined ? task.fail(e.message) : task.retry(e.delayMs, e.message));

@@ -1,0 +1,110 @@
+//! Handing tasks to a language in batches (issue 21): what the Node and Python bindings
+//! need so that their worker loops cross the boundary once per batch, not per row.
+//!
+//! - [`Handout::hand_out`] numbers the tasks of a batch from [`queuebox_core::Worker::next_batch`]
+//!   and watches each on the runtime for cancellation (lease lost, shutdown's grace over);
+//! - [`Handout::next_cancelled`] reports the cancelled ones for the whole worker, so a
+//!   language keeps one pending call instead of one per task;
+//! - [`complete_all`] completes many tasks in one call ([`Task::complete_all`]: one
+//!   batched statement, each task under its own fence).
+//!
+//! Each task stays an ordinary [`Task`]: its transaction, the application's completion
+//! statement and the failure finishes are unchanged.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use queuebox_core::{Result, Task};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// A worker's numbering of handed-out tasks and the queue of cancelled ones.
+pub struct Handout {
+    next_seq: AtomicU32,
+    cancelled_tx: mpsc::UnboundedSender<u32>,
+    cancelled_rx: tokio::sync::Mutex<mpsc::UnboundedReceiver<u32>>,
+    /// Set by [`Handout::close`]: [`Handout::next_cancelled`] answers empty from then on.
+    closed: CancellationToken,
+}
+
+/// One handed-out task and the token its binding fires when the task is finished (so its
+/// cancellation watch ends).
+pub struct HandedOut {
+    pub task: Task,
+    pub done: CancellationToken,
+}
+
+impl Default for Handout {
+    fn default() -> Self {
+        Handout::new()
+    }
+}
+
+impl Handout {
+    pub fn new() -> Handout {
+        let (cancelled_tx, cancelled_rx) = mpsc::unbounded_channel();
+        Handout {
+            next_seq: AtomicU32::new(0),
+            cancelled_tx,
+            cancelled_rx: tokio::sync::Mutex::new(cancelled_rx),
+            closed: CancellationToken::new(),
+        }
+    }
+
+    /// Numbers `tasks` (the first gets the returned sequence number, the next one more,
+    /// mod 2^32) and watches each until its `done` token fires: a cancellation first is
+    /// queued for [`Handout::next_cancelled`]. Must run on the tokio runtime.
+    pub fn hand_out(&self, tasks: Vec<Task>) -> (u32, Vec<HandedOut>) {
+        let first_seq = self
+            .next_seq
+            .fetch_add(tasks.len() as u32, Ordering::Relaxed);
+        let out = tasks
+            .into_iter()
+            .enumerate()
+            .map(|(i, task)| {
+                let done = CancellationToken::new();
+                let (cancel, finished) = (task.cancelled().clone(), done.clone());
+                let seq = first_seq.wrapping_add(i as u32);
+                let report = self.cancelled_tx.clone();
+                // A spawned watch costs the runtime well under a microsecond per task; a
+                // pending Promise or awaitable per task cost the language a crossing.
+                tokio::spawn(async move {
+                    tokio::select! {
+                        biased;
+                        _ = finished.cancelled() => {}
+                        _ = cancel.cancelled() => { let _ = report.send(seq); }
+                    }
+                });
+                HandedOut { task, done }
+            })
+            .collect();
+        (first_seq, out)
+    }
+
+    /// The sequence numbers of tasks cancelled since the last call, waiting until there is
+    /// one; empty once [`Handout::close`] was called.
+    pub async fn next_cancelled(&self) -> Vec<u32> {
+        let mut rx = self.cancelled_rx.lock().await;
+        let mut seqs = tokio::select! {
+            _ = self.closed.cancelled() => return Vec::new(),
+            seq = rx.recv() => seq.into_iter().collect::<Vec<u32>>(),
+        };
+        while let Ok(seq) = rx.try_recv() {
+            seqs.push(seq);
+        }
+        seqs
+    }
+
+    /// Ends the reporting: the pending and every later [`Handout::next_cancelled`] answer
+    /// empty (the language's run loop is over).
+    pub fn close(&self) {
+        self.closed.cancel();
+    }
+}
+
+/// Completes `tasks` together and fires their `done` tokens; one result per task, in order.
+pub async fn complete_all(tasks: Vec<(Task, CancellationToken)>) -> Vec<Result<()>> {
+    let (tasks, done): (Vec<Task>, Vec<CancellationToken>) = tasks.into_iter().unzip();
+    let results = Task::complete_all(&tasks).await;
+    done.iter().for_each(CancellationToken::cancel);
+    results
+}

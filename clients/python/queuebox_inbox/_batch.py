@@ -1,0 +1,89 @@
+"""What lets the worker loop cross into the native extension once per batch rather than per
+row (issue 21): completions sent together, and one cancellation watch for the whole worker."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import Any, Awaitable, Dict, List, Tuple
+
+# Kinds of a finish that wrote nothing on purpose: fenced out, finished already, or cancelled.
+QUIET = frozenset(("claim_lost", "already_finished", "cancelled"))
+
+
+class Completions:
+    """Completes the tasks whose handlers succeeded in batches: every task added in one turn
+    of the event loop goes to the extension in one ``complete_all`` call (one awaitable, one
+    batched statement in the core) instead of one ``complete()`` per row. Each task keeps
+    its own fence, so a lost claim fails only that task; only :meth:`idle` waits (for these
+    and for the other finishes handed to :meth:`track`)."""
+
+    def __init__(self, native: Any, log: logging.Logger) -> None:
+        self._native = native
+        self._log = log
+        self._tasks: List[Any] = []
+        self._ids: List[str] = []
+        self._scheduled = False
+        self._flushing: "set[asyncio.Future[Any]]" = set()
+
+    def add(self, task: Any, message_id: str) -> None:
+        self._tasks.append(task)
+        self._ids.append(message_id)
+        if not self._scheduled:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush)
+
+    def track(self, finish: Awaitable[Any]) -> None:
+        """Keeps a finish that is not a batched completion (a failure, an abandon) for
+        :meth:`idle` to wait for."""
+        f = asyncio.ensure_future(finish)
+        self._flushing.add(f)
+        f.add_done_callback(self._flushing.discard)
+
+    async def idle(self) -> None:
+        """Returns once every queued completion has been answered."""
+        while self._scheduled or self._flushing:
+            if self._scheduled:
+                await asyncio.sleep(0)
+            if self._flushing:
+                await asyncio.wait(set(self._flushing))
+
+    def _flush(self) -> None:
+        self._scheduled = False
+        tasks, ids = self._tasks, self._ids
+        self._tasks, self._ids = [], []
+        answer = asyncio.ensure_future(self._native.complete_all(tasks))
+        self._flushing.add(answer)
+        answer.add_done_callback(lambda f: self._answered(f, tasks, ids))
+
+    def _answered(self, answer: "asyncio.Future[Any]", tasks: List[Any], ids: List[str]) -> None:
+        self._flushing.discard(answer)
+        if answer.cancelled() or answer.exception() is not None:
+            # The call itself failed (not one task): nothing completed; the rows come back
+            # after their lease. Abandoning settles the tasks so shutdown does not wait.
+            reason = "cancelled" if answer.cancelled() else str(answer.exception())
+            for task, message_id in zip(tasks, ids):
+                self._warn(message_id, reason)
+                self.track(task.abandon())
+            return
+        for message_id, outcome in zip(ids, answer.result()):
+            # The core settled the task either way; a failed one's row returns after its lease.
+            if outcome is not None and outcome[0] not in QUIET:
+                self._warn(message_id, f"{outcome[0]}: {outcome[1]}")
+
+    def _warn(self, message_id: str, error: str) -> None:
+        self._log.warning("could not finish message %s (%s); it will be redelivered after its lease", message_id, error)
+
+
+async def watch_cancelled(native: Any, running: Dict[int, Tuple[Any, "asyncio.Future[Any]"]]) -> None:
+    """Cancels each running handler whose task the core cancelled (lease lost, shutdown's
+    grace over): one pending ``next_cancelled`` for the whole worker instead of one awaitable
+    per task. Ends when the run closes it (``close_cancelled``)."""
+    while True:
+        seqs = await native.next_cancelled()
+        if not seqs:
+            return
+        for seq in seqs:
+            entry = running.get(seq)
+            if entry is not None:
+                entry[1].cancel()

@@ -1,0 +1,114 @@
+"""The batch crossing (issue 21) against a real PostgreSQL: tasks handed out and completed in
+batches keep each task's fence and the shutdown rules, and every row is handled once."""
+
+import asyncio
+import json
+
+import pytest
+
+from conftest import count_state, enqueue, states, wait_for
+from queuebox_inbox import Database, Worker, _native
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+async def _eq(coro, value):
+    return (await coro) == value
+
+
+def test_next_batch_hands_out_tasks_in_message_order_and_a_claim_lost_in_complete_all_fails_only_that_task(database_url):
+    async def go():
+        db = await Database.connect(database_url)
+        source = "lost-in-batch"
+        await enqueue(db, source, 8)
+        w = await _native.connect_worker(database_url, json.dumps({"source": source, "batchSize": 8, "concurrency": 8, "pollIntervalMs": 20}))
+        try:
+            first, messages_json, _ = await w.next_batch(8)
+            tasks, messages = list(first), json.loads(messages_json)
+            while len(tasks) < 8:
+                more, more_json, _ = await w.next_batch(8 - len(tasks))
+                tasks += more
+                messages += json.loads(more_json)
+            assert len(first) > 1, f"one crossing handed out {len(first)} task(s)"
+            assert [json.loads(t.message_json())["id"] for t in tasks] == [m["id"] for m in messages]
+            stolen = messages[3]["id"]
+            await db.execute("UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = $1::uuid", [stolen])
+
+            results = await w.complete_all(tasks)
+            assert len(results) == 8
+            assert results[3] is not None and results[3][0] == "claim_lost"
+            assert [r for i, r in enumerate(results) if i != 3] == [None] * 7
+            st = await states(db, source)
+            assert st[stolen]["state"] == "processing"
+            assert sum(r["state"] == "processed" for r in st.values()) == 7
+            stats = json.loads(w.stats_json())
+            assert (stats["completed"], stats["claimsLost"]) == (7, 1)
+            # A task of a batch is finished once: completing it again says so.
+            assert (await w.complete_all([tasks[0]]))[0][0] == "already_finished"
+        finally:
+            await w.shutdown()
+        await db.close()
+
+    run(go())
+
+
+def test_shutdown_with_part_of_a_batch_out_completes_the_running_and_releases_the_rest(database_url):
+    async def go():
+        db = await Database.connect(database_url)
+        source = "partial-batch"
+        ids = await enqueue(db, source, 10)
+        seen = {}
+        gate = asyncio.Event()
+
+        async def handler(m, tx):
+            seen[m.id] = seen.get(m.id, 0) + 1
+            await gate.wait()
+
+        stop = asyncio.Event()
+        async with Worker(database_url, source, batch_size=10, concurrency=4, shutdown_grace_ms=10000, poll_interval_ms=20) as w:
+            t = asyncio.ensure_future(w.run(handler, stop=stop))
+            await wait_for(lambda: _eq(asyncio.sleep(0, len(seen)), 4), 10, "4 handlers running")
+            stop.set()  # shutdown: the 6 claimed rows not handed out are released now
+            await wait_for(lambda: _eq(count_state(db, source, "pending"), 6), 10, "6 released")
+            gate.set()  # the 4 running handlers finish within the grace
+            await t
+            assert (w.stats().released, w.stats().completed) == (6, 4)
+        assert await count_state(db, source, "processed") == 4
+        assert all(r["attempt"] == 0 for r in (await states(db, source)).values())
+
+        # A second worker takes the released rows: every row handled once in all.
+        stop2 = asyncio.Event()
+        t2 = asyncio.ensure_future(Worker(database_url, source, batch_size=10, concurrency=4, poll_interval_ms=20).run(handler, stop=stop2))
+        await wait_for(lambda: _eq(count_state(db, source, "processed"), 10), 10, "10 processed")
+        stop2.set()
+        await t2
+        assert sorted(seen) == sorted(ids) and set(seen.values()) == {1}
+        await db.close()
+
+    run(go())
+
+
+@pytest.mark.parametrize("concurrency", [1, 8, 32])
+def test_two_workers_at_any_concurrency_handle_every_row_once(database_url, concurrency):
+    async def go():
+        db = await Database.connect(database_url)
+        source = f"each-once-{concurrency}"
+        n = 400
+        ids = await enqueue(db, source, n)
+        seen = {}
+
+        def handler(m, tx):  # a plain function: run() calls it in the loop
+            seen[m.id] = seen.get(m.id, 0) + 1
+
+        stop = asyncio.Event()
+        workers = [Worker(database_url, source, batch_size=40, concurrency=concurrency, poll_interval_ms=20) for _ in range(2)]
+        runs = [asyncio.ensure_future(w.run(handler, stop=stop)) for w in workers]
+        await wait_for(lambda: _eq(count_state(db, source, "processed"), n), 30, f"{n} processed")
+        stop.set()
+        await asyncio.gather(*runs)
+        assert sorted(seen) == sorted(ids) and set(seen.values()) == {1}
+        await db.close()
+
+    run(go())
