@@ -22,9 +22,11 @@ import "unsafe"
 
 // The native library (bindings/c, libqueuebox) does all the work: claims, lease renewal,
 // LISTEN/NOTIFY, backoff, fencing, completion. This file is the only place that talks to
-// it. Every call used here is a *_blocking variant: a goroutine blocked in cgo costs one
-// OS thread and never blocks the Go scheduler, and no state lives in thread-locals, so a
-// goroutine may move between OS threads between two calls.
+// it (batch.go holds the batched hand-out and completion). Calls that wait use a *_blocking
+// variant: a goroutine blocked in cgo costs one OS thread and never blocks the Go
+// scheduler, and no state lives in thread-locals, so a goroutine may move between OS
+// threads between two calls. The two exceptions never wait: batched completions
+// (qb_tasks_complete, fire and forget) and the cancellation callback (qb_task_on_cancelled).
 
 // cstr copies s into C memory; the caller frees it with C.free.
 func cstr(s string) *C.char { return C.CString(s) }
@@ -100,17 +102,6 @@ func nativeWorkerNew(r *nativeRuntime, url, optionsJSON string) (*C.QbWorker, er
 	return w, nil
 }
 
-// nativeNext waits for the next task; (nil, "", nil) once the worker is stopping.
-func nativeNext(w *C.QbWorker) (*C.QbTask, string, error) {
-	var t *C.QbTask
-	var msg *C.char
-	var e *C.QbError
-	if err := check(C.qb_worker_next_blocking(w, &t, &msg, &e), e); err != nil {
-		return nil, "", err
-	}
-	return t, takeString(msg), nil
-}
-
 func nativeShutdown(w *C.QbWorker) (uint64, error) {
 	var n C.uint64_t
 	var e *C.QbError
@@ -131,16 +122,6 @@ func nativeStats(w *C.QbWorker) Stats {
 	}
 }
 
-// waitCancelled blocks until the task is cancelled (true) or finished (false).
-func waitCancelled(t *C.QbTask) bool {
-	var c C.bool
-	var e *C.QbError
-	if check(C.qb_task_wait_cancelled_blocking(t, &c, &e), e) != nil {
-		return false
-	}
-	return bool(c)
-}
-
 func taskExecute(t *C.QbTask, sql, params string) (int64, error) {
 	csql, cparams := cstr(sql), cstr(params)
 	defer C.free(unsafe.Pointer(csql))
@@ -159,11 +140,6 @@ func taskQuery(t *C.QbTask, sql, params string) (string, error) {
 	var e *C.QbError
 	err := check(C.qb_task_query_blocking(t, csql, cparams, &rows, &e), e)
 	return takeString(rows), err
-}
-
-func taskComplete(t *C.QbTask) error {
-	var e *C.QbError
-	return check(C.qb_task_complete_blocking(t, &e), e)
 }
 
 func taskFail(t *C.QbTask, text string) error {

@@ -107,62 +107,63 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 		}
 	}()
 
+	// One crossing hands out a batch of tasks (as many as the core has claimed and free
+	// slots allow); each runs on its own goroutine, and plain completions go back in
+	// batches through the completer (batch.go).
 	var handlers sync.WaitGroup
 	var failure error
+	done := newCompleter()
 	for {
-		task, msg, err := nativeNext(w.w)
+		tasks, msgs, err := nativeNextBatch(w.w)
 		if err != nil {
 			failure = err
 			break
 		}
-		if task == nil {
+		if len(tasks) == 0 {
 			break
 		}
-		handlers.Add(1)
-		go func() {
-			defer handlers.Done()
-			runOne(task, msg, call)
-		}()
+		handlers.Add(len(tasks))
+		for i := range tasks {
+			go func(task *C.QbTask, msg string) {
+				defer handlers.Done()
+				runOne(task, msg, call, done)
+			}(tasks[i], msgs[i])
+		}
 	}
 	close(stopped)
 	shutdown()
 	handlers.Wait()
+	done.close()
 	<-shutdownDone
 	return failure
 }
 
-// runOne runs the handler on one task and finishes the task by its result.
-func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Task) error) {
+// runOne runs the handler on one task and finishes the task by its result: a success goes
+// to the completer (which frees the task), every other outcome is finished and freed here.
+func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Task) error, done *completer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	waiter := make(chan struct{})
-	go func() {
-		defer close(waiter)
-		if waitCancelled(task) {
-			cancel()
-		}
-	}()
-	// The waiter returns once a finish ran; only then is freeing the task safe.
-	defer func() {
-		<-waiter
-		taskFree(task)
-	}()
+	defer watchCancelled(task, cancel)()
 
 	msg, err := parseMessage(text)
 	if err != nil {
 		_ = taskAbandon(task)
+		taskFree(task)
 		return
 	}
 	t := &Task{Message: msg, native: task}
 	herr := callHandler(ctx, call, t)
 	t.returned.Store(true) // the task is finished and freed below: CompleteTx refuses it from now on
 	// A cancelled task is abandoned by the library whatever is asked here (QB_CANCELLED).
+	if herr == nil && !t.lost.Load() {
+		done.add(task)
+		return
+	}
+	defer taskFree(task)
 	switch {
 	case t.lost.Load():
 		// CompleteTx found the claim lost (and told the core): the row has a new owner.
 		_ = taskAbandon(task)
-	case herr == nil:
-		_ = taskComplete(task)
 	default:
 		if r, ok := asRetry(herr); ok {
 			_ = taskRetry(task, uint64(r.After.Milliseconds()), r.Reason)

@@ -91,17 +91,40 @@ typedef struct QbError {
   char *message;
 } QbError;
 
-// Receives one log record: its level, target (the emitting module, e.g.
-// `queuebox_core::worker`), message, and the other fields as a JSON object
-// (`{"message_id":"…","source":"orders","error":"…"}`). Every string is UTF-8, owned by the
-// library and valid only during the call: copy what you keep. Called from any thread that
-// logs (runtime threads, or the caller's thread in a blocking call), possibly from several
-// at once; it should return quickly.
-typedef void (*QbLogCallback)(void *user_data,
-                              QbLogLevel level,
-                              const char *target,
-                              const char *message,
-                              const char *fields_json);
+// Tasks handed out by one `qb_worker_next_batch*` call; `len == 0` means the worker is
+// stopping. Ownership is split on purpose, so that tasks can be finished and freed one by
+// one while the batch goes at once:
+// - each `tasks[i]` belongs to the caller from hand-out on, exactly like a task from
+//   `qb_worker_next`: finish it (or not) and release it with `qb_task_free`;
+// - the two arrays and the `messages_json[i]` strings belong to the batch and are
+//   released, all together, by `qb_task_batch_free` (which never frees a task). Copy a
+//   message before freeing the batch if it is needed later.
+typedef struct QbTaskBatch {
+  // Number of tasks (and of messages).
+  size_t len;
+  // `len` task handles.
+  struct QbTask **tasks;
+  // `len` NUL-terminated message JSON objects (the format of `qb_task_message`), in
+  // the order of `tasks`.
+  char **messages_json;
+} QbTaskBatch;
+
+// Fires once with a batch (owned by the receiver, never NULL on `QB_OK`; `len == 0` when
+// the worker is stopping) or with an error and `batch == NULL`.
+typedef void (*QbTaskBatchCallback)(void *user_data,
+                                    QbStatus status,
+                                    struct QbTaskBatch *batch,
+                                    struct QbError *error);
+
+// Fires once after `qb_tasks_complete`: `status` is the call's (QB_OK once the tasks were
+// finished, whatever each outcome); `results[i]` is the outcome of `tasks[i]` (QB_OK,
+// QB_ERR_CLAIM_LOST, QB_CANCELLED, QB_ERR_ALREADY_FINISHED, QB_ERR_DATABASE, ...).
+// `results` is valid only during the callback (NULL on error).
+typedef void (*QbTasksDoneCallback)(void *user_data,
+                                    QbStatus status,
+                                    const QbStatus *results,
+                                    size_t len,
+                                    struct QbError *error);
 
 // Fires once: `cancelled` is true when the lease was lost or the shutdown grace ran out,
 // false when the task was finished or freed first.
@@ -118,6 +141,18 @@ typedef void (*QbStringCallback)(void *user_data, QbStatus status, char *json, s
 
 // Fires once with the outcome of an operation that returns nothing.
 typedef void (*QbDoneCallback)(void *user_data, QbStatus status, struct QbError *error);
+
+// Receives one log record: its level, target (the emitting module, e.g.
+// `queuebox_core::worker`), message, and the other fields as a JSON object
+// (`{"message_id":"…","source":"orders","error":"…"}`). Every string is UTF-8, owned by the
+// library and valid only during the call: copy what you keep. Called from any thread that
+// logs (runtime threads, or the caller's thread in a blocking call), possibly from several
+// at once; it should return quickly.
+typedef void (*QbLogCallback)(void *user_data,
+                              QbLogLevel level,
+                              const char *target,
+                              const char *message,
+                              const char *fields_json);
 
 // Fires once with the new worker (owned by the receiver) or an error.
 typedef void (*QbWorkerCallback)(void *user_data,
@@ -190,6 +225,65 @@ QbStatus qb_publish_statement(const char *backend,
                               char **out_json,
                               struct QbError **out_error);
 
+// Waits for at least one claimed row, then hands out up to `max` tasks in one batch: the
+// first, plus whatever is already claimed and waiting (no further wait, no extra claim),
+// as far as free concurrency slots allow (at most `min(concurrency, batchSize)` tasks are
+// out at once, counting earlier batches). Returns at once; `callback` fires on a runtime
+// thread with the batch (see `QbTaskBatch` for who frees what).
+//
+// # Safety
+// `worker` is live; `user_data` stays valid until the callback fired.
+QbStatus qb_worker_next_batch(const struct QbWorker *worker,
+                              size_t max,
+                              QbTaskBatchCallback callback,
+                              void *user_data,
+                              struct QbError **out_error);
+
+// Blocking variant of `qb_worker_next_batch`: on `QB_OK`, `*out_batch` is the batch
+// (`len == 0` when the worker is stopping); release it with `qb_task_batch_free` after
+// taking the tasks.
+//
+// # Safety
+// `worker` is live; `out_batch` is writable. Not on a runtime thread.
+QbStatus qb_worker_next_batch_blocking(const struct QbWorker *worker,
+                                       size_t max,
+                                       struct QbTaskBatch **out_batch,
+                                       struct QbError **out_error);
+
+// Releases a batch: its two arrays and its message strings, never its tasks (they are the
+// caller's; see `QbTaskBatch`). NULL is ignored. Does not block.
+//
+// # Safety
+// `batch` is NULL or a batch the library returned and not yet freed.
+void qb_task_batch_free(struct QbTaskBatch *batch);
+
+// Completes every task of the batch: the same as `qb_task_complete` on each at once (a
+// task with an open transaction commits it with its mark; the plain ones share one
+// batched statement), with one crossing and one callback. Each task keeps its own fence:
+// `results[i]` says how `tasks[i]` ended, and a lost claim touches no other task. The
+// handles may be freed as soon as this call returned. `callback` may be NULL when the
+// caller does not want the results (the core counts and logs lost claims either way).
+//
+// # Safety
+// `tasks` points at `len` live task handles (it may be NULL when `len` is 0);
+// `user_data` stays valid until the callback fired.
+QbStatus qb_tasks_complete(const struct QbTask *const *tasks,
+                           size_t len,
+                           QbTasksDoneCallback callback,
+                           void *user_data,
+                           struct QbError **out_error);
+
+// Blocking variant of `qb_tasks_complete`: `out_results` (NULL, or room for `len`
+// statuses) receives the outcome of each task.
+//
+// # Safety
+// As `qb_tasks_complete`; `out_results` is NULL or writable for `len` values. Not on a
+// runtime thread.
+QbStatus qb_tasks_complete_blocking(const struct QbTask *const *tasks,
+                                    size_t len,
+                                    QbStatus *out_results,
+                                    struct QbError **out_error);
+
 // Releases a string returned by the library (message JSON, query rows, vector output).
 // NULL is ignored.
 //
@@ -206,21 +300,6 @@ void qb_error_free(struct QbError *error);
 // The stable name of a status code (`"ok"`, `"claim_lost"`, ...); a static string, never
 // freed. Unknown values give `"unknown"`.
 const char *qb_status_name(int32_t status);
-
-// Installs `callback` for the core's records at `min_level` (1 error .. 5 trace, see
-// `QbLogLevel`) and more severe, replacing any previous callback; a NULL `callback` removes
-// it (`min_level` is then ignored). Process-wide: one callback serves every runtime and
-// worker. When this returns, the previous callback is not running and is never called
-// again, so its `user_data` may be freed. Refused (`QB_ERR_INVALID_INPUT`) for a
-// `min_level` outside 1..=5 and when called from inside the log callback.
-//
-// # Safety
-// `callback` is NULL or a function safe to call from any thread with `user_data` until it
-// is replaced or removed; `out_error` is NULL or writable.
-QbStatus qb_set_log_callback(QbLogCallback callback,
-                             void *user_data,
-                             int32_t min_level,
-                             struct QbError **out_error);
 
 // Starts a runtime with `worker_threads` threads (0: two). Free it with
 // `qb_runtime_free` after every worker and task made on it.
@@ -437,6 +516,21 @@ QbStatus qb_task_abandon(const struct QbTask *task,
 // `task` is live. Not on a runtime thread.
 QbStatus qb_task_abandon_blocking(const struct QbTask *task, struct QbError **out_error);
 
+// Installs `callback` for the core's records at `min_level` (1 error .. 5 trace, see
+// `QbLogLevel`) and more severe, replacing any previous callback; a NULL `callback` removes
+// it (`min_level` is then ignored). Process-wide: one callback serves every runtime and
+// worker. When this returns, the previous callback is not running and is never called
+// again, so its `user_data` may be freed. Refused (`QB_ERR_INVALID_INPUT`) for a
+// `min_level` outside 1..=5 and when called from inside the log callback.
+//
+// # Safety
+// `callback` is NULL or a function safe to call from any thread with `user_data` until it
+// is replaced or removed; `out_error` is NULL or writable.
+QbStatus qb_set_log_callback(QbLogCallback callback,
+                             void *user_data,
+                             int32_t min_level,
+                             struct QbError **out_error);
+
 // Runs one case of a `proto-docs/vectors/*.json` file through the core
 // (`queuebox_bridge::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a
 // case's `input`; `*out_json` is the output to compare with the case's `expected` as
@@ -557,18 +651,6 @@ QbStatus qb_worker_shutdown_blocking(const struct QbWorker *worker,
 QbStatus qb_worker_stats(const struct QbWorker *worker,
                          struct QbStats *out_stats,
                          struct QbError **out_error);
-
-// The worker's metrics (claimed, completed, retried, dead, released, claims lost, claim
-// errors, lease renewals; claim and handler duration histograms; each labelled by
-// `source`) in the Prometheus text format 0.0.4 (`text/plain; version=0.0.4;
-// charset=utf-8`), for the application's `/metrics`. Free it with `qb_string_free`. Does
-// not block.
-//
-// # Safety
-// `worker` is live; `out_text` is writable.
-QbStatus qb_worker_metrics_text(const struct QbWorker *worker,
-                                char **out_text,
-                                struct QbError **out_error);
 
 #ifdef __cplusplus
 }  // extern "C"

@@ -11,6 +11,7 @@
 //! | [`runtime`] | `qb_runtime_*`: the tokio runtime callbacks fire on |
 //! | [`worker`] | `qb_worker_*`: options JSON, connect, next, shutdown, stats |
 //! | [`task`] | `qb_task_*`: message, transaction (execute/query), cancellation, finishes |
+//! | [`batch`] | `qb_worker_next_batch*`, `qb_tasks_complete*`, `qb_task_batch_free`: the boundary crossed once per batch, not per row |
 //! | [`app_tx`] | `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`: SQL for the application's own transaction |
 //! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_version` |
 //! | [`logs`] | `qb_set_log_callback`: the core's log records to one C callback |
@@ -24,6 +25,7 @@
 #![allow(clippy::missing_safety_doc)]
 
 pub mod app_tx;
+pub mod batch;
 pub mod boundary;
 pub mod error;
 pub mod runtime;

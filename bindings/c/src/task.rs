@@ -49,6 +49,16 @@ impl QbTask {
     pub(crate) fn settle(&self) {
         self.settled.cancel();
     }
+
+    /// The token a finish cancels to end the cancellation waits (for batched finishes).
+    pub(crate) fn settled_token(&self) -> CancellationToken {
+        self.settled.clone()
+    }
+
+    /// The runtime the task's calls run on.
+    pub(crate) fn handle(&self) -> &Handle {
+        &self.handle
+    }
 }
 
 /// Releases the caller's task handle. A task freed before any finish is abandoned: renewal

@@ -797,6 +797,147 @@ static void log_callback_forwards_core_records(QbRuntime *rt) {
   pthread_mutex_destroy(&logs.mu);
 }
 
+/* ---- batches: qb_worker_next_batch*, qb_tasks_complete*, qb_task_batch_free ---- */
+typedef struct {
+  Latch l;
+  QbTaskBatch *batch;
+  QbStatus results[8];
+  size_t len;
+} BatchLatch;
+
+static void on_batch(void *ud, QbStatus st, QbTaskBatch *b, QbError *e) {
+  BatchLatch *bl = ud; bl->l.status = st; bl->batch = b; bl->l.error = e; latch_fire(&bl->l);
+}
+static void on_tasks_done(void *ud, QbStatus st, const QbStatus *results, size_t len, QbError *e) {
+  BatchLatch *bl = ud; bl->l.status = st; bl->l.error = e; bl->len = len;
+  for (size_t i = 0; i < len && i < 8; i++) bl->results[i] = results[i];
+  latch_fire(&bl->l);
+}
+
+/* The idempotency key ("k3") of a message JSON, into buf. */
+static void key_of(const char *json, char *buf, size_t n) {
+  const char *p = strstr(json, "\"idempotencyKey\":\"");
+  buf[0] = 0;
+  if (!p) return;
+  p += strlen("\"idempotencyKey\":\"");
+  size_t i = 0;
+  while (p[i] && p[i] != '"' && i + 1 < n) { buf[i] = p[i]; i++; }
+  buf[i] = 0;
+}
+
+static void wait_for_sql(const char *text, const char *want, const char *what) {
+  for (int i = 0; i < 200; i++) {
+    char *got = sql(db_url, text);
+    int ok = strcmp(got, want) == 0;
+    free(got);
+    if (ok) return;
+    usleep(50000);
+  }
+  sql_expect(text, want, what);
+}
+
+static void batches_hand_out_and_complete_with_one_crossing(QbRuntime *rt) {
+  insert_rows("bat", 6);
+  QbWorker *w = new_worker(rt, "{\"source\":\"bat\",\"batchSize\":6,\"concurrency\":4,\"listen\":false,\"pollIntervalMs\":50}");
+  QbError *err = NULL;
+  QbTaskBatch *b = (QbTaskBatch *)0x1;
+  EXPECT(qb_worker_next_batch_blocking(w, 0, &b, &err), QB_ERR_INVALID_INPUT, NULL, "max", "max 0");
+  CHECK(b == NULL, "out_batch cleared on failure");
+  EXPECT(qb_worker_next_batch_blocking(w, 4, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_batch", "null out_batch");
+  EXPECT(qb_worker_next_batch_blocking(NULL, 4, &b, &err), QB_ERR_INVALID_INPUT, NULL, "worker", "null worker");
+  qb_task_batch_free(NULL);
+
+  /* The first batch: bounded by the 4 concurrency slots although max is 10. */
+  EXPECT(qb_worker_next_batch_blocking(w, 10, &b, &err), QB_OK, NULL, NULL, "next_batch");
+  CHECK(b && b->len == 4, "batch of 4, got %zu", b ? b->len : 0);
+  if (!b || b->len != 4) exit(1);
+  QbTask *tasks[4];
+  char lost_key[32];
+  for (size_t i = 0; i < 4; i++) {
+    tasks[i] = b->tasks[i];
+    CHECK(strstr(b->messages_json[i], "\"source\":\"bat\"") != NULL, "message %s", b->messages_json[i]);
+  }
+  key_of(b->messages_json[1], lost_key, sizeof lost_key);
+  qb_task_batch_free(b); /* the tasks stay the caller's */
+
+  /* Another owner takes the second row: only that task's completion is fenced out. */
+  char q[256];
+  snprintf(q, sizeof q, "UPDATE inbox SET claim_token = gen_random_uuid() WHERE source='bat' AND idempotency_key='%s';", lost_key);
+  free(sql(db_url, q));
+  QbStatus results[4] = {99, 99, 99, 99};
+  EXPECT(qb_tasks_complete_blocking((const QbTask *const *)tasks, 4, results, &err), QB_OK, NULL, NULL, "tasks_complete");
+  CHECK(results[0] == QB_OK && results[1] == QB_ERR_CLAIM_LOST && results[2] == QB_OK && results[3] == QB_OK,
+        "results %d %d %d %d", results[0], results[1], results[2], results[3]);
+  snprintf(q, sizeof q, "SELECT state FROM inbox WHERE source='bat' AND idempotency_key='%s';", lost_key);
+  sql_expect(q, "processing", "the fenced-out row was not completed");
+  sql_expect("SELECT count(*) FROM inbox WHERE source='bat' AND state='processed';", "3", "the other three completed");
+  /* A second completion of the same tasks is refused per task, not as a whole. */
+  EXPECT(qb_tasks_complete_blocking((const QbTask *const *)tasks, 1, results, &err), QB_OK, NULL, NULL, "again");
+  CHECK(results[0] == QB_ERR_ALREADY_FINISHED, "second completion %d", results[0]);
+  for (int i = 0; i < 4; i++) qb_task_free(tasks[i]);
+  EXPECT(qb_tasks_complete_blocking(NULL, 2, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "tasks", "null tasks");
+  EXPECT(qb_tasks_complete_blocking(NULL, 0, NULL, &err), QB_OK, NULL, NULL, "empty batch");
+
+  /* Async: the two claimed rows left; handles freed right after the call returned. */
+  BatchLatch bl;
+  memset(&bl, 0, sizeof bl);
+  latch_init(&bl.l);
+  EXPECT(qb_worker_next_batch(w, 10, on_batch, &bl, &err), QB_OK, NULL, NULL, "next_batch async");
+  latch_wait(&bl.l);
+  expect_status(bl.l.status, bl.l.error, QB_OK, NULL, NULL, "next_batch callback");
+  latch_destroy(&bl.l);
+  CHECK(bl.batch && bl.batch->len == 2, "async batch of 2, got %zu", bl.batch ? bl.batch->len : 0);
+  if (!bl.batch) exit(1);
+  QbTaskBatch *ab = bl.batch;
+  memset(&bl, 0, sizeof bl);
+  latch_init(&bl.l);
+  EXPECT(qb_tasks_complete((const QbTask *const *)ab->tasks, ab->len, on_tasks_done, &bl, &err), QB_OK, NULL, NULL, "tasks_complete async");
+  for (size_t i = 0; i < ab->len; i++) qb_task_free(ab->tasks[i]);
+  qb_task_batch_free(ab);
+  latch_wait(&bl.l);
+  expect_status(bl.l.status, bl.l.error, QB_OK, NULL, NULL, "tasks_complete callback");
+  CHECK(bl.len == 2 && bl.results[0] == QB_OK && bl.results[1] == QB_OK, "async results len %zu: %d %d", bl.len, bl.results[0], bl.results[1]);
+  latch_destroy(&bl.l);
+  sql_expect("SELECT count(*) FROM inbox WHERE source='bat' AND state='processed';", "5", "five completed");
+
+  /* Shutdown while a partial batch is out: the claimed rows never handed out go back to
+   * pending, the batch out finishes normally, nothing is abandoned or lost. */
+  insert_rows("bat2", 4);
+  QbWorker *w2 = new_worker(rt, "{\"source\":\"bat2\",\"batchSize\":6,\"concurrency\":4,\"listen\":false,\"pollIntervalMs\":50}");
+  EXPECT(qb_worker_next_batch_blocking(w2, 2, &b, &err), QB_OK, NULL, NULL, "partial batch");
+  CHECK(b && b->len == 2, "max 2 bounds the batch, got %zu", b ? b->len : 0);
+  if (!b || b->len != 2) exit(1);
+  QbTask *out[2] = {b->tasks[0], b->tasks[1]};
+  qb_task_batch_free(b);
+  sql_expect("SELECT count(*) FROM inbox WHERE source='bat2' AND state='processing';", "4", "all four claimed");
+  Latch sl;
+  latch_init(&sl);
+  EXPECT(qb_worker_shutdown(w2, on_count, &sl, &err), QB_OK, NULL, NULL, "shutdown async");
+  wait_for_sql("SELECT count(*) FROM inbox WHERE source='bat2' AND state='pending' AND attempt=0;", "2", "unstarted rows released");
+  EXPECT(qb_worker_next_batch_blocking(w2, 4, &b, &err), QB_OK, NULL, NULL, "next_batch while stopping");
+  CHECK(b && b->len == 0, "a stopping worker hands out an empty batch");
+  qb_task_batch_free(b);
+  EXPECT(qb_tasks_complete_blocking((const QbTask *const *)out, 2, results, &err), QB_OK, NULL, NULL, "complete the batch out");
+  CHECK(results[0] == QB_OK && results[1] == QB_OK, "results %d %d", results[0], results[1]);
+  qb_task_free(out[0]);
+  qb_task_free(out[1]);
+  latch_wait(&sl);
+  expect_status(sl.status, sl.error, QB_OK, NULL, NULL, "shutdown callback");
+  CHECK(sl.count == 0, "nothing abandoned: %llu", (unsigned long long)sl.count);
+  latch_destroy(&sl);
+  sql_expect("SELECT count(*) FILTER (WHERE state='processed') || ' ' || count(*) FILTER (WHERE state='pending') FROM inbox WHERE source='bat2';",
+             "2 2", "two completed, two back to pending");
+
+  QbStats s;
+  EXPECT(qb_worker_stats(w, &s, &err), QB_OK, NULL, NULL, "stats");
+  CHECK(s.completed == 5 && s.claims_lost == 1 && s.in_flight == 0, "completed=%llu claims_lost=%llu in_flight=%llu",
+        (unsigned long long)s.completed, (unsigned long long)s.claims_lost, (unsigned long long)s.in_flight);
+  uint64_t abandoned = 99;
+  EXPECT(qb_worker_shutdown_blocking(w, &abandoned, &err), QB_OK, NULL, NULL, "shutdown");
+  qb_worker_free(w);
+  qb_worker_free(w2);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s <empty database url> <second empty database url>\n", argv[0]);
@@ -816,6 +957,7 @@ int main(int argc, char **argv) {
   worker_options_errors_name_the_field(rt);
   worker_new_reports_connect_and_schema_errors(rt, argv[2]);
   blocking_calls_finish_rows_in_the_database(rt);
+  batches_hand_out_and_complete_with_one_crossing(rt);
   callbacks_fire_once_from_runtime_threads(rt);
   shutdown_after_grace_cancels_and_nothing_completes(rt);
   application_transaction_statements(rt);

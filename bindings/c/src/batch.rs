@@ -1,0 +1,307 @@
+//! `qb_worker_next_batch` and `qb_tasks_complete`: the boundary crossed once per batch of
+//! tasks instead of once per row (issue 21). The core decides everything as for single
+//! tasks (`Worker::next_batch`, `Task::complete_all`): each task of a batch keeps its own
+//! permit, lease, fence and finish, so a lost claim affects only that task.
+
+use std::ffi::{c_char, c_void};
+use std::ptr;
+
+use queuebox_core::{Task, Worker};
+use tokio::runtime::Handle;
+use tokio_util::sync::CancellationToken;
+
+use crate::boundary::{block, guard, handle_ref, into_c_string, spawn, Outcome, SendPtr};
+use crate::error::{Failure, QbError, QbStatus};
+use crate::task::QbTask;
+
+/// Tasks handed out by one `qb_worker_next_batch*` call; `len == 0` means the worker is
+/// stopping. Ownership is split on purpose, so that tasks can be finished and freed one by
+/// one while the batch goes at once:
+/// - each `tasks[i]` belongs to the caller from hand-out on, exactly like a task from
+///   `qb_worker_next`: finish it (or not) and release it with `qb_task_free`;
+/// - the two arrays and the `messages_json[i]` strings belong to the batch and are
+///   released, all together, by `qb_task_batch_free` (which never frees a task). Copy a
+///   message before freeing the batch if it is needed later.
+#[repr(C)]
+pub struct QbTaskBatch {
+    /// Number of tasks (and of messages).
+    pub len: usize,
+    /// `len` task handles.
+    pub tasks: *mut *mut QbTask,
+    /// `len` NUL-terminated message JSON objects (the format of `qb_task_message`), in
+    /// the order of `tasks`.
+    pub messages_json: *mut *mut c_char,
+}
+
+/// Fires once with a batch (owned by the receiver, never NULL on `QB_OK`; `len == 0` when
+/// the worker is stopping) or with an error and `batch == NULL`.
+pub type QbTaskBatchCallback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: QbStatus,
+        batch: *mut QbTaskBatch,
+        error: *mut QbError,
+    ),
+>;
+
+/// Fires once after `qb_tasks_complete`: `status` is the call's (QB_OK once the tasks were
+/// finished, whatever each outcome); `results[i]` is the outcome of `tasks[i]` (QB_OK,
+/// QB_ERR_CLAIM_LOST, QB_CANCELLED, QB_ERR_ALREADY_FINISHED, QB_ERR_DATABASE, ...).
+/// `results` is valid only during the callback (NULL on error).
+pub type QbTasksDoneCallback = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: QbStatus,
+        results: *const QbStatus,
+        len: usize,
+        error: *mut QbError,
+    ),
+>;
+
+impl QbTaskBatch {
+    fn boxed(tasks: Vec<(Box<QbTask>, String)>) -> Box<QbTaskBatch> {
+        let len = tasks.len();
+        let (handles, messages): (Vec<*mut QbTask>, Vec<*mut c_char>) = tasks
+            .into_iter()
+            .map(|(t, json)| (Box::into_raw(t), into_c_string(json)))
+            .unzip();
+        Box::new(QbTaskBatch {
+            len,
+            tasks: Box::into_raw(handles.into_boxed_slice()) as *mut *mut QbTask,
+            messages_json: Box::into_raw(messages.into_boxed_slice()) as *mut *mut c_char,
+        })
+    }
+}
+
+/// The tasks and their message JSON; made into a `QbTaskBatch` where it is handed over.
+async fn next_batch(w: Worker, handle: Handle, max: usize) -> Outcome<Vec<(Box<QbTask>, String)>> {
+    let tasks = w.next_batch(max).await?;
+    Ok(tasks
+        .into_iter()
+        .map(|task| {
+            let json = queuebox_bridge::json::message_to_json(task.message()).to_string();
+            (QbTask::boxed(task, handle.clone()), json)
+        })
+        .collect())
+}
+
+fn max_arg(max: usize) -> Outcome<usize> {
+    if max == 0 {
+        return Err(Failure::invalid("max must be at least 1"));
+    }
+    Ok(max)
+}
+
+/// Waits for at least one claimed row, then hands out up to `max` tasks in one batch: the
+/// first, plus whatever is already claimed and waiting (no further wait, no extra claim),
+/// as far as free concurrency slots allow (at most `min(concurrency, batchSize)` tasks are
+/// out at once, counting earlier batches). Returns at once; `callback` fires on a runtime
+/// thread with the batch (see `QbTaskBatch` for who frees what).
+///
+/// # Safety
+/// `worker` is live; `user_data` stays valid until the callback fired.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_next_batch(
+    worker: *const crate::worker::QbWorker,
+    max: usize,
+    callback: QbTaskBatchCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let max = max_arg(max)?;
+        let ud = SendPtr(user_data);
+        spawn(
+            &w.handle,
+            next_batch(w.worker.clone(), w.handle.clone(), max),
+            move |st, b, err| {
+                let ud = ud;
+                let batch = b.map_or(ptr::null_mut(), |t| Box::into_raw(QbTaskBatch::boxed(t)));
+                match callback {
+                    Some(cb) => cb(ud.0, st, batch, err),
+                    None => {
+                        // Nobody takes the tasks: free them (abandoned), then the batch.
+                        free_batch_and_tasks(batch);
+                        crate::error::qb_error_free(err);
+                    }
+                }
+            },
+        );
+        Ok(())
+    })
+}
+
+/// Blocking variant of `qb_worker_next_batch`: on `QB_OK`, `*out_batch` is the batch
+/// (`len == 0` when the worker is stopping); release it with `qb_task_batch_free` after
+/// taking the tasks.
+///
+/// # Safety
+/// `worker` is live; `out_batch` is writable. Not on a runtime thread.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_next_batch_blocking(
+    worker: *const crate::worker::QbWorker,
+    max: usize,
+    out_batch: *mut *mut QbTaskBatch,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    crate::boundary::clear_out(out_batch);
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let max = max_arg(max)?;
+        if out_batch.is_null() {
+            return Err(Failure::invalid("out_batch is NULL"));
+        }
+        let b = block(
+            &w.handle,
+            next_batch(w.worker.clone(), w.handle.clone(), max),
+        )?;
+        *out_batch = Box::into_raw(QbTaskBatch::boxed(b));
+        Ok(())
+    })
+}
+
+/// Releases a batch: its two arrays and its message strings, never its tasks (they are the
+/// caller's; see `QbTaskBatch`). NULL is ignored. Does not block.
+///
+/// # Safety
+/// `batch` is NULL or a batch the library returned and not yet freed.
+#[no_mangle]
+pub unsafe extern "C" fn qb_task_batch_free(batch: *mut QbTaskBatch) {
+    if batch.is_null() {
+        return;
+    }
+    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let b = Box::from_raw(batch);
+        let messages = Box::from_raw(ptr::slice_from_raw_parts_mut(b.messages_json, b.len));
+        for m in messages.iter() {
+            crate::boundary::qb_string_free(*m);
+        }
+        drop(Box::from_raw(ptr::slice_from_raw_parts_mut(b.tasks, b.len)));
+    }));
+}
+
+/// A batch nobody received (no callback): its tasks are freed (abandoned), then the batch.
+unsafe fn free_batch_and_tasks(batch: *mut QbTaskBatch) {
+    if let Some(b) = batch.as_ref() {
+        for i in 0..b.len {
+            crate::task::qb_task_free(*b.tasks.add(i));
+        }
+    }
+    qb_task_batch_free(batch);
+}
+
+/// What a batched finish needs from `len` handles: a clone of each core task (each holds
+/// its own reference, so the handles may be freed as soon as the call returned), each
+/// handle's "settled" token (ends its cancellation waits), and the runtime to run on.
+struct Refs {
+    tasks: Vec<Task>,
+    settled: Vec<CancellationToken>,
+    handle: Option<Handle>,
+}
+
+unsafe fn task_refs(tasks: *const *const QbTask, len: usize) -> Outcome<Refs> {
+    let mut refs = Refs {
+        tasks: Vec::with_capacity(len),
+        settled: Vec::with_capacity(len),
+        handle: None,
+    };
+    if len > 0 && tasks.is_null() {
+        return Err(Failure::invalid("tasks is NULL"));
+    }
+    for i in 0..len {
+        let t: &QbTask = handle_ref(*tasks.add(i), &format!("tasks[{i}]"))?;
+        refs.tasks.push(t.task().clone());
+        refs.settled.push(t.settled_token());
+        refs.handle.get_or_insert_with(|| t.handle().clone());
+    }
+    Ok(refs)
+}
+
+/// Completes every task of the batch: the same as `qb_task_complete` on each at once (a
+/// task with an open transaction commits it with its mark; the plain ones share one
+/// batched statement), with one crossing and one callback. Each task keeps its own fence:
+/// `results[i]` says how `tasks[i]` ended, and a lost claim touches no other task. The
+/// handles may be freed as soon as this call returned. `callback` may be NULL when the
+/// caller does not want the results (the core counts and logs lost claims either way).
+///
+/// # Safety
+/// `tasks` points at `len` live task handles (it may be NULL when `len` is 0);
+/// `user_data` stays valid until the callback fired.
+#[no_mangle]
+pub unsafe extern "C" fn qb_tasks_complete(
+    tasks: *const *const QbTask,
+    len: usize,
+    callback: QbTasksDoneCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    guard(out_error, || {
+        let refs = task_refs(tasks, len)?;
+        let ud = SendPtr(user_data);
+        let deliver = move |st: QbStatus, r: Option<Vec<QbStatus>>, err: *mut QbError| {
+            let ud = ud;
+            let results = r.unwrap_or_default();
+            match callback {
+                Some(cb) => cb(
+                    ud.0,
+                    st,
+                    if results.is_empty() {
+                        ptr::null()
+                    } else {
+                        results.as_ptr()
+                    },
+                    results.len(),
+                    err,
+                ),
+                None => crate::error::qb_error_free(err),
+            }
+        };
+        match refs.handle {
+            Some(h) => spawn(&h, complete_all(refs.tasks, refs.settled), deliver),
+            // Nothing to complete: answer at once, on the calling thread.
+            None => deliver(QbStatus::QB_OK, Some(Vec::new()), ptr::null_mut()),
+        }
+        Ok(())
+    })
+}
+
+/// Blocking variant of `qb_tasks_complete`: `out_results` (NULL, or room for `len`
+/// statuses) receives the outcome of each task.
+///
+/// # Safety
+/// As `qb_tasks_complete`; `out_results` is NULL or writable for `len` values. Not on a
+/// runtime thread.
+#[no_mangle]
+pub unsafe extern "C" fn qb_tasks_complete_blocking(
+    tasks: *const *const QbTask,
+    len: usize,
+    out_results: *mut QbStatus,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    guard(out_error, || {
+        let refs = task_refs(tasks, len)?;
+        let Some(h) = refs.handle else {
+            return Ok(());
+        };
+        let results = block(&h, complete_all(refs.tasks, refs.settled))?;
+        if !out_results.is_null() {
+            ptr::copy_nonoverlapping(results.as_ptr(), out_results, results.len());
+        }
+        Ok(())
+    })
+}
+
+async fn complete_all(tasks: Vec<Task>, settled: Vec<CancellationToken>) -> Outcome<Vec<QbStatus>> {
+    let results = Task::complete_all(&tasks).await;
+    for s in settled {
+        s.cancel();
+    }
+    Ok(results
+        .into_iter()
+        .map(|r| match r {
+            Ok(()) => QbStatus::QB_OK,
+            Err(e) => Failure::from(e).status,
+        })
+        .collect())
+}

@@ -1,0 +1,146 @@
+package queuebox_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	queuebox "github.com/alternayte/queuebox/clients/go"
+)
+
+// The worker loop takes tasks in batches and sends plain completions back in batches
+// (batch.go); these tests pin down that each task of a batch still stands alone.
+
+// A lost claim inside a batch fails only that task's completion; the others complete.
+func TestLostClaimInABatchAffectsOnlyThatTask(t *testing.T) {
+	url := newDB(t)
+	insertRows(t, url, "lostbatch", 4)
+	opts := quickOptions("lostbatch")
+	opts.BatchSize, opts.Concurrency = 4, 4
+	w := newWorker(t, url, opts)
+	// Every handler waits until all four run at once, so that the four are out together
+	// and their completions go back together.
+	var started sync.WaitGroup
+	started.Add(4)
+	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
+		if m.IdempotencyKey == "k2" {
+			// Another owner takes this row: its completion's fence no longer matches.
+			psql(t, url, "UPDATE inbox SET claim_token = gen_random_uuid() WHERE idempotency_key = 'k2'")
+		}
+		started.Done()
+		started.Wait()
+		return nil
+	}
+	runUntil(t, w, handler, "three completions and one lost claim", func() bool {
+		s := w.Stats()
+		return s.Completed == 3 && s.ClaimsLost == 1 && s.InFlight == 0
+	})
+	got := psql(t, url, "SELECT string_agg(idempotency_key || '=' || state, ',' ORDER BY idempotency_key) FROM inbox")
+	if got != "k1=processed,k2=processing,k3=processed,k4=processed" {
+		t.Fatalf("rows %s: only k2's completion may be fenced out", got)
+	}
+}
+
+// Shutdown while part of the claimed rows runs: the rows never handed to a handler go back
+// to pending at once (no attempt spent), the running ones finish, and a later worker
+// processes the rest: nothing is lost or done twice.
+func TestShutdownWithAPartialBatchReleasesTheRestAndLosesNothing(t *testing.T) {
+	url := newDB(t)
+	insertRows(t, url, "partial", 10)
+	opts := quickOptions("partial")
+	opts.BatchSize, opts.Concurrency = 10, 2
+	w := newWorker(t, url, opts)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	release := make(chan struct{})
+	running := make(chan struct{}, 10)
+	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
+		mu.Lock()
+		seen[m.IdempotencyKey]++
+		mu.Unlock()
+		running <- struct{}{}
+		<-release
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, handler) }()
+	for i := 0; i < 2; i++ {
+		select {
+		case <-running:
+		case <-time.After(20 * time.Second):
+			t.Fatal("two handlers did not start")
+		}
+	}
+	if got := psql(t, url, "SELECT count(*) FROM inbox WHERE state = 'processing'"); got != "10" {
+		t.Fatalf("%s rows processing, want the whole claim of 10", got)
+	}
+	cancel()
+	waitFor(t, 10*time.Second, "the 8 unstarted rows released", func() bool {
+		return psql(t, url, "SELECT count(*) FROM inbox WHERE state = 'pending' AND attempt = 0") == "8"
+	})
+	close(release)
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Run: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return after the running handlers finished")
+	}
+	if got := psql(t, url, "SELECT count(*) FILTER (WHERE state = 'processed') || ' ' || count(*) FILTER (WHERE state = 'pending') FROM inbox"); got != "2 8" {
+		t.Fatalf("processed/pending %s, want 2 8", got)
+	}
+	if s := w.Stats(); s.Completed != 2 || s.Released != 8 || s.InFlight != 0 {
+		t.Fatalf("stats %+v", s)
+	}
+
+	w2 := newWorker(t, url, opts)
+	runUntil(t, w2, handler, "the released rows processed", func() bool {
+		return psql(t, url, "SELECT count(*) FROM inbox WHERE state = 'processed'") == "10"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 10 {
+		t.Fatalf("%d distinct rows handled, want 10", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%s handled %d times", k, n)
+		}
+	}
+}
+
+// Many batches at high concurrency: every row handled once and processed.
+func TestBatchedHandOutAtConcurrency32HandlesEveryRowOnce(t *testing.T) {
+	url := newDB(t)
+	insertRows(t, url, "many", 1000)
+	opts := quickOptions("many")
+	opts.BatchSize, opts.Concurrency = 64, 32
+	w := newWorker(t, url, opts)
+	var mu sync.Mutex
+	seen := map[string]int{}
+	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
+		mu.Lock()
+		seen[m.IdempotencyKey]++
+		mu.Unlock()
+		return nil
+	}
+	runUntil(t, w, handler, "1000 rows processed", func() bool {
+		return psql(t, url, "SELECT count(*) FROM inbox WHERE state = 'processed'") == "1000"
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if len(seen) != 1000 {
+		t.Fatalf("%d distinct rows handled, want 1000", len(seen))
+	}
+	for k, n := range seen {
+		if n != 1 {
+			t.Errorf("%s handled %d times", k, n)
+		}
+	}
+	if s := w.Stats(); s.Completed != 1000 || s.ClaimsLost != 0 || s.InFlight != 0 {
+		t.Errorf("stats %+v", s)
+	}
+}
