@@ -39,6 +39,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 4, "0004_outbox_publish"),
     migration!("postgres", 5, "0005_inbox_trace_context"),
     migration!("postgres", 6, "0006_inbox_claim_owner"),
+    migration!("postgres", 7, "0007_outbox_claim_owner"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -50,6 +51,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 4, "0004_outbox_publish"),
     migration!("sqlserver", 5, "0005_inbox_trace_context"),
     migration!("sqlserver", 6, "0006_inbox_claim_owner"),
+    migration!("sqlserver", 7, "0007_outbox_claim_owner"),
 ];
 
 /// What a migration run did.

@@ -46,6 +46,9 @@ pub struct AppState {
     pub route_keys: Arc<destinations::route_keys::RouteKeys>,
     /// The HTTP sources' `rateLimit` buckets.
     pub rate_limits: Arc<crate::sources::rate_limit::RateLimits>,
+    /// The owner key the relay's claims record, so another relay can take over this one's
+    /// rows within seconds of a crash (`relay_owner`).
+    pub owner: Arc<crate::relay_owner::RelayOwner>,
 }
 
 /// Connects the backend the database URL names ([`backend::connect`]: PostgreSQL, or SQL
@@ -100,6 +103,14 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let metrics = Arc::new(Metrics::new());
     let publishers = Arc::new(destinations::build_all(&cfg, &metrics)?);
     let transforms = Arc::new(crate::transforms::Transforms::compile(&cfg)?);
+    // Kept until the loops have finished their in-flight rows (the end of `run`).
+    let owner_stop = CancellationToken::new();
+    let (owner, owner_keeper) = crate::relay_owner::spawn(
+        db.store(),
+        db.relay_store(),
+        metrics.clone(),
+        owner_stop.clone(),
+    );
     let st = AppState {
         inbox: Inbox {
             store: db.store(),
@@ -124,6 +135,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             &cfg,
             Instant::now(),
         )),
+        owner,
     };
 
     let stop = CancellationToken::new();
@@ -247,6 +259,8 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     for p in st.publishers.values() {
         p.close().await;
     }
+    owner_stop.cancel();
+    let _ = owner_keeper.await;
     st.db.close().await;
     tracing::info!("Shutdown complete");
     Ok(())

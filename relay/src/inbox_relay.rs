@@ -111,7 +111,11 @@ impl Relay for InboxRelay {
 
     async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<ClaimedRow>> {
         let t0 = std::time::Instant::now();
-        let claimed = self.0.store.claim_push(n, lease).await;
+        let claimed = self
+            .0
+            .store
+            .claim_push_owned(n, lease, self.0.owner.key())
+            .await;
         self.0
             .metrics
             .observe("queuebox_inbox_claim_duration_seconds", &[], t0.elapsed());

@@ -15,6 +15,7 @@ mod metrics;
 mod operate;
 mod outbox;
 mod relay_loop;
+mod relay_owner;
 mod retention;
 mod sources;
 mod transforms;

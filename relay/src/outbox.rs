@@ -164,7 +164,11 @@ impl Relay for OutboxRelay {
 
     async fn claim(&self, n: u32, lease: Duration) -> queuebox_core::Result<Vec<ClaimedOutbox>> {
         let t0 = std::time::Instant::now();
-        let claimed = self.st.store.claim_outbox(n, lease).await;
+        let claimed = self
+            .st
+            .store
+            .claim_outbox_owned(n, lease, self.st.owner.key())
+            .await;
         self.st
             .metrics
             .observe("queuebox_outbox_claim_duration_seconds", &[], t0.elapsed());

@@ -36,6 +36,7 @@ pub const OUTBOX_COLUMNS: &[(&str, &str)] = &[
     ("leaseExpiresAt", "lease_expires_at"),
     ("lastError", "last_error"),
     ("sequence", "sequence"),
+    ("claimOwner", "claim_owner"),
 ];
 
 /// Inbox mapping keys: the reference's list, then the columns this implementation adds

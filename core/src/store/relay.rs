@@ -112,6 +112,13 @@ pub struct InboxBacklog {
     pub pull_oldest_pending_age: f64,
 }
 
+/// What [`RelayStore::expire_dead_relay_owners`] put back to pending.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct RelayOwnersExpired {
+    pub outbox: u64,
+    pub push: u64,
+}
+
 #[async_trait]
 pub trait RelayStore: Send + Sync + 'static {
     // ---- inbox relay (push rows only; a pull row is invisible here) ----
@@ -121,7 +128,18 @@ pub trait RelayStore: Send + Sync + 'static {
 
     /// Claims up to `batch` due pending push rows, the head row of each aggregate only
     /// (across all sources), skipping aggregates with a row in processing.
-    async fn claim_push(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>>;
+    async fn claim_push(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
+        self.claim_push_owned(batch, lease, None).await
+    }
+
+    /// [`RelayStore::claim_push`], recording `owner` (the relay's owner session key, see
+    /// [`RelayStore::expire_dead_relay_owners`]) on the claimed rows.
+    async fn claim_push_owned(
+        &self,
+        batch: u32,
+        lease: Duration,
+        owner: Option<i64>,
+    ) -> Result<Vec<ClaimedRow>>;
 
     /// In one transaction: inserts `row` and marks the inbox row processed (fenced). A lost
     /// fence rolls the insert back.
@@ -144,7 +162,26 @@ pub trait RelayStore: Send + Sync + 'static {
     /// Claims up to `batch` due pending rows in `(scheduled_at, sequence)` order, keeping
     /// the key head rule: a row with a non-empty key only when no row of that key with a
     /// lower sequence is pending or processing.
-    async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>>;
+    async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>> {
+        self.claim_outbox_owned(batch, lease, None).await
+    }
+
+    /// [`RelayStore::claim_outbox`], recording `owner` on the claimed rows.
+    async fn claim_outbox_owned(
+        &self,
+        batch: u32,
+        lease: Duration,
+        owner: Option<i64>,
+    ) -> Result<Vec<ClaimedOutbox>>;
+
+    /// Puts the outbox rows and push rows claimed by relays whose owner session is gone
+    /// (the process died: PostgreSQL released its advisory lock) back to pending, without
+    /// waiting for their lease and without spending an attempt; returns how many of each.
+    /// A relay opens its session with [`crate::Store::open_owner_session`] and claims with
+    /// its key. A backend without owner sessions (SQL Server) finds none: leases only.
+    async fn expire_dead_relay_owners(&self) -> Result<RelayOwnersExpired> {
+        Ok(RelayOwnersExpired::default())
+    }
 
     /// Extends the lease of the given claimed outbox rows to `lease` from now, in one
     /// statement, fenced like every write (`processing`, same token, lease still live).

@@ -15,7 +15,8 @@ use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
 use crate::store::relay::{
     ClaimedOutbox, DeadFilter, DeadRow, DeadTable, Forwarded, InboxBacklog, Journey, JourneyRow,
-    JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow, RelayStore, ReplayFilter, StateCounts,
+    JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow, RelayOwnersExpired, RelayStore,
+    ReplayFilter, StateCounts,
 };
 use crate::store::Wakeup;
 
@@ -116,10 +117,16 @@ impl RelayStore for PgStore {
         Ok(r.rows_affected())
     }
 
-    async fn claim_push(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
+    async fn claim_push_owned(
+        &self,
+        batch: u32,
+        lease: Duration,
+        owner: Option<i64>,
+    ) -> Result<Vec<ClaimedRow>> {
         let rows = sqlx::query(self.sql(sql::CLAIM_PUSH))
             .bind(batch as i64)
             .bind(ms(lease))
+            .bind(owner)
             .fetch_all(self.pool())
             .await
             .map_err(|e| db_err("push claim", e))?;
@@ -180,6 +187,21 @@ impl RelayStore for PgStore {
         .await
     }
 
+    async fn expire_dead_relay_owners(&self) -> Result<RelayOwnersExpired> {
+        let mut expired = RelayOwnersExpired::default();
+        for (statement, count) in [
+            (sql::EXPIRE_DEAD_RELAY_OUTBOX, &mut expired.outbox),
+            (sql::EXPIRE_DEAD_RELAY_PUSH, &mut expired.push),
+        ] {
+            *count = sqlx::query(self.sql(statement))
+                .execute(self.pool())
+                .await
+                .map_err(|e| db_err("expire dead relay owners", e))?
+                .rows_affected();
+        }
+        Ok(expired)
+    }
+
     async fn reclaim_outbox(&self) -> Result<u64> {
         let r = sqlx::query(self.sql(sql::RECLAIM_OUTBOX))
             .execute(self.pool())
@@ -188,12 +210,18 @@ impl RelayStore for PgStore {
         Ok(r.rows_affected())
     }
 
-    async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>> {
+    async fn claim_outbox_owned(
+        &self,
+        batch: u32,
+        lease: Duration,
+        owner: Option<i64>,
+    ) -> Result<Vec<ClaimedOutbox>> {
         let cursor = self.outbox_walk.lock().unwrap().clone();
         let rows = sqlx::query(self.sql(sql::CLAIM_OUTBOX))
             .bind(batch as i64)
             .bind(ms(lease))
             .bind(&cursor)
+            .bind(owner)
             .fetch_all(self.pool())
             .await
             .map_err(|e| db_err("outbox claim", e))?;

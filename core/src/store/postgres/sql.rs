@@ -228,7 +228,7 @@ UPDATE {inbox} SET {inbox.state} = 'pending', {inbox.claimed_at} = NULL, {inbox.
 // Scans due push rows in claim order and keeps a row only when it heads its aggregate:
 // no earlier pending row and no processing row of that aggregate, in any source. The
 // index scan stops at the batch size; SKIP LOCKED leaves rows another replica is claiming.
-/// The push claim: `$1` batch, `$2` lease (ms).
+/// The push claim: `$1` batch, `$2` lease (ms), `$3` the relay's owner key (NULL without one).
 pub const CLAIM_PUSH: &str = concat!(
     "
 WITH pick AS (
@@ -244,7 +244,8 @@ WITH pick AS (
      FOR UPDATE OF i SKIP LOCKED
 )
 UPDATE {inbox} u
-   SET {inbox.state} = 'processing', {inbox.claim_token} = gen_random_uuid(), {inbox.claimed_at} = clock_timestamp(), {inbox.lease_expires_at} = ",
+   SET {inbox.state} = 'processing', {inbox.claim_token} = gen_random_uuid(), {inbox.claimed_at} = clock_timestamp(),
+       {inbox.claim_owner} = $3::int8, {inbox.lease_expires_at} = ",
     now_plus_ms!("$2"),
     "
   FROM pick WHERE u.{inbox.id} = pick.id
@@ -310,7 +311,8 @@ RETURNING {=outbox.id}";
 // the planner pick a sequential scan per row when keys are few (10 keys: 6.6 → 1.0 ms).
 // The lock step takes the picked rows by primary key and re-checks them under
 // FOR UPDATE SKIP LOCKED. `walked` says which rows came from the walk (the next cursor).
-/// The outbox claim: `$1` batch, `$2` lease (ms), `$3` the walk's cursor (a key, '' at first).
+/// The outbox claim: `$1` batch, `$2` lease (ms), `$3` the walk's cursor (a key, '' at first),
+/// `$4` the relay's owner key (NULL without one).
 pub const CLAIM_OUTBOX: &str = concat!(
     "
 WITH RECURSIVE window_rows AS (
@@ -360,7 +362,7 @@ WITH RECURSIVE window_rows AS (
 ), claimed AS (
     UPDATE {outbox} u
        SET {outbox.state} = 'processing', {outbox.claim_token} = gen_random_uuid(), {outbox.claimed_at} = clock_timestamp(),
-           {outbox.updated_at} = clock_timestamp(), {outbox.lease_expires_at} = ",
+           {outbox.updated_at} = clock_timestamp(), {outbox.claim_owner} = $4::int8, {outbox.lease_expires_at} = ",
     now_plus_ms!("$2"),
     "
      WHERE u.{outbox.id} = ANY (ARRAY(SELECT id FROM locked))
@@ -369,6 +371,39 @@ WITH RECURSIVE window_rows AS (
 )
 SELECT c.*, p.walked FROM claimed c JOIN pick p ON p.id = c.id"
 );
+
+// A relay's owner session (issue 21) is the same advisory-lock session a pull worker holds
+// ([`OWNER_LOCK`]); these two put the rows of relays whose session is gone straight back to
+// pending (what [`RECLAIM_OUTBOX`] / [`RECLAIM_PUSH`] do once a lease expires), no attempt
+// spent. A shared try-lock succeeds only when no session holds the key: the owner is gone.
+// Both read the small `state = 'processing'` partial indexes.
+/// Outbox rows claimed by a relay whose owner session is gone, back to pending; returns the ids.
+pub const EXPIRE_DEAD_RELAY_OUTBOX: &str = "
+WITH owners AS MATERIALIZED (
+    SELECT DISTINCT {outbox.claim_owner} AS owner FROM {outbox}
+     WHERE {outbox.state} = 'processing' AND {outbox.claim_owner} IS NOT NULL
+), dead AS MATERIALIZED (
+    SELECT owner FROM owners WHERE pg_try_advisory_xact_lock_shared(owner)
+)
+UPDATE {outbox} o SET {outbox.state} = 'pending', {outbox.claimed_at} = NULL, {outbox.claim_token} = NULL,
+       {outbox.lease_expires_at} = NULL, {outbox.claim_owner} = NULL, {outbox.updated_at} = clock_timestamp()
+  FROM dead d
+ WHERE o.{outbox.claim_owner} = d.owner AND o.{outbox.state} = 'processing'
+RETURNING o.{=outbox.id}";
+
+/// Push rows claimed by a relay whose owner session is gone, back to pending; returns the ids.
+pub const EXPIRE_DEAD_RELAY_PUSH: &str = "
+WITH owners AS MATERIALIZED (
+    SELECT DISTINCT {inbox.claim_owner} AS owner FROM {inbox}
+     WHERE {inbox.consumption} = 'push' AND {inbox.state} = 'processing' AND {inbox.claim_owner} IS NOT NULL
+), dead AS MATERIALIZED (
+    SELECT owner FROM owners WHERE pg_try_advisory_xact_lock_shared(owner)
+)
+UPDATE {inbox} i SET {inbox.state} = 'pending', {inbox.claimed_at} = NULL, {inbox.claim_token} = NULL,
+       {inbox.lease_expires_at} = NULL, {inbox.claim_owner} = NULL
+  FROM dead d
+ WHERE i.{inbox.claim_owner} = d.owner AND i.{inbox.consumption} = 'push' AND i.{inbox.state} = 'processing'
+RETURNING i.{=inbox.id}";
 
 // Driven from the claims (UPDATE … FROM unnest) so each row is found by primary key.
 /// Many fenced sent marks: `$1` ids, `$2` tokens; returns the ids marked.
@@ -573,6 +608,8 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("HISTORY_MAX", HISTORY_MAX),
         ("RECLAIM_PUSH", RECLAIM_PUSH),
         ("CLAIM_PUSH", CLAIM_PUSH),
+        ("EXPIRE_DEAD_RELAY_OUTBOX", EXPIRE_DEAD_RELAY_OUTBOX),
+        ("EXPIRE_DEAD_RELAY_PUSH", EXPIRE_DEAD_RELAY_PUSH),
         ("FORWARD_PUSH", FORWARD_PUSH),
         ("RENEW_PUSH", RENEW_PUSH),
         ("DEAD_PUSH", DEAD_PUSH),

@@ -144,7 +144,13 @@ impl RelayStore for SqlServerStore {
         affected(self.pool(), "push reclaim", sql::RECLAIM_PUSH, &[]).await
     }
 
-    async fn claim_push(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedRow>> {
+    // No owner sessions on SQL Server: `_owner` is not recorded, rows wait for their lease.
+    async fn claim_push_owned(
+        &self,
+        batch: u32,
+        lease: Duration,
+        _owner: Option<i64>,
+    ) -> Result<Vec<ClaimedRow>> {
         if batch == 0 {
             return Ok(Vec::new());
         }
@@ -197,7 +203,12 @@ impl RelayStore for SqlServerStore {
         affected(self.pool(), "outbox reclaim", sql::RECLAIM_OUTBOX, &[]).await
     }
 
-    async fn claim_outbox(&self, batch: u32, lease: Duration) -> Result<Vec<ClaimedOutbox>> {
+    async fn claim_outbox_owned(
+        &self,
+        batch: u32,
+        lease: Duration,
+        _owner: Option<i64>,
+    ) -> Result<Vec<ClaimedOutbox>> {
         if batch == 0 {
             return Ok(Vec::new());
         }
