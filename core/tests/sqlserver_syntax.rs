@@ -209,6 +209,11 @@ fn every_migration_parses_as_tsql() {
                 stmts.len() == 1 && stmts[0].to_string().starts_with("ALTER TABLE inbox ADD"),
                 "0006 adds the claim owner column to inbox: {stmts:?}"
             );
+        } else if m.version == 7 {
+            assert!(
+                stmts.len() == 1 && stmts[0].to_string().starts_with("ALTER TABLE outbox ADD"),
+                "0007 adds the claim owner column to outbox: {stmts:?}"
+            );
         } else {
             assert!(
                 stmts.len() >= 5,
@@ -542,6 +547,9 @@ fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
         "OWNER_LOCK",
         "OWNER_PING",
         "EXPIRE_DEAD_OWNERS",
+        // The relays' owner sessions likewise (SQL Server relays leave outbox.claim_owner NULL).
+        "EXPIRE_DEAD_RELAY_OUTBOX",
+        "EXPIRE_DEAD_RELAY_PUSH",
         "FIND_DEAD_OUTBOX",
         "FIND_DEAD_INBOX",
         "DELETE_DEAD_OUTBOX",
