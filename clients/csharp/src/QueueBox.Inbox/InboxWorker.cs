@@ -149,6 +149,7 @@ namespace QueueBox.Inbox
         {
             await Task.Yield();
             var running = new List<Task>();
+            var completer = new Completer();
             Exception failure = null;
             using (cancellationToken.Register(() => StartShutdown()))
             {
@@ -156,13 +157,14 @@ namespace QueueBox.Inbox
                 {
                     while (true)
                     {
-                        Pending.Next next = await NextAsync().ConfigureAwait(false);
-                        if (next == null) break;
-                        Task t = Task.Run(() => RunOneAsync(next, handler));
+                        // One crossing hands out every task the core can give now (Batch.cs).
+                        Pending.Next[] batch = await NativeBatch.NextBatchAsync(Handle).ConfigureAwait(false);
+                        if (batch.Length == 0) break;
                         lock (running)
                         {
                             running.RemoveAll(x => x.IsCompleted);
-                            running.Add(t);
+                            foreach (Pending.Next next in batch)
+                                running.Add(Task.Run(() => RunOneAsync(next, handler, completer)));
                         }
                     }
                 }
@@ -179,15 +181,7 @@ namespace QueueBox.Inbox
             if (failure != null) throw failure;
         }
 
-        private Task<Pending.Next> NextAsync()
-        {
-            var tcs = Pending.Source<Pending.Next>();
-            IntPtr ud = Pending.Pin(tcs), err;
-            Pending.Started(Native.qb_worker_next(Handle, Pending.Task, ud, out err), err, ud);
-            return tcs.Task;
-        }
-
-        private static async Task RunOneAsync(Pending.Next next, TaskBody handler)
+        private static async Task RunOneAsync(Pending.Next next, TaskBody handler, Completer completer)
         {
             IntPtr task = next.Task;
             var tx = new InboxTransaction(task);
@@ -212,7 +206,9 @@ namespace QueueBox.Inbox
                 var dead = failure as DeadLetterException;
                 // After a claim lost at the application's completion every finish answers
                 // claim_lost (caught below) and writes nothing.
-                if (failure == null) await Finish(task, Native.qb_task_complete).ConfigureAwait(false);
+                // A plain completion goes back with others in one crossing; its status is this
+                // task's own (claim lost or cancelled: the library wrote nothing).
+                if (failure == null) await completer.Complete(task).ConfigureAwait(false);
                 else if (retry != null) await Retry(task, (ulong)retry.After.TotalMilliseconds, retry.Message).ConfigureAwait(false);
                 else if (dead != null) await WithText(task, dead.Message, Native.qb_task_dead).ConfigureAwait(false);
                 else await WithText(task, failure.Message, Native.qb_task_fail).ConfigureAwait(false);
@@ -230,16 +226,7 @@ namespace QueueBox.Inbox
             }
         }
 
-        private delegate int FinishCall(IntPtr task, Native.DoneCallback cb, IntPtr ud, out IntPtr err);
         private delegate int TextCall(IntPtr task, IntPtr text, Native.DoneCallback cb, IntPtr ud, out IntPtr err);
-
-        private static Task Finish(IntPtr task, FinishCall call)
-        {
-            var tcs = Pending.Source<bool>();
-            IntPtr ud = Pending.Pin(tcs), err;
-            Pending.Started(call(task, Pending.Done, ud, out err), err, ud);
-            return tcs.Task;
-        }
 
         private static Task WithText(IntPtr task, string text, TextCall call)
         {

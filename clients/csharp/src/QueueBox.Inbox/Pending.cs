@@ -72,18 +72,6 @@ namespace QueueBox.Inbox
 
         internal static readonly Native.WorkerCallback Worker = (ud, st, w, err) => Settle(ud, st, err, w);
 
-        internal static readonly Native.TaskCallback Task = (ud, st, t, json, err) =>
-        {
-            Next next = null;
-            try
-            {
-                string message = Native.TakeString(json);
-                if (t != IntPtr.Zero) next = new Next { Task = t, MessageJson = message };
-            }
-            catch { }
-            Settle(ud, st, err, next);
-        };
-
         /// <summary>Fires once per task: cancels the handler's token when the task was
         /// cancelled (on the thread pool, so that token callbacks never run on a runtime thread).</summary>
         internal static readonly Native.CancelCallback Cancel = (ud, cancelled) =>
