@@ -2,6 +2,7 @@
 //! [`Limits`] with the [`Context`] variables bound.
 
 use std::io::{self, Write};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 
 use jsonata_core::ast::AstNode;
@@ -102,16 +103,32 @@ impl Expression {
             max_sequence_length: Some(limits.max_output_bytes),
             ..EvaluatorOptions::default()
         };
-        let mut evaluator = Evaluator::with_options(context, options);
         let data = JValue::from(input.clone());
-        let result = evaluator
-            .evaluate(&self.ast, &data)
-            .map_err(|e| classify(e, limits))?;
+        // The engine can panic on values it does not expect (fuzz/README.md: `[0..1e19]`
+        // overflowed its range arithmetic). A panic fails this evaluation, like any error,
+        // so `onError` decides; the evaluator is dropped with it, nothing of it is reused.
+        let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+            Evaluator::with_options(context, options).evaluate(&self.ast, &data)
+        }))
+        .map_err(|panic| EvalError::Failed {
+            code: None,
+            message: format!("the expression engine failed: {}", panic_text(&*panic)),
+        })?
+        .map_err(|e| classify(e, limits))?;
         if result.is_undefined() {
             return Ok(None);
         }
         to_json(&result, limits).map(Some)
     }
+}
+
+/// The message of a caught panic.
+fn panic_text(panic: &(dyn std::any::Any + Send)) -> &str {
+    panic
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| panic.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic")
 }
 
 /// Sorts the engine's error into the bound it hit, if it hit one.
@@ -185,6 +202,24 @@ mod tests {
         Expression::compile(src, "t")
             .unwrap()
             .evaluate(&input, &ctx(), Limits::TRANSFORM)
+    }
+
+    /// Found by the fuzz target `transform`: a range end beyond i64 overflowed the engine's
+    /// size arithmetic (a panic in debug builds; in release a wrapped size of 0 let
+    /// `[-1e19..1e19]` push elements until memory ran out). Now a failed evaluation.
+    #[test]
+    fn a_range_beyond_i64_is_a_failed_evaluation() {
+        for source in ["[0..1e19]", "[-1e19..1e19]", "[-1e19..0]", "[0..$.n]"] {
+            let e = Expression::compile(source, "routes[0].transform.expression").unwrap();
+            let r = e.evaluate_plain(&json!({"n": 1e19}), Limits::TRANSFORM);
+            assert!(
+                matches!(
+                    r,
+                    Err(EvalError::Failed { .. } | EvalError::TooLarge { .. })
+                ),
+                "{source}: {r:?}"
+            );
+        }
     }
 
     #[test]
