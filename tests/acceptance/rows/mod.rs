@@ -2,7 +2,8 @@
 //! the reason nothing does yet.
 //!
 //! One module per area of the table: `schema` (1–3), `outbox` (4–20), `transforms` (21,
-//! 22, 34, 39, 60), `brokers` (23–27, 51–54), `inbox` (28–38), `push` (40–50) and
+//! 22, 34, 39, 60), `brokers` (23–27, 51–54), `inbox` (28–38), `push` (40–46, 49, 50),
+//! `pull` (47, 48: the Rust pull client on rows the binary stored) and
 //! `operations` (55–75). A test returns `Err(NotRun)` only for a missing prerequisite it
 //! names (a broker URL, the SQL Server URL, a feature not built yet);
 //! everything else it checks with assertions, and a failed assertion fails the row.
@@ -13,6 +14,7 @@ mod brokers;
 mod inbox;
 mod operations;
 mod outbox;
+mod pull;
 mod push;
 mod schema;
 mod transforms;
@@ -106,8 +108,8 @@ pub static ALL: &[Row] = &[
     test!(44, "Relay failure is recoverable", push::a_failed_forward_is_retried_after_the_lease),
     test!(45, "Push aggregate serialisation", push::one_aggregate_is_forwarded_in_arrival_order_across_sources),
     test!(46, "Pull consumption", push::the_relay_never_touches_pull_rows),
-    not_run!(47, "Pull per-(source, aggregate) reservation", "implemented in the core; proved by its store contract tests and the clients' contract (row 74), no black-box client here yet"),
-    not_run!(48, "Pull fence", "implemented in the core; proved by its store contract tests and the clients' contract (row 74), no black-box client here yet"),
+    test!(47, "Pull per-(source, aggregate) reservation", pull::one_live_claim_per_source_and_aggregate),
+    test!(48, "Pull fence", pull::stale_tokens_change_nothing_leases_renew_retries_reschedule),
     test!(49, "`initialDelay`", push::initial_delay_holds_rows_back),
     test!(50, "Publish-time ordering", push::publish_time_orders_the_claim),
     test!(51, "RabbitMQ source", brokers::rabbitmq_source_stores_each_message_once),
