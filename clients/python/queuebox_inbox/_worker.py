@@ -308,8 +308,17 @@ class Worker:
 
         # A plain function given to run() is called right here in the loop: no asyncio task.
         inline = pool is None and not inspect.iscoroutinefunction(handler)
+        # A slot free and nothing queued: time to ask for more. Asking only then claims when
+        # the Rust worker would (a free slot wants work), not while every slot is busy.
+        wants_work = asyncio.Event()
+
+        def check_wants_work() -> None:
+            if len(running) < slots and not queued:
+                wants_work.set()
 
         def start_queued(_: Any = None) -> None:
+            if self._shutdown is not None:
+                release_queued()  # a shutdown begun elsewhere (Worker.shutdown, __aexit__)
             while len(running) < slots and queued:
                 task, message, seq = queued.popleft()
                 if task.is_cancelled():
@@ -324,14 +333,18 @@ class Worker:
                 work = self._start(task, message, seq, handler, pool, running, completions, rest)
                 track(work)
                 work.add_done_callback(start_queued)
+            check_wants_work()
 
         stop_wait = asyncio.ensure_future(stop.wait()) if stop is not None else None
         if stop_wait is not None:
             # Shutdown makes the pending next_batch answer None, which ends the loop.
-            stop_wait.add_done_callback(lambda f: f.cancelled() or (self._begin_shutdown(), release_queued()))
+            stop_wait.add_done_callback(lambda f: f.cancelled() or (self._begin_shutdown(), release_queued(), wants_work.set()))
         cancelled = False
         try:
             while True:
+                while self._shutdown is None and not (len(running) < slots and not queued):
+                    wants_work.clear()
+                    await wants_work.wait()
                 # One crossing hands out a batch: whatever the core has claimed, up to the batch.
                 batch = await native.next_batch(self.options.batch_size)
                 if batch is None:

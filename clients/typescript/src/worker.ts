@@ -148,7 +148,12 @@ export class Worker {
       const stop = () => {
         stopping ??= w.shutdown();
         releaseQueued();
+        wake?.(); // the next nextBatch answers null
       };
+      // A slot free and nothing queued: time to ask for more. Asking only then claims when
+      // the Rust worker would (a free slot wants work), not while every slot is busy.
+      const wantsWork = () => handling < this.options.concurrency && queued.length === 0;
+      let wake: (() => void) | undefined;
       const startQueued = () => {
         while (handling < this.options.concurrency && queued.length > 0) {
           const { task, message, seq } = queued.shift()!;
@@ -159,6 +164,7 @@ export class Worker {
             track(p.finally(() => {
               handling--;
               startQueued();
+              if (wake && wantsWork()) wake();
             }));
           }
         }
@@ -166,6 +172,10 @@ export class Worker {
       signal?.addEventListener("abort", stop, { once: true });
       try {
         for (;;) {
+          if (!stopping && !wantsWork()) {
+            await new Promise<void>((resolve) => (wake = resolve));
+            wake = undefined;
+          }
           // One crossing hands out a batch: whatever the core has claimed, up to the batch.
           const batch = await call(w.nextBatch(this.options.batchSize));
           if (!batch) break;
