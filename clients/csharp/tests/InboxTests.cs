@@ -141,6 +141,33 @@ namespace QueueBox.Inbox.Tests
             finally { Db.Drop(url); }
         }
 
+        /// <summary>PayloadJson is the stored payload exactly: a u64 beyond long and a decimal
+        /// beyond double reach the handler unchanged (the chaos ledger's C# path found it was a
+        /// re-serialisation of the parsed object, which turned 18446744073709551615 into
+        /// 18446744073709552e3).</summary>
+        [Test]
+        public static async Task PayloadJsonIsTheStoredPayloadExactly()
+        {
+            string url = await Db.CreateAsync();
+            try
+            {
+                // Keys in the order the core writes them (sorted), so the text compares whole.
+                const string payload = "{\"big\":18446744073709551615,\"dec\":0.12345678901234567890123,\"l\":[1,{\"x\":null}],\"s\":\"a\\\"b\\u0001\"}";
+                Db.Psql(url, "INSERT INTO inbox (source, idempotency_key, payload, consumption) VALUES ('exact', 'e1', '" + payload + "', 'pull')");
+                string seen = null;
+                using (var w = await InboxWorker.ConnectAsync(url, Quick("exact")))
+                {
+                    await RunUntil(w, (m, tx, ct) =>
+                    {
+                        seen = m.PayloadJson;
+                        return Task.FromResult(0);
+                    }, "the row processed", () => Db.Psql(url, "SELECT count(*) FROM inbox WHERE state = 'processed'") == "1");
+                }
+                Assert.Equal(payload, seen, "PayloadJson");
+            }
+            finally { Db.Drop(url); }
+        }
+
         [Test]
         public static async Task HandlerExceptionRetriesWithBackoffThenDeadAtMaxAttempts()
         {

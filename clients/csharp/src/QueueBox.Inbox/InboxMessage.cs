@@ -12,7 +12,9 @@ namespace QueueBox.Inbox
         public string IdempotencyKey { get; private set; }
         public string AggregateId { get; private set; }
         public string EventType { get; private set; }
-        /// <summary>The payload as JSON text.</summary>
+        /// <summary>The payload as JSON text, exactly as stored: deserialize your own types from
+        /// it (System.Text.Json, Newtonsoft) when numbers must stay exact — an integer beyond
+        /// long or a decimal beyond double's precision changes in <see cref="Payload"/>.</summary>
         public string PayloadJson { get; private set; }
         /// <summary>The payload parsed (see <see cref="Json"/> for the types).</summary>
         public object Payload { get; private set; }
@@ -24,7 +26,10 @@ namespace QueueBox.Inbox
 
         internal static InboxMessage FromJson(string text)
         {
-            var o = (IDictionary<string, object>)Json.Parse(text);
+            // PayloadJson is the payload exactly as the core handed it over (numbers and all);
+            // Payload is its object model (integers as long, other numbers as double).
+            string payloadJson;
+            var o = Json.ParseObject(text, "payload", out payloadJson);
             var headers = new Dictionary<string, string>();
             var h = Get(o, "headers") as IDictionary<string, object>;
             if (h != null) foreach (var kv in h) headers[kv.Key] = kv.Value as string;
@@ -37,7 +42,7 @@ namespace QueueBox.Inbox
                 AggregateId = Get(o, "aggregateId") as string,
                 EventType = Get(o, "eventType") as string,
                 Payload = payload,
-                PayloadJson = Json.Serialize(payload),
+                PayloadJson = payloadJson ?? "null",
                 Headers = headers,
                 Attempt = Convert.ToInt32(Get(o, "attempt") ?? 0L, CultureInfo.InvariantCulture),
                 CorrelationId = Get(o, "correlationId") as string,

@@ -21,6 +21,21 @@ namespace QueueBox.Inbox
             return v;
         }
 
+        /// <summary>Parses a JSON object like <see cref="Parse"/> and also returns the value of
+        /// <paramref name="member"/> exactly as written (null when absent), for values the object
+        /// model cannot hold unchanged: integers beyond long, decimals beyond double's 17
+        /// digits.</summary>
+        public static IDictionary<string, object> ParseObject(string text, string member, out string raw)
+        {
+            int i = 0;
+            raw = null;
+            SkipWs(text, ref i);
+            var obj = ReadObject(text, ref i, member, ref raw);
+            SkipWs(text, ref i);
+            if (i != text.Length) throw new FormatException("trailing characters in JSON at " + i);
+            return obj;
+        }
+
         public static string Serialize(object value)
         {
             var sb = new StringBuilder();
@@ -73,22 +88,8 @@ namespace QueueBox.Inbox
             char c = s[i];
             if (c == '{')
             {
-                i++;
-                var obj = new Dictionary<string, object>();
-                SkipWs(s, ref i);
-                if (i < s.Length && s[i] == '}') { i++; return obj; }
-                while (true)
-                {
-                    SkipWs(s, ref i);
-                    string key = ReadString(s, ref i);
-                    SkipWs(s, ref i);
-                    Expect(s, ref i, ':');
-                    obj[key] = ReadValue(s, ref i);
-                    SkipWs(s, ref i);
-                    if (i < s.Length && s[i] == ',') { i++; continue; }
-                    Expect(s, ref i, '}');
-                    return obj;
-                }
+                string unused = null;
+                return ReadObject(s, ref i, null, ref unused);
             }
             if (c == '[')
             {
@@ -116,6 +117,31 @@ namespace QueueBox.Inbox
             long l;
             if (num.IndexOfAny(new[] { '.', 'e', 'E' }) < 0 && long.TryParse(num, NumberStyles.AllowLeadingSign, CultureInfo.InvariantCulture, out l)) return l;
             return double.Parse(num, NumberStyles.Float, CultureInfo.InvariantCulture);
+        }
+
+        /// <summary>An object at <paramref name="i"/>; the text of member <paramref name="rawMember"/>
+        /// (if any) goes to <paramref name="raw"/>.</summary>
+        private static Dictionary<string, object> ReadObject(string s, ref int i, string rawMember, ref string raw)
+        {
+            Expect(s, ref i, '{');
+            var obj = new Dictionary<string, object>();
+            SkipWs(s, ref i);
+            if (i < s.Length && s[i] == '}') { i++; return obj; }
+            while (true)
+            {
+                SkipWs(s, ref i);
+                string key = ReadString(s, ref i);
+                SkipWs(s, ref i);
+                Expect(s, ref i, ':');
+                SkipWs(s, ref i);
+                int start = i;
+                obj[key] = ReadValue(s, ref i);
+                if (rawMember != null && key == rawMember) raw = s.Substring(start, i - start);
+                SkipWs(s, ref i);
+                if (i < s.Length && s[i] == ',') { i++; continue; }
+                Expect(s, ref i, '}');
+                return obj;
+            }
         }
 
         private static bool Literal(string s, ref int i, string lit)
