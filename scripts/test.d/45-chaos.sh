@@ -45,6 +45,21 @@ if command -v go >/dev/null 2>&1; then
     && (cd tests/chaos/workers/go && CGO_ENABLED=1 CGO_LDFLAGS="-L$debug -Wl,-rpath,$debug" go build -o "$QB_CHAOS_GO_WORKER" .) \
     || echo "45-chaos: the Go worker did not build; path nats-pull-go will be NOT RUN" >&2
 fi
+# The C# pull worker (optional path nats-pull-csharp): QueueBox.Inbox built from source with
+# mono's mcs (as 32-csharp does) and P/Invoke over libqueuebox. Without mono: NOT RUN.
+cs_out="$debug/chaos-csharp"
+export QB_CHAOS_CSHARP_WORKER="$cs_out/queuebox-chaos-worker-csharp.exe"
+rm -f "$QB_CHAOS_CSHARP_WORKER"
+if command -v mcs >/dev/null 2>&1 && command -v mono >/dev/null 2>&1; then
+  mkdir -p "$cs_out"
+  { cargo build --quiet -p queuebox-c \
+    && mcs -nologo -target:library -r:System.Data.dll -out:"$cs_out/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs \
+    && mcs -nologo -warnaserror+ -out:"$QB_CHAOS_CSHARP_WORKER" -r:"$cs_out/QueueBox.Inbox.dll" -r:Mono.Posix.dll -r:System.Data.dll \
+         tests/chaos/workers/csharp/ChaosWorker.cs; } \
+    || echo "45-chaos: the C# worker did not build; path nats-pull-csharp will be NOT RUN" >&2
+fi
+# mono finds libqueuebox.so (P/Invoke "queuebox") on the library path.
+export LD_LIBRARY_PATH="$debug${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
 # Brokers: reuse one already running on its port, start the others, stop only ours at exit.
 eval "$(bash scripts/brokers.sh env)"

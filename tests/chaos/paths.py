@@ -591,6 +591,27 @@ class NatsToGoWorker(NatsToPullWorker):
         return [GO_WORKER]
 
 
+CSHARP_WORKER = os.environ.get("QB_CHAOS_CSHARP_WORKER", os.path.join(ROOT, "target", "debug", "chaos-csharp", "queuebox-chaos-worker-csharp.exe"))
+
+
+class NatsToCSharpWorker(NatsToPullWorker):
+    """`nats-pull` with the C# client (QueueBox.Inbox, P/Invoke over libqueuebox, run by
+    mono) as the worker (tests/chaos/workers/csharp). Optional: runs when
+    scripts/test.d/45-chaos.sh could build it (mono's mcs and the C library present), else
+    NOT RUN."""
+
+    name = "nats-pull-csharp"
+    optional = True
+
+    @classmethod
+    def missing(cls) -> list[str]:
+        ok = os.path.exists(CSHARP_WORKER) and shutil.which("mono") is not None
+        return super().missing() + ([] if ok else [f"mono and {CSHARP_WORKER} (built by scripts/test.d/45-chaos.sh when mcs and libqueuebox are there)"])
+
+    def worker_command(self) -> list[str]:
+        return ["mono", CSHARP_WORKER]
+
+
 PUBLISHER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "workers", "python_publisher.py")
 
 
@@ -737,4 +758,4 @@ class RabbitReader:
         self.thread.join(10)
 
 
-PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToGoWorker, NatsToPythonWorker, NatsToTypeScriptWorker, PublishToRabbit)}
+PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToGoWorker, NatsToCSharpWorker, NatsToPythonWorker, NatsToTypeScriptWorker, PublishToRabbit)}
