@@ -13,6 +13,8 @@
 
 mod batch;
 
+mod logs;
+
 use std::time::Duration;
 
 use napi::bindgen_prelude::*;

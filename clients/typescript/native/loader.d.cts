@@ -59,6 +59,11 @@ declare namespace native {
   function evaluate(kind: string, inputJson: string): string;
   function migrate(databaseUrl: string): Promise<string[]>;
   function resolveOptions(optionsJson: string): string;
+  /** The core's log records at `minLevel` (1 error .. 5 trace) and more severe; `null` stops them. */
+  function setLogCallback(
+    callback: ((record: [level: number, target: string, message: string, fieldsJson: string]) => void) | null,
+    minLevel: number,
+  ): void;
   /** The outbox insert of a JSON array of messages, as JSON text `{sql, params, expect, ids}`. */
   function publishStatement(messagesJson: string, placeholder: string, backend?: string | null): string;
 }

@@ -52,9 +52,18 @@ export interface RetryOptions {
   jitter?: number;
 }
 
-/** Warnings the worker reports (a finish that failed, a handler that outlived its lease). */
+/**
+ * Where the worker's records go: the core's (an unreachable database, lost claims, retries,
+ * dead-lettered messages, dead-owner recovery) and the client's own warnings. `fields` holds
+ * `message_id`, `source`, `topic`, `attempt`, `error`, `target`... A level whose method is
+ * missing is not wanted (it is filtered out in the core, at no cost); `error` falls back to
+ * `warn`. `console` itself is a valid Logger.
+ */
 export interface Logger {
+  debug?(message: string, fields?: Record<string, unknown>): void;
+  info?(message: string, fields?: Record<string, unknown>): void;
   warn(message: string, fields?: Record<string, unknown>): void;
+  error?(message: string, fields?: Record<string, unknown>): void;
 }
 
 export interface WorkerOptions {
@@ -77,7 +86,7 @@ export interface WorkerOptions {
   /** Wake on LISTEN/NOTIFY (default true). */
   listen?: boolean;
   retry?: RetryOptions;
-  /** Where warnings go (default: console.warn). */
+  /** Where the worker's records go (default: warnings and errors to the console). */
   logger?: Logger;
 }
 

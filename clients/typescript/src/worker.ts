@@ -1,11 +1,9 @@
 import native, { type NativeTask, type NativeWorker } from "./native.js";
 import { Completions } from "./completions.js";
 import { call, callSync, Cancelled, ConfigError, Dead, InvalidInput, QueueBoxError, Retry } from "./errors.js";
+import { consoleLogger, registerLogger } from "./logging.js";
 import type { Handler, InboxMessage, Logger, QueryResult, ResolvedOptions, RunOptions, Transaction, WorkerOptions, WorkerStats } from "./types.js";
 
-const consoleLogger: Logger = {
-  warn: (message, fields) => console.warn(`queuebox: ${message}`, fields ?? ""),
-};
 
 /** The options as the core reads them (camelCase names; `databaseUrl` and `logger` stay here). */
 function coreOptions(opts: WorkerOptions): Record<string, unknown> {
@@ -91,6 +89,7 @@ export class Worker {
     this.options = JSON.parse(callSync(() => native.resolveOptions(JSON.stringify(core))));
     this.databaseUrl = options.databaseUrl;
     this.logger = options.logger ?? consoleLogger;
+    registerLogger(this.options.source, options.logger);
   }
 
   /** Counters of the current (or last) run. */
