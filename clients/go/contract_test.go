@@ -4,8 +4,8 @@ package queuebox_test
 // already cover, on the wrapper-owned transaction. Each test names its item. Items 2, 3,
 // 7, 9, 10, 12 and 15 (NewWorker) are in worker_test.go; the application-owned transaction
 // versions of 2, 3, 4, 7 and 12 are in apptx_test.go; 14 (the README example builds) is
-// readme_test.go. Not here: 13 (mapped table/column names: the core has one fixed schema)
-// and 19 (SQL Server's Msg 51000: libqueuebox is built without the sqlserver backend and
+// readme_test.go; 13 (mapped table/column names) is names_test.go. Not here: 19 (SQL
+// Server's Msg 51000: libqueuebox is built without the sqlserver backend and
 // no SQL Server runs in this suite; the core's store contract covers it).
 
 import (

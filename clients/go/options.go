@@ -29,10 +29,23 @@ type Options struct {
 	DisableListen bool
 	// Retry is the policy for handler errors (defaults: 5 attempts, 1 s doubling to 5 min, ±20 %).
 	Retry RetryPolicy
+	// OutboxTableName, InboxTableName and ColumnMapping name a schema of your own
+	// (proto-docs/own-schema.md): a table may be "schema.table"; ColumnMapping renames
+	// columns by the reference's mapping keys (ColumnMapping.Inbox["idempotencyKey"] =
+	// "key"). Empty means QueueBox's own names. The core validates them, naming the key.
+	OutboxTableName string
+	InboxTableName  string
+	ColumnMapping   ColumnMapping
 	// Logger receives the native library's records about this worker's source (an
 	// unreachable database, lost claims, retries, dead-lettered messages); nil means the
 	// logger of SetLogger, or slog.Default(). See logs.go.
 	Logger *slog.Logger
+}
+
+// ColumnMapping renames the columns of each table: mapping key → column name.
+type ColumnMapping struct {
+	Outbox map[string]string
+	Inbox  map[string]string
 }
 
 // RetryPolicy of handler errors; applied by the core. Zero values mean defaults.
@@ -90,6 +103,22 @@ func (o Options) optionsJSON() (string, error) {
 	}
 	if len(r) > 0 {
 		m["retry"] = r
+	}
+	if o.OutboxTableName != "" {
+		m["outboxTableName"] = o.OutboxTableName
+	}
+	if o.InboxTableName != "" {
+		m["inboxTableName"] = o.InboxTableName
+	}
+	if len(o.ColumnMapping.Outbox)+len(o.ColumnMapping.Inbox) > 0 {
+		mapping := map[string]any{}
+		if len(o.ColumnMapping.Outbox) > 0 {
+			mapping["outbox"] = o.ColumnMapping.Outbox
+		}
+		if len(o.ColumnMapping.Inbox) > 0 {
+			mapping["inbox"] = o.ColumnMapping.Inbox
+		}
+		m["columnMapping"] = mapping
 	}
 	b, err := json.Marshal(m)
 	return string(b), err
