@@ -10,6 +10,8 @@
 //! exception class per core `ErrorKind`, all subclasses of `QueueBoxError`, each with the
 //! kind's name as its `kind` class attribute; `queuebox_inbox` re-exports them.
 
+mod logs;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -513,6 +515,9 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(migrate, m)?)?;
     m.add_function(wrap_pyfunction!(connect_database, m)?)?;
     m.add_function(wrap_pyfunction!(connect_worker, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::set_log_level, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::next_log_records, m)?)?;
+    m.add_function(wrap_pyfunction!(logs::dropped_log_records, m)?)?;
     m.add_class::<Database>()?;
     m.add_class::<NativeWorker>()?;
     m.add_class::<NativeTask>()?;

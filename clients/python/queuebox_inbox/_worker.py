@@ -15,7 +15,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Iterator, Optional, Sequence, Set, Tuple, Union
 
-from . import _batch, _native
+from . import _batch, _logs, _native
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
 from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
 
@@ -199,6 +199,7 @@ class Worker:
         self.options = ResolvedOptions.from_json(self._options_json)
         self._url = database_url
         self._log = logger or _log
+        _logs.register(self.options.source, logger)
         self._native: Any = None
         self._shutdown: Optional["asyncio.Future[Any]"] = None
 
