@@ -13,7 +13,7 @@
 
 mod batch;
 
-mod logs;
+pub mod logs;
 
 use std::time::Duration;
 
