@@ -24,6 +24,10 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
+use crate::telemetry::RelaySpan;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
+use queuebox_core::trace::TraceContext;
 
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let rc = &st.cfg.inbox.relay;
@@ -211,15 +215,40 @@ pub fn outbox_row(cfg: &Config, m: &InboxMessage) -> Result<NewOutboxRow, Unrout
     })
 }
 
+/// Forwards one push row in the `relay.forward` span (tracing on), whose context the outbox
+/// row carries in place of the inbox row's.
 async fn forward(st: &AppState, row: ClaimedRow) {
     let m = &row.message;
-    let out = match outbox_row(&st.cfg, m) {
+    let span = RelaySpan::start(
+        "relay.forward",
+        SpanKind::Internal,
+        || m.trace.clone(),
+        None,
+        || {
+            vec![
+                KeyValue::new("source", m.source.clone()),
+                KeyValue::new("messageId", m.id.to_string()),
+            ]
+        },
+    );
+    let (outcome, error) = forward_row(st, &row, span.context()).await;
+    span.end(outcome, error.as_deref());
+}
+
+/// The forward's outcome (the span's `outcome`) and, when it failed, why.
+async fn forward_row(
+    st: &AppState,
+    row: &ClaimedRow,
+    trace: Option<TraceContext>,
+) -> (&'static str, Option<String>) {
+    let m = &row.message;
+    let mut out = match outbox_row(&st.cfg, m) {
         Ok(out) => out,
         Err(Unroutable::SourceNotConfigured(_)) => {
             // A source removed from the configuration: leave the row for reclaim rather than guess.
             tracing::error!(source = %m.source, inbox_id = %m.id, "push row of a source that is not configured; it stays for reclaim");
             st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-            return;
+            return ("failed", Some("the row's source is not configured".into()));
         }
         Err(Unroutable::EmptyTopic) => {
             tracing::error!(source = %m.source, inbox_id = %m.id, "the topic template rendered empty; set the source's topic or send an event type. The row is dead.");
@@ -232,9 +261,15 @@ async fn forward(st: &AppState, row: ClaimedRow) {
             if !ok {
                 claim_lost(Component::Inbox);
             }
-            return;
+            return (
+                "dead",
+                Some("the topic template rendered an empty topic".into()),
+            );
         }
     };
+    if trace.is_some() {
+        queuebox_core::trace::stamp(&mut out.headers, trace.as_ref());
+    }
     let correlation = out
         .headers
         .get(X_CORRELATION_ID)
@@ -246,14 +281,17 @@ async fn forward(st: &AppState, row: ClaimedRow) {
             st.metrics
                 .inc("queuebox_inbox_messages_total", &[("status", "forwarded")]);
             tracing::debug!(inbox_id = %m.id, %outbox_id, correlationId = %correlation, "forwarded");
+            ("forwarded", None)
         }
         Ok(Forwarded::ClaimLost) => {
             claim_lost(Component::Inbox);
             tracing::warn!(inbox_id = %m.id, "the push claim was lost before the forward committed; raise inbox.relay.claimTimeoutMs");
+            ("claim_lost", None)
         }
         Err(e) => {
             st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
             tracing::warn!(inbox_id = %m.id, error = %e, "forward failed; the row returns to pending after its lease");
+            ("failed", Some(e.to_string()))
         }
     }
 }

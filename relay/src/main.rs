@@ -18,6 +18,7 @@ mod relay_loop;
 mod relay_owner;
 mod retention;
 mod sources;
+mod telemetry;
 mod transforms;
 
 use std::path::PathBuf;
@@ -163,7 +164,15 @@ async fn main() -> std::process::ExitCode {
             async {
                 let (cfg, origin) = loaded?;
                 log_origin(&origin);
-                app::run(cfg).await
+                // Off the runtime: the exporter's blocking HTTP client owns a thread of its own.
+                let otlp = cfg.tracing.otlp.clone();
+                let exporter =
+                    tokio::task::spawn_blocking(move || telemetry::init(&otlp)).await??;
+                let result = app::run(cfg).await;
+                if let Some(e) = exporter {
+                    let _ = tokio::task::spawn_blocking(move || e.shutdown()).await;
+                }
+                result
             }
             .await
         }

@@ -38,6 +38,9 @@ use crate::app::AppState;
 use crate::destinations::OutboundMessage;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
+use crate::telemetry::RelaySpan;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let wake = Arc::new(Notify::new());
@@ -378,7 +381,7 @@ async fn process(
     };
     let dest = route.destination.as_str();
     // The route's transform, then the destination's (crate::transforms).
-    let msg = match crate::transforms::at_delivery(
+    let mut msg = match crate::transforms::at_delivery(
         &st.transforms,
         &st.cfg,
         &st.metrics,
@@ -395,6 +398,24 @@ async fn process(
             return None;
         }
     };
+    // The attempt's span; the destination continues the trace from it, not from the row.
+    let span = RelaySpan::start(
+        "outbox.publish",
+        SpanKind::Producer,
+        || row_trace(row),
+        None,
+        || {
+            vec![
+                KeyValue::new("topic", row.topic.clone()),
+                KeyValue::new("destination", dest.to_string()),
+                KeyValue::new("attempt", i64::from(row.attempt) + 1),
+                KeyValue::new("messageId", row.id.to_string()),
+            ]
+        },
+    );
+    if let Some(own) = span.context() {
+        queuebox_core::trace::stamp(&mut msg.headers, Some(&own));
+    }
     st.metrics
         .gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], 1.0);
     let p0 = Instant::now();
@@ -413,6 +434,7 @@ async fn process(
         -1.0,
     );
     let Some(result) = result else {
+        span.end("claim_lost", None);
         lost_unpublished(row, true);
         return None;
     };
@@ -423,6 +445,7 @@ async fn process(
     );
     match result {
         Ok(()) => {
+            span.end("success", None);
             st.metrics.inc(
                 "queuebox_outbox_destination_messages_total",
                 &[("destination", dest), ("outcome", "success")],
@@ -440,6 +463,7 @@ async fn process(
                 &[("destination", dest), ("outcome", "failure")],
             );
             let why = redact_error(&e.to_string(), &secrets);
+            span.end("failure", Some(&why));
             match after_failure(st, row) {
                 Decision::Retry(delay) => {
                     tracing::warn!(messageId = %row.id, topic = %row.topic, attempt = row.attempt, error = %why, delay_ms = delay.as_millis() as u64, "delivery failed; retrying");
@@ -463,6 +487,16 @@ async fn process(
         t0.elapsed(),
     );
     None
+}
+
+/// The outbox row's W3C trace context (its `traceparent` / `tracestate` headers, written by
+/// the inbox relay or the application), the parent of its publish spans.
+fn row_trace(row: &OutboxRow) -> Option<queuebox_core::trace::TraceContext> {
+    let headers = row
+        .headers
+        .iter()
+        .filter_map(|(k, v)| Some((k.as_str(), v.as_str()?)));
+    queuebox_core::trace::TraceContext::from_headers(headers).0
 }
 
 /// What a failed delivery of `row` leads to: a retry after the backoff, or dead once its

@@ -148,8 +148,9 @@ pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Confi
         root = serde_yaml::Value::Mapping(Default::default());
     }
     let origins = env::apply(&mut root, vars, &mut errs);
-    let parsed = parse::config(&root, &mut errs);
-    if let Some(p) = &parsed {
+    let mut parsed = parse::config(&root, &mut errs);
+    if let Some(p) = &mut parsed {
+        validate::otlp(&mut p.config.tracing.otlp, vars, &mut errs);
         validate::config(&p.config, &p.broken_destinations, &mut errs);
     }
     let cfg = parsed.map(|p| p.config);

@@ -21,6 +21,7 @@ pub struct Config {
     pub admin: AdminConfig,
     pub retention: RetentionConfig,
     pub logging: LoggingConfig,
+    pub tracing: TracingConfig,
     pub destinations: BTreeMap<String, DestinationConfig>,
     pub routes: Vec<RouteConfig>,
     pub sources: BTreeMap<String, SourceConfig>,
@@ -39,6 +40,7 @@ pub(super) struct RawConfig {
     pub admin: Option<serde_yaml::Value>,
     pub retention: Option<serde_yaml::Value>,
     pub logging: Option<serde_yaml::Value>,
+    pub tracing: Option<serde_yaml::Value>,
     pub destinations: BTreeMap<String, serde_yaml::Value>,
     pub routes: Option<serde_yaml::Value>,
     pub sources: BTreeMap<String, serde_yaml::Value>,
@@ -313,6 +315,34 @@ impl Default for AdminConfig {
 pub struct LoggingConfig {
     /// `text` (default, for people) or `json` (one object per line, for log collectors).
     pub format: LogFormat,
+}
+
+/// `tracing`: spans exported over OTLP. Off (no exporter, no span made) unless
+/// `tracing.otlp.endpoint` or the standard `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(rename_all = "camelCase", default)]
+pub struct TracingConfig {
+    pub otlp: OtlpConfig,
+}
+
+/// `tracing.otlp`: where the spans go (OTLP over HTTP, protobuf).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct OtlpConfig {
+    /// The collector's base URL, like `OTEL_EXPORTER_OTLP_ENDPOINT` (`http://collector:4318`);
+    /// spans are POSTed to `<endpoint>/v1/traces`. Unset: tracing is off.
+    pub endpoint: Option<String>,
+    /// The `service.name` resource attribute of every span.
+    pub service_name: String,
+}
+
+impl Default for OtlpConfig {
+    fn default() -> Self {
+        OtlpConfig {
+            endpoint: None,
+            service_name: "queuebox".into(),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -754,6 +784,8 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<AdminFlags>(),
         fields_of::<RetentionConfig>(),
         fields_of::<LoggingConfig>(),
+        fields_of::<TracingConfig>(),
+        fields_of::<OtlpConfig>(),
         fields_of::<TableRetention>(),
         fields_of::<RouteConfig>(),
         fields_of::<crate::TransformConfig>(),

@@ -35,6 +35,7 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
     let admin = admin(raw.admin.as_ref(), errs);
     let retention = section::<RetentionConfig>(&raw.retention, "retention", errs);
     let logging = section::<LoggingConfig>(&raw.logging, "logging", errs);
+    let tracing = section::<TracingConfig>(&raw.tracing, "tracing", errs);
     let routes = section::<Vec<RouteConfig>>(&raw.routes, "routes", errs);
     let mut destinations = BTreeMap::new();
     let mut broken_destinations = BTreeSet::new();
@@ -63,6 +64,7 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
         admin: admin?,
         retention: retention?,
         logging: logging?,
+        tracing: tracing?,
         destinations,
         routes: routes?,
         sources,

@@ -29,6 +29,9 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::metrics::Metrics;
+use crate::telemetry::RelaySpan;
+use opentelemetry::trace::SpanKind;
+use opentelemetry::KeyValue;
 
 /// A message as a source received it.
 #[derive(Debug, Clone, Default)]
@@ -53,6 +56,18 @@ pub enum Stored {
     /// The source's header filter dropped it (the first failing rule); acknowledge,
     /// nothing stored.
     Filtered { rule: String },
+}
+
+impl Stored {
+    /// The `outcome` attribute of the `ingest` span.
+    fn outcome(&self) -> &'static str {
+        match self {
+            Stored::New { .. } => "new",
+            Stored::Duplicate { .. } => "duplicate",
+            Stored::Dead { .. } => "dead",
+            Stored::Filtered { .. } => "filtered",
+        }
+    }
 }
 
 /// Why a message was not stored.
@@ -97,6 +112,7 @@ pub struct Inbox {
 impl Inbox {
     /// Extracts the attributes, stores the row and counts the outcome.
     pub async fn receive(&self, source: &SourceConfig, msg: Received) -> Result<Stored, Rejected> {
+        let received_at = crate::telemetry::span_start();
         if !matches!(source.kind, SourceKind::Http(_)) {
             // Broker kinds: the broker attribute rule (key chain header → path → message id →
             // digest, event type, aggregate id) lives once, in queuebox-brokers.
@@ -198,7 +214,7 @@ impl Inbox {
             dead_reason: None,
             delay,
         };
-        self.insert(&new, correlation_id).await
+        self.insert(new, correlation_id, received_at).await
     }
 
     /// A broker message through the broker attribute rule of its source.
@@ -210,6 +226,7 @@ impl Inbox {
         message_id: Option<String>,
         broker_time_ms: Option<i64>,
     ) -> Result<Stored, Rejected> {
+        let received_at = crate::telemetry::span_start();
         if let Some(filtered) = self.filtered(&rule.source, &headers) {
             return Ok(filtered);
         }
@@ -296,11 +313,37 @@ impl Inbox {
             );
         }
         let correlation_id = new.correlation_id.clone().unwrap_or_default();
-        self.insert(&new, correlation_id).await
+        self.insert(new, correlation_id, received_at).await
     }
 
-    /// Stores a built row and counts the outcome.
+    /// Stores a built row and counts the outcome, in the `ingest` span that began at
+    /// `received_at` (tracing on): the row stores that span's context, so the next hop
+    /// continues from it.
     pub async fn insert(
+        &self,
+        mut new: NewInboxMessage,
+        correlation_id: String,
+        received_at: Option<std::time::SystemTime>,
+    ) -> Result<Stored, Rejected> {
+        let span = RelaySpan::start(
+            "ingest",
+            SpanKind::Consumer,
+            || new.trace.clone(),
+            received_at,
+            || vec![KeyValue::new("source", new.source.clone())],
+        );
+        if let Some(own) = span.context() {
+            new.trace = Some(own);
+        }
+        let stored = self.store_row(&new, correlation_id).await;
+        match &stored {
+            Ok(s) => span.end(s.outcome(), None),
+            Err(e) => span.end("rejected", Some(&e.to_string())),
+        }
+        stored
+    }
+
+    async fn store_row(
         &self,
         new: &NewInboxMessage,
         correlation_id: String,
