@@ -1,5 +1,8 @@
 //! Source authentication: bearer token, API key, HMAC signature. Every comparison is
 //! constant-time over SHA-256 digests, so neither length nor content leaks through timing.
+//!
+//! The fuzz target `http_ingest` (fuzz/README.md) compiles this file too: it uses only
+//! `queuebox-config`, `queuebox-core` and crates.io, never `crate::`.
 
 use hmac::{Hmac, Mac};
 use queuebox_config::AuthConfig;

@@ -3,6 +3,9 @@
 //! case-insensitive and a repeated header counts with its last value (as stored). A message
 //! that does not pass is not stored: HTTP answers `202 {"status":"filtered"}`, a broker
 //! message is acknowledged; both count `queuebox_inbox_filtered_total{source}`.
+//!
+//! The fuzz target `http_ingest` (fuzz/README.md) compiles this file too: it uses only
+//! `queuebox-config`, `queuebox-core` and crates.io, never `crate::`.
 
 use std::collections::HashMap;
 
