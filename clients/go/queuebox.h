@@ -652,6 +652,18 @@ QbStatus qb_worker_stats(const struct QbWorker *worker,
                          struct QbStats *out_stats,
                          struct QbError **out_error);
 
+// The worker's metrics (claimed, completed, retried, dead, released, claims lost, claim
+// errors, lease renewals; claim and handler duration histograms; each labelled by
+// `source`) in the Prometheus text format 0.0.4 (`text/plain; version=0.0.4;
+// charset=utf-8`), for the application's `/metrics`. Free it with `qb_string_free`. Does
+// not block.
+//
+// # Safety
+// `worker` is live; `out_text` is writable.
+QbStatus qb_worker_metrics_text(const struct QbWorker *worker,
+                                char **out_text,
+                                struct QbError **out_error);
+
 #ifdef __cplusplus
 }  // extern "C"
 #endif  // __cplusplus
