@@ -132,16 +132,21 @@ fn millis(path: &str, v: &Value) -> Result<Duration> {
         .ok_or_else(|| config(path, "must be a non-negative integer of milliseconds"))
 }
 
-/// The effective options with the same names [`worker_options_from_json`] reads.
+/// The effective options with the same names [`worker_options_from_json`] reads (an own
+/// schema's names only when set, so a wrapper that passes them back keeps them).
 pub fn worker_options_to_json(o: &WorkerOptions) -> Value {
     let ms = |d: Duration| d.as_millis() as u64;
-    serde_json::json!({
+    let mut v = serde_json::json!({
         "source": o.source, "batchSize": o.batch_size, "concurrency": o.concurrency,
         "leaseMs": ms(o.lease), "pollIntervalMs": ms(o.poll_interval), "shutdownGraceMs": ms(o.shutdown_grace),
         "listen": o.listen,
         "retry": {"maxAttempts": o.retry.max_attempts, "baseDelayMs": ms(o.retry.base_delay),
                   "maxDelayMs": ms(o.retry.max_delay), "jitter": o.retry.jitter},
-    })
+    });
+    if let Value::Object(obj) = &mut v {
+        obj.extend(o.names.to_json());
+    }
+    v
 }
 
 /// A worker's counters as a JSON object.

@@ -12,6 +12,13 @@ export interface InboxMessage {
   attempt: number;
   correlationId: string | null;
   createdAt: Date;
+  /**
+   * The W3C trace context to continue the message's trace from (absent when the row has
+   * none): the row's own, or, with `OTEL_EXPORTER_OTLP_ENDPOINT` set for the worker's
+   * process, the core's `handle` span. Hand both values to your
+   * OpenTelemetry propagator as the `traceparent` / `tracestate` headers.
+   */
+  trace?: { traceparent: string; tracestate: string | null };
 }
 
 /** The result of a query: rows as objects keyed by column name. */
@@ -88,6 +95,14 @@ export interface WorkerOptions {
   retry?: RetryOptions;
   /** Where the worker's records go (default: warnings and errors to the console). */
   logger?: Logger;
+  /**
+   * A schema of your own (proto-docs/own-schema.md): the tables' names (`"schema.table"`
+   * allowed) and renamed columns by the reference's mapping keys, e.g.
+   * `{ inbox: { idempotencyKey: "key" } }`. Claims, completions and `completeTx` use them.
+   */
+  outboxTableName?: string;
+  inboxTableName?: string;
+  columnMapping?: { outbox?: Record<string, string>; inbox?: Record<string, string> };
 }
 
 /** The options in force, defaults filled in by the core. */

@@ -191,6 +191,38 @@ impl Names {
         )
     }
 
+    /// The JSON [`Names::from_json`] reads, holding only what differs from QueueBox's own
+    /// names (empty for [`Names::default`]): how the bindings echo a worker's options.
+    pub fn to_json(&self) -> serde_json::Map<String, serde_json::Value> {
+        use serde_json::{Map, Value};
+        let mut obj = Map::new();
+        let mut mapping = Map::new();
+        for (t, key) in [
+            (Table::Outbox, "outboxTableName"),
+            (Table::Inbox, "inboxTableName"),
+        ] {
+            let names = self.of(t);
+            if names.schema.is_some() || names.name != t.default_name() {
+                obj.insert(key.into(), Value::from(self.table_display(t)));
+            }
+            let renamed: Map<String, Value> = t
+                .columns()
+                .iter()
+                .filter_map(|(k, default)| {
+                    let column = names.renamed.get(default)?;
+                    Some((k.to_string(), Value::from(column.clone())))
+                })
+                .collect();
+            if !renamed.is_empty() {
+                mapping.insert(t.default_name().into(), Value::Object(renamed));
+            }
+        }
+        if !mapping.is_empty() {
+            obj.insert("columnMapping".into(), Value::Object(mapping));
+        }
+        obj
+    }
+
     /// True when nothing is renamed: QueueBox's own, migrated schema.
     pub fn is_default(&self) -> bool {
         *self == Names::default()
@@ -480,6 +512,18 @@ impl Rendered {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn names_round_trip_through_json_and_the_default_is_empty() {
+        assert!(Names::default().to_json().is_empty());
+        let json = serde_json::json!({
+            "outboxTableName": "shop.order", "inboxTableName": "user",
+            "columnMapping": {"outbox": {"topic": "group"}, "inbox": {"idempotencyKey": "key", "sequence": "order"}}
+        });
+        let names = Names::from_json(json.as_object().unwrap()).unwrap();
+        assert_eq!(serde_json::Value::Object(names.to_json()), json);
+        assert_eq!(Names::from_json(&names.to_json()).unwrap(), names);
+    }
 
     fn map(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
         pairs
