@@ -2,13 +2,21 @@
 # Rows/s of a no-op handler through the TypeScript and Python clients (over their native
 # addons) against the Rust core's Worker::run (bindings/c's bench_core example, the same
 # baseline benchmarks/ffi_bench.sh uses), on the same database in the same run: release
-# builds; ROWS rows per run, batch BATCH, concurrency CONC; ROUNDS rounds in rotating order,
-# each run on fresh rows of its own source. Writes benchmarks/results/nodepy.json and
-# benchmarks/nodepy.md. Usage: bash benchmarks/nodepy_bench.sh
+# builds; ROWS rows per run, batch BATCH, at each concurrency of CONCS; ROUNDS rounds in
+# rotating order, each run on fresh rows of its own source.
+#
+# "Before" rows: the clients' own code as of BEFORE_REF (the per-row loop: next() ->
+# handler -> complete() per row), run over the same native builds as "after" (the addons
+# keep next()/complete()), so before and after differ in the client loop alone.
+#
+# Writes benchmarks/results/nodepy-<UTC date>.json and benchmarks/nodepy.md.
+# Usage: bash benchmarks/nodepy_bench.sh   (ROWS=20000 BATCH=100 CONCS="1 8 32" ROUNDS=3;
+# IMPLS="rust node node_before" for a subset, rust always included for the ratios)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-ROWS="${ROWS:-20000}" BATCH="${BATCH:-100}" CONC="${CONC:-4}" ROUNDS="${ROUNDS:-3}"
+ROWS="${ROWS:-20000}" BATCH="${BATCH:-100}" CONCS="${CONCS:-1 8 32}" ROUNDS="${ROUNDS:-3}"
+BEFORE_REF="${BEFORE_REF:-2a51b98}"
 source scripts/postgres.sh start >/dev/null
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 out="$CARGO_TARGET_DIR/nodepy-bench"; mkdir -p "$out"
@@ -25,6 +33,15 @@ venv="$root/.venv/python-client"
 [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2" pytest
 (cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --release --quiet)
 
+# The clients as of BEFORE_REF, beside the same native builds.
+before="$out/before"; rm -rf "$before"; mkdir -p "$before"
+git archive "$BEFORE_REF" clients/typescript/src clients/typescript/native/loader.cjs clients/typescript/native/loader.d.cts \
+  clients/typescript/scripts clients/typescript/tsconfig.json clients/typescript/tsconfig.cjs.json clients/typescript/package.json \
+  clients/python/queuebox_inbox | tar -x -C "$before"
+ln -s "$root/clients/typescript/node_modules" "$before/clients/typescript/node_modules"
+(cd "$before/clients/typescript" && node scripts/build.mjs >/dev/null)
+cp clients/python/queuebox_inbox/_native*.so "$before/clients/python/queuebox_inbox/"
+
 pg() { psql -h 127.0.0.1 -p "${QB_PG_PORT:-55432}" -U postgres -X -q "$@"; }
 db="qb_nodepy_bench_$$"
 pg -c "CREATE DATABASE $db"
@@ -32,29 +49,36 @@ trap 'pg -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true' 
 url="postgres://postgres@127.0.0.1:${QB_PG_PORT:-55432}/$db"
 node -e 'require(process.env.QUEUEBOX_NATIVE_PATH).migrate(process.argv[1]).then(() => {}, (e) => { console.error(e); process.exit(1); })' "$url"
 
-run_one() {  # run_one <impl> <source>: prints rows/s
+run_one() {  # run_one <impl> <source> <concurrency>: prints rows/s
   pg -d "$db" -c "INSERT INTO inbox (source, idempotency_key, payload, consumption)
     SELECT '$2', 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, $ROWS) g"
   pg -d "$db" -c "VACUUM ANALYZE inbox" 2>/dev/null
-  local line
+  local line args=("$url" "$2" "$ROWS" "$BATCH" "$3")
   case "$1" in
-    rust) line=$("$CARGO_TARGET_DIR/release/examples/bench_core" "$url" "$2" "$ROWS" "$BATCH" "$CONC") ;;
-    node) line=$(node benchmarks/nodepy/bench.mjs "$url" "$2" "$ROWS" "$BATCH" "$CONC") ;;
-    python) line=$("$venv/bin/python" benchmarks/nodepy/bench.py "$url" "$2" "$ROWS" "$BATCH" "$CONC") ;;
+    rust) line=$("$CARGO_TARGET_DIR/release/examples/bench_core" "${args[@]}") ;;
+    node) line=$(node benchmarks/nodepy/bench.mjs "${args[@]}") ;;
+    node_before) line=$(QB_TS_CLIENT="$before/clients/typescript/dist/esm/index.js" node benchmarks/nodepy/bench.mjs "${args[@]}") ;;
+    python) line=$("$venv/bin/python" benchmarks/nodepy/bench.py "${args[@]}") ;;
+    python_before) line=$(PYTHONPATH="$before/clients/python" "$venv/bin/python" benchmarks/nodepy/bench.py "${args[@]}") ;;
   esac
   local n; n=$(pg -d "$db" -tA -c "SELECT count(*) FROM inbox WHERE source = '$2' AND state = 'processed'")
   [ "$n" = "$ROWS" ] || { echo "$1: only $n of $ROWS rows processed" >&2; exit 1; }
   echo "${line#rows_per_sec=}" | cut -d' ' -f1
 }
 
-declare -A samples=([rust]="" [node]="" [python]="")
-orders=("rust node python" "python node rust" "node rust python")
-for r in $(seq 1 "$ROUNDS"); do
-  for impl in ${orders[$(( (r - 1) % 3 ))]}; do
-    v=$(run_one "$impl" "${impl}_$r")
-    echo "round $r $impl: $v rows/s" >&2
-    samples[$impl]="${samples[$impl]} $v"
+export LOAD_START; LOAD_START=$(cat /proc/loadavg)
+read -r -a impls <<< "${IMPLS:-rust node python node_before python_before}"
+samples="$out/samples.txt"; : > "$samples"
+for c in $CONCS; do
+  for r in $(seq 1 "$ROUNDS"); do
+    # Rotate the order so no implementation always runs first (or right after a vacuum).
+    k=$(( (r - 1) % ${#impls[@]} ))
+    for impl in "${impls[@]:k}" "${impls[@]:0:k}"; do
+      v=$(run_one "$impl" "${impl}_c${c}_r$r" "$c")
+      echo "c=$c round $r $impl: $v rows/s" >&2
+      echo "$c $r $impl $v" >> "$samples"
+    done
   done
 done
 
-python3 benchmarks/nodepy/report.py "$ROWS" "$BATCH" "$CONC" "$ROUNDS" "${samples[rust]}" "${samples[node]}" "${samples[python]}"
+python3 benchmarks/nodepy/report.py "$ROWS" "$BATCH" "$ROUNDS" "$BEFORE_REF" "$samples"

@@ -2,7 +2,8 @@
 // `rows` pull rows of `source`, timed from run() until every row is processed.
 // Usage: node bench.mjs <database url> <source> <rows> <batch> <concurrency>
 // Prints one line: `rows_per_sec=<n> seconds=<s>`.
-import { Worker } from "../../clients/typescript/dist/esm/index.js";
+// QB_TS_CLIENT: another build of the client (the "before" rows of nodepy_bench.sh).
+const { Worker } = await import(process.env.QB_TS_CLIENT ?? "../../clients/typescript/dist/esm/index.js");
 
 const [url, source, rows, batch, conc] = process.argv.slice(2);
 const total = Number(rows);

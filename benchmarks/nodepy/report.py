@@ -1,53 +1,101 @@
-"""Writes benchmarks/results/nodepy.json and benchmarks/nodepy.md from the samples of
-benchmarks/nodepy_bench.sh: report.py ROWS BATCH CONC ROUNDS "rust..." "node..." "python..."
-(samples in round order; the ratio of each round pairs runs made one after another)."""
+"""Writes benchmarks/results/nodepy-<date>.json and benchmarks/nodepy.md from the samples of
+benchmarks/nodepy_bench.sh: report.py ROWS BATCH ROUNDS BEFORE_REF SAMPLES_FILE..., where each
+line of a SAMPLES_FILE is `<concurrency> <round> <impl> <rows/s>`. Each file is one run with
+its own Rust baseline (ratios never pair runs); normally there is one. LOAD_START in the
+environment: /proc/loadavg when the (first) run began; LOAD_END when the last ended, if not now."""
 
+import collections
 import datetime
 import json
 import os
 import statistics
 import sys
 
-rows, batch, conc, rounds = map(int, sys.argv[1:5])
-s = {k: [float(x) for x in v.split()] for k, v in zip(["rust", "node", "python"], sys.argv[5:8])}
-med = {k: statistics.median(v) for k, v in s.items()}
-per_round = {k: [round(x / r, 3) for x, r in zip(s[k], s["rust"])] for k in ("node", "python")}
+rows, batch, rounds = map(int, sys.argv[1:4])
+before_ref, samples_files = sys.argv[4], sys.argv[5:]
+IMPLS = ["rust", "node", "python", "node_before", "python_before"]
+NAMES = {
+    "rust": "Rust core `Worker::run` (bench_core)",
+    "node": "TypeScript `Worker.run`, batch crossing",
+    "node_before": f"TypeScript `Worker.run`, per-row crossing ({before_ref})",
+    "python": "Python `Worker.run` (asyncio), batch crossing",
+    "python_before": f"Python `Worker.run` (asyncio), per-row crossing ({before_ref})",
+}
+
+
+def summarize(path):
+    """The medians and same-round ratios of one run, by concurrency."""
+    samples = collections.defaultdict(lambda: collections.defaultdict(dict))  # [c][impl][round]
+    for line in open(path):
+        c, r, impl, v = line.split()
+        samples[int(c)][impl][int(r)] = float(v)
+    out = {}
+    for c in sorted(samples):
+        s = samples[c]
+        med = {k: statistics.median(s[k].values()) for k in IMPLS if s[k]}
+        out[str(c)] = {
+            "rows_per_s": {k: {"samples": [s[k][r] for r in sorted(s[k])], "median": med[k]} for k in med},
+            "ratio_vs_rust": {k: round(med[k] / med["rust"], 3) for k in med if k != "rust"},
+            "ratio_vs_rust_per_round": {k: [round(s[k][r] / s["rust"][r], 3) for r in sorted(s[k])] for k in med if k != "rust"},
+        }
+    return out
+
+
+now = datetime.datetime.now(datetime.timezone.utc)
 res = {
     "benchmark": "nodepy_noop_handler",
-    "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    "rows_per_run": rows, "batch_size": batch, "concurrency": conc, "rounds": rounds,
-    "machine": {"cpus": os.cpu_count(), "loadavg": open("/proc/loadavg").read().strip()},
-    "rows_per_s": {k: {"samples": v, "median": med[k]} for k, v in s.items()},
-    "ratio_vs_rust": {"node": round(med["node"] / med["rust"], 3), "python": round(med["python"] / med["rust"], 3)},
-    "ratio_vs_rust_per_round": per_round,
+    "date": now.isoformat(timespec="seconds"),
+    "rows_per_run": rows, "batch_size": batch, "rounds": rounds, "before_ref": before_ref,
+    "machine": {"cpus": os.cpu_count(), "loadavg_start": os.environ.get("LOAD_START", ""), "loadavg_end": os.environ.get("LOAD_END") or open("/proc/loadavg").read().strip()},
+    "runs": [{"by_concurrency": summarize(f)} for f in samples_files],
 }
 os.makedirs("benchmarks/results", exist_ok=True)
-with open("benchmarks/results/nodepy.json", "w") as f:
+out = f"benchmarks/results/nodepy-{now.date().isoformat()}.json"
+with open(out, "w") as f:
     json.dump(res, f, indent=2, sort_keys=True)
     f.write("\n")
-r = res["ratio_vs_rust"]
+
 fmt = lambda xs: ", ".join(f"{x:.0f}" for x in xs)
 rnd = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
+table = ["| run | c | worker | median rows/s | samples (round order) | ratio of medians | ratio per round |", "|---|---|---|---|---|---|---|"]
+for run, c, b in [(i + 1, c, b) for i, r in enumerate(res["runs"]) for c, b in r["by_concurrency"].items()]:
+    for k in IMPLS:
+        if k not in b["rows_per_s"]:
+            continue
+        v = b["rows_per_s"][k]
+        ratio = "1.00" if k == "rust" else f"{b['ratio_vs_rust'][k]:.2f}"
+        per = "" if k == "rust" else rnd(b["ratio_vs_rust_per_round"][k])
+        table.append(f"| {run} | {c} | {NAMES[k]} | {v['median']:.0f} | {fmt(v['samples'])} | {ratio} | {per} |")
+table = "\n".join(table)
 md = f"""# Node and Python clients vs the Rust core worker
 
-No-op handler, {rows} pull rows per run, batch {batch}, concurrency {conc}, {rounds} rounds in
-rotating order on one database in one run (release builds; `bash benchmarks/nodepy_bench.sh`;
-raw numbers in `benchmarks/results/nodepy.json`). Machine: {os.cpu_count()} CPUs shared with
-PostgreSQL and with other builds; load average at the end `{res['machine']['loadavg']}`, so
-single samples are noisy: compare the ratios, not the absolute rows/s.
+No-op handler, {rows} pull rows per run, batch {batch}, concurrency 1, 8 and 32, {rounds} rounds
+in rotating order on one database in one run (release builds; `bash benchmarks/nodepy_bench.sh`;
+raw numbers in `{out}`). Machine: {os.cpu_count()} CPUs shared with PostgreSQL and with
+other engineers' builds; load average at the start `{res['machine']['loadavg_start']}`, at the end
+`{res['machine']['loadavg_end']}`, so absolute rows/s are noisy: compare the ratios to the Rust
+worker measured in the same round.
 
-| worker | median rows/s | samples (round order) | ratio of medians | ratio per round |
-|---|---|---|---|---|
-| Rust core `Worker::run` (bench_core) | {med['rust']:.0f} | {fmt(s['rust'])} | 1.00 | |
-| TypeScript `Worker.run` (napi addon) | {med['node']:.0f} | {fmt(s['node'])} | {r['node']:.2f} | {rnd(per_round['node'])} |
-| Python `Worker.run` (pyo3, asyncio) | {med['python']:.0f} | {fmt(s['python'])} | {r['python']:.2f} | {rnd(per_round['python'])} |
+{table}
 
-Every run is checked: all {rows} rows of its source must end `processed`. The clients pay two
-crossings per row (`next()` hands a task to the language, `complete()` goes back), each a
-Promise / asyncio future settled from the tokio runtime, plus the JSON encoding of the
-message; the Rust worker stays on the runtime. The Rust baseline is bindings/c's
-`bench_core` example, the same one benchmarks/ffi_bench.sh uses for Go and C#.
+Every run is checked: all {rows} rows of its source must end `processed`. The Rust baseline
+is bindings/c's `bench_core` example, the same one benchmarks/ffi_bench.sh uses for Go and C#.
+
+**Batch crossing** (issue 21): the core's slots are the batch size, so one
+`nextBatch(batchSize)` / `next_batch(batch_size)` call (the core's `Worker::next_batch`) hands
+the client every row the core has claimed, the messages as one JSON text parsed once; the
+client runs at most `concurrency` handlers and asks again only when a handler slot is free
+and nothing is queued (so it claims when the Rust worker would). The successes of one
+event-loop turn go back in one `completeAll` / `complete_all` call (the core's
+`Task::complete_all`: one batched statement, each task under its own fence); lease loss is
+reported for the whole worker by one pending `nextCancelled` / `next_cancelled` instead of
+a `cancelled()` Promise / awaitable per task. The Rust baseline hands out at most
+`concurrency` tasks (its `Worker::run`), which is why a client can come out above 1.00.
+
+**Per-row crossing** (the "before" rows): the clients' code as of {before_ref}, over the
+same native builds: `next()` → handler → `complete()` per row, each a Promise / asyncio
+future settled from the tokio runtime, plus one pending `cancelled()` per task.
 """
 with open("benchmarks/nodepy.md", "w") as f:
     f.write(md)
-print(json.dumps({"ratio_vs_rust": r, "per_round": per_round}))
+print(json.dumps([{c: b["ratio_vs_rust"] for c, b in r["by_concurrency"].items()} for r in res["runs"]]))
