@@ -122,6 +122,9 @@ def _core_options(source: str, **given: Any) -> Dict[str, Any]:
         "poll_interval_ms": "pollIntervalMs",
         "shutdown_grace_ms": "shutdownGraceMs",
         "listen": "listen",
+        "outbox_table_name": "outboxTableName",
+        "inbox_table_name": "inboxTableName",
+        "column_mapping": "columnMapping",
     }
     out: Dict[str, Any] = {"source": source}
     for k, v in given.items():
@@ -147,6 +150,9 @@ _PY_NAMES = {
     "`retry.maxAttempts`": "`retry.max_attempts`",
     "`retry.baseDelayMs`": "`retry.base_delay_ms`",
     "`retry.maxDelayMs`": "`retry.max_delay_ms`",
+    "`outboxTableName`": "`outbox_table_name`",
+    "`inboxTableName`": "`inbox_table_name`",
+    "`columnMapping": "`column_mapping",
 }
 
 
@@ -164,6 +170,11 @@ class Worker:
     ``lease_ms`` 30000, ``poll_interval_ms`` 1000, ``shutdown_grace_ms`` 30000, ``listen``
     True, ``retry`` = ``RetryPolicy()`` (5 attempts, 1 s doubling to 5 min, ±20 %). Invalid
     options raise :class:`QueueBoxError` with ``kind == "config"`` naming the option.
+
+    A schema of your own (proto-docs/own-schema.md): ``outbox_table_name`` /
+    ``inbox_table_name`` (``"schema.table"`` allowed) and ``column_mapping`` (``{"inbox":
+    {"idempotencyKey": "key"}}``, the reference's mapping keys); claims, completions and
+    ``complete_in`` use them.
     """
 
     def __init__(
@@ -179,6 +190,9 @@ class Worker:
         listen: Optional[bool] = None,
         retry: Union[RetryPolicy, Dict[str, Any], None] = None,
         logger: Optional[logging.Logger] = None,
+        outbox_table_name: Optional[str] = None,
+        inbox_table_name: Optional[str] = None,
+        column_mapping: Optional[Dict[str, Dict[str, str]]] = None,
     ) -> None:
         if not isinstance(database_url, str) or not database_url.strip():
             raise ConfigError("invalid configuration at `databaseUrl`: is required")
@@ -191,6 +205,9 @@ class Worker:
             shutdown_grace_ms=shutdown_grace_ms,
             listen=listen,
             retry=retry,
+            outbox_table_name=outbox_table_name,
+            inbox_table_name=inbox_table_name,
+            column_mapping=column_mapping,
         )
         try:
             self._options_json = _native.resolve_options(json.dumps(core))
