@@ -12,8 +12,8 @@ namespace QueueBox.Inbox.Tests
     /// not already cover, on the wrapper-owned transaction; each test names its item. Items
     /// 2, 3, 7, 9, 10, 12 and 15 are in InboxTests; the application-owned transaction versions
     /// of 2, 3 and 4 are in AppTxTests; 14 (the README example builds and runs) is
-    /// ReadmeTests. 13 (mapped table/column names) has no counterpart: the core has one
-    /// schema; 19 (SQL Server Msg 51000) needs a SQL Server, which this suite has not.</summary>
+    /// ReadmeTests; 13 (mapped table/column names) is NamesTests. 19 (SQL Server Msg 51000)
+    /// needs a SQL Server, which this suite has not.</summary>
     public static class ContractTests
     {
         internal static InboxOptions Quick(string source)

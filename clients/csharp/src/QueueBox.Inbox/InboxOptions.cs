@@ -28,6 +28,15 @@ namespace QueueBox.Inbox
         /// unreachable database, lost claims, retries, dead-lettered messages); null sends them
         /// to <see cref="QueueBoxLogging.Default"/>.</summary>
         public IQueueBoxLogger Logger { get; set; }
+        /// <summary>A schema of your own (proto-docs/own-schema.md): the outbox table's name
+        /// ("schema.table" allowed); null keeps QueueBox's own.</summary>
+        public string OutboxTableName { get; set; }
+        /// <summary>The inbox table's name ("schema.table" allowed); null keeps QueueBox's own.</summary>
+        public string InboxTableName { get; set; }
+        /// <summary>Renamed columns by the reference's mapping keys
+        /// (<c>Inbox["idempotencyKey"] = "key"</c>); claims, completions and the statements
+        /// handed to your transaction use them.</summary>
+        public InboxColumnMapping ColumnMapping { get; set; }
 
         internal string ToJson()
         {
@@ -48,8 +57,31 @@ namespace QueueBox.Inbox
                 if (RetryPolicy.Jitter.HasValue) r["jitter"] = RetryPolicy.Jitter.Value;
                 m["retry"] = r;
             }
+            if (OutboxTableName != null) m["outboxTableName"] = OutboxTableName;
+            if (InboxTableName != null) m["inboxTableName"] = InboxTableName;
+            if (ColumnMapping != null)
+            {
+                var mapping = new Dictionary<string, object>();
+                if (ColumnMapping.Outbox != null) mapping["outbox"] = Columns(ColumnMapping.Outbox);
+                if (ColumnMapping.Inbox != null) mapping["inbox"] = Columns(ColumnMapping.Inbox);
+                m["columnMapping"] = mapping;
+            }
             return Json.Serialize(m);
         }
+
+        private static Dictionary<string, object> Columns(IDictionary<string, string> columns)
+        {
+            var d = new Dictionary<string, object>();
+            foreach (var kv in columns) d[kv.Key] = kv.Value;
+            return d;
+        }
+    }
+
+    /// <summary>Renamed columns of each table: mapping key → column name.</summary>
+    public sealed class InboxColumnMapping
+    {
+        public IDictionary<string, string> Outbox { get; set; }
+        public IDictionary<string, string> Inbox { get; set; }
     }
 
     /// <summary>The retry schedule, applied by the core: retry after
