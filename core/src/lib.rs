@@ -57,6 +57,7 @@ pub mod lease;
 pub mod message;
 pub mod metrics;
 pub mod migrate;
+pub mod otlp;
 pub mod store;
 #[cfg(feature = "postgres")]
 pub mod tls;

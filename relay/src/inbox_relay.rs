@@ -24,9 +24,7 @@ use uuid::Uuid;
 use crate::app::AppState;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
-use crate::telemetry::RelaySpan;
-use opentelemetry::trace::SpanKind;
-use opentelemetry::KeyValue;
+use queuebox_core::otlp::{KeyValue, SpanKind};
 use queuebox_core::trace::TraceContext;
 
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
@@ -219,7 +217,7 @@ pub fn outbox_row(cfg: &Config, m: &InboxMessage) -> Result<NewOutboxRow, Unrout
 /// row carries in place of the inbox row's.
 async fn forward(st: &AppState, row: ClaimedRow) {
     let m = &row.message;
-    let span = RelaySpan::start(
+    let span = crate::telemetry::span(
         "relay.forward",
         SpanKind::Internal,
         || m.trace.clone(),

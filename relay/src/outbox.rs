@@ -38,9 +38,7 @@ use crate::app::AppState;
 use crate::destinations::OutboundMessage;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
-use crate::telemetry::RelaySpan;
-use opentelemetry::trace::SpanKind;
-use opentelemetry::KeyValue;
+use queuebox_core::otlp::{KeyValue, SpanKind};
 
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let wake = Arc::new(Notify::new());
@@ -399,7 +397,7 @@ async fn process(
         }
     };
     // The attempt's span; the destination continues the trace from it, not from the row.
-    let span = RelaySpan::start(
+    let span = crate::telemetry::span(
         "outbox.publish",
         SpanKind::Producer,
         || row_trace(row),

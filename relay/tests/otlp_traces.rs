@@ -304,3 +304,110 @@ async fn a_bad_endpoint_is_refused_naming_where_it_came_from() {
     let err = check(base.to_string(), Some("not a url")).await;
     assert!(err.contains("OTEL_EXPORTER_OTLP_ENDPOINT"), "{err}");
 }
+
+/// The trace context a pull handler was given for the row with key `key`.
+async fn handled_trace(
+    url: &str,
+    opts: queuebox_core::WorkerOptions,
+) -> Option<queuebox_core::trace::TraceContext> {
+    use queuebox_core::{Outcome, Worker};
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(None));
+    let worker = Worker::connect(url, opts).await.unwrap();
+    let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+    let (w, s, got) = (worker.clone(), stop.clone(), seen.clone());
+    let run = tokio::spawn(async move {
+        w.run(
+            move |task| {
+                let got = got.clone();
+                async move {
+                    *got.lock().unwrap() = Some(task.message().trace.clone());
+                    Ok(Outcome::Complete)
+                }
+            },
+            async move { s.notified().await },
+        )
+        .await
+    });
+    eventually("the handler ran", 20, || async {
+        seen.lock().unwrap().is_some()
+    })
+    .await;
+    stop.notify_one();
+    run.await.unwrap().unwrap();
+    drop(worker);
+    let trace = seen.lock().unwrap().take().unwrap();
+    trace
+}
+
+#[tokio::test]
+async fn a_pull_worker_with_an_endpoint_handles_each_row_in_a_handle_span() {
+    use queuebox_core::{NewInboxMessage, Store, WorkerOptions};
+    let (url, store) = fresh_db("otlp_traces_worker").await;
+    let collector = Receiver::start().await;
+    let trace = queuebox_core::trace::TraceContext {
+        traceparent: TRACEPARENT.into(),
+        tracestate: Some("congo=t61rcWkgMzE".into()),
+    };
+    for (source, key) in [("jobs", "w-traced"), ("plain", "w-off")] {
+        let mut m = NewInboxMessage::new(source, key, serde_json::json!({})).pull();
+        m.trace = Some(trace.clone());
+        store.insert_inbox(&m).await.unwrap();
+    }
+    let opts = |source: &str| WorkerOptions {
+        poll_interval: Duration::from_millis(50),
+        ..WorkerOptions::new(source)
+    };
+
+    let given = handled_trace(
+        &url,
+        WorkerOptions {
+            otlp_endpoint: Some(collector.url()),
+            ..opts("jobs")
+        },
+    )
+    .await
+    .expect("the handler gets a trace context");
+    // The worker's exporter flushes when the worker is dropped.
+    eventually("the handle span is exported", 20, || async {
+        spans(&collector).iter().any(|s| s.name == "handle")
+    })
+    .await;
+    let spans = spans(&collector);
+    let handle = spans.iter().find(|s| s.name == "handle").unwrap();
+    assert_eq!(handle.trace_id, TRACE_ID);
+    assert_eq!(
+        handle.parent, SENDER_SPAN,
+        "the row's traceparent is the parent"
+    );
+    assert_eq!(handle.service, "queuebox-worker");
+    assert_eq!(handle.attributes["source"], "jobs");
+    assert_eq!(handle.attributes["attempt"], "1");
+    assert_eq!(handle.attributes["outcome"], "complete");
+    // The handler continues from the handle span, in the same trace, with the row's state.
+    assert_eq!(
+        given.traceparent,
+        format!("00-{TRACE_ID}-{}-01", handle.span_id)
+    );
+    assert_eq!(given.tracestate.as_deref(), Some("congo=t61rcWkgMzE"));
+
+    if std::env::var(queuebox_core::otlp::ENDPOINT_ENV).is_ok() {
+        eprintln!("not run: the untraced worker (OTEL_EXPORTER_OTLP_ENDPOINT is set here)");
+    } else {
+        let given = handled_trace(&url, opts("plain")).await;
+        assert_eq!(
+            given,
+            Some(trace),
+            "tracing off: the row's own context, unchanged"
+        );
+    }
+
+    let bad = WorkerOptions {
+        otlp_endpoint: Some("collector:4318".into()),
+        ..opts("jobs")
+    };
+    let err = queuebox_core::Worker::connect(&url, bad)
+        .await
+        .err()
+        .unwrap();
+    assert!(err.to_string().contains("otlpEndpoint"), "{err}");
+}

@@ -93,6 +93,8 @@ pub(crate) struct Inner {
     /// The key of the worker's owner session, recorded on each claim so that others recover
     /// the rows within seconds if this process dies (`owner`); 0 while there is none.
     owner_key: AtomicI64,
+    /// The `handle` spans' exporter, when tracing is on (`WorkerOptions::otlp_endpoint`).
+    otlp: Option<Arc<crate::otlp::Exporter>>,
 }
 
 impl Worker {
@@ -109,7 +111,9 @@ impl Worker {
         metrics: WorkerMetrics,
     ) -> Result<Worker> {
         opts.validate()?;
+        let otlp = start_otlp(&opts).await?;
         let inner = Arc::new(Inner {
+            otlp,
             stats: metrics.for_source(&opts.source),
             metrics,
             permits: Arc::new(Semaphore::new(opts.effective_concurrency() as usize)),
@@ -455,5 +459,36 @@ impl Drop for Inner {
     fn drop(&mut self) {
         self.stopping.cancel();
         self.hard_stop.cancel();
+        // The last spans are sent from a thread of their own: this may run on a runtime's
+        // worker, where the blocking flush must not.
+        if let Some(e) = self.otlp.take() {
+            std::thread::spawn(move || e.shutdown());
+        }
     }
+}
+
+/// The worker's OTLP exporter: `opts.otlp_endpoint`, else `OTEL_EXPORTER_OTLP_ENDPOINT`
+/// (a bad value is an error naming the variable), else none. `service.name` is
+/// `OTEL_SERVICE_NAME`, else `queuebox-worker`.
+async fn start_otlp(opts: &WorkerOptions) -> Result<Option<Arc<crate::otlp::Exporter>>> {
+    use crate::otlp::{check_endpoint, Exporter, ENDPOINT_ENV};
+    let (endpoint, key) = match &opts.otlp_endpoint {
+        Some(e) => (e.clone(), "otlpEndpoint"),
+        None => match std::env::var(ENDPOINT_ENV) {
+            Ok(e) if !e.trim().is_empty() => (e.trim().to_string(), ENDPOINT_ENV),
+            _ => return Ok(None),
+        },
+    };
+    check_endpoint(&endpoint).map_err(|why| Error::config(key, why))?;
+    let service = std::env::var("OTEL_SERVICE_NAME")
+        .ok()
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "queuebox-worker".into());
+    // Off the runtime's workers: the exporter builds a blocking HTTP client.
+    let started = tokio::task::spawn_blocking(move || Exporter::start(&endpoint, &service))
+        .await
+        .map_err(|e| Error::config(key, e.to_string()))?;
+    started
+        .map(|e| Some(Arc::new(e)))
+        .map_err(|why| Error::config(key, why))
 }

@@ -32,6 +32,10 @@ pub struct WorkerOptions {
     /// own. [`crate::Worker::connect`] opens its store with them, so the claim and the
     /// statements handed to the application's driver use them.
     pub names: crate::store::names::Names,
+    /// The OTLP collector's base URL (`otlpEndpoint`; else `OTEL_EXPORTER_OTLP_ENDPOINT`):
+    /// when set, each task runs in a `handle` span exported there (`crate::otlp`). Unset:
+    /// no exporter, no span.
+    pub otlp_endpoint: Option<String>,
 }
 
 impl WorkerOptions {
@@ -46,6 +50,7 @@ impl WorkerOptions {
             retry: RetryPolicy::default(),
             listen: true,
             names: Default::default(),
+            otlp_endpoint: None,
         }
     }
 
@@ -74,6 +79,9 @@ impl WorkerOptions {
         }
         if self.poll_interval.is_zero() {
             return Err(Error::config("pollIntervalMs", "must be greater than 0"));
+        }
+        if let Some(e) = &self.otlp_endpoint {
+            crate::otlp::check_endpoint(e).map_err(|why| Error::config("otlpEndpoint", why))?;
         }
         self.retry.validate()
     }

@@ -15,6 +15,7 @@ use crate::error::{Error, Result};
 use crate::headers::redact_error;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
 use crate::metrics::{self, Component};
+use crate::otlp::{KeyValue, Span, SpanKind};
 use crate::store::{JsonRow, SqlValue, StoreTx};
 
 /// A claimed pull row. Clones share one claim; the first finish wins and later ones
@@ -45,6 +46,8 @@ struct TaskInner {
     lost: AtomicBool,
     /// When the row was handed out: the handler's duration ends at the first finish.
     started: Instant,
+    /// The `handle` span (tracing on), ended when the task settles or is given up.
+    span: Mutex<Option<Span>>,
 }
 
 impl Task {
@@ -55,10 +58,29 @@ impl Task {
         cancel: CancellationToken,
         app_completes: Arc<AtomicBool>,
     ) -> Task {
+        let mut message = row.message;
+        let span = Span::start(
+            worker.otlp.as_deref().map(|e| e.tracer()),
+            "handle",
+            SpanKind::Consumer,
+            || message.trace.clone(),
+            None,
+            || {
+                vec![
+                    KeyValue::new("source", message.source.clone()),
+                    KeyValue::new("messageId", message.id.to_string()),
+                    KeyValue::new("attempt", i64::from(message.attempt) + 1),
+                ]
+            },
+        );
+        // The handler continues the trace from the handle span, not from the row.
+        if let Some(own) = span.context() {
+            message.trace = Some(own);
+        }
         Task {
             inner: Arc::new(TaskInner {
                 worker,
-                message: row.message,
+                message,
                 claim: row.claim,
                 finishing,
                 cancel,
@@ -68,6 +90,7 @@ impl Task {
                 app_completes,
                 lost: AtomicBool::new(false),
                 started: Instant::now(),
+                span: Mutex::new(Some(span)),
             }),
         }
     }
@@ -204,7 +227,7 @@ impl Task {
         }
         self.inner.lost.store(true, Ordering::SeqCst);
         self.handler_done();
-        match self.settle(Ok(false), "complete", |s| &s.completed) {
+        match self.settle(Ok(false), "complete", None, |s| &s.completed) {
             Err(e) => e,
             Ok(()) => unreachable!("a settle of Ok(false) is a lost claim"),
         }
@@ -276,7 +299,7 @@ impl Task {
         if self.completes_in_app() {
             // The application's transaction ran the fenced completion; its commit decides.
             // Writing here would complete a row the application may still roll back.
-            return self.settle(Ok(true), "complete", |s| &s.completed);
+            return self.settle(Ok(true), "complete", None, |s| &s.completed);
         }
         let claim = self.inner.claim;
         let w = &self.inner.worker;
@@ -300,7 +323,7 @@ impl Task {
                 w.completer.complete(claim).await
             }
         };
-        self.settle(r, "complete", |s| &s.completed)
+        self.settle(r, "complete", None, |s| &s.completed)
     }
 
     /// Completes several tasks at once, as if [`Task::complete`] were called on each at the
@@ -340,7 +363,7 @@ impl Task {
             .store
             .retry_pull(&self.inner.claim, delay, &text)
             .await;
-        self.settle(r, "retry", |s| &s.retried)?;
+        self.settle(r, "retry", Some(&text), |s| &s.retried)?;
         let m = &self.inner.message;
         tracing::info!(message_id = %m.id, source = %m.source, topic = m.event_type.as_deref().unwrap_or(""),
             attempt = m.attempt + 1, delay_ms = delay.as_millis() as u64, error = %text,
@@ -361,7 +384,7 @@ impl Task {
             .store
             .dead_pull(&self.inner.claim, &text)
             .await;
-        self.settle(r, "dead", |s| &s.dead)?;
+        self.settle(r, "dead", Some(&text), |s| &s.dead)?;
         let m = &self.inner.message;
         tracing::warn!(message_id = %m.id, source = %m.source, topic = m.event_type.as_deref().unwrap_or(""),
             attempt = m.attempt + 1, reason = %text, "message dead-lettered; it stays dead until replayed");
@@ -381,7 +404,7 @@ impl Task {
             .store
             .release_pull(&self.inner.claim)
             .await;
-        self.settle(r, "release", |s| &s.released)
+        self.settle(r, "release", None, |s| &s.released)
     }
 
     /// Gives the row up without writing: renewal stops and the lease expires. Business
@@ -397,17 +420,26 @@ impl Task {
         if let Some(tx) = self.take_tx().await {
             let _ = tx.rollback().await;
         }
+        self.inner.end_span("abandoned", None);
         self.inner.off_the_books();
     }
 
+    /// Takes the finished row off the books and counts it; `handler_error` is why the
+    /// handler failed (retry, dead), for the `handle` span.
     fn settle(
         &self,
         r: Result<bool>,
         operation: &'static str,
+        handler_error: Option<&str>,
         counter: fn(&super::WorkerStats) -> &prometheus_client::metrics::counter::Counter,
     ) -> Result<()> {
         let w = &self.inner.worker;
         self.inner.off_the_books();
+        match &r {
+            Ok(true) => self.inner.end_span(operation, handler_error),
+            Ok(false) => self.inner.end_span("claim_lost", handler_error),
+            Err(e) => self.inner.end_span("finish_failed", Some(&e.to_string())),
+        }
         match r {
             Ok(true) => {
                 counter(&w.stats).inc();
@@ -423,6 +455,13 @@ impl Task {
 }
 
 impl TaskInner {
+    /// Ends the `handle` span with `outcome`, once (later calls find it gone).
+    fn end_span(&self, outcome: &'static str, error: Option<&str>) {
+        if let Some(span) = self.span.lock().unwrap().take() {
+            span.end(outcome, error);
+        }
+    }
+
     /// Frees the slot (if still held) and takes the claim off the worker's books, once:
     /// a second call finds nothing to free and nothing handed out.
     fn off_the_books(&self) {
@@ -438,6 +477,7 @@ impl Drop for TaskInner {
         // lease expires) and free the slot. A settled task has no permit left and its
         // claim is gone from the books, so this is a no-op for it.
         self.finishing.store(true, Ordering::SeqCst);
+        self.end_span("abandoned", None);
         self.off_the_books();
         // Dropping an open sqlx transaction rolls it back when the connection returns.
         drop(self.tx.get_mut().take());

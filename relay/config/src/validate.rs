@@ -254,9 +254,6 @@ pub(crate) fn broker_tls(t: &crate::brokers::BrokerTls, path: &str, errs: &mut C
     }
 }
 
-/// The standard variable naming the OTLP collector, honoured when the file sets no endpoint.
-pub const OTEL_EXPORTER_OTLP_ENDPOINT: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
-
 /// `tracing.otlp`: the endpoint from the file, else from `OTEL_EXPORTER_OTLP_ENDPOINT`
 /// (filled in, so `check-config` shows what runs); it must be an http(s) URL with a host,
 /// and the error names where it came from.
@@ -265,10 +262,10 @@ pub(super) fn otlp(o: &mut crate::OtlpConfig, vars: &[(String, String)], errs: &
     if o.endpoint.is_none() {
         let from_env = vars
             .iter()
-            .find(|(k, v)| k == OTEL_EXPORTER_OTLP_ENDPOINT && !v.trim().is_empty());
+            .find(|(k, v)| k == queuebox_core::otlp::ENDPOINT_ENV && !v.trim().is_empty());
         if let Some((_, v)) = from_env {
             o.endpoint = Some(v.trim().to_string());
-            key = OTEL_EXPORTER_OTLP_ENDPOINT;
+            key = queuebox_core::otlp::ENDPOINT_ENV;
         }
     }
     if o.service_name.trim().is_empty() {
@@ -277,17 +274,8 @@ pub(super) fn otlp(o: &mut crate::OtlpConfig, vars: &[(String, String)], errs: &
     let Some(endpoint) = &o.endpoint else {
         return;
     };
-    match url::Url::parse(endpoint) {
-        Ok(u) if !matches!(u.scheme(), "http" | "https") => errs.push(
-            key,
-            format!(
-                "scheme `{}` is not http or https (OTLP over HTTP)",
-                u.scheme()
-            ),
-        ),
-        Ok(u) if u.host_str().is_none_or(str::is_empty) => errs.push(key, "has no host"),
-        Ok(_) => {}
-        Err(e) => errs.push(key, format!("`{endpoint}` is not a URL: {e}")),
+    if let Err(why) = queuebox_core::otlp::check_endpoint(endpoint) {
+        errs.push(key, why);
     }
 }
 

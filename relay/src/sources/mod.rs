@@ -29,9 +29,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::metrics::Metrics;
-use crate::telemetry::RelaySpan;
-use opentelemetry::trace::SpanKind;
-use opentelemetry::KeyValue;
+use queuebox_core::otlp::{KeyValue, SpanKind};
 
 /// A message as a source received it.
 #[derive(Debug, Clone, Default)]
@@ -325,7 +323,7 @@ impl Inbox {
         correlation_id: String,
         received_at: Option<std::time::SystemTime>,
     ) -> Result<Stored, Rejected> {
-        let span = RelaySpan::start(
+        let span = crate::telemetry::span(
             "ingest",
             SpanKind::Consumer,
             || new.trace.clone(),
