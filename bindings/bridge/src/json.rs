@@ -46,7 +46,7 @@ fn config(path: impl Into<String>, reason: &str) -> Error {
 
 /// Worker options from a JSON object with the client option names (`source`, `batchSize`,
 /// `concurrency`, `leaseMs`, `pollIntervalMs`, `shutdownGraceMs`, `listen`, `retry:
-/// {maxAttempts, baseDelayMs, maxDelayMs, jitter}`). Missing keys keep the defaults; an
+/// {maxAttempts, baseDelayMs, maxDelayMs, jitter}`, `otlpEndpoint`). Missing keys keep the defaults; an
 /// unknown key or a value of the wrong type is an [`Error::Config`] naming it. The result
 /// is validated.
 pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
@@ -75,6 +75,14 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
                     .ok_or_else(|| config(key.as_str(), "must be a boolean"))?
             }
             "retry" => o.retry = retry_from_json(val)?,
+            // Checked by `WorkerOptions::validate`, naming the option.
+            "otlpEndpoint" => {
+                o.otlp_endpoint = Some(
+                    val.as_str()
+                        .ok_or_else(|| config(key.as_str(), "must be a string (a URL)"))?
+                        .to_string(),
+                )
+            }
             // An own schema's names, as the relay's `database` block spells them.
             "outboxTableName" | "inboxTableName" | "columnMapping" => {}
             other => return Err(config(other, "is not a worker option")),
@@ -145,6 +153,9 @@ pub fn worker_options_to_json(o: &WorkerOptions) -> Value {
     });
     if let Value::Object(obj) = &mut v {
         obj.extend(o.names.to_json());
+        if let Some(e) = &o.otlp_endpoint {
+            obj.insert("otlpEndpoint".into(), e.clone().into());
+        }
     }
     v
 }
@@ -245,6 +256,20 @@ mod tests {
             matches!(&e, Error::Config { path, .. } if path == "columnMapping.inbox.sourse"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn the_otlp_endpoint_round_trips_and_a_bad_one_is_named() {
+        let o = worker_options_from_json(&json!({"source": "s", "otlpEndpoint": "http://c:4318"}))
+            .unwrap();
+        assert_eq!(o.otlp_endpoint.as_deref(), Some("http://c:4318"));
+        let back = worker_options_from_json(&worker_options_to_json(&o)).unwrap();
+        assert_eq!(back.otlp_endpoint, o.otlp_endpoint);
+        for bad in [json!("c:4318"), json!(4318)] {
+            let e = worker_options_from_json(&json!({"source": "s", "otlpEndpoint": bad}))
+                .unwrap_err();
+            assert!(matches!(&e, Error::Config { path, .. } if path == "otlpEndpoint"), "{e}");
+        }
     }
 
     #[test]

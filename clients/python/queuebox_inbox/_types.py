@@ -23,6 +23,11 @@ class InboxMessage:
     """Failed attempts so far (0 on the first delivery)."""
     correlation_id: Optional[str]
     created_at: datetime
+    traceparent: Optional[str] = None
+    """The W3C traceparent to continue the message's trace from (None when the row has
+    none): the row's own, or with OTLP on for the worker (``OTEL_EXPORTER_OTLP_ENDPOINT``)
+    the core's ``handle`` span. Extract it with your OpenTelemetry propagator."""
+    tracestate: Optional[str] = None
 
     @staticmethod
     def from_json(text: str) -> "InboxMessage":
@@ -43,6 +48,8 @@ class InboxMessage:
             attempt=int(m["attempt"]),
             correlation_id=m.get("correlationId"),
             created_at=datetime.fromisoformat(_trim_fraction(created)),
+            traceparent=(m.get("trace") or {}).get("traceparent"),
+            tracestate=(m.get("trace") or {}).get("tracestate"),
         )
 
 

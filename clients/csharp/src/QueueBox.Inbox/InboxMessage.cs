@@ -23,6 +23,12 @@ namespace QueueBox.Inbox
         public int Attempt { get; private set; }
         public string CorrelationId { get; private set; }
         public DateTimeOffset CreatedAt { get; private set; }
+        /// <summary>The W3C <c>traceparent</c> to continue the message's trace from (null when
+        /// the row has none): the row's own, or, with OTLP on for the worker
+        /// (<c>OTEL_EXPORTER_OTLP_ENDPOINT</c>), the core's <c>handle</c> span. Hand it and
+        /// <see cref="Tracestate"/> to your propagator (e.g. <c>ActivityContext.TryParse</c>).</summary>
+        public string Traceparent { get; private set; }
+        public string Tracestate { get; private set; }
 
         internal static InboxMessage FromJson(string text)
         {
@@ -34,6 +40,7 @@ namespace QueueBox.Inbox
             var h = Get(o, "headers") as IDictionary<string, object>;
             if (h != null) foreach (var kv in h) headers[kv.Key] = kv.Value as string;
             object payload = Get(o, "payload");
+            var trace = Get(o, "trace") as IDictionary<string, object>;
             return new InboxMessage
             {
                 Id = Guid.Parse((string)Get(o, "id")),
@@ -47,6 +54,8 @@ namespace QueueBox.Inbox
                 Attempt = Convert.ToInt32(Get(o, "attempt") ?? 0L, CultureInfo.InvariantCulture),
                 CorrelationId = Get(o, "correlationId") as string,
                 CreatedAt = DateTimeOffset.Parse((string)Get(o, "createdAt"), CultureInfo.InvariantCulture),
+                Traceparent = trace == null ? null : Get(trace, "traceparent") as string,
+                Tracestate = trace == null ? null : Get(trace, "tracestate") as string,
             };
         }
 
