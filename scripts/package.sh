@@ -5,32 +5,67 @@
 #   dist/c/        queuebox-c-<v>-<triple>.tar.gz               (header, .a, .so, pkg-config)
 #   dist/go/       a file GOPROXY serving github.com/alternayte/queuebox/clients/go @ v<v>
 #                  (header + lib/<goos>_<goarch>/libqueuebox.a inside the module)
-#   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_*.whl and the sdist (maturin)
+#   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_2_17_<arch>.whl per arch, the sdist
 #   dist/npm/      @alternayte/queuebox-inbox and one package per platform (napi-rs layout)
 #   dist/nuget/    QueueBox.Inbox.<v>.nupkg   (lib/net45 built by mono, runtimes/<rid>/native/)
 #   dist/relay/    queuebox-<v>-<triple>.tar.gz                 (binary, LICENSE, example, migrations)
 #   dist/SHA256SUMS, dist/MANIFEST.txt (every artifact, its size, its platform)
-# Usage: bash scripts/package.sh [crates c go python npm nuget relay ...]   (default: all of them)
-# Built for the host, linux x86_64 glibc, only; README.md "Install" names what is not built.
-# The native code is built once per artifact kind with --release (the shared target dir).
+# Usage: [QB_PACKAGE_TARGETS="<triple> ..."|all] bash scripts/package.sh [crates c go python npm nuget relay ...]
+# (default: every part). Targets, Rust triples:
+#   x86_64-unknown-linux-gnu   the host: every part, native cargo (the wheel: zig, glibc 2.17)
+#   aarch64-unknown-linux-gnu  cross, cargo-zigbuild for glibc 2.17: c, go, python, npm, nuget,
+#                              and the relay when QB_PACKAGE_TARGETS names it (all)
+# (musl is not a target: its static relay build was not finished and verified here; README.)
+# The default, unset, is what CI builds: x86_64 and aarch64 glibc, without the cross relays
+# (their cold builds compile OpenSSL and librdkafka from source; tests/install/README.md has
+# the times). README.md "Install" has the table of what is built and tested.
+# Every native file is checked with scripts/elf-check.sh (machine, newest glibc symbol).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TERM_COLOR=never
-rel="$CARGO_TARGET_DIR/release"
 dist="$root/dist"
 bash scripts/version.sh >/dev/null # every manifest carries one version, or stop here
 version=$(grep -m1 -E '^version = "' Cargo.toml | sed -E 's/^version = "([^"]+)"$/\1/')
-triple=$(rustc -vV | sed -n 's/^host: //p')
-case "$triple" in
-  x86_64-unknown-linux-gnu) goplat=linux_amd64 npmplat=linux-x64-gnu npmcpu=x64 ;;
-  aarch64-unknown-linux-gnu) goplat=linux_arm64 npmplat=linux-arm64-gnu npmcpu=arm64 ;;
-  *) echo "package: host $triple is not a platform QueueBox packages" >&2; exit 1 ;;
-esac
+host=$(rustc -vV | sed -n 's/^host: //p')
+[ "$host" = x86_64-unknown-linux-gnu ] || { echo "package: the host $host is not linux x86_64 glibc, the only build host packaging knows" >&2; exit 1; }
+all_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
+ci_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
+targets=${QB_PACKAGE_TARGETS:-$ci_targets}
+[ "$targets" = all ] && targets=$all_targets
+for t in $targets; do
+  case " $all_targets " in *" $t "*) ;; *) echo "package: QB_PACKAGE_TARGETS: '$t' is not one of: all $all_targets" >&2; exit 1 ;; esac
+done
 stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 log() { echo "package: $*"; }
+
+# The glibc targets asked for (all of them today), and the relay's: a cross relay only when
+# QB_PACKAGE_TARGETS names it, its cold build is long.
+gnu_targets() { for t in $targets; do case "$t" in *-gnu) echo "$t" ;; esac; done; }
+relay_targets() {
+  for t in $targets; do
+    if [ "$t" = "$host" ] || [ -n "${QB_PACKAGE_TARGETS:-}" ]; then echo "$t"; fi
+  done
+}
+# Per target: the arch name of elf-check.sh, Go's GOOS_GOARCH, napi-rs's platform, npm's
+# cpu, .NET's runtime identifier, and the newest glibc its native files may need.
+arch_of() { echo "${1%%-*}"; }
+goplat_of() { case "$1" in x86_64-*) echo linux_amd64 ;; aarch64-*) echo linux_arm64 ;; esac; }
+npmplat_of() { case "$1" in x86_64-*) echo linux-x64-gnu ;; aarch64-*) echo linux-arm64-gnu ;; esac; }
+npmcpu_of() { case "$1" in x86_64-*) echo x64 ;; aarch64-*) echo arm64 ;; esac; }
+rid_of() { case "$1" in x86_64-*) echo linux-x64 ;; aarch64-*) echo linux-arm64 ;; esac; }
+# The host's own build needs the host's glibc; a cross build targets glibc 2.17 (zig links
+# against that version's symbols: manylinux2014, RHEL/CentOS 7 and everything newer).
+cross_glibc=2.17
+glibc_of() {
+  case "$1" in
+    "$host") ldd --version | sed -n '1s/.* \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' ;;
+    *) echo "$cross_glibc" ;;
+  esac
+}
+elf_check() { bash "$root/scripts/elf-check.sh" "$1" "$(arch_of "$2")" "$(glibc_of "$2")"; }
 
 # need_apt <command> <package>: installs the Debian package when the command is missing.
 need_apt() {
@@ -41,15 +76,59 @@ need_apt() {
   apt-get install -y -qq "$2" >/dev/null
 }
 
-# A copy of a native file without its debug info (release builds keep line tables for
-# backtraces in the workspace; a shipped artifact does not need them).
-strip_copy() { mkdir -p "$(dirname "$2")"; strip --strip-debug -o "$2" "$1"; }
+# The tools of the packaging's virtualenv: maturin, and for cross builds zig (the ziglang
+# wheel: a C compiler and linker for every target, with the glibc versions' symbol lists)
+# and cargo-zigbuild (cargo with zig as the linker and C compiler of the target).
+python_tools() {
+  local venv="$root/.venv/package"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2"
+  export PATH="$venv/bin:$PATH"
+}
+zig_tools() {
+  python_tools
+  [ -x "$root/.venv/package/bin/cargo-zigbuild" ] ||
+    pip install -q --disable-pip-version-check "ziglang>=0.13,<0.18" "cargo-zigbuild>=0.19,<0.21"
+  # The target's Rust standard library (rustup downloads it once).
+  local t
+  for t in $targets; do
+    rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+  done
+}
 
+# cargo_build <triple> <cargo args...>: a --release build for the target, cargo for the host
+# (the shared target dir the tests use), cargo-zigbuild for the others.
+cargo_build() {
+  local t=$1; shift
+  if [ "$t" = "$host" ]; then
+    cargo build --quiet --release "$@"
+  else
+    zig_tools
+    local zt=$t
+    case "$t" in *-gnu) zt="$t.$cross_glibc" ;; esac
+    cargo zigbuild --quiet --release --target "$zt" "$@"
+  fi
+}
+# Where cargo_build puts the target's files.
+rel_of() { if [ "$1" = "$host" ]; then echo "$CARGO_TARGET_DIR/release"; else echo "$CARGO_TARGET_DIR/$1/release"; fi; }
+
+# A copy of a native file without its debug info (release builds keep line tables for
+# backtraces in the workspace; a shipped artifact does not need them). Debian's binutils
+# reads x86_64 files only; its aarch64 cross binutils strip the others.
+strip_copy() {
+  mkdir -p "$(dirname "$2")"
+  case "$(readelf -h "$1" | sed -n 's/^ *Machine: *//p' | head -1)" in
+    AArch64) need_apt aarch64-linux-gnu-strip binutils-aarch64-linux-gnu; aarch64-linux-gnu-strip --strip-debug -o "$2" "$1" ;;
+    *) strip --strip-debug -o "$2" "$1" ;;
+  esac
+}
+
+# build_c_lib <triple>: libqueuebox.{a,so} for the target, once per run.
 build_c_lib() {
-  [ -n "${c_built:-}" ] && return 0
-  log "cargo build --release -p queuebox-c"
-  cargo build --quiet --release -p queuebox-c
-  c_built=1
+  case " ${c_built:-} " in *" $1 "*) return 0 ;; esac
+  log "cargo build --release -p queuebox-c --target $1"
+  cargo_build "$1" -p queuebox-c
+  c_built="${c_built:-} $1"
 }
 
 pkg_crates() {
@@ -62,14 +141,23 @@ pkg_crates() {
 }
 
 pkg_c() {
-  build_c_lib
-  local name="queuebox-c-$version-$triple" d="$stage/c/queuebox-c-$version-$triple"
-  mkdir -p "$d/include" "$d/lib/pkgconfig" "$dist/c"
+  rm -rf "$dist/c"; mkdir -p "$dist/c"
+  local t
+  for t in $(gnu_targets); do c_tarball "$t"; done
+}
+
+# c_tarball <triple>: the C library of one target, relocatable (pkg-config computes the
+# prefix from where the .pc file lies).
+c_tarball() {
+  local t=$1 rel name="queuebox-c-$version-$1" d="$stage/c/queuebox-c-$version-$1"
+  build_c_lib "$t"; rel=$(rel_of "$t")
+  mkdir -p "$d/include" "$d/lib/pkgconfig"
   cp bindings/c/include/queuebox.h "$d/include/"
   strip_copy "$rel/libqueuebox.a" "$d/lib/libqueuebox.a"
   strip_copy "$rel/libqueuebox.so" "$d/lib/libqueuebox.so"
+  elf_check "$d/lib/libqueuebox.a" "$t"
+  elf_check "$d/lib/libqueuebox.so" "$t"
   cp LICENSE "$d/"
-  # Relocatable: pkg-config computes the prefix from where the .pc file lies.
   cat >"$d/lib/pkgconfig/queuebox.pc" <<EOF
 prefix=\${pcfiledir}/../..
 libdir=\${prefix}/lib
@@ -83,7 +171,7 @@ Libs: -L\${libdir} -lqueuebox
 Libs.private: -lpthread -lm -ldl -lgcc_s
 EOF
   cat >"$d/README.txt" <<EOF
-QueueBox $version C library for $triple.
+QueueBox $version C library for $t (glibc >= $(glibc_of "$t")).
   include/queuebox.h        the API (contract: proto-docs/ffi.md in the repository)
   lib/libqueuebox.so        shared library
   lib/libqueuebox.a         static library (link also -lpthread -lm -ldl: pkg-config --static)
@@ -93,8 +181,7 @@ EOF
 }
 
 pkg_go() {
-  build_c_lib
-  local mod=github.com/alternayte/queuebox/clients/go v="v$version"
+  local mod=github.com/alternayte/queuebox/clients/go v="v$version" t
   local src="$stage/go/src" out="$dist/go/$mod/@v"
   rm -rf "$dist/go"
   mkdir -p "$src" "$out"
@@ -104,7 +191,11 @@ pkg_go() {
   mv "$stage/go/clients/go"/* "$src/"
   cmp -s bindings/c/include/queuebox.h "$src/queuebox.h" ||
     { echo "package: clients/go/queuebox.h is stale (cp bindings/c/include/queuebox.h clients/go/)" >&2; exit 1; }
-  strip_copy "$rel/libqueuebox.a" "$src/lib/$goplat/libqueuebox.a"
+  for t in $(gnu_targets); do
+    build_c_lib "$t"
+    strip_copy "$(rel_of "$t")/libqueuebox.a" "$src/lib/$(goplat_of "$t")/libqueuebox.a"
+    elf_check "$src/lib/$(goplat_of "$t")/libqueuebox.a" "$t"
+  done
   cp LICENSE "$src/"
   # A GOPROXY directory (the protocol's file layout): list, .info, .mod and the module zip.
   echo "$v" >"$out/list"
@@ -121,31 +212,31 @@ with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
 EOF
 }
 
-python_tools() {
-  local venv="$root/.venv/package"
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2"
-  export PATH="$venv/bin:$PATH"
-}
-
 pkg_python() {
   python_tools
   rm -rf "$dist/python"; mkdir -p "$dist/python"
-  # maturin picks the manylinux tag from the glibc symbols the extension uses (auditwheel's
-  # rule), and abi3-py39 (bindings/python/Cargo.toml) makes one wheel for CPython >= 3.9.
-  log "maturin build --release (clients/python)"
-  (cd clients/python && maturin build --quiet --release --strip --out "$dist/python")
+  # abi3-py39 (bindings/python/Cargo.toml): one wheel per platform for CPython >= 3.9.
+  # manylinux2014 (glibc 2.17) for every arch, the host's included: zig links against
+  # glibc 2.17's symbols, so pip installs the wheel on any glibc >= 2.17; maturin's
+  # auditwheel check refuses the tag if the extension needs a newer symbol.
+  local t whl
+  for t in $(gnu_targets); do
+    zig_tools
+    log "maturin build --release --zig --compatibility manylinux2014 --target $t (clients/python)"
+    (cd clients/python && maturin build --quiet --release --strip --zig --compatibility manylinux2014 \
+      --target "$t" --out "$dist/python")
+    whl=$(ls "$dist/python"/queuebox_inbox-"$version"-cp39-abi3-manylinux*"$(arch_of "$t")".whl)
+    rm -rf "$stage/whl"; mkdir -p "$stage/whl"
+    python3 -m zipfile -e "$whl" "$stage/whl"
+    bash scripts/elf-check.sh "$(ls "$stage"/whl/queuebox_inbox/_native*.so)" "$(arch_of "$t")" "$cross_glibc"
+  done
   (cd clients/python && maturin sdist --out "$dist/python")
 }
 
 pkg_npm() {
-  local ts="$root/clients/typescript" main="$stage/npm/main" plat="$stage/npm/$npmplat"
-  mkdir -p "$main" "$plat"; rm -rf "$dist/npm"; mkdir -p "$dist/npm"
+  local ts="$root/clients/typescript" main="$stage/npm/main" t plats=()
+  mkdir -p "$main"; rm -rf "$dist/npm"; mkdir -p "$dist/npm"
   (cd "$ts" && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; })
-  # The addon is the cdylib `napi build` would copy; cargo directly, because napi passes an
-  # explicit --target, which builds every dependency again in a target dir of its own.
-  log "cargo build --release -p queuebox-node"
-  cargo build --quiet --release -p queuebox-node
   # The TypeScript outputs from a copy of the committed sources (the package's own build
   # script, its node_modules linked), not in clients/typescript where tests may be running.
   local tsb="$stage/npm/build"
@@ -154,11 +245,40 @@ pkg_npm() {
   mv "$stage/npm/clients/typescript"/* "$tsb/"
   ln -s "$ts/node_modules" "$tsb/node_modules"
   (cd "$tsb" && node scripts/build.mjs >/dev/null)
-  # The platform package: only the addon, installable only where it runs (os/cpu/libc).
-  local addon="queuebox.$npmplat.node"
-  strip_copy "$rel/libqueuebox_node.so" "$plat/$addon"
+  for t in $(gnu_targets); do
+    npm_platform "$t" "$tsb/package.json"
+    plats+=("$(npmplat_of "$t")")
+  done
+  # The main package: the TypeScript outputs and the loader, no addon; one optional
+  # dependency per platform package (what `napi prepublish` writes), npm installs the one
+  # whose os/cpu/libc match.
+  cp -r "$tsb/dist" "$tsb/README.md" LICENSE "$main/"
+  node - "$tsb/package.json" "$main/package.json" "${plats[@]}" <<'EOF'
+const fs = require("node:fs");
+const [src, dst, ...plats] = process.argv.slice(2);
+const pkg = JSON.parse(fs.readFileSync(src, "utf8"));
+pkg.files = ["dist", "README.md", "LICENSE"];
+pkg.optionalDependencies = Object.fromEntries(plats.map((p) => [`${pkg.name}-${p}`, pkg.version]));
+delete pkg.scripts; delete pkg.devDependencies;
+fs.writeFileSync(dst, JSON.stringify(pkg, null, 2) + "\n");
+EOF
+  (cd "$main" && npm pack --silent --pack-destination "$dist/npm" >/dev/null)
+}
+
+# npm_platform <triple> <main package.json>: the platform package of one target, only the
+# addon, installable only where it runs (os/cpu/libc). The addon is the cdylib `napi build`
+# would copy; cargo directly, because napi passes an explicit --target, which builds every
+# dependency again in a target dir of its own.
+npm_platform() {
+  local t=$1 npmplat plat addon
+  npmplat=$(npmplat_of "$t"); plat="$stage/npm/$npmplat"; addon="queuebox.$npmplat.node"
+  log "cargo build --release -p queuebox-node --target $t"
+  cargo_build "$t" -p queuebox-node
+  mkdir -p "$plat"
+  strip_copy "$(rel_of "$t")/libqueuebox_node.so" "$plat/$addon"
+  elf_check "$plat/$addon" "$t"
   cp LICENSE "$plat/"
-  node - "$tsb/package.json" "$plat" "$npmplat" "$npmcpu" "$addon" <<'EOF'
+  node - "$2" "$plat" "$npmplat" "$(npmcpu_of "$t")" "$addon" <<'EOF'
 const fs = require("node:fs");
 const [pkgPath, dir, plat, cpu, addon] = process.argv.slice(2);
 const main = JSON.parse(fs.readFileSync(pkgPath, "utf8"));
@@ -171,38 +291,27 @@ const pkg = {
 fs.writeFileSync(`${dir}/package.json`, JSON.stringify(pkg, null, 2) + "\n");
 fs.writeFileSync(`${dir}/README.md`, `# ${pkg.name}\n\nThe prebuilt ${plat} addon of [${main.name}](https://www.npmjs.com/package/${main.name}); installed by it as an optional dependency, not on its own.\n`);
 EOF
-  # The main package: the TypeScript outputs and the loader, no addon; one optional
-  # dependency per platform package (what `napi prepublish` writes), npm installs the one
-  # whose os/cpu/libc match.
-  cp -r "$tsb/dist" "$tsb/README.md" LICENSE "$main/"
-  node - "$tsb/package.json" "$main/package.json" "$npmplat" <<'EOF'
-const fs = require("node:fs");
-const [src, dst, ...plats] = process.argv.slice(2);
-const pkg = JSON.parse(fs.readFileSync(src, "utf8"));
-pkg.files = ["dist", "README.md", "LICENSE"];
-pkg.optionalDependencies = Object.fromEntries(plats.map((p) => [`${pkg.name}-${p}`, pkg.version]));
-delete pkg.scripts; delete pkg.devDependencies;
-fs.writeFileSync(dst, JSON.stringify(pkg, null, 2) + "\n");
-EOF
   (cd "$plat" && npm pack --silent --pack-destination "$dist/npm" >/dev/null)
-  (cd "$main" && npm pack --silent --pack-destination "$dist/npm" >/dev/null)
 }
 
 # C#: the .NET SDK cannot be installed here, so mono's mcs compiles the library (the .NET
 # Framework 4.5 API: lib/net45; the csproj's netstandard2.0/net8.0 builds need the SDK) and
 # Debian's NuGet 2.8 (nuget.exe on mono) packs it with runtimes/<rid>/native/libqueuebox.so.
 pkg_nuget() {
-  build_c_lib
   need_apt mcs mono-devel
   need_apt nuget nuget
-  local d="$stage/nuget" rid=linux-x64
-  [ "$triple" = aarch64-unknown-linux-gnu ] && rid=linux-arm64
-  mkdir -p "$d/lib/net45" "$d/runtimes/$rid/native"
+  local d="$stage/nuget" t rid files=""
+  mkdir -p "$d/lib/net45"
   rm -rf "$dist/nuget"; mkdir -p "$dist/nuget"
   # -nowarn:1591 as the csproj's NoWarn: undocumented members do not stop the build.
   mcs -nologo -target:library -warnaserror+ -nowarn:1591 -r:System.Data.dll -doc:"$d/lib/net45/QueueBox.Inbox.xml" \
     -out:"$d/lib/net45/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs
-  strip_copy "$rel/libqueuebox.so" "$d/runtimes/$rid/native/libqueuebox.so"
+  for t in $(gnu_targets); do
+    build_c_lib "$t"; rid=$(rid_of "$t")
+    strip_copy "$(rel_of "$t")/libqueuebox.so" "$d/runtimes/$rid/native/libqueuebox.so"
+    elf_check "$d/runtimes/$rid/native/libqueuebox.so" "$t"
+    files+="    <file src=\"runtimes/$rid/native/libqueuebox.so\" target=\"runtimes/$rid/native\" />"$'\n'
+  done
   cp LICENSE "$d/"
   cat >"$d/QueueBox.Inbox.nuspec" <<NUSPEC
 <?xml version="1.0" encoding="utf-8"?>
@@ -212,12 +321,11 @@ pkg_nuget() {
     <version>$version</version>
     <authors>QueueBox</authors>
     <licenseUrl>https://www.apache.org/licenses/LICENSE-2.0</licenseUrl>
-    <description>QueueBox inbox pull worker for .NET over the native QueueBox core (lib/net45 built with mono; native library for $rid).</description>
+    <description>QueueBox inbox pull worker for .NET over the native QueueBox core (lib/net45 built with mono; native library for $(for t in $(gnu_targets); do rid_of "$t"; done | paste -sd' ')).</description>
   </metadata>
   <files>
     <file src="lib/net45/*" target="lib/net45" />
-    <file src="runtimes/$rid/native/libqueuebox.so" target="runtimes/$rid/native" />
-    <file src="LICENSE" />
+${files}    <file src="LICENSE" />
   </files>
 </package>
 NUSPEC
@@ -225,16 +333,29 @@ NUSPEC
 }
 
 pkg_relay() {
-  # librdkafka built in (kafka-static, relay/brokers/Cargo.toml): the binary needs glibc and
-  # OpenSSL 3 where it runs, no librdkafka.
-  log "cargo build --release -p queuebox --features kafka-static (the relay)"
-  cargo build --quiet --release -p queuebox --bin queuebox --no-default-features --features sqlserver,kafka-static
-  if ldd "$rel/queuebox" | grep -q librdkafka; then
+  rm -rf "$dist/relay"; mkdir -p "$dist/relay"
+  local t
+  for t in $(relay_targets); do relay_tarball "$t"; done
+}
+
+# relay_tarball <triple>: librdkafka built in. On the host (kafka-static, relay/brokers/
+# Cargo.toml) the binary needs glibc and the system's OpenSSL 3 where it runs. A cross
+# build (kafka-static-cross) builds OpenSSL from source too and links it statically (the
+# target's libssl is not on this machine), and configures librdkafka with CMake, which takes
+# zig from the toolchain file cargo-zigbuild writes.
+relay_tarball() {
+  local t=$1 kafka=kafka-static
+  [ "$t" = "$host" ] || kafka=kafka-static-cross
+  log "cargo build --release -p queuebox --features sqlserver,$kafka --target $t (the relay)"
+  cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka"
+  local rel name="queuebox-$version-$t" d="$stage/relay/queuebox-$version-$t"
+  rel=$(rel_of "$t")
+  if readelf -d "$rel/queuebox" | grep -q 'NEEDED.*librdkafka'; then
     echo "package: the relay still links the system's librdkafka" >&2; exit 1
   fi
-  local name="queuebox-$version-$triple" d="$stage/relay/queuebox-$version-$triple"
-  mkdir -p "$d" "$dist/relay"
+  mkdir -p "$d"
   strip_copy "$rel/queuebox" "$d/queuebox"
+  elf_check "$d/queuebox" "$t"
   cp LICENSE CHANGELOG.md "$d/"
   cp examples/relay.yml "$d/relay.example.yml"
   cp -r core/migrations "$d/migrations"
@@ -246,7 +367,7 @@ manifest() {
     ! -name '*.info' ! -name '*.mod' | sort | sed 's#^\./##' >"$stage/files")
   (cd "$dist" && xargs -a "$stage/files" sha256sum >SHA256SUMS)
   {
-    echo "QueueBox $version artifacts, built on $triple ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
+    echo "QueueBox $version artifacts, built on $host for $targets ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
     (cd "$dist" && xargs -a "$stage/files" du -h --apparent-size)
   } >"$dist/MANIFEST.txt"
   cat "$dist/MANIFEST.txt"
