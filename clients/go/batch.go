@@ -20,9 +20,9 @@ import "C"
 
 import (
 	"context"
-	"runtime"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 )
 
@@ -54,17 +54,19 @@ func nativeNextBatch(w *C.QbWorker) ([]*C.QbTask, []string, error) {
 	return tasks, msgs, nil
 }
 
-// tasksComplete completes every task of the batch with one crossing, without waiting: the
-// core finishes each (its own fence; a lost claim is counted and logged there, as for a
-// single completion) and the handles may be freed as soon as this returns.
+// tasksComplete completes every task of the batch with one crossing. The blocking call
+// runs the core's completions on this thread (their concurrency slots are freed before the
+// statement runs, so the next tasks start meanwhile) and returns once the statement did;
+// each task keeps its own fence (a lost claim is counted and logged by the core, as for a
+// single completion).
 func tasksComplete(tasks []*C.QbTask) {
 	if len(tasks) == 0 {
 		return
 	}
 	// The slice's backing array is Go memory holding C pointers only, which cgo allows
-	// passing for the duration of the call (the library copies what it needs).
+	// passing for the duration of the call.
 	var e *C.QbError
-	_ = check(C.qb_tasks_complete((**C.QbTask)(unsafe.Pointer(&tasks[0])), C.size_t(len(tasks)), nil, nil, &e), e)
+	_ = check(C.qb_tasks_complete_blocking((**C.QbTask)(unsafe.Pointer(&tasks[0])), C.size_t(len(tasks)), nil, &e), e)
 }
 
 // Cancellation: each running handler's cancel func is registered under a fresh key; the
@@ -76,17 +78,44 @@ var (
 	cancelFuncs sync.Map // uint64 -> context.CancelFunc
 )
 
-// watchCancelled arranges for cancel to run when the task is cancelled; the returned func
-// stops watching (call it once the handler has returned).
+// watchDelay is how long a handler runs before its cancellation is watched. Most
+// handlers finish sooner, and then no watcher and no callback exist at all (a callback
+// from a library thread into Go costs more than a short handler). A cancellation that
+// happened earlier is still delivered at once when the watch starts: the library fires
+// the callback immediately for a task already cancelled. Leases are at least 300 ms, so
+// the delay only postpones a rare signal by a few milliseconds.
+const watchDelay = 5 * time.Millisecond
+
+// watchCancelled arranges for cancel to run when the task is cancelled, starting after
+// watchDelay; the returned func stops watching and must be called before the task can be
+// freed (after it, the watch is never registered on the handle).
 func watchCancelled(t *C.QbTask, cancel context.CancelFunc) func() {
-	key := cancelKey.Add(1)
-	cancelFuncs.Store(key, cancel)
-	var e *C.QbError
-	if err := check(C.qb_go_watch_cancelled(t, C.uintptr_t(key), &e), e); err != nil {
-		// Only a NULL task is refused; nothing will ever call back.
-		cancelFuncs.Delete(key)
+	var mu sync.Mutex
+	done := false
+	key := uint64(0)
+	timer := time.AfterFunc(watchDelay, func() {
+		mu.Lock()
+		defer mu.Unlock()
+		if done {
+			return
+		}
+		key = cancelKey.Add(1)
+		cancelFuncs.Store(key, cancel)
+		var e *C.QbError
+		if err := check(C.qb_go_watch_cancelled(t, C.uintptr_t(key), &e), e); err != nil {
+			// Only a NULL task is refused; nothing will ever call back.
+			cancelFuncs.Delete(key)
+		}
+	})
+	return func() {
+		timer.Stop()
+		mu.Lock()
+		done = true
+		if key != 0 {
+			cancelFuncs.Delete(key)
+		}
+		mu.Unlock()
 	}
-	return func() { cancelFuncs.Delete(key) }
 }
 
 // taskCancelled is the Go side of queueboxGoTaskCancelled.
@@ -97,51 +126,35 @@ func taskCancelled(key uint64, cancelled bool) {
 	}
 }
 
-// completer sends plain completions back in batches: handlers that finish while a batch is
-// being handed over queue up and go together in the next qb_tasks_complete call. It owns
-// the tasks given to it and frees them.
+// completer sends plain completions back in batches without a goroutine of its own: the
+// handler goroutine that finds no batch in flight sends everything queued (and what
+// queues meanwhile) and frees those tasks; the others only queue theirs. So an idle worker
+// completes at once on the handler's own thread, and a busy one in batches.
 type completer struct {
-	ch   chan *C.QbTask
-	done chan struct{}
+	mu       sync.Mutex
+	queue    []*C.QbTask
+	flushing bool
 }
 
-func newCompleter() *completer {
-	c := &completer{ch: make(chan *C.QbTask, maxBatch), done: make(chan struct{})}
-	go c.loop()
-	return c
-}
-
-// add hands a task whose handler succeeded to the completer.
-func (c *completer) add(t *C.QbTask) { c.ch <- t }
-
-// close completes what is queued and waits until every task was handed over and freed.
-func (c *completer) close() {
-	close(c.ch)
-	<-c.done
-}
-
-func (c *completer) loop() {
-	defer close(c.done)
-	batch := make([]*C.QbTask, 0, maxBatch)
-	for t := range c.ch {
-		batch = append(batch[:0], t)
-		// Handlers of one batch finish together: let them queue before taking the batch.
-		runtime.Gosched()
-	more:
-		for len(batch) < maxBatch {
-			select {
-			case t, ok := <-c.ch:
-				if !ok {
-					break more
-				}
-				batch = append(batch, t)
-			default:
-				break more
-			}
-		}
+// add hands over a task whose handler succeeded; the completer frees it.
+func (c *completer) add(t *C.QbTask) {
+	c.mu.Lock()
+	c.queue = append(c.queue, t)
+	if c.flushing {
+		c.mu.Unlock()
+		return
+	}
+	c.flushing = true
+	for len(c.queue) > 0 {
+		batch := c.queue
+		c.queue = nil
+		c.mu.Unlock()
 		tasksComplete(batch)
 		for _, t := range batch {
 			taskFree(t)
 		}
+		c.mu.Lock()
 	}
+	c.flushing = false
+	c.mu.Unlock()
 }

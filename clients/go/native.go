@@ -25,8 +25,8 @@ import "unsafe"
 // it (batch.go holds the batched hand-out and completion). Calls that wait use a *_blocking
 // variant: a goroutine blocked in cgo costs one OS thread and never blocks the Go
 // scheduler, and no state lives in thread-locals, so a goroutine may move between OS
-// threads between two calls. The two exceptions never wait: batched completions
-// (qb_tasks_complete, fire and forget) and the cancellation callback (qb_task_on_cancelled).
+// threads between two calls. The one exception never waits: the cancellation callback
+// (qb_task_on_cancelled, batch.go).
 
 // cstr copies s into C memory; the caller frees it with C.free.
 func cstr(s string) *C.char { return C.CString(s) }

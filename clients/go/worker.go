@@ -112,7 +112,7 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 	// batches through the completer (batch.go).
 	var handlers sync.WaitGroup
 	var failure error
-	done := newCompleter()
+	done := &completer{}
 	for {
 		tasks, msgs, err := nativeNextBatch(w.w)
 		if err != nil {
@@ -132,8 +132,7 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 	}
 	close(stopped)
 	shutdown()
-	handlers.Wait()
-	done.close()
+	handlers.Wait() // a handler that sends completions returns once they are all sent
 	<-shutdownDone
 	return failure
 }
@@ -143,16 +142,19 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Task) error, done *completer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	defer watchCancelled(task, cancel)()
+	unwatch := watchCancelled(task, cancel)
 
 	msg, err := parseMessage(text)
 	if err != nil {
+		unwatch()
 		_ = taskAbandon(task)
 		taskFree(task)
 		return
 	}
 	t := &Task{Message: msg, native: task}
 	herr := callHandler(ctx, call, t)
+	// Stop watching before the task can be freed below or by the completer.
+	unwatch()
 	t.returned.Store(true) // the task is finished and freed below: CompleteTx refuses it from now on
 	// A cancelled task is abandoned by the library whatever is asked here (QB_CANCELLED).
 	if herr == nil && !t.lost.Load() {
