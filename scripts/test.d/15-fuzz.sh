@@ -5,8 +5,9 @@
 # prints the input as base64. Nothing is written into the repository: new inputs and
 # artifacts go to a scratch directory under fuzz/target.
 # QB_FUZZ_TARGET_SECONDS (default 40) per target; QB_FUZZ_TARGETS to run only some.
-# Adds about 9 min on a fresh machine (the nightly toolchain, cargo-fuzz, an instrumented
-# release build of core, config, bridge and transform), then ~4 min of fuzzing.
+# Adds 5 x 40 s of fuzzing, plus on a fresh machine the nightly toolchain (minimal profile),
+# cargo-fuzz (a debug build) and one instrumented release build of core, config, bridge and
+# transform (fuzz/target, about 1.5 GB).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 seconds="${QB_FUZZ_TARGET_SECONDS:-40}"
@@ -22,8 +23,7 @@ if ! cargo fuzz --version 2>/dev/null | grep -q " $QB_CARGO_FUZZ_VERSION\$"; the
   cargo install --quiet --locked --debug cargo-fuzz --version "$QB_CARGO_FUZZ_VERSION"
 fi
 # No sanitizer: the targets run safe Rust, where a bug shows as a panic, an overflow (debug
-# assertions are on), a stack overflow or a timeout, which libFuzzer catches without ASan;
-# the build is then about half as long.
+# assertions are on), a stack overflow or a timeout, which libFuzzer catches without ASan.
 fuzz() { cargo +nightly fuzz "$@"; }
 fuzz build --sanitizer none
 targets="${QB_FUZZ_TARGETS:-$(fuzz list | tr '\n' ' ')}"

@@ -13,6 +13,9 @@ pub(super) fn configures(var: &str) -> bool {
     var.starts_with("QUEUEBOX_") && !ignored(var)
 }
 
+/// The largest list index an override may use (`QUEUEBOX_ROUTES_<n>_…`).
+const MAX_LIST_INDEX: usize = 1023;
+
 /// Variables that never configure anything.
 fn ignored(var: &str) -> bool {
     let rest = &var["QUEUEBOX_".len()..];
@@ -48,7 +51,7 @@ pub(super) fn apply(
         .collect();
     // Lists are rebuilt in index order whatever order the environment lists them in.
     sorted.sort_by(|a, b| a.0.cmp(&b.0));
-    for (var, value) in sorted {
+    'vars: for (var, value) in sorted {
         let body = &var["QUEUEBOX_".len()..];
         let segments: Vec<String> = body
             .split("__")
@@ -77,7 +80,18 @@ pub(super) fn apply(
                     || node.is_null()
                     || node.as_mapping().is_some_and(|m| m.is_empty()))
             {
-                let idx: usize = seg.parse().unwrap_or(0);
+                // Bounded: a list is filled up to the index, so `ROUTES_22222222222222_…`
+                // would take all memory (found by the fuzz target config_load).
+                let Some(idx) = seg.parse().ok().filter(|i| *i <= MAX_LIST_INDEX) else {
+                    errs.problems.push(crate::Problem {
+                        path: format!("{path}[{seg}]"),
+                        env: Some(var.clone()),
+                        message: format!(
+                            "list index {seg} is too large: an environment override indexes a list up to {MAX_LIST_INDEX}"
+                        ),
+                    });
+                    continue 'vars;
+                };
                 if !node.is_sequence() {
                     *node = Value::Sequence(Vec::new());
                 }

@@ -444,3 +444,29 @@ fn only_variables_that_configure_something_turn_the_packaged_demo_off() {
         assert!(!crate::env::configures(inert), "{inert}");
     }
 }
+
+/// Found by the fuzz target config_load: an override's list index filled the list up to it,
+/// so `QUEUEBOX_ROUTES_22222222222222_…` took all memory, and an index beyond usize became 0.
+#[test]
+fn an_override_list_index_beyond_the_bound_is_refused_naming_the_variable() {
+    for index in ["22222222222222", "99999999999999999999999999", "1024"] {
+        let var = format!("QUEUEBOX_ROUTES_{index}_TOPICPATTERN");
+        let errs = from_yaml_with_env(BASE, &env(&[(var.as_str(), "x.*")])).unwrap_err();
+        let p = errs
+            .problems
+            .iter()
+            .find(|p| p.path == format!("routes[{index}]"))
+            .unwrap_or_else(|| panic!("{errs}"));
+        assert_eq!(p.env.as_deref(), Some(var.as_str()));
+        assert!(p.message.contains("too large"), "{}", p.message);
+    }
+    let ok = from_yaml_with_env(
+        BASE,
+        &env(&[
+            ("QUEUEBOX_ROUTES_1_TOPICPATTERN", "x.*"),
+            ("QUEUEBOX_ROUTES_1_DESTINATION", "hooks"),
+        ]),
+    )
+    .unwrap();
+    assert_eq!(ok.routes[1].topic_pattern, "x.*");
+}
