@@ -45,11 +45,15 @@ impl Captured {
     }
 }
 
+/// The relay's connections, each copying bytes both ways.
+type Connections = Arc<Mutex<JoinSet<()>>>;
+
 /// A TCP relay to `upstream` on a fixed local port, that can be closed and reopened.
 struct Relay {
     addr: SocketAddr,
     upstream: SocketAddr,
-    conns: Option<(tokio::task::JoinHandle<()>, Arc<Mutex<JoinSet<()>>>)>,
+    /// The accept loop and the open connections, while open.
+    conns: Option<(tokio::task::JoinHandle<()>, Connections)>,
 }
 
 impl Relay {
@@ -57,7 +61,7 @@ impl Relay {
         let listener = TcpListener::bind(self.addr).await.expect("bind the relay");
         self.addr = listener.local_addr().unwrap();
         let upstream = self.upstream;
-        let conns: Arc<Mutex<JoinSet<()>>> = Arc::default();
+        let conns: Connections = Arc::default();
         let spawned = conns.clone();
         let accept = tokio::spawn(async move {
             while let Ok((mut client, _)) = listener.accept().await {
