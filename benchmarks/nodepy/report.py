@@ -47,7 +47,11 @@ res = {
     "date": now.isoformat(timespec="seconds"),
     "rows_per_run": rows, "batch_size": batch, "rounds": rounds, "before_ref": before_ref,
     "machine": {"cpus": os.cpu_count(), "loadavg_start": os.environ.get("LOAD_START", ""), "loadavg_end": os.environ.get("LOAD_END") or open("/proc/loadavg").read().strip()},
-    "runs": [{"by_concurrency": summarize(f)} for f in samples_files],
+    # A file given as PATH@ROWS@NOTE ran ROWS rows per run (default ROWS above), NOTE says how.
+    "runs": [
+        {"rows_per_run": int((f.split("@") + [rows])[1]), "note": (f.split("@") + ["", ""])[2], "by_concurrency": summarize(f.split("@")[0])}
+        for f in samples_files
+    ],
 }
 os.makedirs("benchmarks/results", exist_ok=True)
 out = f"benchmarks/results/nodepy-{now.date().isoformat()}.json"
@@ -58,7 +62,7 @@ with open(out, "w") as f:
 fmt = lambda xs: ", ".join(f"{x:.0f}" for x in xs)
 rnd = lambda xs: ", ".join(f"{x:.2f}" for x in xs)
 table = ["| run | c | worker | median rows/s | samples (round order) | ratio of medians | ratio per round |", "|---|---|---|---|---|---|---|"]
-for run, c, b in [(i + 1, c, b) for i, r in enumerate(res["runs"]) for c, b in r["by_concurrency"].items()]:
+for run, c, b in [(f"{i + 1} ({r['rows_per_run']} rows)", c, b) for i, r in enumerate(res["runs"]) for c, b in r["by_concurrency"].items()]:
     for k in IMPLS:
         if k not in b["rows_per_s"]:
             continue
