@@ -216,8 +216,8 @@ func (w *Worker) Close() error {
 	workerFree(w.w)
 	w.rt.free()
 	w.w, w.rt = nil, nil
-	return nil
 	w.unlog()
+	return nil
 }
 
 // Migrate applies the QueueBox PostgreSQL migrations (what `queuebox migrate` does).
