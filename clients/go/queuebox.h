@@ -126,6 +126,18 @@ typedef void (*QbTasksDoneCallback)(void *user_data,
                                     size_t len,
                                     struct QbError *error);
 
+// Receives one log record: its level, target (the emitting module, e.g.
+// `queuebox_core::worker`), message, and the other fields as a JSON object
+// (`{"message_id":"…","source":"orders","error":"…"}`). Every string is UTF-8, owned by the
+// library and valid only during the call: copy what you keep. Called from any thread that
+// logs (runtime threads, or the caller's thread in a blocking call), possibly from several
+// at once; it should return quickly.
+typedef void (*QbLogCallback)(void *user_data,
+                              QbLogLevel level,
+                              const char *target,
+                              const char *message,
+                              const char *fields_json);
+
 // Fires once: `cancelled` is true when the lease was lost or the shutdown grace ran out,
 // false when the task was finished or freed first.
 typedef void (*QbCancelCallback)(void *user_data, bool cancelled);
@@ -141,18 +153,6 @@ typedef void (*QbStringCallback)(void *user_data, QbStatus status, char *json, s
 
 // Fires once with the outcome of an operation that returns nothing.
 typedef void (*QbDoneCallback)(void *user_data, QbStatus status, struct QbError *error);
-
-// Receives one log record: its level, target (the emitting module, e.g.
-// `queuebox_core::worker`), message, and the other fields as a JSON object
-// (`{"message_id":"…","source":"orders","error":"…"}`). Every string is UTF-8, owned by the
-// library and valid only during the call: copy what you keep. Called from any thread that
-// logs (runtime threads, or the caller's thread in a blocking call), possibly from several
-// at once; it should return quickly.
-typedef void (*QbLogCallback)(void *user_data,
-                              QbLogLevel level,
-                              const char *target,
-                              const char *message,
-                              const char *fields_json);
 
 // Fires once with the new worker (owned by the receiver) or an error.
 typedef void (*QbWorkerCallback)(void *user_data,
@@ -300,6 +300,21 @@ void qb_error_free(struct QbError *error);
 // The stable name of a status code (`"ok"`, `"claim_lost"`, ...); a static string, never
 // freed. Unknown values give `"unknown"`.
 const char *qb_status_name(int32_t status);
+
+// Installs `callback` for the core's records at `min_level` (1 error .. 5 trace, see
+// `QbLogLevel`) and more severe, replacing any previous callback; a NULL `callback` removes
+// it (`min_level` is then ignored). Process-wide: one callback serves every runtime and
+// worker. When this returns, the previous callback is not running and is never called
+// again, so its `user_data` may be freed. Refused (`QB_ERR_INVALID_INPUT`) for a
+// `min_level` outside 1..=5 and when called from inside the log callback.
+//
+// # Safety
+// `callback` is NULL or a function safe to call from any thread with `user_data` until it
+// is replaced or removed; `out_error` is NULL or writable.
+QbStatus qb_set_log_callback(QbLogCallback callback,
+                             void *user_data,
+                             int32_t min_level,
+                             struct QbError **out_error);
 
 // Starts a runtime with `worker_threads` threads (0: two). Free it with
 // `qb_runtime_free` after every worker and task made on it.
@@ -515,21 +530,6 @@ QbStatus qb_task_abandon(const struct QbTask *task,
 // # Safety
 // `task` is live. Not on a runtime thread.
 QbStatus qb_task_abandon_blocking(const struct QbTask *task, struct QbError **out_error);
-
-// Installs `callback` for the core's records at `min_level` (1 error .. 5 trace, see
-// `QbLogLevel`) and more severe, replacing any previous callback; a NULL `callback` removes
-// it (`min_level` is then ignored). Process-wide: one callback serves every runtime and
-// worker. When this returns, the previous callback is not running and is never called
-// again, so its `user_data` may be freed. Refused (`QB_ERR_INVALID_INPUT`) for a
-// `min_level` outside 1..=5 and when called from inside the log callback.
-//
-// # Safety
-// `callback` is NULL or a function safe to call from any thread with `user_data` until it
-// is replaced or removed; `out_error` is NULL or writable.
-QbStatus qb_set_log_callback(QbLogCallback callback,
-                             void *user_data,
-                             int32_t min_level,
-                             struct QbError **out_error);
 
 // Runs one case of a `proto-docs/vectors/*.json` file through the core
 // (`queuebox_bridge::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a

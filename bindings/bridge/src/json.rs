@@ -266,9 +266,12 @@ mod tests {
         let back = worker_options_from_json(&worker_options_to_json(&o)).unwrap();
         assert_eq!(back.otlp_endpoint, o.otlp_endpoint);
         for bad in [json!("c:4318"), json!(4318)] {
-            let e = worker_options_from_json(&json!({"source": "s", "otlpEndpoint": bad}))
-                .unwrap_err();
-            assert!(matches!(&e, Error::Config { path, .. } if path == "otlpEndpoint"), "{e}");
+            let e =
+                worker_options_from_json(&json!({"source": "s", "otlpEndpoint": bad})).unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { path, .. } if path == "otlpEndpoint"),
+                "{e}"
+            );
         }
     }
 

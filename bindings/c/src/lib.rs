@@ -13,8 +13,8 @@
 //! | [`task`] | `qb_task_*`: message, transaction (execute/query), cancellation, finishes |
 //! | [`batch`] | `qb_worker_next_batch*`, `qb_tasks_complete*`, `qb_task_batch_free`: the boundary crossed once per batch, not per row |
 //! | [`app_tx`] | `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`: SQL for the application's own transaction |
-//! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_version` |
 //! | [`logs`] | `qb_set_log_callback`: the core's log records to one C callback |
+//! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_version` |
 //!
 //! Rules (proto-docs/ffi.md has the full contract): opaque handles made by `*_new` (or
 //! handed to a callback) and released by NULL-safe `*_free`; every call returns a
@@ -28,9 +28,9 @@ pub mod app_tx;
 pub mod batch;
 pub mod boundary;
 pub mod error;
+pub mod logs;
 pub mod runtime;
 pub mod task;
-pub mod logs;
 pub mod tools;
 pub mod worker;
 

@@ -381,7 +381,6 @@ static void blocking_calls_finish_rows_in_the_database(QbRuntime *rt) {
   qb_string_free(metrics);
   EXPECT(qb_worker_metrics_text(w, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_text", "metrics null out");
 
-
   /* A task freed unfinished is abandoned too (no leak, no write). */
   t = next_task(w, NULL);
   qb_task_free(t);

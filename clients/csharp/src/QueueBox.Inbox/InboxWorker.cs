@@ -315,7 +315,6 @@ namespace QueueBox.Inbox
             {
                 if (_worker == IntPtr.Zero) return;
                 run = _run;
-            _unlog();
             }
             if (run != null)
             {
@@ -329,6 +328,7 @@ namespace QueueBox.Inbox
                 Native.qb_runtime_free(_runtime);
                 _runtime = IntPtr.Zero;
             }
+            _unlog();
         }
 
 #if NETSTANDARD2_1_OR_GREATER || NET
