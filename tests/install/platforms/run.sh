@@ -72,7 +72,9 @@ for z in "$dist"/go/github.com/alternayte/queuebox/clients/go/@v/*.zip; do
   [ -e "$z" ] || continue
   rm -rf "$install_dir/go"; mkdir "$install_dir/go"
   python3 -m zipfile -e "$z" "$install_dir/go"
-  for a in "$install_dir"/go/*/lib/*/libqueuebox.a; do elf "$a" "$a" any; done
+  libs=$(find "$install_dir/go" -path '*/lib/*/libqueuebox.a' | sort)
+  [ -n "$libs" ] || { echo "install-platforms: $z holds no lib/<goos>_<goarch>/libqueuebox.a" >&2; exit 1; }
+  for a in $libs; do elf "$a" "$a" any; done # the path names lib/linux_<goarch>
 done
 # Relay: glibc builds as the C library; a musl build must be static.
 for t in "$dist"/relay/queuebox-*.tar.gz; do
