@@ -14,27 +14,17 @@
 
 use std::time::{Duration, Instant};
 
-use queuebox_core::migrate;
 use queuebox_core::store::candidate_limit;
-use queuebox_core::store::postgres::{sql, PgStore};
+use queuebox_core::store::postgres::sql;
 use serde_json::json;
 use sqlx::{Connection, PgConnection, PgPool, Row};
 use uuid::Uuid;
 
+mod support;
+use support::{env_or, fresh_database, median};
+
 const BATCH: u32 = 10;
 const LIVE_OWNERS: usize = 8;
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
-}
 
 /// One claim with `statement`, binding `owner` as `$5` when given (the statement before the
 /// owner column has only four parameters); completes what it claimed, untimed. Returns the
@@ -70,19 +60,7 @@ async fn main() {
     let rounds = env_or("QB_BENCH_ROUNDS", 7);
     let claims = env_or("QB_BENCH_CLAIMS", 300);
     let name = "qb_bench_claim_owner";
-    let root = PgPool::connect(&admin).await.unwrap();
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&root)
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&root)
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
-    let store = PgStore::connect(&url, 4).await.unwrap();
-    migrate::postgres::run(&store).await.unwrap();
-    let pool = PgPool::connect(&url).await.unwrap();
+    let (url, pool) = fresh_database(&admin, name).await;
 
     // The claim as it was before the owner column: the same statement without its assignment.
     let owner_set = ",\n       claim_owner = $5::int8";

@@ -28,25 +28,19 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuebox_core::migrate;
 use queuebox_core::store::names::Names;
-use queuebox_core::store::postgres::PgStore;
 use queuebox_core::store::sql::postgres as sql;
 use queuebox_core::store::{candidate_limit, Backend};
-use queuebox_core::{Outcome, Worker, WorkerOptions};
+use queuebox_core::{Worker, WorkerOptions};
 use serde_json::{json, Value};
 use sqlx::{Connection, PgPool};
+
+mod support;
+use support::{drain, env_or, fresh_database, median};
 
 const DB: &str = "qb_bench_history";
 const SOURCE: &str = "bench";
 const CONCURRENCY: u32 = 8;
-
-fn env_or(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
 
 fn loadavg() -> String {
     std::fs::read_to_string("/proc/loadavg")
@@ -172,7 +166,6 @@ async fn round(url: &str, pool: &PgPool, claim: &str, tag: &str, rows: usize, pi
     .await
     .unwrap();
     let done = Arc::new(AtomicUsize::new(0));
-    let all = Arc::new(tokio::sync::Notify::new());
     // Half-way through, the claim is explained once more: the cost in the middle of a drain,
     // with half the round's rows already claimed and finished.
     let (d, p, c) = (done.clone(), pool.clone(), claim.to_string());
@@ -182,23 +175,7 @@ async fn round(url: &str, pool: &PgPool, claim: &str, tag: &str, rows: usize, pi
         }
         explain_claim(&p, &c).await
     });
-    let (d, a) = (done.clone(), all.clone());
-    let start = Instant::now();
-    w.run(
-        move |_task| {
-            let (d, a) = (d.clone(), a.clone());
-            async move {
-                if d.fetch_add(1, Ordering::SeqCst) + 1 == rows {
-                    a.notify_one();
-                }
-                Ok(Outcome::Complete)
-            }
-        },
-        async move { all.notified().await },
-    )
-    .await
-    .unwrap();
-    let secs = start.elapsed().as_secs_f64();
+    let secs = drain(&w, rows, done).await;
     drop(w);
     let claim_mid = mid.await.unwrap();
     let after = settled(pool, before, rows).await;
@@ -225,11 +202,6 @@ async fn round(url: &str, pool: &PgPool, claim: &str, tag: &str, rows: usize, pi
         "claim_explain": {"start": claim_start, "middle": claim_mid, "end": claim_end},
         "loadavg": loadavg(),
     })
-}
-
-fn median(mut v: Vec<f64>) -> f64 {
-    v.sort_by(|a, b| a.partial_cmp(b).unwrap());
-    v[v.len() / 2]
 }
 
 /// A mode's rounds and their medians.
@@ -272,19 +244,7 @@ async fn main() {
     let rows = env_or("QB_BENCH_ROWS", 30_000);
     let rounds = env_or("QB_BENCH_ROUNDS", 3);
     let history = env_or("QB_BENCH_HISTORY", 10_000_000);
-    let admin_pool = PgPool::connect(&admin).await.unwrap();
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"))
-        .execute(&admin_pool)
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {DB}"))
-        .execute(&admin_pool)
-        .await
-        .unwrap();
-    let url = format!("{}/{DB}", admin.rsplit_once('/').unwrap().0);
-    let store = PgStore::connect(&url, 4).await.unwrap();
-    migrate::postgres::run(&store).await.unwrap();
-    let pool = PgPool::connect(&url).await.unwrap();
+    let (url, pool) = fresh_database(&admin, DB).await;
     let versions: Vec<i64> =
         sqlx::query_scalar("SELECT version::int8 FROM queuebox_schema_history ORDER BY 1")
             .fetch_all(&pool)
@@ -380,9 +340,8 @@ async fn main() {
         "modes": [empty, with_history, pinned],
     });
     drop(pool);
-    drop(store);
     sqlx::query(&format!("DROP DATABASE IF EXISTS {DB} WITH (FORCE)"))
-        .execute(&admin_pool)
+        .execute(&PgPool::connect(&admin).await.unwrap())
         .await
         .unwrap();
     let path = format!(

@@ -11,31 +11,16 @@
 //! (`QB_BENCH_ROWS` sets the rows per throughput run; default 4000). Writes
 //! benchmarks/results/pull.json.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use queuebox_core::migrate;
-use queuebox_core::store::postgres::PgStore;
 use queuebox_core::{Outcome, Worker, WorkerOptions};
 use serde_json::json;
 use sqlx::PgPool;
 
-async fn fresh(admin: &str, name: &str) -> (String, PgPool) {
-    let pool = PgPool::connect(admin).await.unwrap();
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
-    let store = PgStore::connect(&url, 4).await.unwrap();
-    migrate::postgres::run(&store).await.unwrap();
-    (url.clone(), PgPool::connect(&url).await.unwrap())
-}
+mod support;
+use support::{drain, fresh_database};
 
 async fn seed(pool: &PgPool, rows: usize) {
     sqlx::query("TRUNCATE inbox").execute(pool).await.unwrap();
@@ -66,25 +51,7 @@ async fn worker_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u32
     )
     .await
     .unwrap();
-    let done = Arc::new(AtomicUsize::new(0));
-    let all = Arc::new(tokio::sync::Notify::new());
-    let (d, a) = (done.clone(), all.clone());
-    let start = Instant::now();
-    w.run(
-        move |_task| {
-            let (d, a) = (d.clone(), a.clone());
-            async move {
-                if d.fetch_add(1, Ordering::SeqCst) + 1 == rows {
-                    a.notify_one();
-                }
-                Ok(Outcome::Complete)
-            }
-        },
-        async move { all.notified().await },
-    )
-    .await
-    .unwrap();
-    let secs = start.elapsed().as_secs_f64();
+    let secs = drain(&w, rows, Arc::new(AtomicUsize::new(0))).await;
     let st = w.stats();
     if std::env::var("QB_BENCH_ONLY").is_ok() {
         println!(
@@ -212,7 +179,7 @@ async fn main() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(4000);
-    let (url, pool) = fresh(&admin, "qb_bench_pull").await;
+    let (url, pool) = fresh_database(&admin, "qb_bench_pull").await;
     let mut results = Vec::new();
     println!(
         "{:>5} {:>5} {:>12} {:>12} {:>7}",
