@@ -16,6 +16,7 @@ when the last worker was created: set levels before creating workers.
 
 from __future__ import annotations
 
+import atexit
 import json
 import logging
 import threading
@@ -27,6 +28,9 @@ _default = logging.getLogger("queuebox_inbox")
 _by_source: Dict[str, logging.Logger] = {}
 _lock = threading.Lock()
 _thread: Optional[threading.Thread] = None
+# Set at interpreter exit: the drain thread must be gone before finalization, or its return
+# from the native wait (which re-takes the GIL) aborts a finalizing interpreter.
+_stopping = threading.Event()
 _installed = 0  # the core's minimum level installed; 0 before the first
 
 # The core's levels (1 error .. 5 trace) as logging's.
@@ -58,6 +62,14 @@ def register(source: str, logger: Optional[logging.Logger]) -> None:
         if _thread is None:
             _thread = threading.Thread(target=_drain, name="queuebox-logs", daemon=True)
             _thread.start()
+            atexit.register(_stop)
+
+
+def _stop() -> None:
+    """At exit: let the drain thread finish its last wait (at most 250 ms) and end."""
+    _stopping.set()
+    if _thread is not None:
+        _thread.join(2)
 
 
 def _emit(level: int, target: str, message: str, fields_json: str) -> None:
@@ -72,7 +84,7 @@ def _emit(level: int, target: str, message: str, fields_json: str) -> None:
 
 def _drain() -> None:
     dropped = 0
-    while True:
+    while not _stopping.is_set():
         for record in _native.next_log_records(250):
             try:
                 _emit(*record)
