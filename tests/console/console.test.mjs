@@ -266,6 +266,13 @@ sources:
     await waitFor('one dead row left', async () => (await rows.count()) === 1);
     await waitFor('o-1 delivered', () => receiver.delivered.some((m) => m.id === 'o-1'));
     assert.equal(receiver.delivered.length, 1, 'only the replayed row was delivered');
+    // The overview's throughput column counts it: one row of orders.created done in 5 min.
+    await page.click('a[href="#overview"]');
+    const orders = page.locator('#overview-table tr[data-table="outbox"][data-name="orders.created"]');
+    await waitFor('the delivery counted as done', async () => {
+      await page.click('#overview-refresh');
+      return ((await orders.locator('td').allTextContents())[9] ?? '') === '1 (0.2/min)';
+    });
   });
 
   await t.test('message view: the inbox row and its outbox rows; the payload shown as text', async () => {

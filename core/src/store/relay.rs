@@ -305,6 +305,9 @@ pub struct StateCounts {
     pub dead: i64,
     /// Seconds since the oldest pending row was created, by the database clock; 0 when none.
     pub oldest_pending_age: f64,
+    /// Rows finished (outbox `sent`, inbox `processed`) in the last five minutes: the recent
+    /// throughput, so a topic that stopped moving stands out.
+    pub done_last_5_min: i64,
 }
 
 /// The table an operator command looks at.

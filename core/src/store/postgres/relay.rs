@@ -511,6 +511,7 @@ impl RelayStore for PgStore {
                 next_lease_expiry: r.get("next_lease_expiry"),
                 dead: r.get("dead"),
                 oldest_pending_age: r.get("age"),
+                done_last_5_min: r.get("done_recently"),
             })
             .collect())
     }

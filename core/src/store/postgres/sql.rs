@@ -543,8 +543,11 @@ SELECT 'outbox' AS tbl, {outbox.topic} AS name, NULL::text AS consumption,
        count(*) FILTER (WHERE {outbox.state} = 'processing' AND {outbox.lease_expires_at} < clock_timestamp()) AS lease_expired,
        min({outbox.lease_expires_at}) FILTER (WHERE {outbox.state} = 'processing') AS next_lease_expiry,
        count(*) FILTER (WHERE {outbox.state} = 'dead') AS dead,
-       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({outbox.created_at}) FILTER (WHERE {outbox.state} = 'pending')), 0)::float8 AS age
-  FROM {outbox} WHERE {outbox.state} IN ('pending', 'processing', 'dead') GROUP BY {outbox.topic}
+       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({outbox.created_at}) FILTER (WHERE {outbox.state} = 'pending')), 0)::float8 AS age,
+       count(*) FILTER (WHERE {outbox.state} = 'sent' AND {outbox.updated_at} > clock_timestamp() - interval '5 minutes') AS done_recently
+  FROM {outbox} WHERE {outbox.state} IN ('pending', 'processing', 'dead')
+                   OR ({outbox.state} = 'sent' AND {outbox.updated_at} > clock_timestamp() - interval '5 minutes')
+ GROUP BY {outbox.topic}
 UNION ALL
 SELECT 'inbox', {inbox.source}, {inbox.consumption}::text,
        count(*) FILTER (WHERE {inbox.state} = 'pending' AND {inbox.attempt} = 0),
@@ -553,8 +556,11 @@ SELECT 'inbox', {inbox.source}, {inbox.consumption}::text,
        count(*) FILTER (WHERE {inbox.state} = 'processing' AND {inbox.lease_expires_at} < clock_timestamp()),
        min({inbox.lease_expires_at}) FILTER (WHERE {inbox.state} = 'processing'),
        count(*) FILTER (WHERE {inbox.state} = 'dead'),
-       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({inbox.created_at}) FILTER (WHERE {inbox.state} = 'pending')), 0)::float8
-  FROM {inbox} WHERE {inbox.state} IN ('pending', 'processing', 'dead') GROUP BY {inbox.source}, {inbox.consumption}
+       COALESCE(EXTRACT(EPOCH FROM clock_timestamp() - min({inbox.created_at}) FILTER (WHERE {inbox.state} = 'pending')), 0)::float8,
+       count(*) FILTER (WHERE {inbox.state} = 'processed' AND {inbox.processed_at} > clock_timestamp() - interval '5 minutes')
+  FROM {inbox} WHERE {inbox.state} IN ('pending', 'processing', 'dead')
+                  OR ({inbox.state} = 'processed' AND {inbox.processed_at} > clock_timestamp() - interval '5 minutes')
+ GROUP BY {inbox.source}, {inbox.consumption}
  ORDER BY 1 DESC, 2, 3";
 
 // ---- the application's transaction (`crate::app_tx`) ----

@@ -99,6 +99,9 @@ function age(seconds) {
   return `${(seconds / 86400).toFixed(1)} d`;
 }
 
+/** Rows finished in the last five minutes, as the count and a rate per minute. */
+const perMinute = (n) => `${n} (${(n / 5).toFixed(1)}/min)`;
+
 /** A number cell, marked when it is a count an operator should look at. */
 const count = (n, alarm) => el('td', { class: n > 0 && alarm ? 'num alarm' : 'num' }, n);
 
@@ -118,8 +121,9 @@ async function loadOverview() {
     count(r.leaseExpired, true),
     el('td', {}, time(r.nextLeaseExpiry)),
     count(r.dead, true),
-    el('td', { class: 'num' }, age(r.oldestPendingAge))));
-  replaceRows(document.querySelector('#overview-table tbody'), lines, 'Nothing waiting, in flight or dead.', 9);
+    el('td', { class: 'num' }, age(r.oldestPendingAge)),
+    el('td', { class: 'num' }, perMinute(r.doneLast5Min))));
+  replaceRows(document.querySelector('#overview-table tbody'), lines, 'Nothing waiting, in flight or dead.', 10);
   $('overview-time').textContent = new Date().toISOString().slice(11, 19);
 }
 
