@@ -36,17 +36,24 @@ func psql(t testing.TB, url, sql string) string {
 // and drops it when the test ends.
 func newDB(t testing.TB) string {
 	t.Helper()
+	url := emptyDB(t)
+	if err := queuebox.Migrate(url); err != nil {
+		t.Fatalf("migrate: %v", err)
+	}
+	return url
+}
+
+// emptyDB creates a fresh database with no tables for one test and drops it when the test
+// ends.
+func emptyDB(t testing.TB) string {
+	t.Helper()
 	name := fmt.Sprintf("qb_go_%d_%d", os.Getpid(), rand.Int63())
 	server := serverURL(t)
 	psql(t, server+"/postgres", "CREATE DATABASE "+name)
 	t.Cleanup(func() {
 		_, _ = exec.Command("psql", server+"/postgres", "-X", "-q", "-c", "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)").CombinedOutput()
 	})
-	url := server + "/" + name
-	if err := queuebox.Migrate(url); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return url
+	return server + "/" + name
 }
 
 // insertRows adds n pull rows of source with keys k1..kn and payload {"n": i}.

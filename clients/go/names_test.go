@@ -8,10 +8,7 @@ package queuebox_test
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"math/rand"
 	"os"
-	"os/exec"
 	"strings"
 	"testing"
 
@@ -23,13 +20,7 @@ import (
 // returns its URL and the worker options naming it.
 func ownSchemaDB(t *testing.T, source string) (string, queuebox.Options) {
 	t.Helper()
-	name := fmt.Sprintf("qb_go_names_%d_%d", os.Getpid(), rand.Int63())
-	server := serverURL(t)
-	psql(t, server+"/postgres", "CREATE DATABASE "+name)
-	t.Cleanup(func() {
-		_, _ = exec.Command("psql", server+"/postgres", "-X", "-q", "-c", "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)").CombinedOutput()
-	})
-	url := server + "/" + name
+	url := emptyDB(t)
 	ddl, err := os.ReadFile("../../core/tests/fixtures/own_schema.sql")
 	if err != nil {
 		t.Fatal(err)

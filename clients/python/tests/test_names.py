@@ -16,7 +16,7 @@ import pytest
 
 from queuebox_inbox import ConfigError, Database, Worker, complete_in
 
-from conftest import ADMIN_URL, url_for, wait_for
+from conftest import _create, _drop, url_for, wait_for
 
 FIXTURES = pathlib.Path(__file__).resolve().parents[3] / "core" / "tests" / "fixtures"
 NAMES = json.loads((FIXTURES / "own_schema_names.json").read_text())
@@ -32,21 +32,14 @@ def own_schema_url():
     name = f"qb_py_names_{secrets.token_hex(4)}"
 
     async def create() -> None:
-        admin = await Database.connect(ADMIN_URL, max_connections=2)
-        await admin.execute_script(f"CREATE DATABASE {name}")
-        await admin.close()
+        await _create(name, schema=False)
         db = await Database.connect(url_for(name))
         await db.execute_script((FIXTURES / "own_schema.sql").read_text())
         await db.close()
 
-    async def drop() -> None:
-        admin = await Database.connect(ADMIN_URL, max_connections=2)
-        await admin.execute_script(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
-        await admin.close()
-
     asyncio.run(create())
     yield url_for(name)
-    asyncio.run(drop())
+    asyncio.run(_drop(name))
 
 
 def status(url: str, key: str):
