@@ -6,15 +6,18 @@ import { Database, migrate } from "../dist/esm/index.js";
 
 export const ADMIN_URL = process.env.QUEUEBOX_TEST_DATABASE_URL ?? "postgres://postgres@127.0.0.1:55432/queuebox";
 
-/** Creates `qb_node_<suite>_<random>`, migrates it, and returns its URL and a pool on it. */
-export async function freshDatabase(suite) {
+/**
+ * Creates `qb_node_<suite>_<random>`, migrates it (unless `schema: false`), and returns its
+ * URL and a pool on it.
+ */
+export async function freshDatabase(suite, { schema = true } = {}) {
   const name = `qb_node_${suite}_${randomBytes(4).toString("hex")}`;
   const admin = await Database.connect(ADMIN_URL, { maxConnections: 2 });
   await admin.executeScript(`CREATE DATABASE ${name}`);
   const u = new URL(ADMIN_URL);
   u.pathname = `/${name}`;
   const url = u.toString();
-  await migrate(url);
+  if (schema) await migrate(url);
   const db = await Database.connect(url, { maxConnections: 4 });
   return {
     name,

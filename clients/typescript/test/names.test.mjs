@@ -6,29 +6,21 @@ import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import pg from "pg";
-import { ConfigError, Database, Worker, completeTx } from "../dist/esm/index.js";
-import { ADMIN_URL, waitFor } from "./helpers.mjs";
+import { ConfigError, Worker, completeTx } from "../dist/esm/index.js";
+import { freshDatabase, waitFor } from "./helpers.mjs";
 
 const fixtures = new URL("../../../core/tests/fixtures/", import.meta.url);
 const names = JSON.parse(readFileSync(new URL("own_schema_names.json", fixtures), "utf8"));
-let admin;
+let env;
 let db;
 let url;
-let name;
 before(async () => {
-  name = `qb_node_names_${Math.random().toString(16).slice(2, 10)}`;
-  admin = await Database.connect(ADMIN_URL, { maxConnections: 2 });
-  await admin.executeScript(`CREATE DATABASE ${name}`);
-  const u = new URL(ADMIN_URL);
-  u.pathname = `/${name}`;
-  url = u.toString();
-  db = await Database.connect(url, { maxConnections: 2 });
+  env = await freshDatabase("names", { schema: false });
+  ({ db, url } = env);
   await db.executeScript(readFileSync(new URL("own_schema.sql", fixtures), "utf8"));
 });
 after(async () => {
-  await db?.close();
-  await admin?.executeScript(`DROP DATABASE IF EXISTS ${name} WITH (FORCE)`);
-  await admin?.close();
+  await env?.drop();
 });
 
 const status = async (key) => (await db.query(`SELECT status FROM shop."user" WHERE "key" = $1`, [key])).rows[0]?.status;
