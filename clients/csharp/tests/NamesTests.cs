@@ -1,6 +1,5 @@
 using System;
 using System.Collections.Generic;
-using System.Diagnostics;
 using System.IO;
 using System.Threading.Tasks;
 
@@ -45,10 +44,7 @@ namespace QueueBox.Inbox.Tests
         [Test]
         public static async Task Item13WorkerOnAnOwnSchemaWithReservedWordNames()
         {
-            string name;
-            lock (typeof(NamesTests)) name = "qb_cs_names_" + Process.GetCurrentProcess().Id + "_" + new Random().Next(1000000);
-            Db.Psql(Db.Server + "/postgres", "CREATE DATABASE " + name);
-            string url = Db.Server + "/" + name;
+            string url = Db.CreateEmpty();
             try
             {
                 Db.Psql(url, File.ReadAllText(Path.Combine(Fixtures(), "own_schema.sql")));

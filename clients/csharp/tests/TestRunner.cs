@@ -131,12 +131,18 @@ namespace QueueBox.Inbox.Tests
         /// <summary>A new database, migrated through the library; dropped by Drop.</summary>
         public static async Task<string> CreateAsync()
         {
+            string url = CreateEmpty();
+            await QueueBoxLibrary.MigrateAsync(url);
+            return url;
+        }
+
+        /// <summary>A new database with no tables; dropped by Drop.</summary>
+        public static string CreateEmpty()
+        {
             string name;
             lock (Rng) name = "qb_cs_" + Process.GetCurrentProcess().Id + "_" + Rng.Next(1000000);
             Psql(Server + "/postgres", "CREATE DATABASE " + name);
-            string url = Server + "/" + name;
-            await QueueBoxLibrary.MigrateAsync(url);
-            return url;
+            return Server + "/" + name;
         }
 
         public static void Drop(string url)
