@@ -341,11 +341,32 @@ pkg_relay() {
 # build (kafka-static-cross) builds OpenSSL from source too and links it statically (the
 # target's libssl is not on this machine), and configures librdkafka with CMake, which takes
 # zig from the toolchain file cargo-zigbuild writes.
+# relay_build_failed <triple>: cargo prints a failing build script's whole output and the
+# end of a long log is often all that is kept, so repeat what says why last: the disk left
+# and the end of librdkafka's configure/make output (the build script most likely to fail).
+relay_build_failed() {
+  local out
+  echo "package: the relay build for $1 failed; disk: $(df -h --output=avail "$CARGO_TARGET_DIR" | tail -1 | tr -d ' ') free" >&2
+  out=$(ls -t "$(rel_of "$1")"/build/rdkafka-sys-*/output 2>/dev/null | head -1)
+  [ -n "$out" ] || return 0
+  for f in "$out" "${out%output}stderr"; do
+    [ -f "$f" ] || continue
+    echo "package: the last lines of $f:" >&2
+    grep -v '^cargo:' "$f" | tail -25 >&2
+  done
+}
 relay_tarball() {
   local t=$1 kafka=kafka-static
   [ "$t" = "$host" ] || kafka=kafka-static-cross
   log "cargo build --release -p queuebox --features sqlserver,$kafka --target $t (the relay)"
-  cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka"
+  if ! cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka"; then
+    relay_build_failed "$t"
+    # Once more with one job (librdkafka's make runs with cargo's job count): a parallel
+    # make race passes then; anything else fails again, after the lines above.
+    log "the relay build failed; once more with one job"
+    CARGO_BUILD_JOBS=1 cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka" ||
+      { relay_build_failed "$t"; exit 1; }
+  fi
   local rel name="queuebox-$version-$t" d="$stage/relay/queuebox-$version-$t"
   rel=$(rel_of "$t")
   if readelf -d "$rel/queuebox" | grep -q 'NEEDED.*librdkafka'; then

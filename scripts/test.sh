@@ -18,7 +18,8 @@ for part in scripts/test.d/*.sh; do
   echo "=== test part $part"
   t0=$(date +%s)
   if bash "$part"; then pass=$((pass+1)); else fail=$((fail+1)); failed+=("$part"); fi
-  echo "=== test part $part finished in $(( $(date +%s) - t0 ))s"
+  # The disk left after each part: a full disk fails builds with messages that name anything.
+  echo "=== test part $part finished in $(( $(date +%s) - t0 ))s ($(df -h --output=avail . | tail -1 | tr -d ' ') free)"
 done
 [ ${#failed[@]} -gt 0 ] && echo "failed parts: ${failed[*]}"
 echo "parts: $pass passed, $fail failed"
