@@ -36,6 +36,10 @@ type Options struct {
 	OutboxTableName string
 	InboxTableName  string
 	ColumnMapping   ColumnMapping
+	// OTLPEndpoint is an OpenTelemetry collector's base URL (http://host:4318): each
+	// message is handled in a "handle" span exported there, and Message.Trace carries
+	// that span's context. Empty means OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing.
+	OTLPEndpoint string
 	// Logger receives the native library's records about this worker's source (an
 	// unreachable database, lost claims, retries, dead-lettered messages); nil means the
 	// logger of SetLogger, or slog.Default(). See logs.go.
@@ -109,6 +113,9 @@ func (o Options) optionsJSON() (string, error) {
 	}
 	if o.InboxTableName != "" {
 		m["inboxTableName"] = o.InboxTableName
+	}
+	if o.OTLPEndpoint != "" {
+		m["otlpEndpoint"] = o.OTLPEndpoint
 	}
 	if len(o.ColumnMapping.Outbox)+len(o.ColumnMapping.Inbox) > 0 {
 		mapping := map[string]any{}
