@@ -28,6 +28,11 @@ namespace QueueBox.Inbox
         /// unreachable database, lost claims, retries, dead-lettered messages); null sends them
         /// to <see cref="QueueBoxLogging.Default"/>.</summary>
         public IQueueBoxLogger Logger { get; set; }
+        /// <summary>An OpenTelemetry collector's base URL (<c>http://host:4318</c>): each
+        /// message is handled in a <c>handle</c> span exported there over OTLP/HTTP, and
+        /// <see cref="InboxMessage.Traceparent"/> is that span's context. Null means
+        /// <c>OTEL_EXPORTER_OTLP_ENDPOINT</c>, else no tracing.</summary>
+        public string OtlpEndpoint { get; set; }
         /// <summary>A schema of your own (proto-docs/own-schema.md): the outbox table's name
         /// ("schema.table" allowed); null keeps QueueBox's own.</summary>
         public string OutboxTableName { get; set; }
@@ -57,6 +62,7 @@ namespace QueueBox.Inbox
                 if (RetryPolicy.Jitter.HasValue) r["jitter"] = RetryPolicy.Jitter.Value;
                 m["retry"] = r;
             }
+            if (OtlpEndpoint != null) m["otlpEndpoint"] = OtlpEndpoint;
             if (OutboxTableName != null) m["outboxTableName"] = OutboxTableName;
             if (InboxTableName != null) m["inboxTableName"] = InboxTableName;
             if (ColumnMapping != null)
