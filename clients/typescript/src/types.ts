@@ -96,6 +96,12 @@ export interface WorkerOptions {
   /** Where the worker's records go (default: warnings and errors to the console). */
   logger?: Logger;
   /**
+   * An OpenTelemetry collector's base URL (`http://host:4318`): each message is handled in a
+   * `handle` span exported there over OTLP/HTTP, and `message.trace` is that span's context.
+   * Unset means `OTEL_EXPORTER_OTLP_ENDPOINT`, else no tracing.
+   */
+  otlpEndpoint?: string;
+  /**
    * A schema of your own (proto-docs/own-schema.md): the tables' names (`"schema.table"`
    * allowed) and renamed columns by the reference's mapping keys, e.g.
    * `{ inbox: { idempotencyKey: "key" } }`. Claims, completions and `completeTx` use them.

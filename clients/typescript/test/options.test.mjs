@@ -35,6 +35,7 @@ test("invalid options fail with a config error naming the option", () => {
     [{ source: "s", pollIntervalMs: 0 }, "pollIntervalMs"],
     [{ source: "s", retry: { jitter: 2 } }, "retry.jitter"],
     [{ source: "s", batchsize: 5 }, "batchsize"],
+    [{ source: "s", otlpEndpoint: "collector:4318" }, "otlpEndpoint"],
   ];
   for (const [opts, path] of bad) {
     assert.throws(
