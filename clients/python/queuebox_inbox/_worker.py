@@ -125,6 +125,7 @@ def _core_options(source: str, **given: Any) -> Dict[str, Any]:
         "outbox_table_name": "outboxTableName",
         "inbox_table_name": "inboxTableName",
         "column_mapping": "columnMapping",
+        "otlp_endpoint": "otlpEndpoint",
     }
     out: Dict[str, Any] = {"source": source}
     for k, v in given.items():
@@ -153,6 +154,7 @@ _PY_NAMES = {
     "`outboxTableName`": "`outbox_table_name`",
     "`inboxTableName`": "`inbox_table_name`",
     "`columnMapping": "`column_mapping",
+    "`otlpEndpoint`": "`otlp_endpoint`",
 }
 
 
@@ -175,6 +177,11 @@ class Worker:
     ``inbox_table_name`` (``"schema.table"`` allowed) and ``column_mapping`` (``{"inbox":
     {"idempotencyKey": "key"}}``, the reference's mapping keys); claims, completions and
     ``complete_in`` use them.
+
+    ``otlp_endpoint``: an OpenTelemetry collector's base URL (``http://host:4318``); each
+    message is handled in a ``handle`` span exported there over OTLP/HTTP and
+    ``message.traceparent`` is that span's context. ``None`` means
+    ``OTEL_EXPORTER_OTLP_ENDPOINT``, else no tracing.
     """
 
     def __init__(
@@ -193,6 +200,7 @@ class Worker:
         outbox_table_name: Optional[str] = None,
         inbox_table_name: Optional[str] = None,
         column_mapping: Optional[Dict[str, Dict[str, str]]] = None,
+        otlp_endpoint: Optional[str] = None,
     ) -> None:
         if not isinstance(database_url, str) or not database_url.strip():
             raise ConfigError("invalid configuration at `databaseUrl`: is required")
@@ -208,6 +216,7 @@ class Worker:
             outbox_table_name=outbox_table_name,
             inbox_table_name=inbox_table_name,
             column_mapping=column_mapping,
+            otlp_endpoint=otlp_endpoint,
         )
         try:
             self._options_json = _native.resolve_options(json.dumps(core))
