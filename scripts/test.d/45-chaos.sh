@@ -3,13 +3,14 @@
 # real PostgreSQL and real brokers, SIGKILLs the relay at seeded moments, and checks the
 # ledger: every acknowledged message delivered, every duplicate explained, no row stuck, no
 # payload changed. The http path also crashes and pauses a PostgreSQL of the run's own
-# (--pg-faults), the NATS pull paths restart a NATS server of the run's own (--broker-faults):
-# the shared cluster and brokers are never stopped. Then the bounded fuzzer of the HTTP inbox endpoint. Numbered after the
+# (--pg-faults), and every broker path runs on brokers of the run's own (--broker-faults: a
+# NATS server, a RabbitMQ and a Kafka on ports of the run, started by chaos.py through
+# scripts/brokers.sh) which its faults restart: the shared cluster and brokers are never
+# stopped, nor needed. Then the bounded fuzzer of the HTTP inbox endpoint. Numbered after the
 # Node (40) and Python (41) parts, whose built clients its TypeScript and Python pull-worker
 # paths and its application-publish path (publish-rabbit) use when present (reported NOT RUN
 # otherwise).
 # Short by default (500 messages, 3 kills per path); QB_CHAOS=long for 20,000 and 20 kills.
-# Starts the brokers it needs and stops, at exit, the ones it started.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -26,7 +27,8 @@ fi
 if ! "$venv/bin/python" -c "import psycopg, pika, confluent_kafka, nats" 2>/dev/null; then
   "$venv/bin/pip" install -q --disable-pip-version-check -r tests/chaos/requirements.txt
 fi
-bash scripts/brokers.sh deps
+# The brokers' packages and Kafka's jars (the run starts its own brokers from them).
+bash scripts/brokers.sh install
 cargo build -p queuebox --bins --quiet
 # The pull worker: a crate outside the workspace (tests/chaos/worker), built with the
 # workspace's lock file and target directory so the compiled core is reused.
@@ -61,23 +63,8 @@ fi
 # mono finds libqueuebox.so (P/Invoke "queuebox") on the library path.
 export LD_LIBRARY_PATH="$debug${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 
-# Brokers: reuse one already running on its port, start the others, stop only ours at exit.
-eval "$(bash scripts/brokers.sh env)"
-port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-ours=()
-for b in rabbitmq:"${QUEUEBOX_TEST_AMQP_URL##*:}" nats:"${QUEUEBOX_TEST_NATS_URL##*:}" kafka:"${QUEUEBOX_TEST_KAFKA_BROKERS##*:}"; do
-  name=${b%%:*}; port=${b#*:}; port=${port%%/*}
-  port_open "$port" || ours+=("$name")
-done
-stop_ours() { [ ${#ours[@]} -eq 0 ] || bash scripts/brokers.sh stop "${ours[@]}"; }
-trap stop_ours EXIT
-if [ ${#ours[@]} -eq 0 ] || bash scripts/brokers.sh start "${ours[@]}"; then
-  export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
-else
-  # --require-all below turns the broker paths into failures, never silent passes.
-  echo "45-chaos: the brokers did not start; their paths cannot run" >&2
-  unset QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
-fi
+# No shared broker: with --broker-faults every broker path runs on the run's own (a broker
+# that cannot start fails its paths, and --require-all fails a path that cannot run).
 
 status=0
 # The checks themselves first: each broken promise, written by hand, is caught.

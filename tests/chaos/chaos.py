@@ -29,8 +29,8 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import payloads  # noqa: E402
 from ledger import Ledger, Summary, check  # noqa: E402
-from paths import CLAIM_MS, PATHS, Context  # noqa: E402
-from relay import NatsServer, PgCluster, drop_database, free_port  # noqa: E402
+from paths import CLAIM_MS, PATHS, ChaosPath, Context  # noqa: E402
+from relay import NatsServer, PgCluster, ScriptBroker, drop_database, free_port  # noqa: E402
 
 PROFILES = {
     # name: (messages per path, faults per path, seconds without a new delivery before the
@@ -52,16 +52,20 @@ class Killer(threading.Thread):
       writes must be fenced off and counted in `queuebox_claims_lost_total`. The run's own
       PostgreSQL (--pg-faults) is paused whole: the postmaster and every backend.
 
-    With --broker-faults the NATS pull paths run on a NATS server of the run's own, which a
-    `kill` restarts (SIGTERM, then the same port and store).
+    With --broker-faults the NATS pull paths run on a NATS server of the run's own, and the
+    RabbitMQ and Kafka paths on a RabbitMQ and a Kafka of the run's own (scripts/brokers.sh on
+    ports of the run), which a `kill` restarts (an orderly stop, then the same ports and data).
 
     Before each fault it scrapes `queuebox_claims_lost_total`, whose value dies with the
     process (a pause keeps it; the later scrapes of the same process supersede it)."""
 
-    def __init__(self, path, ledger, thresholds, rng, pause_share=0.3):
+    def __init__(self, path, ledger, thresholds, rng, pause_share=0.3, redraw_slow=True):
         super().__init__(daemon=True)
         self.path, self.ledger, self.thresholds, self.rng = path, ledger, list(thresholds), rng
         self.pause_share = pause_share
+        # False: a target whose restart is slow (a RabbitMQ or Kafka of the run, 10-15 s) gets
+        # only its first fault, and the random ones are drawn among the others.
+        self.redraw_slow = redraw_slow
         self.done = threading.Event()
         self.error: Exception | None = None
         self.kills = 0
@@ -80,7 +84,8 @@ class Killer(threading.Thread):
                 if first:
                     target, fault = first.pop(0)
                 else:
-                    target = self.rng.choice(self.path.killables())
+                    drawn = [t for t in self.path.killables() if self.redraw_slow or not getattr(t, "slow", False)]
+                    target = self.rng.choice(drawn)
                     pausable = getattr(target, "pausable", True)
                     fault = "pause" if pausable and self.rng.random() < self.pause_share else "kill"
                 lost = target.claims_lost()
@@ -157,7 +162,7 @@ def snapshot(ledger: Ledger, db_url: str, settle_s: float):
         ledger.meta(stores_checked=1)
 
 
-def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2, pg=None, nats=None) -> Summary:
+def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2, pg=None, nats=None, rabbit=None, kafka=None, redraw_slow=True) -> Summary:
     t0 = time.time()
     run = f"{seed}-{random.Random().randrange(16**6):06x}"
     rng = random.Random(f"{seed}:{cls.name}")
@@ -167,7 +172,7 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
             os.remove(stale)  # a ledger holds one run; an old one in the same folder would mix in
     ledger = Ledger(ledger_path)
     ledger.meta(path=cls.name, seed=seed, run=run, messages=messages, kills_planned=kills, binary=binary)
-    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas, pg=pg, nats=nats)
+    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas, pg=pg, nats=nats, rabbit=rabbit, kafka=kafka)
     path = cls(ctx)
     problems = []
     killer = None
@@ -176,7 +181,7 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
         ledger.meta(database=path.db_url)
         bodies = [payloads.body_for(n, run, rng, http=cls.http_bodies, known_bugs=known_bugs) for n in range(messages)]
         thresholds = sorted(rng.sample(range(messages // 10, messages * 9 // 10), kills))
-        killer = Killer(path, ledger, thresholds, random.Random(f"{seed}:{cls.name}:killer"))
+        killer = Killer(path, ledger, thresholds, random.Random(f"{seed}:{cls.name}:killer"), redraw_slow=redraw_slow)
         killer.start()
         path.send(bodies)
         if not wait_for_deliveries(ledger, drain_s):
@@ -195,7 +200,8 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
             if lost is not None:
                 ledger.claims_lost(target.pid, lost)
             if not target.alive():
-                problems.append(f"{target.name} is not running at the end (exit code {target.proc.returncode})")
+                code = getattr(getattr(target, "proc", None), "returncode", None)
+                problems.append(f"{target.name} is not running at the end" + (f" (exit code {code})" if code is not None else ""))
     except Exception as e:
         problems.append(f"harness error: {e!r}")
     finally:
@@ -266,7 +272,7 @@ def main() -> int:
     ap.add_argument("--pg-faults", action="store_true", default=os.environ.get("QB_CHAOS_PG_FAULTS") == "1",
                     help="run on a PostgreSQL cluster of the run's own and let the http path's faults crash and restart it, or pause it")
     ap.add_argument("--broker-faults", action="store_true", default=os.environ.get("QB_CHAOS_BROKER_FAULTS") == "1",
-                    help="run the NATS pull paths on a NATS server of the run's own and let their faults restart it")
+                    help="run the broker paths on a NATS server, a RabbitMQ and a Kafka of the run's own and let their faults restart them")
     ap.add_argument("--check", metavar="LEDGER", help="only re-check an existing ledger file")
     args = ap.parse_args()
     known_bugs = os.environ.get("QB_CHAOS_KNOWN_BUGS") == "1"
@@ -289,13 +295,33 @@ def main() -> int:
         nats = NatsServer(free_port(), os.path.join(args.out, "nats-store"), args.out)
         nats.start()
         print(f"chaos: NATS server of this run at {nats.url()} (the NATS pull paths' faults may restart it)", flush=True)
+    own = {}
+    if args.broker_faults:
+        # Every broker path runs on brokers of the run's own: none of the shared ones is needed.
+        ChaosPath.provided_by_run = frozenset({"QUEUEBOX_TEST_AMQP_URL", "QUEUEBOX_TEST_KAFKA_BROKERS", "QUEUEBOX_TEST_NATS_URL"})
+        # A RabbitMQ and a Kafka for the paths that use them and will run; each takes 5-15 s to
+        # start, so they start in the background, one after the other, while earlier paths run.
+        wanted = [PATHS[p.strip()] for p in args.paths.split(",") if p.strip() in PATHS]
+        previous = None
+        for attr, kind in (("rabbit", "rabbitmq"), ("kafka", "kafka")):
+            if any(attr in cls.own_brokers and not cls.missing() for cls in wanted):
+                own[attr] = ScriptBroker(kind, args.out)
+                own[attr].start_async(after=previous)
+                previous = own[attr]
+                print(f"chaos: {kind} of this run starting on port {next(iter(own[attr].ports.values()))} (the faults of {', '.join(c.name for c in wanted if attr in c.own_brokers)} may restart it)", flush=True)
     status = 1
     try:
-        status = run_all(args, profile, server_url, pg, nats, drain_default, known_bugs)
+        status = run_all(args, profile, server_url, pg, nats, drain_default, known_bugs, own)
         return status
     finally:
         if nats:
             nats.stop()
+        for b in own.values():
+            if status == 0 and not args.keep_db:
+                b.destroy()
+            else:
+                b.stop()
+                print(f"chaos: the run's {b.kind} is kept for inspection in {b.dir}")
         if pg and status == 0 and not args.keep_db:
             pg.destroy()
         elif pg:
@@ -303,10 +329,13 @@ def main() -> int:
             print(f"chaos: the run's PostgreSQL is kept for inspection: scripts/postgres.sh start with QB_PG_PORT={pg.port} QB_PG_DIR={pg.dir}")
 
 
-def run_all(args, profile, server_url, pg, nats, drain_default, known_bugs) -> int:
+def run_all(args, profile, server_url, pg, nats, drain_default, known_bugs, own) -> int:
     print(f"chaos: profile {profile}, seed {args.seed} (QB_CHAOS_SEED={args.seed} replays the same message styles and kill points), "
           f"{args.messages} messages, {args.replicas} relay replicas and {args.kills} faults (SIGKILL or SIGSTOP past the lease) per path, ledgers in {args.out}", flush=True)
     results: list[tuple[str, Summary | str]] = []
+    # The short profile restarts each RabbitMQ and Kafka of the run once per path that uses it
+    # (10-15 s each); the long profile also draws them among the random faults.
+    redraw_slow = profile == "long" or os.environ.get("QB_CHAOS_REDRAW_BROKERS") == "1"
     for name in [p.strip() for p in args.paths.split(",") if p.strip()]:
         cls = PATHS.get(name)
         if cls is None:
@@ -319,7 +348,8 @@ def run_all(args, profile, server_url, pg, nats, drain_default, known_bugs) -> i
             continue
         print(f"chaos: {name}: running", flush=True)
         s = run_path(cls, messages=args.messages, kills=args.kills, drain_s=drain_default, seed=args.seed, binary=args.binary, worker_binary=args.worker_binary,
-                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas, pg=pg, nats=nats)
+                     server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas, pg=pg, nats=nats,
+                     rabbit=own.get("rabbit"), kafka=own.get("kafka"), redraw_slow=redraw_slow)
         results.append((name, s))
         print(f"chaos: {name}: {'passed' if s.passed else 'FAILED'} in {s.seconds:.1f}s", flush=True)
     print()

@@ -19,6 +19,7 @@ from __future__ import annotations
 import asyncio
 import http.client
 import json
+import logging
 import os
 import random
 import shutil
@@ -35,8 +36,14 @@ from relay import HttpReceiver, Relay, fresh_database
 # rather than dead-lettered.
 CLAIM_MS = 2000
 
+# librdkafka's own log lines (a connection refused every 50 ms while a broker restarts) are
+# noise here: the ledger says what happened.
+QUIET = logging.getLogger("chaos.librdkafka")
+QUIET.addHandler(logging.NullHandler())
+QUIET.propagate = False
 
-def base_config(db_url: str) -> str:
+
+def base_config(db_url: str, retry_base_ms: int = 50) -> str:
     return f"""server:
   httpPort: {{port}}
   bindAddress: 127.0.0.1
@@ -47,7 +54,7 @@ database:
   startupTimeoutMs: 30000
 outbox:
   pollIntervalMs: 20
-  retryBaseDelayMs: 50
+  retryBaseDelayMs: {retry_base_ms}
   claimTimeoutMs: {CLAIM_MS}
   maxAttempts: 50
   shutdownTimeoutMs: 1000
@@ -61,11 +68,13 @@ inbox:
 class Context:
     """What a path needs from the harness."""
 
-    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, pg=None, nats=None, concurrency=8):
+    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, pg=None, nats=None, rabbit=None, kafka=None, concurrency=8):
         self.ledger, self.binary, self.worker_binary, self.server_url, self.workdir = ledger, binary, worker_binary, server_url, workdir
         self.replicas = replicas
         self.pg = pg  # a PgCluster the faults may crash or pause, or None
         self.nats = nats  # a NatsServer the NATS pull paths use and the faults may restart, or None
+        # ScriptBrokers (a RabbitMQ, a Kafka) of the run that the paths using them restart, or None
+        self.rabbit, self.kafka = rabbit, kafka
         self.run, self.rng, self.concurrency = run, rng, concurrency
 
 
@@ -73,6 +82,10 @@ class ChaosPath:
     name = "?"
     optional = False  # True: a run that cannot do it (a client not built) skips it even with --require-all
     needs: tuple[str, ...] = ()  # environment variables naming the brokers it uses
+    # Brokers that --broker-faults replaces with the run's own and restarts (Context attributes)
+    own_brokers: tuple[str, ...] = ()
+    # Variables of `needs` that the run's own brokers stand in for (set with --broker-faults)
+    provided_by_run: frozenset[str] = frozenset()
     http_bodies = False  # may a body be sent chunked?
 
     def __init__(self, ctx: Context):
@@ -82,7 +95,7 @@ class ChaosPath:
 
     @classmethod
     def missing(cls) -> list[str]:
-        return [v for v in cls.needs if not os.environ.get(v)]
+        return [v for v in cls.needs if not os.environ.get(v) and v not in ChaosPath.provided_by_run]
 
     def setup(self):
         raise NotImplementedError
@@ -91,17 +104,33 @@ class ChaosPath:
         raise NotImplementedError
 
     def killables(self) -> list:
-        return list(self.relays)
+        return list(self.relays) + self._own_brokers()
+
+    def _own_brokers(self) -> list:
+        """The run's own brokers this path uses (--broker-faults): restarted by the faults."""
+        return [b for b in (getattr(self.ctx, k) for k in self.own_brokers) if b is not None]
+
+    def _amqp_url(self) -> str:
+        if self.ctx.rabbit:
+            self.ctx.rabbit.wait_ready()
+            return self.ctx.rabbit.amqp_url()
+        return os.environ["QUEUEBOX_TEST_AMQP_URL"]
+
+    def _kafka_brokers(self) -> str:
+        if self.ctx.kafka:
+            self.ctx.kafka.wait_ready()
+            return self.ctx.kafka.bootstrap()
+        return os.environ["QUEUEBOX_TEST_KAFKA_BROKERS"]
 
     def teardown(self):
         for r in self.relays:
             r.stop()
 
-    def _relay(self, extra_yaml: str):
+    def _relay(self, extra_yaml: str, retry_base_ms: int = 50):
         """A fresh database and `ctx.replicas` relays on it, each on its own port."""
         self.db_url = fresh_database(self.ctx.server_url, self.name.replace("-", "_"))
         for i in range(self.ctx.replicas):
-            r = Relay(self.ctx.binary, base_config(self.db_url) + extra_yaml, self.ctx.workdir, f"{self.name}-relay{i + 1}")
+            r = Relay(self.ctx.binary, base_config(self.db_url, retry_base_ms) + extra_yaml, self.ctx.workdir, f"{self.name}-relay{i + 1}")
             r.start()
             self.relays.append(r)
 
@@ -196,13 +225,15 @@ class RabbitToKafka(ChaosPath):
 
     name = "rabbit-kafka"
     needs = ("QUEUEBOX_TEST_AMQP_URL", "QUEUEBOX_TEST_KAFKA_BROKERS")
+    own_brokers = ("rabbit", "kafka")
 
     def setup(self):
         import pika
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        self.amqp = os.environ["QUEUEBOX_TEST_AMQP_URL"]
-        self.kafka = os.environ["QUEUEBOX_TEST_KAFKA_BROKERS"]
+        # With --broker-faults: the run's own RabbitMQ and Kafka, which the faults restart.
+        self.amqp = self._amqp_url()
+        self.kafka = self._kafka_brokers()
         self.queue = f"chaos-{self.ctx.run}"
         self.topic = f"chaos-{self.ctx.run}-out"
         with pika.BlockingConnection(pika.URLParameters(self.amqp)) as c:
@@ -276,7 +307,7 @@ class KafkaReader:
         from confluent_kafka import Consumer
 
         self.ledger, self.stop = ledger, threading.Event()
-        self.c = Consumer({"bootstrap.servers": brokers, "group.id": f"{topic}-reader", "auto.offset.reset": "earliest", "enable.auto.commit": False})
+        self.c = Consumer({"bootstrap.servers": brokers, "group.id": f"{topic}-reader", "auto.offset.reset": "earliest", "enable.auto.commit": False, "logger": QUIET})
         self.c.subscribe([topic])
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
@@ -335,18 +366,22 @@ class KafkaToNats(ChaosPath):
 
     name = "kafka-nats"
     needs = ("QUEUEBOX_TEST_KAFKA_BROKERS", "QUEUEBOX_TEST_NATS_URL")
+    own_brokers = ("kafka",)
 
     def setup(self):
         from confluent_kafka.admin import AdminClient, NewTopic
 
-        self.kafka = os.environ["QUEUEBOX_TEST_KAFKA_BROKERS"]
+        self.kafka = self._kafka_brokers()  # the run's own with --broker-faults
         self.topic = f"chaos-{self.ctx.run}-in"
         self.stream = f"CHAOS_{self.ctx.run}".replace("-", "_")
         self.subject = f"chaos.{self.ctx.run}.out"
         admin = AdminClient({"bootstrap.servers": self.kafka})
         for f in admin.create_topics([NewTopic(self.topic, num_partitions=3, replication_factor=1)]).values():
             f.result(30)
-        self.nats = NatsBox(os.environ["QUEUEBOX_TEST_NATS_URL"])
+        # With --broker-faults the run's own NATS, not restarted on this path (its faults strike
+        # Kafka and the relays; the NATS pull paths restart it).
+        nats_url = self.ctx.nats.url() if self.ctx.nats else os.environ["QUEUEBOX_TEST_NATS_URL"]
+        self.nats = NatsBox(nats_url)
         self.nats.call(self.nats.js.add_stream(name=self.stream, subjects=[self.subject]))
 
         async def on_msg(msg):
@@ -356,7 +391,7 @@ class KafkaToNats(ChaosPath):
         self._relay(f"""destinations:
   out:
     type: nats
-    servers: {os.environ["QUEUEBOX_TEST_NATS_URL"]}
+    servers: {nats_url}
     subject: {self.subject}
     timeoutMs: 5000
 routes:
@@ -375,7 +410,7 @@ sources:
         from confluent_kafka import Producer
 
         ledger = self.ctx.ledger
-        p = Producer({"bootstrap.servers": self.kafka, "acks": "all", "enable.idempotence": True, "linger.ms": 5})
+        p = Producer({"bootstrap.servers": self.kafka, "acks": "all", "enable.idempotence": True, "linger.ms": 5, "logger": QUIET})
         waiting = {}
 
         def report(err, msg, n):
@@ -401,7 +436,11 @@ sources:
                     except BufferError:
                         p.poll(0.1)
                 p.poll(0)
-            p.flush(30)
+            # A restart of the run's Kafka (--broker-faults) holds reports back for its 5-15 s;
+            # producing again what is merely in flight would only add source-side copies.
+            deadline = time.time() + 120
+            while len(p) and time.time() < deadline:
+                p.flush(5)
 
     def teardown(self):
         super().teardown()
@@ -628,6 +667,7 @@ class PublishToRabbit(ChaosPath):
     name = "publish-rabbit"
     optional = True
     needs = ("QUEUEBOX_TEST_AMQP_URL",)
+    own_brokers = ("rabbit",)
 
     @classmethod
     def missing(cls) -> list[str]:
@@ -638,7 +678,7 @@ class PublishToRabbit(ChaosPath):
         import pika
         import psycopg
 
-        self.amqp = os.environ["QUEUEBOX_TEST_AMQP_URL"]
+        self.amqp = self._amqp_url()  # the run's own with --broker-faults
         self.exchange = f"chaos-{self.ctx.run}-x"
         self.queue = f"chaos-{self.ctx.run}-out"
         with pika.BlockingConnection(pika.URLParameters(self.amqp)) as c:
@@ -646,6 +686,11 @@ class PublishToRabbit(ChaosPath):
             ch.exchange_declare(self.exchange, "topic", durable=True)
             ch.queue_declare(self.queue, durable=True)
             ch.queue_bind(self.queue, self.exchange, "#")
+        # The application's rows carry the publish default of 5 attempts (proto-docs/states.md:
+        # the row's max_attempts, not outbox.maxAttempts, decides), so this path keeps the relay's
+        # default schedule, 1 s doubling: its ~31 s must cover a RabbitMQ restart (~10 s here).
+        # With the 50 ms of the other paths the 5 attempts are spent in 1.5 s and a restart
+        # dead-letters the rows in flight — by the documented rule, with the reason in last_error.
         self._relay(f"""destinations:
   bus:
     type: rabbitmq
@@ -654,7 +699,7 @@ class PublishToRabbit(ChaosPath):
 routes:
   - topicPattern: '**'
     destination: bus
-""")
+""", retry_base_ms=1000)
         with psycopg.connect(self.db_url, autocommit=True) as c:
             c.execute("CREATE TABLE chaos_orders (n integer PRIMARY KEY, body text NOT NULL)")
         self.consumer = RabbitReader(self.amqp, self.queue, self.ctx.ledger)
@@ -741,21 +786,29 @@ class RabbitReader:
     def _loop(self):
         import pika
 
-        with pika.BlockingConnection(pika.URLParameters(self.url)) as c:
-            ch = c.channel()
-            while not self.stop.is_set():
-                for method, props, body in ch.consume(self.queue, inactivity_timeout=0.2):
-                    if method is None:
-                        break
-                    headers = {k: str(v) for k, v in (props.headers or {}).items()}
-                    headers["x-message-id"] = props.message_id or ""
-                    record_delivery(self.ledger, body, headers)
-                    ch.basic_ack(method.delivery_tag)
-            ch.cancel()
+        while not self.stop.is_set():
+            try:
+                with pika.BlockingConnection(pika.URLParameters(self.url)) as c:
+                    ch = c.channel()
+                    while not self.stop.is_set():
+                        for method, props, body in ch.consume(self.queue, inactivity_timeout=0.2):
+                            if method is None:
+                                break
+                            headers = {k: str(v) for k, v in (props.headers or {}).items()}
+                            headers["x-message-id"] = props.message_id or ""
+                            record_delivery(self.ledger, body, headers)
+                            ch.basic_ack(method.delivery_tag)
+                    ch.cancel()
+            except (pika.exceptions.AMQPError, OSError):
+                # The run's RabbitMQ restarted (--broker-faults): connect again; a message
+                # recorded whose ack was lost comes back, a duplicate inside the fault's window.
+                time.sleep(0.2)
 
     def close(self):
         self.stop.set()
         self.thread.join(10)
 
 
-PATHS = {p.name: p for p in (HttpToHttp, RabbitToKafka, KafkaToNats, NatsToPullWorker, NatsToGoWorker, NatsToCSharpWorker, NatsToPythonWorker, NatsToTypeScriptWorker, PublishToRabbit)}
+# In this order by default: the RabbitMQ and Kafka paths last, so that with --broker-faults the
+# run's own RabbitMQ and Kafka (15-30 s to start) start while the first paths run.
+PATHS = {p.name: p for p in (HttpToHttp, NatsToPullWorker, NatsToGoWorker, NatsToCSharpWorker, NatsToPythonWorker, NatsToTypeScriptWorker, RabbitToKafka, KafkaToNats, PublishToRabbit)}

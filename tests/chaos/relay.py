@@ -27,10 +27,20 @@ import uuid
 import payloads
 
 
+_handed_out: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on, never one this process handed out before: a port is free
+    only until its server binds it, and a RabbitMQ and a Kafka of the run are given nine
+    before either starts (the kernel once gave RabbitMQ's amqps port to Kafka's SASL_SSL)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def fresh_database(server_url: str, tag: str) -> str:
@@ -212,6 +222,113 @@ class NatsServer:
 
     def stop(self):
         self.kill()
+
+
+class ScriptBroker:
+    """A RabbitMQ or a Kafka of the chaos run alone, started by scripts/brokers.sh — the same
+    configuration as the shared test brokers — on ports and in a folder of its own
+    (`QB_BROKERS_DIR`, `QB_AMQP_PORT`, `QB_KAFKA_PORT`, …), so that a fault can restart "the
+    broker" without touching the shared one other tests use (as `NatsServer` does for NATS).
+    `kill()` is `brokers.sh stop`, an operator's restart: `rabbitmqctl stop`, or SIGTERM to the
+    Kafka JVM (a controlled shutdown). `start()` is `brokers.sh start` on the same ports and data,
+    so durable queues, topics, committed offsets and consumer groups survive. Both brokers take
+    5–15 s to start here, so the first start runs in the background (`start_async`; one broker
+    after the other, so that two installs or JVM start-ups do not fight over the machine) while
+    the run's earlier paths go on, and a path waits for it in its setup (`wait_ready`)."""
+
+    pausable = False  # restarts only: a SIGSTOPped broker looks like one that is restarting
+    first_faults = ("kill",)  # struck once before the random faults (chaos.Killer)
+    slow = True  # drawn again among the random faults in the long profile only (chaos.Killer)
+    PORTS = {
+        "rabbitmq": ("QB_AMQP_PORT", "QB_AMQPS_PORT", "QB_RABBIT_DIST_PORT", "QB_EPMD_PORT"),
+        "kafka": ("QB_KAFKA_PORT", "QB_KAFKA_CONTROLLER_PORT", "QB_KAFKA_SSL_PORT", "QB_KAFKA_SASL_SSL_PORT", "QB_KAFKA_SSL_OTHER_HOST_PORT"),
+    }
+
+    def __init__(self, kind: str, workdir: str):
+        self.kind = self.name = kind
+        self.dir = os.path.join(workdir, f"{kind}-broker")
+        self.log = os.path.join(workdir, f"{kind}-broker.log")
+        self.ports = {var: free_port() for var in self.PORTS[kind]}
+        self.env = {**os.environ, "QB_BROKERS_DIR": self.dir, **{k: str(v) for k, v in self.ports.items()}}
+        self.script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "scripts", "brokers.sh")
+        self._thread: threading.Thread | None = None
+        self._error: Exception | None = None
+
+    def amqp_url(self) -> str:
+        return f"amqp://guest:guest@127.0.0.1:{self.ports['QB_AMQP_PORT']}/%2f"
+
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.ports['QB_KAFKA_PORT']}"
+
+    def _script(self, verb: str):
+        with open(self.log, "a") as log:
+            log.write(f"\n==== {verb} at {time.strftime('%H:%M:%S')}\n")
+            log.flush()
+            r = subprocess.run(["bash", self.script, verb, self.kind], env=self.env, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        if r.returncode != 0:
+            raise RuntimeError(f"scripts/brokers.sh {verb} {self.kind} failed ({r.returncode}); see {self.log}")
+
+    def start(self):
+        self._script("start")
+
+    def start_async(self, after: "ScriptBroker | None" = None):
+        before = after._thread if after else None
+
+        def run():
+            try:
+                if before:
+                    before.join()
+                self.start()
+            except Exception as e:
+                self._error = e
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+
+    def wait_ready(self, timeout: float = 300.0):
+        if self._thread:
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise RuntimeError(f"{self.kind} of the run did not start within {timeout}s; see {self.log}")
+            self._thread = None
+        if self._error:
+            raise self._error
+
+    @property
+    def pid(self) -> int:
+        try:
+            with open(os.path.join(self.dir, self.kind, "server.pid")) as f:
+                return int(f.read().strip())
+        except (OSError, ValueError):
+            return -1
+
+    def alive(self) -> bool:
+        pid = self.pid
+        if pid <= 0:
+            return False
+        try:
+            os.kill(pid, 0)
+            return True
+        except ProcessLookupError:
+            return False
+
+    def kill(self):
+        self._script("stop")
+
+    def claims_lost(self):
+        return None
+
+    def stop(self):
+        if self._thread:
+            self._thread.join(300)
+        try:
+            self._script("stop")
+        except RuntimeError as e:
+            print(f"chaos: {e}", file=sys.stderr)
+
+    def destroy(self):
+        self.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 class RelayDied(RuntimeError):
