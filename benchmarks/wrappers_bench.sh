@@ -9,7 +9,8 @@
 # and its context switches per row (/usr/bin/time): on a loaded machine rows/s swings with
 # the neighbours, the process's own CPU per row much less.
 # Writes benchmarks/results/wrappers-<date>.json; the write-up is benchmarks/wrappers.md.
-# Usage: bash benchmarks/wrappers_bench.sh   (env: ROWS CONCS ROUNDS BEFORE_REF IMPLS REUSE_BUILD)
+# Usage: bash benchmarks/wrappers_bench.sh   (env: ROWS CONCS ROUNDS BEFORE_REF IMPLS REUSE_BUILD TAG)
+# TAG names the results file (default: the date): benchmarks/results/wrappers-<TAG>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS="${ROWS:-10000}" CONCS="${CONCS:-1 8 32}" ROUNDS="${ROUNDS:-3}" BEFORE_REF="${BEFORE_REF:-}"
@@ -92,7 +93,7 @@ for c in $CONCS; do
   done
 done
 
-date_tag=$(date -u +%Y-%m-%d)
+date_tag="${TAG:-$(date -u +%Y-%m-%d)}"
 python3 - "$samples" "$ROWS" "$ROUNDS" "$BEFORE_REF" "benchmarks/results/wrappers-$date_tag.json" <<'PY'
 import json, statistics, sys, datetime, platform, os, collections
 path, rows, rounds, before, dest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]

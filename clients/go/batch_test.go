@@ -144,3 +144,59 @@ func TestBatchedHandOutAtConcurrency32HandlesEveryRowOnce(t *testing.T) {
 		t.Errorf("stats %+v", s)
 	}
 }
+
+// At concurrency 1 (the default) a completion statement that waits does not hold the next
+// rows back: the wrapper hands the completion to the core without waiting for the
+// statement, the core frees the slot at once and batches what completes meanwhile. Issue
+// 21: the wrapper waited for each statement before handing over the next completion, so
+// every statement carried one row and the Go worker fell to 0.62x the Rust worker.
+func TestAWaitingCompletionDoesNotHoldBackTheNextRowsAtConcurrencyOne(t *testing.T) {
+	url := newDB(t)
+	insertRows(t, url, "slowdone", 3)
+	opts := quickOptions("slowdone")
+	opts.BatchSize, opts.Concurrency = 10, 1
+	w := newWorker(t, url, opts)
+	// Another session holds the first handled row's lock, so that row's completion
+	// statement waits until the test lets it go.
+	pool := pgxPool(t, url)
+	lock, err := pool.Begin(context.Background())
+	if err != nil {
+		t.Fatalf("begin: %v", err)
+	}
+	defer func() { _ = lock.Rollback(context.Background()) }()
+	var mu sync.Mutex
+	var handled []string
+	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(handled) == 0 {
+			if _, err := lock.Exec(ctx, "SELECT 1 FROM inbox WHERE id = $1::uuid FOR UPDATE", m.ID); err != nil {
+				return err
+			}
+		}
+		handled = append(handled, m.ID)
+		return nil
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- w.Run(ctx, handler) }()
+	waitFor(t, 10*time.Second, "all three handlers run while the first completion waits", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(handled) == 3
+	})
+	if got := psql(t, url, "SELECT state FROM inbox WHERE id = '"+handled[0]+"'"); got != "processing" {
+		t.Fatalf("the first row is %s: its completion should still wait for the lock", got)
+	}
+	if err := lock.Rollback(context.Background()); err != nil {
+		t.Fatalf("rollback: %v", err)
+	}
+	waitFor(t, 10*time.Second, "three completions", func() bool { return w.Stats().Completed == 3 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if got := psql(t, url, "SELECT count(*) FROM inbox WHERE state = 'processed'"); got != "3" {
+		t.Fatalf("%s rows processed, want 3", got)
+	}
+}

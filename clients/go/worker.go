@@ -16,7 +16,8 @@ import (
 // writes made through tx), Retry(after) or Dead(reason) to decide yourself, or any other
 // error to let the retry policy decide. ctx is cancelled when the row's lease is lost or
 // the shutdown grace ran out; the row is then abandoned (nothing is written) whatever the
-// handler returns.
+// handler returns. A handler must return (not end its goroutine with runtime.Goexit, as
+// t.FailNow does): the goroutine that runs it runs the next ones too.
 type Handler func(ctx context.Context, msg *Message, tx *Tx) error
 
 // Stats are a worker's counters.
@@ -33,6 +34,8 @@ type Worker struct {
 	running bool
 	closed  bool
 	done    chan struct{}
+	// slots is Options.Concurrency (at least 1): how many handler goroutines Run keeps.
+	slots int
 	// unlog stops routing this worker's log records to Options.Logger.
 	unlog func()
 }
@@ -55,7 +58,7 @@ func NewWorker(databaseURL string, opts Options) (*Worker, error) {
 		unlog()
 		return nil, err
 	}
-	return &Worker{rt: rt, w: w, unlog: unlog}, nil
+	return &Worker{rt: rt, w: w, unlog: unlog, slots: max(opts.Concurrency, 1)}, nil
 }
 
 // Run claims rows and runs handler on them until ctx is cancelled, then shuts down
@@ -108,11 +111,28 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 	}()
 
 	// One crossing hands out a batch of tasks (as many as the core has claimed and free
-	// slots allow); each runs on its own goroutine, and plain completions go back in
-	// batches through the completer (batch.go).
+	// slots allow); plain completions go back in batches through the completer (batch.go).
+	// With one slot (Concurrency 1, the default) the next task cannot start before this
+	// one finished, so the loop runs it itself; otherwise a fixed set of handler goroutines
+	// takes the tasks. Both avoid a new goroutine (and its stack growth) per task, and the
+	// serial loop does not call next_batch only to wait for the slot (issue 21).
 	var handlers sync.WaitGroup
 	var failure error
 	done := &completer{}
+	var jobs chan job
+	if w.slots > 1 {
+		// The core never has more than Concurrency tasks out, so sends never block.
+		jobs = make(chan job, w.slots)
+		handlers.Add(w.slots)
+		for i := 0; i < w.slots; i++ {
+			go func() {
+				defer handlers.Done()
+				for j := range jobs {
+					runOne(j.task, j.msg, call, done)
+				}
+			}()
+		}
+	}
 	for {
 		tasks, msgs, err := nativeNextBatch(w.w)
 		if err != nil {
@@ -122,19 +142,28 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 		if len(tasks) == 0 {
 			break
 		}
-		handlers.Add(len(tasks))
 		for i := range tasks {
-			go func(task *C.QbTask, msg string) {
-				defer handlers.Done()
-				runOne(task, msg, call, done)
-			}(tasks[i], msgs[i])
+			if jobs == nil {
+				runOne(tasks[i], msgs[i], call, done)
+			} else {
+				jobs <- job{tasks[i], msgs[i]}
+			}
 		}
+	}
+	if jobs != nil {
+		close(jobs)
 	}
 	close(stopped)
 	shutdown()
 	handlers.Wait() // a handler that sends completions returns once they are all sent
 	<-shutdownDone
 	return failure
+}
+
+// job is a task handed to a handler goroutine, with its message JSON.
+type job struct {
+	task *C.QbTask
+	msg  string
 }
 
 // runOne runs the handler on one task and finishes the task by its result: a success goes
