@@ -5,33 +5,50 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Awaitable, Dict, List, Tuple
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 
 # Kinds of a finish that wrote nothing on purpose: fenced out, finished already, or cancelled.
 QUIET = frozenset(("claim_lost", "already_finished", "cancelled"))
 
+#: The longest a succeeded task waits for others to share its ``complete_all`` (seconds);
+#: its row stays leased meanwhile (the lease is renewed by the core).
+HOLD_S = 0.001
+
 
 class Completions:
-    """Completes the tasks whose handlers succeeded in batches: every task added in one turn
-    of the event loop goes to the extension in one ``complete_all`` call (one awaitable, one
-    batched statement in the core) instead of one ``complete()`` per row. Each task keeps
-    its own fence, so a lost claim fails only that task; only :meth:`idle` waits (for these
-    and for the other finishes handed to :meth:`track`)."""
+    """Completes the tasks whose handlers succeeded in batches: one ``complete_all`` call
+    (one awaitable, one batched statement in the core) for many tasks instead of one
+    ``complete()`` per row. Each task keeps its own fence, so a lost claim fails only that
+    task; only :meth:`idle` waits (for these and for the other finishes handed to :meth:`track`).
 
-    def __init__(self, native: Any, log: logging.Logger) -> None:
+    A batch is sent at the end of the event-loop turn that filled it, unless ``more_soon()``
+    says handlers are queued to run next: then it waits for up to ``limit`` tasks or
+    :data:`HOLD_S`, whichever comes first. At concurrency 1 each turn finishes one handler,
+    so without the wait every row would cross (and wake the runtime) on its own (issue 21).
+    The worker calls :meth:`flush` when its queue runs dry, so the core gets its slots back
+    before it is asked for more."""
+
+    def __init__(self, native: Any, log: logging.Logger, more_soon: Optional[Callable[[], bool]] = None, limit: int = 1) -> None:
         self._native = native
         self._log = log
+        self._more_soon = more_soon
+        self._limit = max(1, limit)
         self._tasks: List[Any] = []
         self._ids: List[str] = []
-        self._scheduled = False
+        self._scheduled: Optional[asyncio.Handle] = None
         self._flushing: "set[asyncio.Future[Any]]" = set()
 
     def add(self, task: Any, message_id: str) -> None:
         self._tasks.append(task)
         self._ids.append(message_id)
-        if not self._scheduled:
-            self._scheduled = True
-            asyncio.get_running_loop().call_soon(self._flush)
+        if len(self._tasks) >= self._limit:
+            self.flush()
+        elif self._scheduled is None:
+            loop = asyncio.get_running_loop()
+            if self._more_soon is not None and self._more_soon():
+                self._scheduled = loop.call_later(HOLD_S, self.flush)
+            else:
+                self._scheduled = loop.call_soon(self.flush)
 
     def track(self, finish: Awaitable[Any]) -> None:
         """Keeps a finish that is not a batched completion (a failure, an abandon) for
@@ -42,14 +59,18 @@ class Completions:
 
     async def idle(self) -> None:
         """Returns once every queued completion has been answered."""
-        while self._scheduled or self._flushing:
-            if self._scheduled:
-                await asyncio.sleep(0)
+        while self._tasks or self._flushing:
+            self.flush()
             if self._flushing:
                 await asyncio.wait(set(self._flushing))
 
-    def _flush(self) -> None:
-        self._scheduled = False
+    def flush(self) -> None:
+        """Sends the completions gathered so far now (one ``complete_all``)."""
+        if self._scheduled is not None:
+            self._scheduled.cancel()
+            self._scheduled = None
+        if not self._tasks:
+            return
         tasks, ids = self._tasks, self._ids
         self._tasks, self._ids = [], []
         answer = asyncio.ensure_future(self._native.complete_all(tasks))

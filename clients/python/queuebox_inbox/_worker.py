@@ -316,11 +316,15 @@ class Worker:
         # Handlers that are running (or run on a thread), by sequence number, for the watch.
         running: Dict[int, Tuple[Any, "asyncio.Future[Any]"]] = {}
         in_flight: Set["asyncio.Future[Any]"] = set()
-        completions = _batch.Completions(native, self._log)
-        watcher = asyncio.ensure_future(_batch.watch_cancelled(native, running))
         # Handed out, not started yet (no handler slot was free).
         queued: Deque[Tuple[Any, InboxMessage, int]] = collections.deque()
         slots = self.options.concurrency
+        # Successes wait for the handlers queued behind them to share one crossing, up to
+        # `concurrency` tasks (at least 16) and never more than half the core's slots (the
+        # batch), which the waiting rows still hold.
+        held = min(max(16, slots), max(1, self.options.batch_size // 2))
+        completions = _batch.Completions(native, self._log, more_soon=lambda: bool(queued), limit=held)
+        watcher = asyncio.ensure_future(_batch.watch_cancelled(native, running))
 
         def track(f: "asyncio.Future[Any]") -> None:
             in_flight.add(f)
@@ -341,6 +345,8 @@ class Worker:
 
         def check_wants_work() -> None:
             if len(running) < slots and not queued:
+                # The core frees a slot per completed row: send what waits before asking.
+                completions.flush()
                 wants_work.set()
 
         def start_queued(_: Any = None) -> None:
