@@ -62,6 +62,9 @@ run_one() {  # run_one <impl> <source> <concurrency>: prints "rows/s cpu_us_per_
     SELECT '$2', 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, $ROWS) g"
   psql "$url" -X -q -c "VACUUM ANALYZE inbox" 2>/dev/null
   local line timed=(/usr/bin/time -f "%U %S %w %c" -o "$out/time.txt")
+  # Committed transactions in the database before and after (each backend reports its
+  # counts when it disconnects, so after the worker exited they are complete).
+  local x0 x1; x0=$(psql "$url" -X -qtA -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
   case "$1" in
     rust) line=$("${timed[@]}" "$rust_bin" "$url" "$2" "$ROWS" "$batch" "$3" run) ;;
     go) line=$("${timed[@]}" "$out/ffi_go" "$url" "$2" "$ROWS" "$batch" "$3") ;;
@@ -71,10 +74,14 @@ run_one() {  # run_one <impl> <source> <concurrency>: prints "rows/s cpu_us_per_
   esac
   local n; n=$(psql "$url" -X -qtA -c "SELECT count(*) FROM inbox WHERE source = '$2' AND state = 'processed'")
   [ "$n" = "$ROWS" ] || { echo "$1: only $n of $ROWS rows processed" >&2; exit 1; }
+  sleep 0.5
+  x1=$(psql "$url" -X -qtA -c "SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()")
   local rate; rate=$(echo "${line#rows_per_sec=}" | cut -d' ' -f1)
   # user, system seconds; voluntary, involuntary context switches of the worker process
   read -r usr sys vol invol <"$out/time.txt"
-  python3 -c "import sys; r,u,s,v,i,n=map(float,sys.argv[1:]); print(f'{r} {(u+s)*1e6/n:.1f} {(v+i)/n:.2f}')" "$rate" "$usr" "$sys" "$vol" "$invol" "$ROWS"
+  # The count includes the psql session that counts (1) and the worker's background work;
+  # the claims and completion statements are nearly all of it.
+  python3 -c "import sys; r,u,s,v,i,n,x=map(float,sys.argv[1:]); print(f'{r} {(u+s)*1e6/n:.1f} {(v+i)/n:.2f} {x/n:.3f}')" "$rate" "$usr" "$sys" "$vol" "$invol" "$ROWS" "$((x1 - x0))"
 }
 
 samples="$out/samples.tsv"; : >"$samples"
@@ -86,9 +93,9 @@ for c in $CONCS; do
     order=("${impls[@]:$k}" "${impls[@]:0:$k}")
     for impl in "${order[@]}"; do
       load=$(cut -d' ' -f1 /proc/loadavg)
-      read -r v cpu sw < <(run_one "$impl" "${impl}_c${c}_r$r" "$c")
-      echo "c=$c round $r $impl: $v rows/s, $cpu us CPU/row, $sw switches/row (load $load)" >&2
-      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$r" "$impl" "$v" "$load" "$cpu" "$sw" >>"$samples"
+      read -r v cpu sw xa < <(run_one "$impl" "${impl}_c${c}_r$r" "$c")
+      echo "c=$c round $r $impl: $v rows/s, $cpu us CPU/row, $sw switches/row, $xa transactions/row (load $load)" >&2
+      printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$c" "$r" "$impl" "$v" "$load" "$cpu" "$sw" "$xa" >>"$samples"
     done
   done
 done
@@ -100,9 +107,11 @@ path, rows, rounds, before, dest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3
 s = collections.defaultdict(lambda: collections.defaultdict(list))
 cpu = collections.defaultdict(lambda: collections.defaultdict(list))
 sw = collections.defaultdict(lambda: collections.defaultdict(list))
+xa = collections.defaultdict(lambda: collections.defaultdict(list))
 loads = []
 for line in open(path):
-    c, r, impl, v, load, u, x = line.rstrip("\n").split("\t")
+    c, r, impl, v, load, u, x, t = line.rstrip("\n").split("\t")
+    xa[int(c)][impl].append(float(t))
     s[int(c)][impl].append(float(v)); loads.append(float(load))
     cpu[int(c)][impl].append(float(u)); sw[int(c)][impl].append(float(x))
 res = {
@@ -121,6 +130,7 @@ for c in sorted(s):
         "ratio_vs_rust_worker": {k: round(med[k] / med["rust"], 3) for k in med if k != "rust"},
         "worker_process_cpu_us_per_row": {k: {"samples": v, "median": statistics.median(v)} for k, v in cpu[c].items()},
         "worker_process_context_switches_per_row": {k: {"samples": v, "median": statistics.median(v)} for k, v in sw[c].items()},
+        "database_transactions_per_row": {k: {"samples": v, "median": statistics.median(v)} for k, v in xa[c].items()},
     }
 open(dest, "w").write(json.dumps(res, indent=2) + "\n")
 for c, v in res["by_concurrency"].items():
