@@ -23,15 +23,29 @@ out="$CARGO_TARGET_DIR/nodepy-bench"; mkdir -p "$out"
 
 # Release builds: the Rust baseline, the Node addon (plain cargo build, copied to a .node
 # file), the TypeScript outputs, and the Python extension (maturin develop --release).
-cargo build --quiet --release -p queuebox-c --example bench_core
-cargo build --quiet --release -p queuebox-node
+# NODEPY_PREBUILT=1 builds nothing with cargo and uses the release artifacts already in the
+# target dir (bench_core, libqueuebox_node.so, and lib_native.so, the Python extension a
+# release `maturin build` leaves there, beside a copy of clients/python's package): on a
+# shared machine another session's release build can hold the target dir's lock for an hour.
+# Check that they are newer than the last change to core/ and bindings/ before using it.
+venv="$root/.venv/python-client"
+[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+pypath=""
+if [ -n "${NODEPY_PREBUILT:-}" ]; then
+  pypath="$out/py-release"; rm -rf "$pypath"; mkdir -p "$pypath/queuebox_inbox"
+  cp clients/python/queuebox_inbox/*.py clients/python/queuebox_inbox/py.typed "$pypath/queuebox_inbox/"
+  cp "$CARGO_TARGET_DIR/release/lib_native.so" "$pypath/queuebox_inbox/_native.abi3.so"
+  ls -l --time-style=+%FT%T "$CARGO_TARGET_DIR/release/examples/bench_core" "$CARGO_TARGET_DIR/release/libqueuebox_node.so" \
+    "$CARGO_TARGET_DIR/release/lib_native.so" >&2
+else
+  cargo build --quiet --release -p queuebox-c --example bench_core
+  cargo build --quiet --release -p queuebox-node
+  [ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2" pytest
+  (cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --release --quiet)
+fi
 cp "$CARGO_TARGET_DIR/release/libqueuebox_node.so" "$out/queuebox.node"
 export QUEUEBOX_NATIVE_PATH="$out/queuebox.node"
 (cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build:ts)
-venv="$root/.venv/python-client"
-[ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-[ -x "$venv/bin/maturin" ] || "$venv/bin/pip" install -q --disable-pip-version-check "maturin>=1.5,<2" pytest
-(cd clients/python && VIRTUAL_ENV="$venv" PATH="$venv/bin:$PATH" maturin develop --release --quiet)
 
 # The clients as of BEFORE_REF, beside the same native builds.
 before="$out/before"; rm -rf "$before"; mkdir -p "$before"
@@ -40,7 +54,7 @@ git archive "$BEFORE_REF" clients/typescript/src clients/typescript/native/loade
   clients/python/queuebox_inbox | tar -x -C "$before"
 ln -s "$root/clients/typescript/node_modules" "$before/clients/typescript/node_modules"
 (cd "$before/clients/typescript" && node scripts/build.mjs >/dev/null)
-cp clients/python/queuebox_inbox/_native*.so "$before/clients/python/queuebox_inbox/"
+cp "${pypath:-clients/python}"/queuebox_inbox/_native*.so "$before/clients/python/queuebox_inbox/"
 
 pg() { psql -h 127.0.0.1 -p "${QB_PG_PORT:-55432}" -U postgres -X -q "$@"; }
 db="qb_nodepy_bench_$$"
@@ -58,7 +72,7 @@ run_one() {  # run_one <impl> <source> <concurrency>: prints rows/s
     rust) line=$("$CARGO_TARGET_DIR/release/examples/bench_core" "${args[@]}") ;;
     node) line=$(node benchmarks/nodepy/bench.mjs "${args[@]}") ;;
     node_before) line=$(QB_TS_CLIENT="$before/clients/typescript/dist/esm/index.js" node benchmarks/nodepy/bench.mjs "${args[@]}") ;;
-    python) line=$("$venv/bin/python" benchmarks/nodepy/bench.py "${args[@]}") ;;
+    python) line=$(PYTHONPATH="$pypath" "$venv/bin/python" benchmarks/nodepy/bench.py "${args[@]}") ;;
     python_before) line=$(PYTHONPATH="$before/clients/python" "$venv/bin/python" benchmarks/nodepy/bench.py "${args[@]}") ;;
   esac
   local n; n=$(pg -d "$db" -tA -c "SELECT count(*) FROM inbox WHERE source = '$2' AND state = 'processed'")

@@ -17,9 +17,9 @@ IMPLS = ["rust", "node", "python", "node_before", "python_before"]
 NAMES = {
     "rust": "Rust core `Worker::run` (bench_core)",
     "node": "TypeScript `Worker.run`, batch crossing",
-    "node_before": f"TypeScript `Worker.run`, per-row crossing ({before_ref})",
+    "node_before": f"TypeScript `Worker.run`, client as of {before_ref}",
     "python": "Python `Worker.run` (asyncio), batch crossing",
-    "python_before": f"Python `Worker.run` (asyncio), per-row crossing ({before_ref})",
+    "python_before": f"Python `Worker.run` (asyncio), client as of {before_ref}",
 }
 
 
@@ -55,6 +55,8 @@ res = {
 }
 os.makedirs("benchmarks/results", exist_ok=True)
 out = f"benchmarks/results/nodepy-{now.date().isoformat()}.json"
+if os.path.exists(out):  # an earlier run of the same day keeps its file
+    out = f"benchmarks/results/nodepy-{now.date().isoformat()}-{now.strftime('%H%M')}.json"
 with open(out, "w") as f:
     json.dump(res, f, indent=2, sort_keys=True)
     f.write("\n")
@@ -100,6 +102,12 @@ a `cancelled()` Promise / awaitable per task. The Rust baseline hands out at mos
 same native builds: `next()` → handler → `complete()` per row, each a Promise / asyncio
 future settled from the tokio runtime, plus one pending `cancelled()` per task.
 """
+# Hand-written sections of an existing nodepy.md (from the first "## " heading on) are kept.
+try:
+    old = open("benchmarks/nodepy.md").read()
+    md += old[old.index("\n## ") :] if "\n## " in old else ""
+except FileNotFoundError:
+    pass
 with open("benchmarks/nodepy.md", "w") as f:
     f.write(md)
 print(json.dumps([{c: b["ratio_vs_rust"] for c, b in r["by_concurrency"].items()} for r in res["runs"]]))
