@@ -462,7 +462,7 @@ async fn process(
             );
             let why = redact_error(&e.to_string(), &secrets);
             span.end("failure", Some(&why));
-            match after_failure(st, row) {
+            match after_publish_failure(st, row, &e) {
                 Decision::Retry(delay) => {
                     tracing::warn!(messageId = %row.id, topic = %row.topic, attempt = row.attempt, error = %why, delay_ms = delay.as_millis() as u64, "delivery failed; retrying");
                     finish(
@@ -500,12 +500,48 @@ fn row_trace(row: &OutboxRow) -> Option<queuebox_core::trace::TraceContext> {
 /// What a failed delivery of `row` leads to: a retry after the backoff, or dead once its
 /// `max_attempts` are spent. The one rule for publish failures and transform failures.
 pub(crate) fn after_failure(st: &AppState, row: &OutboxRow) -> Decision {
-    let policy = RetryPolicy {
+    row_policy(st, row).decide_now(row.attempt.max(0) as u32)
+}
+
+/// What a failed publish of `row` leads to: [`after_failure`], except that a destination that
+/// could not be reached never makes the row dead. The message is not at fault when a broker
+/// is down or restarting, so once its attempts are spent the row keeps waiting on the capped
+/// backoff until the destination is back (a rejection still makes it dead). Before, a RabbitMQ
+/// restart longer than the attempts' schedule dead-lettered every row in flight (issue 18's
+/// chaos ledger, path publish-rabbit: 39 of 300 committed publishes never delivered).
+fn after_publish_failure(
+    st: &AppState,
+    row: &OutboxRow,
+    e: &crate::destinations::PublishError,
+) -> Decision {
+    let unreachable = matches!(e, crate::destinations::PublishError::Unavailable(_));
+    publish_failure_decision(
+        &row_policy(st, row),
+        row.attempt.max(0) as u32,
+        unreachable,
+        rand::random::<f64>(),
+    )
+}
+
+fn publish_failure_decision(
+    policy: &RetryPolicy,
+    attempt: u32,
+    unreachable: bool,
+    u: f64,
+) -> Decision {
+    match policy.decide(attempt, u) {
+        Decision::Dead if unreachable => Decision::Retry(policy.delay(attempt, u)),
+        decision => decision,
+    }
+}
+
+/// The row's retry policy: its own `max_attempts`, the relay's schedule.
+fn row_policy(st: &AppState, row: &OutboxRow) -> RetryPolicy {
+    RetryPolicy {
         max_attempts: row.max_attempts.max(0) as u32,
         base_delay: Duration::from_millis(st.cfg.outbox.retry_base_delay_ms),
         ..RetryPolicy::relay_default()
-    };
-    policy.decide_now(row.attempt.max(0) as u32)
+    }
 }
 
 pub(crate) fn finish(
@@ -525,6 +561,53 @@ pub(crate) fn finish(
         Err(e) => {
             st.metrics.inc("queuebox_outbox_process_errors_total", &[]);
             tracing::error!(messageId = %c.row.id, error = %e, "could not write the outcome; the row is retried after its lease");
+        }
+    }
+}
+
+#[cfg(test)]
+mod publish_failure_tests {
+    use super::*;
+
+    fn policy(max_attempts: u32) -> RetryPolicy {
+        RetryPolicy {
+            max_attempts,
+            base_delay: Duration::from_millis(1000),
+            ..RetryPolicy::relay_default()
+        }
+    }
+
+    #[test]
+    fn an_unreachable_destination_never_makes_a_row_dead() {
+        let p = policy(5);
+        // Attempts spent: a rejection is dead, an unreachable destination waits the capped
+        // backoff (1 s doubling, at most 60 s) and tries again.
+        assert_eq!(publish_failure_decision(&p, 5, false, 0.0), Decision::Dead);
+        assert_eq!(
+            publish_failure_decision(&p, 5, true, 0.0),
+            Decision::Retry(Duration::from_secs(32))
+        );
+        assert_eq!(
+            publish_failure_decision(&p, 40, true, 0.0),
+            Decision::Retry(Duration::from_secs(60))
+        );
+        // A row published with max_attempts 0 (dead on its first failure) is no exception.
+        assert!(matches!(
+            publish_failure_decision(&policy(0), 0, true, 0.5),
+            Decision::Retry(_)
+        ));
+    }
+
+    #[test]
+    fn attempts_left_are_the_same_schedule_whatever_the_failure() {
+        let p = policy(5);
+        for attempt in 0..5 {
+            for unreachable in [false, true] {
+                assert_eq!(
+                    publish_failure_decision(&p, attempt, unreachable, 0.3),
+                    p.decide(attempt, 0.3)
+                );
+            }
         }
     }
 }

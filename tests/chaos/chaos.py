@@ -162,7 +162,7 @@ def snapshot(ledger: Ledger, db_url: str, settle_s: float):
         ledger.meta(stores_checked=1)
 
 
-def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2, pg=None, nats=None, rabbit=None, kafka=None, redraw_slow=True) -> Summary:
+def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, server_url, outdir, keep_db, known_bugs, replicas=2, pg=None, nats=None, rabbit=None, kafka=None, redraw_slow=True, rate=None) -> Summary:
     t0 = time.time()
     run = f"{seed}-{random.Random().randrange(16**6):06x}"
     rng = random.Random(f"{seed}:{cls.name}")
@@ -171,8 +171,8 @@ def run_path(cls, *, messages, kills, drain_s, seed, binary, worker_binary, serv
         if os.path.exists(stale):
             os.remove(stale)  # a ledger holds one run; an old one in the same folder would mix in
     ledger = Ledger(ledger_path)
-    ledger.meta(path=cls.name, seed=seed, run=run, messages=messages, kills_planned=kills, binary=binary)
-    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas, pg=pg, nats=nats, rabbit=rabbit, kafka=kafka)
+    ledger.meta(path=cls.name, seed=seed, run=run, messages=messages, kills_planned=kills, binary=binary, rate=rate or "unpaced")
+    ctx = Context(ledger=ledger, binary=binary, worker_binary=worker_binary, server_url=server_url, workdir=outdir, run=run, rng=rng, replicas=replicas, pg=pg, nats=nats, rabbit=rabbit, kafka=kafka, rate=rate)
     path = cls(ctx)
     problems = []
     killer = None
@@ -263,6 +263,9 @@ def main() -> int:
     ap.add_argument("--seed", type=int, default=int(os.environ.get("QB_CHAOS_SEED", "18")))
     ap.add_argument("--messages", type=int, default=int(os.environ.get("QB_CHAOS_MESSAGES", n_default)))
     ap.add_argument("--kills", type=int, default=int(os.environ.get("QB_CHAOS_KILLS", kills_default)))
+    ap.add_argument("--rate", type=float, default=float(os.environ.get("QB_CHAOS_RATE", "0")) or None,
+                    help="messages per second each path's sender keeps to (default: as fast as it can); "
+                         "the faults strike at delivery counts, so --messages / --rate sets how long the faults go on under traffic")
     ap.add_argument("--replicas", type=int, default=int(os.environ.get("QB_CHAOS_REPLICAS", "2")), help="relay replicas per path (default 2)")
     ap.add_argument("--binary", default=os.environ.get("QB_CHAOS_BINARY", os.path.join(ROOT, "target/debug/queuebox")))
     ap.add_argument("--worker-binary", default=os.environ.get("QB_CHAOS_WORKER", os.path.join(ROOT, "target/debug/queuebox-chaos-worker")))
@@ -349,7 +352,8 @@ def run_all(args, profile, server_url, pg, nats, drain_default, known_bugs, own)
         print(f"chaos: {name}: running", flush=True)
         s = run_path(cls, messages=args.messages, kills=args.kills, drain_s=drain_default, seed=args.seed, binary=args.binary, worker_binary=args.worker_binary,
                      server_url=server_url, outdir=args.out, keep_db=args.keep_db, known_bugs=known_bugs, replicas=args.replicas, pg=pg, nats=nats,
-                     rabbit=own.get("rabbit"), kafka=own.get("kafka"), redraw_slow=redraw_slow)
+                     rabbit=own.get("rabbit"), kafka=own.get("kafka"), redraw_slow=redraw_slow,
+                     rate=args.rate or (cls.broker_fault_rate if args.broker_faults else None))
         results.append((name, s))
         print(f"chaos: {name}: {'passed' if s.passed else 'FAILED'} in {s.seconds:.1f}s", flush=True)
     print()

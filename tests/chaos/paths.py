@@ -43,7 +43,7 @@ QUIET.addHandler(logging.NullHandler())
 QUIET.propagate = False
 
 
-def base_config(db_url: str, retry_base_ms: int = 50) -> str:
+def base_config(db_url: str) -> str:
     return f"""server:
   httpPort: {{port}}
   bindAddress: 127.0.0.1
@@ -54,7 +54,7 @@ database:
   startupTimeoutMs: 30000
 outbox:
   pollIntervalMs: 20
-  retryBaseDelayMs: {retry_base_ms}
+  retryBaseDelayMs: 50
   claimTimeoutMs: {CLAIM_MS}
   maxAttempts: 50
   shutdownTimeoutMs: 1000
@@ -68,13 +68,16 @@ inbox:
 class Context:
     """What a path needs from the harness."""
 
-    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, pg=None, nats=None, rabbit=None, kafka=None, concurrency=8):
+    def __init__(self, *, ledger, binary, worker_binary, server_url, workdir, run, rng: random.Random, replicas=2, pg=None, nats=None, rabbit=None, kafka=None, rate=None, concurrency=8):
         self.ledger, self.binary, self.worker_binary, self.server_url, self.workdir = ledger, binary, worker_binary, server_url, workdir
         self.replicas = replicas
         self.pg = pg  # a PgCluster the faults may crash or pause, or None
         self.nats = nats  # a NatsServer the NATS pull paths use and the faults may restart, or None
         # ScriptBrokers (a RabbitMQ, a Kafka) of the run that the paths using them restart, or None
         self.rabbit, self.kafka = rabbit, kafka
+        # Messages per second the senders keep to (--rate), or None: as fast as they can. The
+        # faults strike at delivery counts, so a paced run spreads them over its traffic.
+        self.rate = rate
         self.run, self.rng, self.concurrency = run, rng, concurrency
 
 
@@ -86,6 +89,10 @@ class ChaosPath:
     own_brokers: tuple[str, ...] = ()
     # Variables of `needs` that the run's own brokers stand in for (set with --broker-faults)
     provided_by_run: frozenset[str] = frozenset()
+    # With --broker-faults and no --rate: messages per second the sender keeps to, so that the
+    # broker restart (struck at the first delivery thresholds) falls inside the traffic. Unpaced,
+    # the relays had delivered all 500 messages before a restart took effect.
+    broker_fault_rate: float | None = None
     http_bodies = False  # may a body be sent chunked?
 
     def __init__(self, ctx: Context):
@@ -126,11 +133,26 @@ class ChaosPath:
         for r in self.relays:
             r.stop()
 
-    def _relay(self, extra_yaml: str, retry_base_ms: int = 50):
+    def _due(self, n: int) -> float | None:
+        """With --rate: when message `n` may be sent (epoch seconds; the clock starts at the
+        first call), else None."""
+        if not self.ctx.rate:
+            return None
+        if getattr(self, "_t0", None) is None:
+            self._t0 = time.time()
+        return self._t0 + n / self.ctx.rate
+
+    def _pace(self, n: int):
+        """With --rate, holds message `n` back until it is due."""
+        due = self._due(n)
+        if due is not None and due > time.time():
+            time.sleep(due - time.time())
+
+    def _relay(self, extra_yaml: str):
         """A fresh database and `ctx.replicas` relays on it, each on its own port."""
         self.db_url = fresh_database(self.ctx.server_url, self.name.replace("-", "_"))
         for i in range(self.ctx.replicas):
-            r = Relay(self.ctx.binary, base_config(self.db_url, retry_base_ms) + extra_yaml, self.ctx.workdir, f"{self.name}-relay{i + 1}")
+            r = Relay(self.ctx.binary, base_config(self.db_url) + extra_yaml, self.ctx.workdir, f"{self.name}-relay{i + 1}")
             r.start()
             self.relays.append(r)
 
@@ -205,6 +227,7 @@ sources:
         repeat = {b.n for b in bodies if self.ctx.rng.random() < 0.1}
 
         def one(body):
+            self._pace(body.n)
             ledger.sent(body)
             if _retrying(ledger, body, lambda: self._post(body)) and body.n in repeat:
                 _retrying(ledger, body, lambda: self._post(body), deliberate_repeat=True)
@@ -224,6 +247,7 @@ class RabbitToKafka(ChaosPath):
     topic that a Kafka consumer reads from the beginning."""
 
     name = "rabbit-kafka"
+    broker_fault_rate = 25.0
     needs = ("QUEUEBOX_TEST_AMQP_URL", "QUEUEBOX_TEST_KAFKA_BROKERS")
     own_brokers = ("rabbit", "kafka")
 
@@ -282,6 +306,7 @@ sources:
                 return f"error:{type(e).__name__}", False
 
         def one(body):
+            self._pace(body.n)
             ledger.sent(body)
             _retrying(ledger, body, lambda: publish(body))
 
@@ -365,6 +390,7 @@ class KafkaToNats(ChaosPath):
     whose stream a JetStream consumer reads."""
 
     name = "kafka-nats"
+    broker_fault_rate = 25.0
     needs = ("QUEUEBOX_TEST_KAFKA_BROKERS", "QUEUEBOX_TEST_NATS_URL")
     own_brokers = ("kafka",)
 
@@ -427,6 +453,7 @@ sources:
                 break
             for b in todo:
                 if attempt == 0:
+                    self._pace(b.n)
                     ledger.sent(b)
                 waiting[b.n] = b
                 while True:
@@ -550,6 +577,7 @@ class NatsToPullWorker(ChaosPath):
                 return f"error:{type(e).__name__}", False
 
         def one(body):
+            self._pace(body.n)
             ledger.sent(body)
             _retrying(ledger, body, lambda: publish(body))
 
@@ -665,6 +693,7 @@ class PublishToRabbit(ChaosPath):
     worker path: it needs the client built by scripts/test.d/41-python.sh."""
 
     name = "publish-rabbit"
+    broker_fault_rate = 25.0
     optional = True
     needs = ("QUEUEBOX_TEST_AMQP_URL",)
     own_brokers = ("rabbit",)
@@ -686,11 +715,10 @@ class PublishToRabbit(ChaosPath):
             ch.exchange_declare(self.exchange, "topic", durable=True)
             ch.queue_declare(self.queue, durable=True)
             ch.queue_bind(self.queue, self.exchange, "#")
-        # The application's rows carry the publish default of 5 attempts (proto-docs/states.md:
-        # the row's max_attempts, not outbox.maxAttempts, decides), so this path keeps the relay's
-        # default schedule, 1 s doubling: its ~31 s must cover a RabbitMQ restart (~10 s here).
-        # With the 50 ms of the other paths the 5 attempts are spent in 1.5 s and a restart
-        # dead-letters the rows in flight — by the documented rule, with the reason in last_error.
+        # The application's rows carry the publish default of 5 attempts (the row's
+        # max_attempts decides, not outbox.maxAttempts), which the 50 ms schedule spends in
+        # 1.5 s: a RabbitMQ restart outlasts them, and the relay must keep such rows waiting
+        # rather than dead (relay/src/outbox.rs, after_publish_failure).
         self._relay(f"""destinations:
   bus:
     type: rabbitmq
@@ -699,7 +727,7 @@ class PublishToRabbit(ChaosPath):
 routes:
   - topicPattern: '**'
     destination: bus
-""", retry_base_ms=1000)
+""")
         with psycopg.connect(self.db_url, autocommit=True) as c:
             c.execute("CREATE TABLE chaos_orders (n integer PRIMARY KEY, body text NOT NULL)")
         self.consumer = RabbitReader(self.amqp, self.queue, self.ctx.ledger)
@@ -718,7 +746,7 @@ routes:
             spec = os.path.join(self.ctx.workdir, f"{self.name}-publisher{life}.jsonl")
             with open(spec, "w", encoding="utf-8") as f:
                 for b in todo:
-                    f.write(json.dumps({"n": b.n, "key": b.key, "raw": b.raw.decode("utf-8"), "rollback": b.n in rollback}) + "\n")
+                    f.write(json.dumps({"n": b.n, "key": b.key, "raw": b.raw.decode("utf-8"), "rollback": b.n in rollback, "at": self._due(b.n)}) + "\n")
             err = open(os.path.join(self.ctx.workdir, f"{self.name}-publisher.log"), "a")
             proc = subprocess.Popen([PYTHON_CLIENT, PUBLISHER, self.db_url, spec, "chaos.orders"], stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err)
             err.close()

@@ -596,7 +596,7 @@ impl RabbitMqPublisher {
                 FieldTable::default(),
             )
             .await
-            .map_err(|e| refused(format!("exchange {exchange}: {e}")))?;
+            .map_err(|e| declare_failed(self.connection(), exchange, &e))?;
         let mut headers = FieldTable::default();
         for (k, v) in &self.config.headers {
             headers.insert(k.as_str().into(), AMQPValue::LongString(v.as_str().into()));
@@ -669,6 +669,20 @@ impl RabbitMqPublisher {
     }
 }
 
+/// Why an exchange declaration failed. The broker refusing it (an exchange of another type,
+/// no permission: a channel-level AMQP error) fails the message; anything else is the
+/// connection — reset or closed while the broker restarts, `CONNECTION_FORCED` at its
+/// shutdown — and is retried until the broker is back. (Issue 18's chaos ledger: a connection
+/// reset here during a RabbitMQ restart was a refusal, which dead-lettered the row.)
+fn declare_failed(connection: String, exchange: &str, e: &lapin::Error) -> BrokerError {
+    let reason = format!("exchange {exchange}: {e}");
+    if e.is_amqp_soft_error() {
+        BrokerError::Refused { connection, reason }
+    } else {
+        BrokerError::Connect { connection, reason }
+    }
+}
+
 /// RabbitMQ in the broker table ([`crate::registry::KINDS`]).
 pub struct RabbitMq;
 
@@ -732,6 +746,31 @@ impl PublisherClient for RabbitMqPublisher {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_declaration_cut_by_a_broker_restart_is_the_connection_not_a_refusal() {
+        use lapin::protocol::{AMQPError, AMQPErrorKind, AMQPHardError, AMQPSoftError};
+        let at = || "RabbitMQ destination `bus`".to_string();
+        let reset = lapin::Error::from(std::io::Error::from(std::io::ErrorKind::ConnectionReset));
+        assert!(matches!(
+            declare_failed(at(), "x", &reset),
+            BrokerError::Connect { .. }
+        ));
+        let forced = lapin::Error::from(lapin::ErrorKind::ProtocolError(AMQPError::new(
+            AMQPErrorKind::Hard(AMQPHardError::CONNECTIONFORCED),
+            "broker forced connection closure with reason 'shutdown'".into(),
+        )));
+        let e = declare_failed(at(), "x", &forced);
+        assert!(matches!(e, BrokerError::Connect { .. }) && e.retryable() && e.is_connection());
+        let other_type = lapin::Error::from(lapin::ErrorKind::ProtocolError(AMQPError::new(
+            AMQPErrorKind::Soft(AMQPSoftError::PRECONDITIONFAILED),
+            "inequivalent arg 'type' for exchange 'x'".into(),
+        )));
+        assert!(matches!(
+            declare_failed(at(), "x", &other_type),
+            BrokerError::Refused { .. }
+        ));
+    }
 
     #[test]
     fn a_tls_connection_the_server_closed_says_a_client_certificate_may_be_required() {

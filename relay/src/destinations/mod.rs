@@ -33,7 +33,8 @@ use crate::metrics::Metrics;
 pub use queuebox_brokers::OutboundMessage;
 
 /// Why a publish failed. Every variant fails the attempt (the retry policy decides what
-/// follows); the text goes to `last_error` after redaction.
+/// follows, except that `Unavailable` never makes a row dead: see
+/// `outbox::after_publish_failure`); the text goes to `last_error` after redaction.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     /// The destination answered and refused (HTTP non-2xx, broker nack, unroutable).

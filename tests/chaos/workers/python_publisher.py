@@ -5,7 +5,8 @@ writes a business row (`chaos_orders`) and publishes the message to the outbox w
 `queuebox_inbox.publish`, then commits — or, for the messages marked `rollback`, publishes
 and then rolls back, so the outbox row must never be delivered.
 
-Reads the messages to publish, one JSON object a line (`n`, `key`, `raw`, `rollback`), from
+Reads the messages to publish, one JSON object a line (`n`, `key`, `raw`, `rollback`, and
+`at`: with the harness's --rate, the epoch second before which it must not begin), from
 the file named by its second argument, and writes one line per step to stdout, flushed:
 `begin N` before the transaction, `acked N` once COMMIT returned, `rolledback N` once the
 rollback returned. A SIGKILL between `begin` and its answer leaves that publish in doubt.
@@ -15,6 +16,7 @@ rollback returned. A SIGKILL between `begin` and its answer leaves that publish 
 
 import json
 import sys
+import time
 
 import psycopg
 from queuebox_inbox import publish
@@ -36,6 +38,8 @@ def main() -> None:
     with psycopg.connect(url) as conn:
         for m in todo:
             n = m["n"]
+            if m.get("at"):
+                time.sleep(max(0.0, m["at"] - time.time()))
             say(f"begin {n}")
             try:
                 with conn.transaction():
