@@ -49,6 +49,10 @@ SYSTEMS = {
                           "SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state = 'completed'", "c"),
     "river-rescue30s": ([f"{BIN}/river"], {"RIVER_RESCUE_AFTER_S": "30"},
                         "SELECT count(*) FROM river_job WHERE state = 'completed'", "c"),
+    # The bare-SQL ceiling (issue 21): pgbench's SKIP LOCKED claim + complete loop on QueueBox's
+    # own table, same batch and concurrency as queuebox-rust; drain only.
+    "ceiling-sql": (["bash", f"{HERE}/ceiling/adapter.sh"], {},
+                    "SELECT count(*) FROM inbox WHERE state = 'processed'", "d"),
     "procrastinate": ([f"{os.environ['PEERS_VENV']}/bin/python", f"{HERE}/procrastinate/adapter.py"], {},
                       "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'", "dlc"),
 }

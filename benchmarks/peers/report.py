@@ -36,7 +36,7 @@ def drain_of(s, c):
 
 L = []
 m, pg = r["machine"], r["postgres"]
-L.append("# QueueBox vs PostgreSQL-backed queues (pg-boss, graphile-worker, River, procrastinate)\n")
+L.append("# QueueBox vs PostgreSQL-backed queues (pg-boss, graphile-worker, River, procrastinate) and the bare-SQL ceiling\n")
 L.append(f"`bash benchmarks/peers/run.sh` — {r['started']} to {r['finished']}; raw data: "
          f"`benchmarks/results/{os.path.basename(src)}`.\n")
 la = m["loadavg_1m_samples"]
@@ -77,6 +77,28 @@ for s in [n for n in names if n in r["drain"]]:
         cells += [val, ratio(q.get("rows_per_s"), x.get("rows_per_s")) if s != QB else "1.00"]
     L.append(f"| {s} | " + " | ".join(cells) + " |")
 L.append("")
+# Issue 21's drain targets, from the medians above: >= 2x River (FetchCooldown 1 ms) and
+# graphile-worker, >= 0.5 of the bare-SQL ceiling (ceiling-sql: same table, batch, concurrency).
+TARGETS = [("river-cooldown1ms", 2.0, "≥ 2"), ("graphile-worker", 2.0, "≥ 2"), ("ceiling-sql", 0.5, "≥ 0.5")]
+if any(t in r["drain"] for t, _, _ in TARGETS) and QB in r["drain"]:
+    L.append("**Issue 21 drain targets** (QueueBox Rust worker's median / the other's median, same run; "
+             "the ratio of the worst and best rounds in brackets: min/max and max/min):\n")
+    L.append("| QueueBox / | target | " + " | ".join(f"c={c}" for c in w["drain_concurrency"]) + " |")
+    L.append("|---|---|" + "---|" * len(w["drain_concurrency"]))
+    for t, goal, label in TARGETS:
+        if t not in r["drain"]:
+            continue
+        cells = []
+        for c in w["drain_concurrency"]:
+            x, q = drain_of(t, c), drain_of(QB, c)
+            if not x.get("rows_per_s") or not q.get("rows_per_s"):
+                cells.append("—")
+                continue
+            v = q["rows_per_s"] / x["rows_per_s"]
+            spread = f" ({q['min'] / x['max']:.2f}–{q['max'] / x['min']:.2f})" if q.get("n", 1) > 1 and x.get("n", 1) > 1 else ""
+            cells.append(f"{v:.2f}{spread} {'met' if v >= goal else '**missed**'}")
+        L.append(f"| {t} | {label} | " + " | ".join(cells) + " |")
+    L.append("")
 lw = w["latency"]
 L.append(f"### 2. Steady load: {lw['rate_per_s']} msg/s for {lw['seconds']} s, concurrency {lw['concurrency']} — pickup latency insert → handler (ms)\n")
 L.append("One message per insert statement (each system's normal enqueue call) from the worker's own process, the insert "
@@ -92,24 +114,25 @@ for s in [n for n in names if n in r["latency"]]:
              + (f" error: {x['error'][:80]}" if x.get("error") else ""))
 L.append("")
 cw = w["crash"]
-L.append(f"### 3. Crash recovery: SIGKILL a worker with messages in flight\n")
-L.append(f"{cw['jobs']} jobs, concurrency {cw['concurrency']}, handler sleeps {cw['handler_ms']} ms and logs start/done lines "
-         f"(unbuffered, so they survive SIGKILL). Worker A is killed once {2 * cw['concurrency']} jobs are done; worker B starts "
-         f"at once; we wait up to {cw['wait_s']:.0f} s ({cw.get('wait_s_tuned_variants', cw['wait_s'])} s for the *-expire30s / *-rescue30s "
-         "variants, which set the peer's stuck-job timeout to 30 s like QueueBox's lease). *recovery* = kill → last in-flight job done again in B. "
-         "*completed twice* = handler ran to the end twice for one job (at-least-once duplicates).\n")
-L.append("| system | in flight at kill | recovered | first re-run (s) | recovery (s) | not done at end | completed twice | QB/peer recovery |")
-L.append("|---|---|---|---|---|---|---|---|")
-qc = r["crash"].get(QB, {})
-for s in [n for n in names if n in r["crash"]]:
-    x = r["crash"][s]
-    if x.get("error"):
-        L.append(f"| {s} | error: {x['error'][:100]} |||||||")
-        continue
-    L.append(f"| {s} | {x['in_flight_at_kill']} | {x['in_flight_recovered']} | {f(x['first_rerun_s'], 1)} | "
-             f"{f(x['recovery_s'], 1) if x['recovery_s'] is not None else 'not within ' + str(int(x['wait_after_kill_s'])) + ' s'} | "
-             f"{x['not_done_at_end']} | {x['completed_twice']} | {ratio(qc.get('recovery_s'), x['recovery_s']) if s != QB else '1.00'} |")
-L.append("")
+if r.get("crash"):
+    L.append(f"### 3. Crash recovery: SIGKILL a worker with messages in flight\n")
+    L.append(f"{cw['jobs']} jobs, concurrency {cw['concurrency']}, handler sleeps {cw['handler_ms']} ms and logs start/done lines "
+             f"(unbuffered, so they survive SIGKILL). Worker A is killed once {2 * cw['concurrency']} jobs are done; worker B starts "
+             f"at once; we wait up to {cw['wait_s']:.0f} s ({cw.get('wait_s_tuned_variants', cw['wait_s'])} s for the *-expire30s / *-rescue30s "
+             "variants, which set the peer's stuck-job timeout to 30 s like QueueBox's lease). *recovery* = kill → last in-flight job done again in B. "
+             "*completed twice* = handler ran to the end twice for one job (at-least-once duplicates).\n")
+    L.append("| system | in flight at kill | recovered | first re-run (s) | recovery (s) | not done at end | completed twice | QB/peer recovery |")
+    L.append("|---|---|---|---|---|---|---|---|")
+    qc = r["crash"].get(QB, {})
+    for s in [n for n in names if n in r["crash"]]:
+        x = r["crash"][s]
+        if x.get("error"):
+            L.append(f"| {s} | error: {x['error'][:100]} |||||||")
+            continue
+        L.append(f"| {s} | {x['in_flight_at_kill']} | {x['in_flight_recovered']} | {f(x['first_rerun_s'], 1)} | "
+                 f"{f(x['recovery_s'], 1) if x['recovery_s'] is not None else 'not within ' + str(int(x['wait_after_kill_s'])) + ' s'} | "
+                 f"{x['not_done_at_end']} | {x['completed_twice']} | {ratio(qc.get('recovery_s'), x['recovery_s']) if s != QB else '1.00'} |")
+    L.append("")
 L.append("### 4. Dead tuples after scenario 2 (pg_stat_user_tables, all tables of the system's database)\n")
 L.append("| system | messages | dead tuples | dead / message | row versions written / message | live tuples | autovacuums during run | QB/peer dead |")
 L.append("|---|---|---|---|---|---|---|---|")

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Side-by-side benchmark of QueueBox against pg-boss, graphile-worker, River and procrastinate
-# on the same local PostgreSQL, in one run, with the same workload (see benchmarks/peers.md).
+# Side-by-side benchmark of QueueBox against pg-boss, graphile-worker, River and procrastinate,
+# and against the bare-SQL ceiling (ceiling/: pgbench's SKIP LOCKED claim + complete loop), on
+# the same local PostgreSQL, in one run, with the same workload (see benchmarks/peers.md).
 # Installs every peer from its registry at a pinned version, builds the QueueBox adapters
 # (Rust core Worker; Go and TypeScript wrappers over the native library), runs benchmarks/peers/harness.py, writes
 # benchmarks/results/peers-<date>.json and benchmarks/peers.md.
@@ -32,15 +33,21 @@ fi
 # QueueBox: the Rust core Worker adapter and libqueuebox for the Go wrapper (release builds).
 cargo build --quiet --release --manifest-path "$PEERS/queuebox/Cargo.toml"
 cp "$CARGO_TARGET_DIR/release/queuebox-peers-bench" "$BIN/"
-cargo build --quiet --release -p queuebox-c
+# The wrappers' adapters are built only when PEERS_ONLY selects them (or is unset).
+wanted() { [ -z "${PEERS_ONLY:-}" ] || [[ " $PEERS_ONLY " == *" $1 "* ]]; }
 NATIVE="$CARGO_TARGET_DIR/release"
-(cd "$PEERS/queuebox-go" && CGO_LDFLAGS="-L$NATIVE -Wl,-rpath,$NATIVE" go build -o "$BIN/queuebox-go" .)
+if wanted queuebox-go; then
+  cargo build --quiet --release -p queuebox-c
+  (cd "$PEERS/queuebox-go" && CGO_LDFLAGS="-L$NATIVE -Wl,-rpath,$NATIVE" go build -o "$BIN/queuebox-go" .)
+fi
 (cd "$PEERS/river" && go build -o "$BIN/river" .)
 # The TypeScript wrapper: the napi addon (release) and clients/typescript's compiled output.
-cargo build --quiet --release -p queuebox-node
-cp "$NATIVE/libqueuebox_node.so" "$BIN/queuebox.node"
-export QUEUEBOX_NATIVE_PATH="$BIN/queuebox.node"
-(cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build:ts)
+if wanted queuebox-ts; then
+  cargo build --quiet --release -p queuebox-node
+  cp "$NATIVE/libqueuebox_node.so" "$BIN/queuebox.node"
+  export QUEUEBOX_NATIVE_PATH="$BIN/queuebox.node"
+  (cd clients/typescript && { [ -d node_modules ] || npm ci --no-audit --no-fund --loglevel=error; } && npm run --silent build:ts)
+fi
 
 ver() { node -p "require('$PEERS/node/node_modules/$1/package.json').version"; }
 PEERS_VERSIONS=$(cat <<JSON
@@ -50,7 +57,8 @@ PEERS_VERSIONS=$(cat <<JSON
  "go": "$(go env GOVERSION)",
  "procrastinate": "$("$PEERS_VENV/bin/python" -c 'import importlib.metadata as m; print(m.version("procrastinate"))')",
  "python": "$("$PEERS_VENV/bin/python" -c 'import platform; print(platform.python_version())')",
- "queuebox": "$(git rev-parse --short HEAD)", "rustc": "$(rustc --version | cut -d' ' -f2)"}
+ "queuebox": "$(git rev-parse --short HEAD)", "rustc": "$(rustc --version | cut -d' ' -f2)",
+ "pgbench": "$(pgbench --version | cut -d' ' -f3)"}
 JSON
 )
 DATE="${PEERS_DATE:-$(date -u +%F)}"
