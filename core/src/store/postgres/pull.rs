@@ -21,7 +21,7 @@ pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result
     } else {
         m.delay.map(|d| d.as_millis() as f64).unwrap_or(0.0)
     };
-    let id: Option<Uuid> = sqlx::query_scalar(store.sql(sql::INSERT))
+    let row: Option<(Uuid, bool)> = sqlx::query_as(store.sql(sql::INSERT))
         .bind(&m.source)
         .bind(&m.idempotency_key)
         .bind(&m.aggregate_id)
@@ -37,8 +37,10 @@ pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result
         .fetch_optional(store.pool())
         .await
         .map_err(|e| db_err("inbox insert", e))?;
-    match id {
-        Some(id) => Ok(InsertOutcome::Inserted(id)),
+    match row {
+        Some((id, true)) => Ok(InsertOutcome::Inserted(id)),
+        Some((id, false)) => Ok(InsertOutcome::Duplicate(id)),
+        // A duplicate of a row committed after the INSERT's snapshot (see sql::INSERT).
         None => {
             let existing: Uuid = sqlx::query_scalar(store.sql(sql::LOOKUP_ID))
                 .bind(&m.source)

@@ -47,9 +47,15 @@ macro_rules! outbox_fence {
 
 // ---- pull rows and the inbox insert (`pull.rs`) ----
 
+// One round trip for a new row and for a duplicate alike (as SQL Server's INSERT): the
+// second branch reads the existing row's id in the statement's snapshot. A repeat whose first
+// row committed after that snapshot was taken (two inserts of one key racing) returns no row;
+// the caller then asks again with LOOKUP_ID, which takes a new snapshot.
 /// One inbox row; `$9` (a dead reason) stores it dead at once; `$11`, `$12` the trace
-/// context; a repeat of `(source, idempotency_key)` returns no row.
+/// context. Returns `(id, is_new)`: the new row's id and true, or for a repeat of
+/// `(source, idempotency_key)` the stored row's id and false (or no row, see above).
 pub const INSERT: &str = "
+WITH qb_new AS (
 INSERT INTO {inbox} ({inbox.source}, {inbox.idempotency_key}, {inbox.aggregate_id}, {inbox.event_type}, {inbox.payload}, {inbox.headers},
                    {inbox.correlation_id}, {inbox.consumption}, {inbox.state}, {inbox.last_error}, {inbox.scheduled_at},
                    {inbox.traceparent}, {inbox.tracestate})
@@ -57,9 +63,13 @@ VALUES ($1, $2, $3, $4, $5, $6, $7, $8,
         CASE WHEN $9::text IS NULL THEN 'pending' ELSE 'dead' END, $9,
         clock_timestamp() + make_interval(secs => $10::float8 / 1000), $11, $12)
 ON CONFLICT {inbox.dedup} DO NOTHING
-RETURNING {=inbox.id}";
+RETURNING {=inbox.id})
+SELECT id, true AS is_new FROM qb_new
+UNION ALL
+SELECT {=inbox.id}, false AS is_new FROM {inbox}
+ WHERE {inbox.source} = $1 AND {inbox.idempotency_key} = $2 AND NOT EXISTS (SELECT 1 FROM qb_new)";
 
-/// The stored id of a duplicate insert.
+/// The stored id of a duplicate insert whose first row the INSERT's snapshot did not see.
 pub const LOOKUP_ID: &str =
     "SELECT {=inbox.id} FROM {inbox} WHERE {inbox.source} = $1 AND {inbox.idempotency_key} = $2";
 
