@@ -3,7 +3,11 @@
 # `./queuebox migrate`, start it with the example configuration it ships
 # (relay.example.yml), then POST a pull message (stored for a worker) and a push message
 # (forwarded by the relay into the outbox under its topic) and check both rows in
-# PostgreSQL. The aarch64 binary runs under qemu-user; the musl one is static and runs as is.
+# PostgreSQL. Then `./queuebox migrate` once more over TLS (scripts/postgres-tls.sh: a
+# TLS-only cluster, verify-full with its CA and a client certificate), and refused with a CA
+# that did not sign the server's certificate: the binary's own TLS stack (rustls, ring, the
+# static musl build's too) verifies. The aarch64 binary runs under qemu-user; the x86_64
+# musl one is static and runs as is.
 set -euo pipefail
 source tests/install/lib.sh
 ffi_need_apt curl curl
@@ -11,7 +15,28 @@ tarballs=("$dist"/relay/queuebox-*.tar.gz)
 [ -e "${tarballs[0]}" ] || { echo "install-relay: no tarball in $dist/relay" >&2; exit 1; }
 install_dir=$(install_workdir relay)
 relay_pid=
-trap '[ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null; wait 2>/dev/null; install_cleanup' EXIT
+tls_port=
+# The TLS cluster's directory: the postgres user must reach it (the install dir is 0700).
+tls_pg() { QB_PG_TLS_PORT=$tls_port QB_PG_TLS_DIR="/tmp/qb-install-relay-tls-$tls_port" bash "$repo/scripts/postgres-tls.sh" "$1"; }
+trap '[ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null; wait 2>/dev/null; [ -n "$tls_port" ] && tls_pg stop >/dev/null 2>&1; install_cleanup' EXIT
+
+# relay_tls_migrate <triple> <runner>: migrate over TLS, then refused with the wrong CA.
+relay_tls_migrate() {
+  local certs url err
+  if [ -z "$tls_port" ]; then
+    tls_port=$((20000 + RANDOM % 20000))
+    tls_pg start >/dev/null 2>&1 || { tls_pg start >&2; return 1; }
+  fi
+  certs="/tmp/qb-install-relay-tls-$tls_port.certs"
+  url="postgres://postgres@localhost:$tls_port/queuebox?sslmode=verify-full&sslcert=$certs/client-postgres.crt&sslkey=$certs/client-postgres.key"
+  $2 ./queuebox migrate --database-url "$url&sslrootcert=$certs/ca.crt" >/dev/null
+  [ "$(psql "$url&sslrootcert=$certs/ca.crt" -X -tA -c 'SELECT count(*) > 0 FROM queuebox_schema_history')" = t ] ||
+    { echo "install-relay ($1): migrate over TLS left no schema history" >&2; return 1; }
+  if err=$($2 ./queuebox migrate --database-url "$url&sslrootcert=$certs/other-ca.crt" 2>&1); then
+    echo "install-relay ($1): migrate over TLS with a CA that did not sign the server passed" >&2; return 1
+  fi
+  echo "install-relay ($1): migrate over TLS (verify-full, client certificate) passed; with another CA refused: $(echo "$err" | grep -m1 -oiE '[^:]*(certificate|issuer)[^.]*' || echo "$err" | tail -1)"
+}
 
 # relay_quickstart <tarball>: the quick start with one tarball's binary.
 relay_quickstart() {
@@ -56,8 +81,9 @@ relay_quickstart() {
     return 1
   fi
   ffi_drop_db "$install_db_name"; install_db_name=
-  cd "$repo"
   echo "install-relay ($triple): the packaged relay migrated, stored a pull row and forwarded a push row into the outbox"
+  relay_tls_migrate "$triple" "$run"
+  cd "$repo"
 }
 
 for tarball in "${tarballs[@]}"; do relay_quickstart "$tarball"; done
