@@ -54,13 +54,14 @@ pub async fn read_limited(headers: &HeaderMap, body: Body, limit: u64) -> Result
 
 /// The fallback handler of the data port: every inbox path, and 404 for anything else.
 pub async fn ingest(State(st): State<AppState>, req: Request) -> Response {
-    let path = req.uri().path().to_string();
-    let base = &st.cfg.inbox.base_path;
-    let source = path
-        .strip_prefix(base.as_str())
+    // Borrowed from the shared configuration: no copy of the source per request.
+    let cfg = &st.cfg;
+    let source = req
+        .uri()
+        .path()
+        .strip_prefix(cfg.inbox.base_path.as_str())
         .filter(|p| p.starts_with('/'))
-        .and_then(|p| st.cfg.http_source_at(p))
-        .cloned();
+        .and_then(|p| cfg.http_source_at(p));
     let Some(source) = source else {
         return error(StatusCode::NOT_FOUND, "Not found");
     };
@@ -73,7 +74,7 @@ pub async fn ingest(State(st): State<AppState>, req: Request) -> Response {
         .and_then(|v| v.to_str().ok())
         .map(str::to_string);
     let t0 = std::time::Instant::now();
-    let mut resp = handle(&st, &source, req).await;
+    let mut resp = handle(&st, source, req).await;
     st.metrics.observe(
         "queuebox_inbox_ingest_duration_seconds",
         &[("source", &source.name)],
