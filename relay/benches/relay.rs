@@ -4,8 +4,18 @@
 //! - delivery baseline: a plain loop that selects rows, POSTs them and marks them sent,
 //!   with the same concurrency and no lease protocol.
 //!
-//! Writes benchmarks/results/relay.json. Needs QUEUEBOX_TEST_DATABASE_URL's server.
+//! Ingest runs in rounds (`QB_RELAY_BENCH_ROUNDS`, default 5): each round measures every
+//! variant on a fresh database, the variants' order rotating from round to round so that a
+//! burst of load from elsewhere on the machine does not always land on the same one; the
+//! result is the median of the rounds with their range. `QB_RELAY_BENCH_BEFORE=<path>` adds
+//! an earlier `queuebox` binary as a third variant of the same rounds (before / after in one
+//! run). `QB_RELAY_BENCH_SECONDS` sets each load's length (default 5),
+//! `QB_RELAY_BENCH_DELIVERY=0` skips the delivery part.
+//!
+//! Writes benchmarks/results/relay-<UTC date>.json (`QB_RELAY_BENCH_OUT` names another file
+//! there). Needs QUEUEBOX_TEST_DATABASE_URL's server.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -17,8 +27,18 @@ use queuebox_core::store::postgres::PgStore;
 use serde_json::json;
 
 const CLIENTS: usize = 32;
-const SECONDS: u64 = 5;
 const ROWS: usize = 3000;
+
+fn env_num(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn seconds() -> u64 {
+    env_num("QB_RELAY_BENCH_SECONDS", 5)
+}
 
 fn server() -> String {
     let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
@@ -44,15 +64,28 @@ async fn fresh_db(tag: &str) -> (String, PgStore) {
     (url, store)
 }
 
-/// Closed-loop load: CLIENTS tasks POST for SECONDS; `key(i)` gives each request's id.
+async fn drop_db(url: &str, store: PgStore) {
+    store.pool().close().await;
+    let name = url.rsplit_once('/').unwrap().1;
+    let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
+        .await
+        .unwrap();
+    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+        .execute(admin.pool())
+        .await
+        .unwrap();
+}
+
+/// Closed-loop load: CLIENTS tasks POST for `seconds()`; `key(i)` gives each request's id.
 async fn load(url: String, key: Arc<dyn Fn(u64) -> String + Send + Sync>) -> (f64, u64) {
+    let seconds = seconds();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(CLIENTS)
         .build()
         .unwrap();
     let n = Arc::new(AtomicU64::new(0));
     let errors = Arc::new(AtomicU64::new(0));
-    let end = Instant::now() + Duration::from_secs(SECONDS);
+    let end = Instant::now() + Duration::from_secs(seconds);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
     for _ in 0..CLIENTS {
@@ -127,7 +160,11 @@ fn relay_config(db: &str, port: u16, receiver: u16, outbox: bool) -> tempfile::N
 }
 
 async fn spawn_relay(cfg: &std::path::Path, port: u16) -> tokio::process::Child {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_queuebox"));
+    spawn_relay_bin(env!("CARGO_BIN_EXE_queuebox"), cfg, port).await
+}
+
+async fn spawn_relay_bin(bin: &str, cfg: &std::path::Path, port: u16) -> tokio::process::Child {
+    let mut cmd = tokio::process::Command::new(bin);
     for (k, _) in std::env::vars().filter(|(k, _)| k.starts_with("QUEUEBOX_")) {
         cmd.env_remove(k);
     }
@@ -224,8 +261,163 @@ impl JsonBody for reqwest::RequestBuilder {
     }
 }
 
+/// One ingest variant: a relay binary, the bare handler in this process (the load
+/// generator's own runtime, as in the first measurement), or the bare handler in a process
+/// of its own (this executable again, see [`serve_baseline`]), like the relay.
+#[derive(Clone)]
+enum Variant {
+    Relay { name: &'static str, bin: String },
+    Baseline,
+    BaselineProcess,
+}
+
+impl Variant {
+    fn name(&self) -> &'static str {
+        match self {
+            Variant::Relay { name, .. } => name,
+            Variant::Baseline => "baseline",
+            Variant::BaselineProcess => "baselineProcess",
+        }
+    }
+}
+
+/// CPU seconds (user + system) a process has used so far, from /proc.
+fn cpu_secs(pid: Option<u32>) -> Option<f64> {
+    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    Some(ticks / 100.0)
+}
+
+/// The bare handler alone, on `QB_RELAY_BENCH_BASELINE_SERVE=<port> <database url>`.
+async fn serve_baseline(spec: &str) {
+    let (port, url) = spec.split_once(' ').unwrap();
+    let store = PgStore::connect(url, 16).await.unwrap();
+    let l = tokio::net::TcpListener::bind(("127.0.0.1", port.parse::<u16>().unwrap()))
+        .await
+        .unwrap();
+    let app = axum::Router::new()
+        .route("/inbox/orders", axum::routing::post(baseline_insert))
+        .with_state(store);
+    axum::serve(l, app).await.unwrap();
+}
+
+struct Measured {
+    fresh: f64,
+    dup: f64,
+    errors: u64,
+    /// The server process's CPU per request (µs), fresh keys and duplicates; not for the
+    /// in-process baseline.
+    cpu_us: Option<(f64, f64)>,
+}
+
+/// One round of one variant on a fresh database.
+async fn ingest_round(v: &Variant, rx_port: u16) -> Measured {
+    let (db, store) = fresh_db("ingest").await;
+    let (url, pid, stop): (String, Option<u32>, Box<dyn FnOnce()>) = match v {
+        Variant::Relay { bin, .. } => {
+            let port = free_port();
+            let cfg = relay_config(&db, port, rx_port, false);
+            let relay = spawn_relay_bin(bin, cfg.path(), port).await;
+            let pid = relay.id();
+            let stop = move || {
+                let mut relay = relay;
+                let _ = relay.start_kill();
+                drop(cfg);
+            };
+            (
+                format!("http://127.0.0.1:{port}/inbox/orders"),
+                pid,
+                Box::new(stop),
+            )
+        }
+        Variant::BaselineProcess => {
+            let port = free_port();
+            let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
+            let child = cmd
+                .env("QB_RELAY_BENCH_BASELINE_SERVE", format!("{port} {db}"))
+                .kill_on_drop(true)
+                .spawn()
+                .unwrap();
+            for _ in 0..600 {
+                if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                    .await
+                    .is_ok()
+                {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let pid = child.id();
+            let stop = move || {
+                let mut child = child;
+                let _ = child.start_kill();
+            };
+            (
+                format!("http://127.0.0.1:{port}/inbox/orders"),
+                pid,
+                Box::new(stop),
+            )
+        }
+        Variant::Baseline => {
+            let bl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+            let bl_port = bl.local_addr().unwrap().port();
+            let app = axum::Router::new()
+                .route("/inbox/orders", axum::routing::post(baseline_insert))
+                .with_state(store.clone());
+            let server = tokio::spawn(async move { axum::serve(bl, app).await.unwrap() });
+            (
+                format!("http://127.0.0.1:{bl_port}/inbox/orders"),
+                None,
+                Box::new(move || server.abort()),
+            )
+        }
+    };
+    let c0 = cpu_secs(pid);
+    let (fresh, e1) = load(url.clone(), Arc::new(|i| format!("k{i}"))).await;
+    let c1 = cpu_secs(pid);
+    let (dup, e2) = load(url, Arc::new(|i| format!("k{}", i % 1000))).await;
+    let c2 = cpu_secs(pid);
+    stop();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop_db(&db, store).await;
+    let secs = seconds() as f64;
+    let cpu_us = match (c0, c1, c2) {
+        (Some(a), Some(b), Some(c)) => {
+            Some(((b - a) * 1e6 / (fresh * secs), (c - b) * 1e6 / (dup * secs)))
+        }
+        _ => None,
+    };
+    Measured {
+        fresh,
+        dup,
+        errors: e1 + e2,
+        cpu_us,
+    }
+}
+
+fn median(v: &[f64]) -> f64 {
+    let mut s = v.to_vec();
+    s.sort_by(|a, b| a.partial_cmp(b).unwrap());
+    let n = s.len();
+    if n % 2 == 1 {
+        s[n / 2]
+    } else {
+        (s[n / 2 - 1] + s[n / 2]) / 2.0
+    }
+}
+
+fn stats(v: &[f64]) -> serde_json::Value {
+    let min = v.iter().cloned().fold(f64::INFINITY, f64::min);
+    let max = v.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    json!({"median": median(v), "min": min, "max": max, "rounds": v})
+}
+
 #[tokio::main]
 async fn main() {
+    if let Ok(spec) = std::env::var("QB_RELAY_BENCH_BASELINE_SERVE") {
+        return serve_baseline(&spec).await;
+    }
     // A receiver that answers 200 at once.
     let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rx_port = rx.local_addr().unwrap().port();
@@ -235,55 +427,109 @@ async fn main() {
             .unwrap()
     });
 
-    // Ingest: the relay (outbox off, relay off) vs a bare axum INSERT handler.
-    let (db, _store) = fresh_db("ingest").await;
-    let port = free_port();
-    let cfg = relay_config(&db, port, rx_port, false);
-    let mut relay = spawn_relay(cfg.path(), port).await;
-    let url = format!("http://127.0.0.1:{port}/inbox/orders");
-    let (relay_fresh, e1) = load(url.clone(), Arc::new(|i| format!("k{i}"))).await;
-    let (relay_dup, e2) = load(url, Arc::new(|i| format!("k{}", i % 1000))).await;
-    relay.kill().await.ok();
+    // Ingest: the relay (outbox off, relay off) vs a bare axum INSERT handler, in rounds.
+    let rounds = env_num("QB_RELAY_BENCH_ROUNDS", 5).max(1) as usize;
+    let mut variants = vec![
+        Variant::Relay {
+            name: "relay",
+            bin: env!("CARGO_BIN_EXE_queuebox").to_string(),
+        },
+        Variant::Baseline,
+        Variant::BaselineProcess,
+    ];
+    if let Ok(bin) = std::env::var("QB_RELAY_BENCH_BEFORE") {
+        variants.push(Variant::Relay {
+            name: "before",
+            bin,
+        });
+    }
+    let mut fresh: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut dup: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut cpu_fresh: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut cpu_dup: BTreeMap<&str, Vec<f64>> = BTreeMap::new();
+    let mut errors = 0;
+    for round in 0..rounds {
+        for k in 0..variants.len() {
+            let v = &variants[(round + k) % variants.len()];
+            let m = ingest_round(v, rx_port).await;
+            eprintln!(
+                "round {round} {:>15}: fresh {:7.0} req/s, duplicates {:7.0} req/s, errors {}, server CPU µs/request {:?}",
+                v.name(),
+                m.fresh,
+                m.dup,
+                m.errors,
+                m.cpu_us
+            );
+            fresh.entry(v.name()).or_default().push(m.fresh);
+            dup.entry(v.name()).or_default().push(m.dup);
+            if let Some((f, d)) = m.cpu_us {
+                cpu_fresh.entry(v.name()).or_default().push(f);
+                cpu_dup.entry(v.name()).or_default().push(d);
+            }
+            errors += m.errors;
+        }
+    }
+    // Per-round ratios (same round, close in time) as well as the ratio of the medians.
+    let ratios = |m: &BTreeMap<&str, Vec<f64>>, a: &str, b: &str| {
+        let r: Vec<f64> = m[a].iter().zip(&m[b]).map(|(x, y)| x / y).collect();
+        json!({"ofMedians": median(&m[a]) / median(&m[b]), "perRound": stats(&r)})
+    };
+    let mut ingest = json!({ "errors": errors });
+    for (part, m, cpu) in [
+        ("freshKeys", &fresh, &cpu_fresh),
+        ("duplicates", &dup, &cpu_dup),
+    ] {
+        let mut p = json!({});
+        for (name, v) in m {
+            p["rps"][name] = stats(v);
+        }
+        for (name, v) in cpu {
+            p["serverCpuMicrosPerRequest"][name] = stats(v);
+        }
+        p["relayOverBaseline"] = ratios(m, "relay", "baseline");
+        p["relayOverBaselineProcess"] = ratios(m, "relay", "baselineProcess");
+        if m.contains_key("before") {
+            p["beforeOverBaseline"] = ratios(m, "before", "baseline");
+            p["beforeOverBaselineProcess"] = ratios(m, "before", "baselineProcess");
+            p["relayOverBefore"] = ratios(m, "relay", "before");
+        }
+        ingest[part] = p;
+    }
 
-    let (db2, store2) = fresh_db("baseline").await;
-    let _ = db2;
-    let bl = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let bl_port = bl.local_addr().unwrap().port();
-    let app = axum::Router::new()
-        .route("/inbox/orders", axum::routing::post(baseline_insert))
-        .with_state(store2.clone());
-    tokio::spawn(async move { axum::serve(bl, app).await.unwrap() });
-    let burl = format!("http://127.0.0.1:{bl_port}/inbox/orders");
-    let (base_fresh, e3) = load(burl.clone(), Arc::new(|i| format!("k{i}"))).await;
-    let (base_dup, e4) = load(burl, Arc::new(|i| format!("k{}", i % 1000))).await;
-
-    // Delivery: the relay's outbox loop vs the plain loop, ROWS rows each.
-    let (db3, store3) = fresh_db("deliver").await;
-    insert_rows(&store3).await;
-    let port = free_port();
-    let cfg = relay_config(&db3, port, rx_port, true);
-    let t_start = Instant::now();
-    let mut relay = spawn_relay(cfg.path(), port).await;
-    let startup = t_start.elapsed().as_secs_f64();
-    let relay_rows = wait_sent(&store3).await;
-    relay.kill().await.ok();
-    let (_, store4) = fresh_db("deliverbase").await;
-    insert_rows(&store4).await;
-    let base_rows = baseline_delivery(&store4, rx_port).await;
+    // Delivery: the relay's outbox loop vs the plain loop, ROWS rows each (one round).
+    let delivery = if env_num("QB_RELAY_BENCH_DELIVERY", 1) == 0 {
+        serde_json::Value::Null
+    } else {
+        let (db3, store3) = fresh_db("deliver").await;
+        insert_rows(&store3).await;
+        let port = free_port();
+        let cfg = relay_config(&db3, port, rx_port, true);
+        let t_start = Instant::now();
+        let mut relay = spawn_relay(cfg.path(), port).await;
+        let startup = t_start.elapsed().as_secs_f64();
+        let relay_rows = wait_sent(&store3).await;
+        relay.kill().await.ok();
+        drop_db(&db3, store3).await;
+        let (db4, store4) = fresh_db("deliverbase").await;
+        insert_rows(&store4).await;
+        let base_rows = baseline_delivery(&store4, rx_port).await;
+        drop_db(&db4, store4).await;
+        json!({"relayRowsPerSec": relay_rows, "baselineRowsPerSec": base_rows, "ratio": relay_rows / base_rows, "relayStartupSecs": startup})
+    };
 
     let out = json!({
+        "date": chrono::Utc::now().to_rfc3339(),
         "machine": {"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
-        "settings": {"clients": CLIENTS, "seconds": SECONDS, "deliveryRows": ROWS, "outboxConcurrency": 16, "outboxBatchSize": 100},
-        "ingest": {
-            "freshKeys": {"relayRps": relay_fresh, "baselineRps": base_fresh, "ratio": relay_fresh / base_fresh, "errors": e1 + e3},
-            "duplicates": {"relayRps": relay_dup, "baselineRps": base_dup, "ratio": relay_dup / base_dup, "errors": e2 + e4},
-        },
-        "delivery": {"relayRowsPerSec": relay_rows, "baselineRowsPerSec": base_rows, "ratio": relay_rows / base_rows, "relayStartupSecs": startup},
+        "settings": {"clients": CLIENTS, "seconds": seconds(), "rounds": rounds, "variants": variants.iter().map(Variant::name).collect::<Vec<_>>(), "deliveryRows": ROWS, "outboxConcurrency": 16, "outboxBatchSize": 100},
+        "ingest": ingest,
+        "delivery": delivery,
     });
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/results");
     std::fs::create_dir_all(dir).unwrap();
+    let file = std::env::var("QB_RELAY_BENCH_OUT")
+        .unwrap_or_else(|_| format!("relay-{}.json", chrono::Utc::now().format("%Y-%m-%d")));
     std::fs::write(
-        format!("{dir}/relay.json"),
+        format!("{dir}/{file}"),
         serde_json::to_string_pretty(&out).unwrap(),
     )
     .unwrap();
