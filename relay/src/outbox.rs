@@ -503,18 +503,19 @@ pub(crate) fn after_failure(st: &AppState, row: &OutboxRow) -> Decision {
     row_policy(st, row).decide_now(row.attempt.max(0) as u32)
 }
 
-/// What a failed publish of `row` leads to: [`after_failure`], except that a destination that
-/// could not be reached never makes the row dead. The message is not at fault when a broker
-/// is down or restarting, so once its attempts are spent the row keeps waiting on the capped
-/// backoff until the destination is back (a rejection still makes it dead). Before, a RabbitMQ
-/// restart longer than the attempts' schedule dead-lettered every row in flight (issue 18's
-/// chaos ledger, path publish-rabbit: 39 of 300 committed publishes never delivered).
+/// What a failed publish of `row` leads to: [`after_failure`] (dead once the row's attempts
+/// are spent, as the reference has it), except with `outbox.retryUnreachableForever`: then a
+/// destination that could not be reached never makes the row dead, because the message is
+/// not at fault while a broker is down or restarting; the row keeps waiting on the capped
+/// backoff until the destination is back (a rejection still makes it dead). Issue 18's chaos
+/// ledger: a RabbitMQ restart longer than the rows' schedule dead-lettered every row in flight.
 fn after_publish_failure(
     st: &AppState,
     row: &OutboxRow,
     e: &crate::destinations::PublishError,
 ) -> Decision {
-    let unreachable = matches!(e, crate::destinations::PublishError::Unavailable(_));
+    let unreachable = st.cfg.outbox.retry_unreachable_forever
+        && matches!(e, crate::destinations::PublishError::Unavailable(_));
     publish_failure_decision(
         &row_policy(st, row),
         row.attempt.max(0) as u32,
@@ -577,8 +578,10 @@ mod publish_failure_tests {
         }
     }
 
+    // `unreachable` below is "unreachable, with outbox.retryUnreachableForever on"; off (the
+    // default), every failure takes the reference's rule, which the second test pins.
     #[test]
-    fn an_unreachable_destination_never_makes_a_row_dead() {
+    fn an_unreachable_destination_never_makes_a_row_dead_when_asked() {
         let p = policy(5);
         // Attempts spent: a rejection is dead, an unreachable destination waits the capped
         // backoff (1 s doubling, at most 60 s) and tries again.

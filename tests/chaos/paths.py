@@ -715,10 +715,9 @@ class PublishToRabbit(ChaosPath):
             ch.exchange_declare(self.exchange, "topic", durable=True)
             ch.queue_declare(self.queue, durable=True)
             ch.queue_bind(self.queue, self.exchange, "#")
-        # The application's rows carry the publish default of 5 attempts (the row's
-        # max_attempts decides, not outbox.maxAttempts), which the 50 ms schedule spends in
-        # 1.5 s: a RabbitMQ restart outlasts them, and the relay must keep such rows waiting
-        # rather than dead (relay/src/outbox.rs, after_publish_failure).
+        # The row's max_attempts decides, not outbox.maxAttempts: the publisher gives its rows
+        # 30 (the publish default of 5 lasts 1.5 s on the 50 ms schedule, which a RabbitMQ
+        # restart outlasts; the relay then dead-letters them, as the reference says).
         self._relay(f"""destinations:
   bus:
     type: rabbitmq

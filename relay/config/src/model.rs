@@ -182,6 +182,11 @@ pub struct OutboxConfig {
     pub claim_timeout_ms: u64,
     pub pending_gauge_interval_ms: u64,
     pub shutdown_timeout_ms: u64,
+    /// A destination the relay could not reach (connection refused or lost, a broker
+    /// timeout) fails an attempt like any failure, so a row whose attempts are spent goes
+    /// dead (reference §3.1). `true` keeps such rows retrying on the capped backoff (60 s)
+    /// until the destination is back; rejections still make them dead.
+    pub retry_unreachable_forever: bool,
 }
 impl Default for OutboxConfig {
     fn default() -> Self {
@@ -195,6 +200,7 @@ impl Default for OutboxConfig {
             claim_timeout_ms: 300_000,
             pending_gauge_interval_ms: 5000,
             shutdown_timeout_ms: 30_000,
+            retry_unreachable_forever: false,
         }
     }
 }

@@ -36,6 +36,29 @@ fn a_valid_file_loads_with_defaults() {
 }
 
 #[test]
+fn retry_unreachable_forever_is_off_unless_asked_for() {
+    let c = from_yaml_with_env(BASE, &[]).unwrap();
+    assert!(
+        !c.outbox.retry_unreachable_forever,
+        "the reference's rule by default"
+    );
+    let y = format!("{BASE}outbox:\n  retryUnreachableForever: true\n");
+    assert!(
+        from_yaml_with_env(&y, &[])
+            .unwrap()
+            .outbox
+            .retry_unreachable_forever
+    );
+    let e = env(&[("QUEUEBOX_OUTBOX_RETRYUNREACHABLEFOREVER", "true")]);
+    assert!(
+        from_yaml_with_env(BASE, &e)
+            .unwrap()
+            .outbox
+            .retry_unreachable_forever
+    );
+}
+
+#[test]
 fn every_mistake_is_listed_with_its_path_and_a_hint() {
     let y = format!("{BASE}outbox:\n  batchSzie: 3\nserver:\n  htpPort: 1\n");
     let mut y = y.replace("destination: hooks", "destination: hookz");

@@ -33,7 +33,7 @@ use crate::metrics::Metrics;
 pub use queuebox_brokers::OutboundMessage;
 
 /// Why a publish failed. Every variant fails the attempt (the retry policy decides what
-/// follows, except that `Unavailable` never makes a row dead: see
+/// follows; with `outbox.retryUnreachableForever`, `Unavailable` never makes a row dead: see
 /// `outbox::after_publish_failure`); the text goes to `last_error` after redaction.
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
