@@ -5,7 +5,9 @@
 #   dist/c/        queuebox-c-<v>-<triple>.tar.gz               (header, .a, .so, pkg-config)
 #   dist/go/       a file GOPROXY serving github.com/alternayte/queuebox/clients/go @ v<v>
 #                  (header + lib/<goos>_<goarch>/libqueuebox.a inside the module)
-#   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_2_34_x86_64.whl (host only), the sdist
+#   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_2_34_x86_64.whl (the host's), the sdist,
+#                  and queuebox_inbox-<v>-cp39-abi3-manylinux_2_17_aarch64.manylinux2014_aarch64.whl
+#                  when QB_PACKAGE_TARGETS names aarch64-unknown-linux-gnu (or all)
 #   dist/npm/      @alternayte/queuebox-inbox and one package per platform (napi-rs layout)
 #   dist/nuget/    QueueBox.Inbox.<v>.nupkg   (lib/net45 built by mono, runtimes/<rid>/native/)
 #   dist/relay/    queuebox-<v>-<triple>.tar.gz                 (binary, LICENSE, example, migrations)
@@ -13,12 +15,16 @@
 # Usage: [QB_PACKAGE_TARGETS="<triple> ..."|all] bash scripts/package.sh [crates c go python npm nuget relay ...]
 # (default: every part). Targets, Rust triples:
 #   x86_64-unknown-linux-gnu   the host: every part, native cargo
-#   aarch64-unknown-linux-gnu  cross, cargo-zigbuild for glibc 2.17: c, go, npm, nuget (no wheel),
-#                              and the relay when QB_PACKAGE_TARGETS names it (all)
-# (musl is not a target: its static relay build was not finished and verified here; README.)
+#   aarch64-unknown-linux-gnu  cross, cargo-zigbuild for glibc 2.17: c, go, npm, nuget; the relay
+#                              and the manylinux2014 wheel (maturin --zig) when
+#                              QB_PACKAGE_TARGETS names it (all)
+#   x86_64-unknown-linux-musl  the relay only, a static binary (cargo-zigbuild, musl's crt-static,
+#                              OpenSSL and librdkafka built in): only when QB_PACKAGE_TARGETS
+#                              names it (all); the libraries are not built for musl (README)
 # The default, unset, is what CI builds: x86_64 and aarch64 glibc, without the cross relays
-# (their cold builds compile OpenSSL and librdkafka from source; tests/install/README.md has
-# the times). README.md "Install" has the table of what is built and tested.
+# and the aarch64 wheel (their cold builds compile OpenSSL and librdkafka, or a second
+# dependency tree, from source; tests/install/README.md has the times). README.md "Install"
+# has the table of what is built and tested.
 # Every native file is checked with scripts/elf-check.sh (machine, newest glibc symbol).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,7 +36,9 @@ bash scripts/version.sh >/dev/null # every manifest carries one version, or stop
 version=$(grep -m1 -E '^version = "' Cargo.toml | sed -E 's/^version = "([^"]+)"$/\1/')
 host=$(rustc -vV | sed -n 's/^host: //p')
 [ "$host" = x86_64-unknown-linux-gnu ] || { echo "package: the host $host is not linux x86_64 glibc, the only build host packaging knows" >&2; exit 1; }
-all_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
+# aarch64-unknown-linux-musl would take the same path as x86_64 musl, but was never built
+# here (time): not offered (README "Install").
+all_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl"
 ci_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
 targets=${QB_PACKAGE_TARGETS:-$ci_targets}
 [ "$targets" = all ] && targets=$all_targets
@@ -41,14 +49,15 @@ stage=$(mktemp -d)
 trap 'rm -rf "$stage"' EXIT
 log() { echo "package: $*"; }
 
-# The glibc targets asked for (all of them today), and the relay's: a cross relay only when
-# QB_PACKAGE_TARGETS names it, its cold build is long.
+# The glibc targets asked for (the libraries'), and the relay's and the wheels': a cross
+# build only when QB_PACKAGE_TARGETS names it, its cold build is long; musl is the relay's.
 gnu_targets() { for t in $targets; do case "$t" in *-gnu) echo "$t" ;; esac; done; }
 relay_targets() {
   for t in $targets; do
     if [ "$t" = "$host" ] || [ -n "${QB_PACKAGE_TARGETS:-}" ]; then echo "$t"; fi
   done
 }
+wheel_targets() { for t in $(relay_targets); do case "$t" in *-gnu) echo "$t" ;; esac; done; }
 # Per target: the arch name of elf-check.sh, Go's GOOS_GOARCH, napi-rs's platform, npm's
 # cpu, .NET's runtime identifier, and the newest glibc its native files may need.
 arch_of() { echo "${1%%-*}"; }
@@ -57,11 +66,13 @@ npmplat_of() { case "$1" in x86_64-*) echo linux-x64-gnu ;; aarch64-*) echo linu
 npmcpu_of() { case "$1" in x86_64-*) echo x64 ;; aarch64-*) echo arm64 ;; esac; }
 rid_of() { case "$1" in x86_64-*) echo linux-x64 ;; aarch64-*) echo linux-arm64 ;; esac; }
 # The host's own build needs the host's glibc; a cross build targets glibc 2.17 (zig links
-# against that version's symbols: manylinux2014, RHEL/CentOS 7 and everything newer).
+# against that version's symbols: manylinux2014, RHEL/CentOS 7 and everything newer); a musl
+# build is static (elf-check.sh: no NEEDED library, no program interpreter).
 cross_glibc=2.17
 glibc_of() {
   case "$1" in
     "$host") ldd --version | sed -n '1s/.* \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' ;;
+    *-musl) echo static ;;
     *) echo "$cross_glibc" ;;
   esac
 }
@@ -215,20 +226,37 @@ EOF
 pkg_python() {
   python_tools
   rm -rf "$dist/python"; mkdir -p "$dist/python"
-  # The host's wheel only, built natively: maturin picks the manylinux tag from the glibc
+  # The host's wheel, built natively: maturin picks the manylinux tag from the glibc
   # symbols the extension uses (auditwheel's rule; manylinux_2_34 here), and abi3-py39
-  # (bindings/python/Cargo.toml) makes one wheel for CPython >= 3.9. The zig-built
-  # manylinux2014 wheels (x86_64 and aarch64) are not built for now: two cold dependency trees
-  # made this part the longest of CI, and they were not re-verified after the fix of the
-  # crash the install test showed (the log thread re-taking the GIL at interpreter exit, a
-  # bug of the package, not of zig).
+  # (bindings/python/Cargo.toml) makes one wheel for CPython >= 3.9. A zig-built x86_64
+  # manylinux2014 wheel is not built (a second dependency tree of the host's arch, the
+  # longest part of CI when it was).
   log "maturin build --release (clients/python)"
   (cd clients/python && maturin build --quiet --release --strip --out "$dist/python")
-  whl=$(ls "$dist/python"/queuebox_inbox-"$version"-cp39-abi3-manylinux*x86_64.whl)
+  python_wheel_check x86_64 "$host"
+  # The aarch64 wheel, only when QB_PACKAGE_TARGETS names aarch64-unknown-linux-gnu (or all):
+  # zig links against glibc 2.17's symbols, so the wheel is manylinux2014 (maturin's
+  # auditwheel check refuses the tag if the extension needs a newer symbol).
+  local t
+  for t in $(wheel_targets); do
+    [ "$t" = "$host" ] && continue
+    zig_tools
+    log "maturin build --release --zig --compatibility manylinux2014 --target $t (clients/python)"
+    (cd clients/python && maturin build --quiet --release --strip --zig --compatibility manylinux2014 \
+      --target "$t" --out "$dist/python")
+    python_wheel_check "$(arch_of "$t")" "$t"
+  done
+  (cd clients/python && maturin sdist --out "$dist/python")
+}
+
+# python_wheel_check <arch> <triple>: the wheel of that arch holds an extension of the
+# target's machine, needing no newer glibc than the target's.
+python_wheel_check() {
+  local whl
+  whl=$(ls "$dist/python"/queuebox_inbox-"$version"-cp39-abi3-manylinux*"$1".whl)
   rm -rf "$stage/whl"; mkdir -p "$stage/whl"
   python3 -m zipfile -e "$whl" "$stage/whl"
-  elf_check "$(ls "$stage"/whl/queuebox_inbox/_native*.so)" "$host"
-  (cd clients/python && maturin sdist --out "$dist/python")
+  elf_check "$(ls "$stage"/whl/queuebox_inbox/_native*.so)" "$2"
 }
 
 pkg_npm() {
@@ -340,7 +368,13 @@ pkg_relay() {
 # Cargo.toml) the binary needs glibc and the system's OpenSSL 3 where it runs. A cross
 # build (kafka-static-cross) builds OpenSSL from source too and links it statically (the
 # target's libssl is not on this machine), and configures librdkafka with CMake, which takes
-# zig from the toolchain file cargo-zigbuild writes.
+# zig from the toolchain file cargo-zigbuild writes. A musl build is the same plus Rust's
+# musl default, crt-static: zig's musl libc linked in, one static binary (elf-check: no
+# NEEDED library, no interpreter) that runs on Alpine or any Linux of its arch. Its root
+# certificates: rustls (PostgreSQL, HTTP destinations) carries webpki-roots inside; the
+# system's file for RabbitMQ (rustls-native-certs) and Kafka (librdkafka, linked with a
+# static OpenSSL, probes /etc/ssl/certs/ca-certificates.crt and the other usual paths):
+# Alpine's ca-certificates package, or SSL_CERT_FILE (README "Install").
 # relay_build_failed <triple>: cargo prints a failing build script's whole output and the
 # end of a long log is often all that is kept, so repeat what says why last: the disk left
 # and the end of librdkafka's configure/make output (the build script most likely to fail).
@@ -357,7 +391,11 @@ relay_build_failed() {
 }
 relay_tarball() {
   local t=$1 kafka=kafka-static
-  [ "$t" = "$host" ] || kafka=kafka-static-cross
+  case "$t" in
+    "$host") ;;
+    *-musl) kafka=kafka-static-musl ;; # relay/brokers/Cargo.toml: OpenSSL's ENGINE API on musl
+    *) kafka=kafka-static-cross ;;
+  esac
   log "cargo build --release -p queuebox --features sqlserver,$kafka --target $t (the relay)"
   if ! cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka"; then
     relay_build_failed "$t"
