@@ -13,7 +13,7 @@
 mod logs;
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
@@ -160,6 +160,28 @@ fn migrate(py: Python<'_>, database_url: String) -> PyResult<Bound<'_, PyAny>> {
             .await
             .map(|r| r.applied)
             .map_err(err)
+    })
+}
+
+/// Waits, without the GIL, until the runtime has no task left or `timeout_ms` passed, and
+/// returns the tasks still alive; the package calls it at interpreter exit (`atexit`). A task
+/// that resolves an asyncio future takes the GIL on a runtime thread and can give it up
+/// inside (waking the event loop is a socket write), so a program that ends right after its
+/// last `await` may start finalizing meanwhile; that thread's return to the interpreter then
+/// aborts the process ("PyGILState_Release: thread state ... must be current"). Exit handlers
+/// run before finalization begins, so waiting here lets such a task finish first.
+#[pyfunction]
+fn quiesce(py: Python<'_>, timeout_ms: u64) -> usize {
+    let metrics = pyo3_async_runtimes::tokio::get_runtime().metrics();
+    py.detach(move || {
+        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
+        loop {
+            let alive = metrics.num_alive_tasks();
+            if alive == 0 || Instant::now() >= deadline {
+                return alive;
+            }
+            std::thread::sleep(Duration::from_millis(2));
+        }
     })
 }
 
@@ -513,6 +535,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(resolve_options, m)?)?;
     m.add_function(wrap_pyfunction!(publish_statement, m)?)?;
     m.add_function(wrap_pyfunction!(migrate, m)?)?;
+    m.add_function(wrap_pyfunction!(quiesce, m)?)?;
     m.add_function(wrap_pyfunction!(connect_database, m)?)?;
     m.add_function(wrap_pyfunction!(connect_worker, m)?)?;
     m.add_function(wrap_pyfunction!(logs::set_log_level, m)?)?;
