@@ -176,15 +176,7 @@ async fn spawn_relay_bin(bin: &str, cfg: &std::path::Path, port: u16) -> tokio::
         .kill_on_drop(true)
         .spawn()
         .unwrap();
-    for _ in 0..600 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_ok()
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait_for_port(port).await;
     child
 }
 
@@ -339,15 +331,7 @@ async fn ingest_round(v: &Variant, rx_port: u16) -> Measured {
                 .kill_on_drop(true)
                 .spawn()
                 .unwrap();
-            for _ in 0..600 {
-                if tokio::net::TcpStream::connect(("127.0.0.1", port))
-                    .await
-                    .is_ok()
-                {
-                    break;
-                }
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            wait_for_port(port).await;
             let pid = child.id();
             let stop = move || {
                 let mut child = child;
@@ -534,4 +518,18 @@ async fn main() {
     )
     .unwrap();
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
+}
+
+/// Waits up to 30 s for a server to accept connections on `port` (a spawned relay or
+/// baseline process).
+async fn wait_for_port(port: u16) {
+    for _ in 0..600 {
+        if tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_ok()
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
