@@ -5,26 +5,29 @@
 #   dist/c/        queuebox-c-<v>-<triple>.tar.gz               (header, .a, .so, pkg-config)
 #   dist/go/       a file GOPROXY serving github.com/alternayte/queuebox/clients/go @ v<v>
 #                  (header + lib/<goos>_<goarch>/libqueuebox.a inside the module)
-#   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_2_34_x86_64.whl (the host's), the sdist,
-#                  and queuebox_inbox-<v>-cp39-abi3-manylinux_2_17_aarch64.manylinux2014_aarch64.whl
-#                  when QB_PACKAGE_TARGETS names aarch64-unknown-linux-gnu (or all)
+#   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl,
+#                  the sdist, and the aarch64 manylinux2014 wheel when QB_PACKAGE_TARGETS
+#                  names aarch64-unknown-linux-gnu (or all)
 #   dist/npm/      @alternayte/queuebox-inbox and one package per platform (napi-rs layout)
 #   dist/nuget/    QueueBox.Inbox.<v>.nupkg   (lib/net45 built by mono, runtimes/<rid>/native/)
 #   dist/relay/    queuebox-<v>-<triple>.tar.gz                 (binary, LICENSE, example, migrations)
 #   dist/SHA256SUMS, dist/MANIFEST.txt (every artifact, its size, its platform)
 # Usage: [QB_PACKAGE_TARGETS="<triple> ..."|all] bash scripts/package.sh [crates c go python npm nuget relay ...]
 # (default: every part). Targets, Rust triples:
-#   x86_64-unknown-linux-gnu   the host: every part, native cargo
+#   x86_64-unknown-linux-gnu   the host. The libraries (c, go, python, npm, nuget) with
+#                              cargo-zigbuild for glibc 2.17, like aarch64; the relay with
+#                              native cargo (it links the host's OpenSSL 3: the host's glibc)
 #   aarch64-unknown-linux-gnu  cross, cargo-zigbuild for glibc 2.17: c, go, npm, nuget; the relay
-#                              and the manylinux2014 wheel (maturin --zig) when
-#                              QB_PACKAGE_TARGETS names it (all)
-#   x86_64-unknown-linux-musl  the relay only, a static binary (cargo-zigbuild, musl's crt-static,
-#                              OpenSSL and librdkafka built in): only when QB_PACKAGE_TARGETS
-#                              names it (all); the libraries are not built for musl (README)
+#                              and the manylinux2014 wheel when QB_PACKAGE_TARGETS names it (all)
+#   x86_64-unknown-linux-musl  only when QB_PACKAGE_TARGETS names it (all): the relay, a static
+#                              binary (cargo-zigbuild, musl's crt-static, OpenSSL and librdkafka
+#                              built in); C, Go, NuGet libraries for musl are not built (README)
 # The default, unset, is what CI builds: x86_64 and aarch64 glibc, without the cross relays
-# and the aarch64 wheel (their cold builds compile OpenSSL and librdkafka, or a second
-# dependency tree, from source; tests/install/README.md has the times). README.md "Install"
-# has the table of what is built and tested.
+# and the aarch64 wheel (their cold builds compile OpenSSL and librdkafka, or a Python tree,
+# from source; tests/install/README.md has the times). Each zig target is one dependency
+# tree (target/<triple>/release): the C library, the Node addon and the wheel share it (the
+# wheel: maturin with cargo-zigbuild as its cargo, see pkg_python). README.md "Install" has
+# the table of what is built and tested.
 # Every native file is checked with scripts/elf-check.sh (machine, newest glibc symbol).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -65,18 +68,20 @@ goplat_of() { case "$1" in x86_64-*) echo linux_amd64 ;; aarch64-*) echo linux_a
 npmplat_of() { case "$1" in x86_64-*) echo linux-x64-gnu ;; aarch64-*) echo linux-arm64-gnu ;; esac; }
 npmcpu_of() { case "$1" in x86_64-*) echo x64 ;; aarch64-*) echo arm64 ;; esac; }
 rid_of() { case "$1" in x86_64-*) echo linux-x64 ;; aarch64-*) echo linux-arm64 ;; esac; }
-# The host's own build needs the host's glibc; a cross build targets glibc 2.17 (zig links
-# against that version's symbols: manylinux2014, RHEL/CentOS 7 and everything newer); a musl
-# build is static (elf-check.sh: no NEEDED library, no program interpreter).
-cross_glibc=2.17
+# Every glibc library build, the host's arch too, targets glibc 2.17 (zig links against that
+# version's symbols: manylinux2014, RHEL/CentOS 7 and everything newer); a musl build is
+# static (elf-check.sh: no NEEDED library, no program interpreter). The host's relay alone is
+# built by native cargo and needs the host's glibc (relay_glibc_of).
+zig_glibc=2.17
 glibc_of() {
   case "$1" in
-    "$host") ldd --version | sed -n '1s/.* \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p' ;;
     *-musl) echo static ;;
-    *) echo "$cross_glibc" ;;
+    *) echo "$zig_glibc" ;;
   esac
 }
-elf_check() { bash "$root/scripts/elf-check.sh" "$1" "$(arch_of "$2")" "$(glibc_of "$2")"; }
+host_glibc() { ldd --version | sed -n '1s/.* \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p'; }
+relay_glibc_of() { if [ "$1" = "$host" ]; then host_glibc; else glibc_of "$1"; fi; }
+elf_check() { bash "$root/scripts/elf-check.sh" "$1" "$(arch_of "$2")" "${3:-$(glibc_of "$2")}"; }
 
 # need_apt <command> <package>: installs the Debian package when the command is missing.
 need_apt() {
@@ -107,21 +112,17 @@ zig_tools() {
   done
 }
 
-# cargo_build <triple> <cargo args...>: a --release build for the target, cargo for the host
-# (the shared target dir the tests use), cargo-zigbuild for the others.
+# cargo_build <triple> <cargo args...>: a --release build for the target with cargo-zigbuild
+# (glibc 2.17 for a -gnu triple), the host's arch too: its files in target/<triple>/release,
+# apart from the native host build of the other tests (target/release).
+zig_target_of() { case "$1" in *-gnu) echo "$1.$zig_glibc" ;; *) echo "$1" ;; esac; }
 cargo_build() {
   local t=$1; shift
-  if [ "$t" = "$host" ]; then
-    cargo build --quiet --release "$@"
-  else
-    zig_tools
-    local zt=$t
-    case "$t" in *-gnu) zt="$t.$cross_glibc" ;; esac
-    cargo zigbuild --quiet --release --target "$zt" "$@"
-  fi
+  zig_tools
+  cargo zigbuild --quiet --release --target "$(zig_target_of "$t")" "$@"
 }
 # Where cargo_build puts the target's files.
-rel_of() { if [ "$1" = "$host" ]; then echo "$CARGO_TARGET_DIR/release"; else echo "$CARGO_TARGET_DIR/$1/release"; fi; }
+rel_of() { echo "$CARGO_TARGET_DIR/$1/release"; }
 
 # A copy of a native file without its debug info (release builds keep line tables for
 # backtraces in the workspace; a shipped artifact does not need them). Debian's binutils
@@ -226,27 +227,50 @@ EOF
 pkg_python() {
   python_tools
   rm -rf "$dist/python"; mkdir -p "$dist/python"
-  # The host's wheel, built natively: maturin picks the manylinux tag from the glibc
-  # symbols the extension uses (auditwheel's rule; manylinux_2_34 here), and abi3-py39
-  # (bindings/python/Cargo.toml) makes one wheel for CPython >= 3.9. A zig-built x86_64
-  # manylinux2014 wheel is not built (a second dependency tree of the host's arch, the
-  # longest part of CI when it was).
-  log "maturin build --release (clients/python)"
-  (cd clients/python && maturin build --quiet --release --strip --out "$dist/python")
-  python_wheel_check x86_64 "$host"
-  # The aarch64 wheel, only when QB_PACKAGE_TARGETS names aarch64-unknown-linux-gnu (or all):
-  # zig links against glibc 2.17's symbols, so the wheel is manylinux2014 (maturin's
-  # auditwheel check refuses the tag if the extension needs a newer symbol).
-  local t
+  # The wheels, built with zig against glibc 2.17's symbols, so each is manylinux2014
+  # (maturin's auditwheel check refuses the tag if the extension needs a newer symbol);
+  # abi3-py39 (bindings/python/Cargo.toml) makes one wheel for CPython >= 3.9. The host's
+  # arch always; aarch64 only when QB_PACKAGE_TARGETS names aarch64-unknown-linux-gnu (or
+  # all). maturin runs cargo-zigbuild as its cargo (maturin_cargo) rather than `maturin
+  # --zig`: the same zig link, but with cargo-zigbuild's wrappers, so the extension's
+  # dependencies are the ones the C library and the Node addon built in target/<triple>/release.
+  # `--zig` writes wrappers named after maturin's own binary: cargo sees another linker and C
+  # compiler and rebuilds the whole tree, then cargo-zigbuild rebuilds it back on the next
+  # run (two cold trees per arch in CI, which is why the x86_64 wheel was once built natively).
+  local t cargo
+  cargo=$(maturin_cargo)
   for t in $(wheel_targets); do
-    [ "$t" = "$host" ] && continue
     zig_tools
-    log "maturin build --release --zig --compatibility manylinux2014 --target $t (clients/python)"
-    (cd clients/python && maturin build --quiet --release --strip --zig --compatibility manylinux2014 \
+    log "maturin build --release --compatibility manylinux2014 --target $t, zig via cargo-zigbuild (clients/python)"
+    (cd clients/python && CARGO="$cargo" maturin build --quiet --release --strip --compatibility manylinux2014 \
       --target "$t" --out "$dist/python")
     python_wheel_check "$(arch_of "$t")" "$t"
   done
   (cd clients/python && maturin sdist --out "$dist/python")
+}
+
+# maturin_cargo: prints the path of a cargo for maturin ($CARGO) that turns maturin's
+# `cargo rustc --target <triple>` into `cargo-zigbuild rustc --target <triple>.2.17` (glibc
+# triples) and passes every other command to cargo.
+maturin_cargo() {
+  local f="$stage/maturin-cargo"
+  cat >"$f" <<EOF
+#!/usr/bin/env bash
+set -euo pipefail
+unset CARGO
+[ "\${1:-}" = rustc ] || exec cargo "\$@"
+shift
+a=()
+while [ \$# -gt 0 ]; do
+  case "\$1" in
+    --target) case "\$2" in *-gnu) a+=(--target "\$2.$zig_glibc") ;; *) a+=(--target "\$2") ;; esac; shift 2 ;;
+    *) a+=("\$1"); shift ;;
+  esac
+done
+exec cargo-zigbuild rustc "\${a[@]}"
+EOF
+  chmod +x "$f"
+  echo "$f"
 }
 
 # python_wheel_check <arch> <triple>: the wheel of that arch holds an extension of the
@@ -381,7 +405,7 @@ pkg_relay() {
 relay_build_failed() {
   local out
   echo "package: the relay build for $1 failed; disk: $(df -h --output=avail "$CARGO_TARGET_DIR" | tail -1 | tr -d ' ') free" >&2
-  out=$(ls -t "$(rel_of "$1")"/build/rdkafka-sys-*/output 2>/dev/null | head -1)
+  out=$(ls -t "$(relay_rel_of "$1")"/build/rdkafka-sys-*/output 2>/dev/null | head -1)
   [ -n "$out" ] || return 0
   for f in "$out" "${out%output}stderr"; do
     [ -f "$f" ] || continue
@@ -389,6 +413,13 @@ relay_build_failed() {
     grep -v '^cargo:' "$f" | tail -25 >&2
   done
 }
+# The host's relay: native cargo, in the release tree of the other tests (target/release),
+# the host's glibc (kafka-static links the host's OpenSSL 3); the others cargo-zigbuild.
+relay_cargo_build() {
+  local t=$1; shift
+  if [ "$t" = "$host" ]; then cargo build --quiet --release "$@"; else cargo_build "$t" "$@"; fi
+}
+relay_rel_of() { if [ "$1" = "$host" ]; then echo "$CARGO_TARGET_DIR/release"; else rel_of "$1"; fi; }
 relay_tarball() {
   local t=$1 kafka=kafka-static
   case "$t" in
@@ -397,22 +428,22 @@ relay_tarball() {
     *) kafka=kafka-static-cross ;;
   esac
   log "cargo build --release -p queuebox --features sqlserver,$kafka --target $t (the relay)"
-  if ! cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka"; then
+  if ! relay_cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka"; then
     relay_build_failed "$t"
     # Once more with one job (librdkafka's make runs with cargo's job count): a parallel
     # make race passes then; anything else fails again, after the lines above.
     log "the relay build failed; once more with one job"
-    CARGO_BUILD_JOBS=1 cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka" ||
+    CARGO_BUILD_JOBS=1 relay_cargo_build "$t" -p queuebox --bin queuebox --no-default-features --features "sqlserver,$kafka" ||
       { relay_build_failed "$t"; exit 1; }
   fi
   local rel name="queuebox-$version-$t" d="$stage/relay/queuebox-$version-$t"
-  rel=$(rel_of "$t")
+  rel=$(relay_rel_of "$t")
   if readelf -d "$rel/queuebox" | grep -q 'NEEDED.*librdkafka'; then
     echo "package: the relay still links the system's librdkafka" >&2; exit 1
   fi
   mkdir -p "$d"
   strip_copy "$rel/queuebox" "$d/queuebox"
-  elf_check "$d/queuebox" "$t"
+  elf_check "$d/queuebox" "$t" "$(relay_glibc_of "$t")"
   cp LICENSE CHANGELOG.md "$d/"
   cp examples/relay.yml "$d/relay.example.yml"
   cp -r core/migrations "$d/migrations"

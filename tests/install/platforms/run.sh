@@ -16,12 +16,13 @@ checked=0
 # elf <file> <name that says the platform> <glibc>
 elf() { bash "$check" "$1" "$(arch_of_name "$2")" "$3" | sed "s#$install_dir/##"; checked=$((checked + 1)); }
 
-# C: the tarball's triple; a cross build (not the host's) promises glibc 2.17.
+# The libraries (C, Python, npm, NuGet, Go) of every glibc target, x86_64 too, are zig builds
+# that promise glibc 2.17 (scripts/package.sh); only the host's relay needs the host's glibc.
+# C: the tarball's triple.
 for t in "$dist"/c/queuebox-c-*.tar.gz; do
   [ -e "$t" ] || continue
   tar -xzf "$t" -C "$install_dir"
   d="$install_dir/$(basename "$t" .tar.gz)"; g=2.17
-  case "$t" in *x86_64-unknown-linux-gnu*) g=$host_glibc ;; esac
   elf "$d/lib/libqueuebox.so" "$t" "$g"; elf "$d/lib/libqueuebox.a" "$t" "$g"
 done
 # Python: manylinux2014 is glibc 2.17 (PEP 599), manylinux_X_Y is glibc X.Y (PEP 600).
@@ -45,8 +46,7 @@ for p in "$dist"/npm/alternayte-queuebox-inbox-linux-*.tgz; do
   cpu=$(node -p "require('$install_dir/npm/package/package.json').cpu[0]")
   [ "$(arch_of_name "$cpu")" = "$(arch_of_name "$p")" ] ||
     { echo "install-platforms: $p declares cpu $cpu" >&2; exit 1; }
-  g=2.17; case "$p" in *x64*) g=$host_glibc ;; esac
-  elf "$(ls "$install_dir"/npm/package/*.node)" "$p" "$g"
+  elf "$(ls "$install_dir"/npm/package/*.node)" "$p" 2.17
 done
 # The main npm package names every platform package built as an optional dependency.
 main=$(ls "$dist"/npm/alternayte-queuebox-inbox-[0-9]*.tgz 2>/dev/null || true)
@@ -63,8 +63,7 @@ for n in "$dist"/nuget/*.nupkg; do
   rm -rf "$install_dir/nupkg"; mkdir "$install_dir/nupkg"
   python3 -m zipfile -e "$n" "$install_dir/nupkg"
   for so in "$install_dir"/nupkg/runtimes/*/native/libqueuebox.so; do
-    g=2.17; case "$so" in */linux-x64/*) g=$host_glibc ;; esac
-    elf "$so" "$so" "$g"
+    elf "$so" "$so" 2.17
   done
 done
 # Go: lib/<goos>_<goarch>/libqueuebox.a inside the module zip.
