@@ -7,7 +7,8 @@
 #                  (header + lib/<goos>_<goarch>/libqueuebox.a inside the module)
 #   dist/python/   queuebox_inbox-<v>-cp39-abi3-manylinux_2_17_x86_64.manylinux2014_x86_64.whl,
 #                  the sdist, and the aarch64 manylinux2014 wheel when QB_PACKAGE_TARGETS
-#                  names aarch64-unknown-linux-gnu (or all)
+#                  names aarch64-unknown-linux-gnu (or all), the x86_64 musllinux_1_2 wheel
+#                  when it names x86_64-unknown-linux-musl (or all)
 #   dist/npm/      @alternayte/queuebox-inbox and one package per platform (napi-rs layout)
 #   dist/nuget/    QueueBox.Inbox.<v>.nupkg   (lib/net45 built by mono, runtimes/<rid>/native/)
 #   dist/relay/    queuebox-<v>-<triple>.tar.gz                 (binary, LICENSE, example, migrations)
@@ -21,7 +22,9 @@
 #                              and the manylinux2014 wheel when QB_PACKAGE_TARGETS names it (all)
 #   x86_64-unknown-linux-musl  only when QB_PACKAGE_TARGETS names it (all): the relay, a static
 #                              binary (cargo-zigbuild, musl's crt-static, OpenSSL and librdkafka
-#                              built in); C, Go, NuGet libraries for musl are not built (README)
+#                              built in); the musllinux_1_2 wheel and the npm linux-x64-musl
+#                              package (cdylibs: -crt-static, target/musl-dylib, see lib_env);
+#                              C, Go, NuGet libraries for musl are not built (README)
 # The default, unset, is what CI builds: x86_64 and aarch64 glibc, without the cross relays
 # and the aarch64 wheel (their cold builds compile OpenSSL and librdkafka, or a Python tree,
 # from source; tests/install/README.md has the times). Each zig target is one dependency
@@ -60,12 +63,15 @@ relay_targets() {
     if [ "$t" = "$host" ] || [ -n "${QB_PACKAGE_TARGETS:-}" ]; then echo "$t"; fi
   done
 }
-wheel_targets() { for t in $(relay_targets); do case "$t" in *-gnu) echo "$t" ;; esac; done; }
+wheel_targets() { relay_targets; }
+# The npm platform packages: the glibc targets, and x86_64 musl when QB_PACKAGE_TARGETS names it.
+npm_targets() { for t in $targets; do case "$t" in *-gnu | x86_64-unknown-linux-musl) echo "$t" ;; esac; done; }
 # Per target: the arch name of elf-check.sh, Go's GOOS_GOARCH, napi-rs's platform, npm's
 # cpu, .NET's runtime identifier, and the newest glibc its native files may need.
 arch_of() { echo "${1%%-*}"; }
 goplat_of() { case "$1" in x86_64-*) echo linux_amd64 ;; aarch64-*) echo linux_arm64 ;; esac; }
-npmplat_of() { case "$1" in x86_64-*) echo linux-x64-gnu ;; aarch64-*) echo linux-arm64-gnu ;; esac; }
+npmplat_of() { case "$1" in x86_64-*-musl) echo linux-x64-musl ;; x86_64-*) echo linux-x64-gnu ;; aarch64-*) echo linux-arm64-gnu ;; esac; }
+npmlibc_of() { case "$1" in *-musl) echo musl ;; *) echo glibc ;; esac; }
 npmcpu_of() { case "$1" in x86_64-*) echo x64 ;; aarch64-*) echo arm64 ;; esac; }
 rid_of() { case "$1" in x86_64-*) echo linux-x64 ;; aarch64-*) echo linux-arm64 ;; esac; }
 # Every glibc library build, the host's arch too, targets glibc 2.17 (zig links against that
@@ -112,6 +118,19 @@ zig_tools() {
   done
 }
 
+# lib_env <triple> <command...>: runs a build of a shared library (the Node addon, the Python
+# extension) for the target. On musl a cdylib needs -crt-static (Rust's musl default links
+# statically, and refuses a cdylib): the library then needs musl's libc.so where it runs
+# (Alpine's), and it is built in a target dir of its own, so that these flags and the static
+# relay's do not rebuild each other's tree.
+lib_env() {
+  local t=$1; shift
+  case "$t" in
+    *-musl) CARGO_TARGET_DIR="$CARGO_TARGET_DIR/musl-dylib" RUSTFLAGS="-C target-feature=-crt-static" "$@" ;;
+    *) "$@" ;;
+  esac
+}
+lib_rel_of() { case "$1" in *-musl) echo "$CARGO_TARGET_DIR/musl-dylib/$1/release" ;; *) rel_of "$1" ;; esac; }
 # cargo_build <triple> <cargo args...>: a --release build for the target with cargo-zigbuild
 # (glibc 2.17 for a -gnu triple), the host's arch too: its files in target/<triple>/release,
 # apart from the native host build of the other tests (target/release).
@@ -231,7 +250,8 @@ pkg_python() {
   # (maturin's auditwheel check refuses the tag if the extension needs a newer symbol);
   # abi3-py39 (bindings/python/Cargo.toml) makes one wheel for CPython >= 3.9. The host's
   # arch always; aarch64 only when QB_PACKAGE_TARGETS names aarch64-unknown-linux-gnu (or
-  # all). maturin runs cargo-zigbuild as its cargo (maturin_cargo) rather than `maturin
+  # all); x86_64 musl (musllinux_1_2, Alpine 3.17+) only when it names x86_64-unknown-linux-musl
+  # (or all), in the musl library tree of lib_env. maturin runs cargo-zigbuild as its cargo (maturin_cargo) rather than `maturin
   # --zig`: the same zig link, but with cargo-zigbuild's wrappers, so the extension's
   # dependencies are the ones the C library and the Node addon built in target/<triple>/release.
   # `--zig` writes wrappers named after maturin's own binary: cargo sees another linker and C
@@ -241,10 +261,12 @@ pkg_python() {
   cargo=$(maturin_cargo)
   for t in $(wheel_targets); do
     zig_tools
-    log "maturin build --release --compatibility manylinux2014 --target $t, zig via cargo-zigbuild (clients/python)"
-    (cd clients/python && CARGO="$cargo" maturin build --quiet --release --strip --compatibility manylinux2014 \
+    local compat=manylinux2014
+    case "$t" in *-musl) compat=musllinux_1_2 ;; esac
+    log "maturin build --release --compatibility $compat --target $t, zig via cargo-zigbuild (clients/python)"
+    (cd clients/python && CARGO="$cargo" lib_env "$t" maturin build --quiet --release --strip --compatibility "$compat" \
       --target "$t" --out "$dist/python")
-    python_wheel_check "$(arch_of "$t")" "$t"
+    python_wheel_check "$t"
   done
   (cd clients/python && maturin sdist --out "$dist/python")
 }
@@ -273,15 +295,19 @@ EOF
   echo "$f"
 }
 
-# python_wheel_check <arch> <triple>: the wheel of that arch holds an extension of the
-# target's machine, needing no newer glibc than the target's.
+# python_wheel_check <triple>: the wheel of that target holds an extension of the target's
+# machine, needing no newer glibc than the target's (a musl one: no glibc at all).
 python_wheel_check() {
-  local whl
-  whl=$(ls "$dist/python"/queuebox_inbox-"$version"-cp39-abi3-manylinux*"$1".whl)
+  local whl tag=manylinux
+  case "$1" in *-musl) tag=musllinux ;; esac
+  whl=$(ls "$dist/python"/queuebox_inbox-"$version"-cp39-abi3-"$tag"*"$(arch_of "$1")".whl)
   rm -rf "$stage/whl"; mkdir -p "$stage/whl"
   python3 -m zipfile -e "$whl" "$stage/whl"
-  elf_check "$(ls "$stage"/whl/queuebox_inbox/_native*.so)" "$2"
+  elf_check "$(ls "$stage"/whl/queuebox_inbox/_native*.so)" "$1" "$(dylib_glibc_of "$1")"
 }
+# The newest glibc a shared library of the target may need; "musl" for a musl one (elf-check.sh:
+# no glibc symbol version, only musl's libc.so).
+dylib_glibc_of() { case "$1" in *-musl) echo musl ;; *) glibc_of "$1" ;; esac; }
 
 pkg_npm() {
   local ts="$root/clients/typescript" main="$stage/npm/main" t plats=()
@@ -295,7 +321,7 @@ pkg_npm() {
   mv "$stage/npm/clients/typescript"/* "$tsb/"
   ln -s "$ts/node_modules" "$tsb/node_modules"
   (cd "$tsb" && node scripts/build.mjs >/dev/null)
-  for t in $(gnu_targets); do
+  for t in $(npm_targets); do
     npm_platform "$t" "$tsb/package.json"
     plats+=("$(npmplat_of "$t")")
   done
@@ -323,19 +349,19 @@ npm_platform() {
   local t=$1 npmplat plat addon
   npmplat=$(npmplat_of "$t"); plat="$stage/npm/$npmplat"; addon="queuebox.$npmplat.node"
   log "cargo build --release -p queuebox-node --target $t"
-  cargo_build "$t" -p queuebox-node
+  lib_env "$t" cargo_build "$t" -p queuebox-node
   mkdir -p "$plat"
-  strip_copy "$(rel_of "$t")/libqueuebox_node.so" "$plat/$addon"
-  elf_check "$plat/$addon" "$t"
+  strip_copy "$(lib_rel_of "$t")/libqueuebox_node.so" "$plat/$addon"
+  elf_check "$plat/$addon" "$t" "$(dylib_glibc_of "$t")"
   cp LICENSE "$plat/"
-  node - "$2" "$plat" "$npmplat" "$(npmcpu_of "$t")" "$addon" <<'EOF'
+  node - "$2" "$plat" "$npmplat" "$(npmcpu_of "$t")" "$addon" "$(npmlibc_of "$t")" <<'EOF'
 const fs = require("node:fs");
-const [pkgPath, dir, plat, cpu, addon] = process.argv.slice(2);
+const [pkgPath, dir, plat, cpu, addon, libc] = process.argv.slice(2);
 const main = JSON.parse(fs.readFileSync(pkgPath, "utf8"));
 const pkg = {
   name: `${main.name}-${plat}`, version: main.version,
   description: `The ${plat} native addon of ${main.name}`, license: main.license,
-  os: ["linux"], cpu: [cpu], libc: ["glibc"], main: addon, files: [addon, "LICENSE"],
+  os: ["linux"], cpu: [cpu], libc: [libc], main: addon, files: [addon, "LICENSE"],
   engines: main.engines,
 };
 fs.writeFileSync(`${dir}/package.json`, JSON.stringify(pkg, null, 2) + "\n");

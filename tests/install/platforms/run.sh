@@ -15,6 +15,18 @@ host_glibc=$(ldd --version | sed -n '1s/.* \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p')
 checked=0
 # elf <file> <name that says the platform> <glibc>
 elf() { bash "$check" "$1" "$(arch_of_name "$2")" "$3" | sed "s#$install_dir/##"; checked=$((checked + 1)); }
+# musl_loads <file> <symbol prefixes the host program provides>: there is no musl CPython or
+# Node here, so a musl extension cannot run its quick start; musl's own dynamic loader
+# (Debian's musl package) loads it instead (--list), and every symbol it cannot resolve must
+# be one the interpreter provides (Python's C API, Node-API): the rest resolved against musl.
+musl_loads() {
+  local ld=/lib/ld-musl-x86_64.so.1 missing other
+  [ -e "$ld" ] || ffi_need_apt_pkg musl || { echo "install-platforms: $1: no musl loader here, not loaded"; return 0; }
+  missing=$("$ld" --list "$1" 2>&1 | sed -n -E 's/^Error relocating .*: ([A-Za-z0-9_]+): symbol not found$/\1/p' || true)
+  other=$(echo "$missing" | grep -vE "^($2)" | grep . || true)
+  [ -z "$other" ] || { echo "install-platforms: $1: musl's loader cannot resolve $(echo "$other" | head -5 | paste -sd' ')" >&2; exit 1; }
+  echo "${1#"$install_dir"/}: loaded by musl's loader; unresolved only the host's $(echo "$missing" | grep -c .) symbols ($2)"
+}
 
 # The libraries (C, Python, npm, NuGet, Go) of every glibc target, x86_64 too, are zig builds
 # that promise glibc 2.17 (scripts/package.sh); only the host's relay needs the host's glibc.
@@ -32,11 +44,13 @@ for w in "$dist"/python/*.whl; do
   case "$tag" in
     manylinux2014_*) g=2.17 ;;
     manylinux_*) g=$(echo "$tag" | sed -E 's/^manylinux_([0-9]+)_([0-9]+)_.*/\1.\2/') ;;
-    *) echo "install-platforms: $w: platform tag $tag is not manylinux" >&2; exit 1 ;;
+    musllinux_*) g=musl ;; # PEP 656: linked to musl's libc.so, no glibc symbol
+    *) echo "install-platforms: $w: platform tag $tag is not manylinux or musllinux" >&2; exit 1 ;;
   esac
   rm -rf "$install_dir/whl"; mkdir "$install_dir/whl"
   python3 -m zipfile -e "$w" "$install_dir/whl"
   elf "$(ls "$install_dir"/whl/queuebox_inbox/_native*.so)" "$tag" "$g"
+  [ "$g" != musl ] || musl_loads "$(ls "$install_dir"/whl/queuebox_inbox/_native*.so)" '_?Py'
 done
 # npm: the platform package's name and its package.json cpu must agree with the addon.
 for p in "$dist"/npm/alternayte-queuebox-inbox-linux-*.tgz; do
@@ -46,7 +60,11 @@ for p in "$dist"/npm/alternayte-queuebox-inbox-linux-*.tgz; do
   cpu=$(node -p "require('$install_dir/npm/package/package.json').cpu[0]")
   [ "$(arch_of_name "$cpu")" = "$(arch_of_name "$p")" ] ||
     { echo "install-platforms: $p declares cpu $cpu" >&2; exit 1; }
-  elf "$(ls "$install_dir"/npm/package/*.node)" "$p" 2.17
+  libc=$(node -p "require('$install_dir/npm/package/package.json').libc[0]")
+  case "$p" in *-musl-*) want=musl g=musl ;; *) want=glibc g=2.17 ;; esac
+  [ "$libc" = "$want" ] || { echo "install-platforms: $p declares libc $libc" >&2; exit 1; }
+  elf "$(ls "$install_dir"/npm/package/*.node)" "$p" "$g"
+  [ "$g" != musl ] || musl_loads "$(ls "$install_dir"/npm/package/*.node)" 'napi_|node_api_'
 done
 # The main npm package names every platform package built as an optional dependency.
 main=$(ls "$dist"/npm/alternayte-queuebox-inbox-[0-9]*.tgz 2>/dev/null || true)
