@@ -9,7 +9,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use queuebox_config::{render_topic, Config};
 use queuebox_core::headers::{relay_headers, X_CORRELATION_ID};
@@ -127,7 +127,7 @@ impl Relay for InboxRelay {
         })
     }
 
-    async fn process(&self, batch: Vec<ClaimedRow>, hb: &Heartbeat) {
+    async fn process(&self, batch: Vec<ClaimedRow>, _claimed: Instant, hb: &Heartbeat) {
         let waiting: Waiting = Arc::new(Mutex::new(
             batch.iter().map(|r| (r.claim.id, r.claim)).collect(),
         ));

@@ -35,6 +35,12 @@ impl Heartbeat {
         hb
     }
 
+    /// A heartbeat nobody watches, for tests of a loop.
+    #[cfg(test)]
+    pub(crate) fn unwatched() -> Self {
+        Self::new(Duration::from_secs(3600))
+    }
+
     /// The loop is alive and starts a step that may take up to `allowance` (plus the grace).
     pub fn beat(&self, allowance: Duration) {
         let due = self.origin.elapsed() + allowance + self.grace;

@@ -8,6 +8,10 @@
 //! dropped), is logged and counted once, and nothing is written for it. A publish that
 //! completed after its claim was lost is a duplicate delivery: logged and counted.
 //!
+//! The next batch is claimed while this one publishes ([`Relay::claims_ahead`]); its leases
+//! count from its claim, and it is renewed before publishing if a renewal fell due while it
+//! waited.
+//!
 //! An idle relay waits `outbox.pollIntervalMs` for the next claim, or less: on PostgreSQL it
 //! LISTENs on `queuebox_outbox` (migration 0004's trigger notifies once per inserting
 //! statement) and claims as soon as a notification arrives ([`spawn_listener`]); polling
@@ -183,7 +187,14 @@ impl Relay for OutboxRelay {
         }
     }
 
-    async fn process(&self, claimed: Vec<ClaimedOutbox>, hb: &Heartbeat) {
+    /// Claims ahead: the next claim runs while this batch publishes. Its leases count from
+    /// its claim, so a batch that waited for the one before is renewed before it publishes
+    /// when a renewal fell due meanwhile.
+    fn claims_ahead(&self) -> bool {
+        true
+    }
+
+    async fn process(&self, claimed: Vec<ClaimedOutbox>, at: Instant, hb: &Heartbeat) {
         let st = &self.st;
         let batch: Vec<(ClaimedOutbox, CancellationToken)> = claimed
             .into_iter()
@@ -196,8 +207,20 @@ impl Relay for OutboxRelay {
                 .collect(),
         ));
         // Rows waiting for a concurrency slot are renewed too; the ticker stops with the batch.
-        let _renewal =
-            (!batch.is_empty()).then(|| AbortOnDrop(spawn_renewal(st, live.clone(), self.lease)));
+        let leases = OutboxLeases {
+            store: st.store.clone(),
+            live: live.clone(),
+        };
+        let every = lease::renewal_interval(self.lease).max(Duration::from_millis(10));
+        let mut first = at + every;
+        if !batch.is_empty() && first <= Instant::now() {
+            // Claimed ahead and waited past a renewal: renew before publishing, so a row whose
+            // lease ran out meanwhile (now another replica's) is not published again.
+            lease::renew_once(&leases, self.lease).await;
+            first = Instant::now() + every;
+        }
+        let _renewal = (!batch.is_empty())
+            .then(|| AbortOnDrop(spawn_renewal(leases, self.lease, first.into(), every)));
         // The batch finishes even when shutdown starts: in-flight publishes complete.
         hb.beat(self.publish_allowance);
         let delivered: Delivered = Mutex::new(Vec::new());
@@ -324,14 +347,14 @@ impl Leases for OutboxLeases {
     }
 }
 
-fn spawn_renewal(st: &AppState, live: Live, lease: Duration) -> tokio::task::JoinHandle<()> {
-    let leases = OutboxLeases {
-        store: st.store.clone(),
-        live,
-    };
-    let every = lease::renewal_interval(lease).max(Duration::from_millis(10));
+fn spawn_renewal(
+    leases: OutboxLeases,
+    lease: Duration,
+    first: tokio::time::Instant,
+    every: Duration,
+) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
-        let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+        let mut tick = tokio::time::interval_at(first, every);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tick.tick().await;
