@@ -147,7 +147,7 @@ YAML
   local x1
   x1=$(q "$server/postgres" "SELECT xact_commit FROM pg_stat_database WHERE datname = '$db'")
   q "$server/postgres" "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null
-  rm -f "$cfg"
+  rm -f "$cfg"; [ -s "$work/$db.log" ] || rm -f "$work/$db.log"
   # Polls: the loop's, plus the three end queries above.
   printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$label" "$keys" "$batch" "$round" \
     "$t0" "$t_end" "$sent" "$msgs" "$db_ticks" "$ticks_proc" "$((x1 - x0 - polls - 2))" "$load" "$((nats1 - nats0))" >>"$raw"
@@ -196,11 +196,15 @@ for (k, b), by in cells.items():
         cell[l] = {**m, "rounds": ds}
     # Ratios of medians, and per round (same round = nearest in time).
     for a in med:
-        for base in ("peer", "ceiling"):
-            if a != base and base in med and a not in ("peer", "ceiling", "jsonly"):
+        for base in [x for x in med if x.startswith("peer")] + ["ceiling"]:
+            if a != base and base in med and not a.startswith(("peer", "ceiling", "jsonly")):
                 cell[f"{a}Over{base.capitalize()}"] = round(med[a] / med[base], 2)
                 cell[f"{a}Over{base.capitalize()}PerRound"] = [round(x["rowsPerSecond"] / y["rowsPerSecond"], 2)
                     for x, y in zip(sorted(by[a], key=lambda d: d["round"]), sorted(by[base], key=lambda d: d["round"]))]
+    if "before" in med and "queuebox" in med:
+        cell["queueboxOverBefore"] = round(med["queuebox"] / med["before"], 2)
+        cell["queueboxOverBeforePerRound"] = [round(x["rowsPerSecond"] / y["rowsPerSecond"], 2)
+            for x, y in zip(sorted(by["queuebox"], key=lambda d: d["round"]), sorted(by["before"], key=lambda d: d["round"]))]
     if "peer" in med and "ceiling" in med:
         cell["peerOverCeiling"] = round(med["peer"] / med["ceiling"], 2)
     result.append(cell)
