@@ -7,9 +7,15 @@
 # write. The aarch64 artifacts (package.sh's default targets) run under qemu-user where a
 # program can use them (C, Go, relay); "platforms" checks the machine and glibc version of
 # every native file in dist/. QB_INSTALL_ONLY="c go" runs some; QB_INSTALL_SKIP_PACKAGE=1
-# tests dist/ as it is.
+# tests dist/ as it is. QB_DROP_DEBUG_TREE=1 (.ci/run) deletes target/debug first: this is
+# the last part, no later one needs it, and the crate test rebuilds the few crates it uses.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
+if [ -n "${QB_DROP_DEBUG_TREE:-}" ]; then
+  debug_tree="${CARGO_TARGET_DIR:-$PWD/target}/debug"
+  echo "install: dropping $debug_tree ($(du -sh "$debug_tree" 2>/dev/null | cut -f1)) for disk space"
+  rm -rf "$debug_tree"
+fi
 langs=(${QB_INSTALL_ONLY:-crate c go python node csharp relay platforms})
 if [ -z "${QB_INSTALL_SKIP_PACKAGE:-}" ]; then
   t0=$(date +%s)

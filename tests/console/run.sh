@@ -3,7 +3,7 @@
 # browser: it drives Debian's chromium) and runs console.test.mjs with node's test runner
 # against the relay binary and the test PostgreSQL. Expects chromium, node, the built
 # binary (QUEUEBOX_BIN, default target/debug/queuebox) and QUEUEBOX_TEST_DATABASE_URL;
-# scripts/test.d/55-console.sh provides them. Screenshots: $QB_CONSOLE_OUT (default
+# scripts/test.d/48-console.sh provides them. Screenshots: $QB_CONSOLE_OUT (default
 # target/console-test/).
 set -euo pipefail
 if [ -n "${QUEUEBOX_BIN:-}" ]; then export QUEUEBOX_BIN="$(realpath "$QUEUEBOX_BIN")"; fi

@@ -16,7 +16,7 @@ if ! command -v node >/dev/null 2>&1 || [ "$(node -p 'process.versions.node.spli
   missing+=(nodejs npm)
 fi
 if [ ${#missing[@]} -gt 0 ]; then
-  echo "55-console: installing ${missing[*]} from Debian's packages"
+  echo "48-console: installing ${missing[*]} from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq && apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
