@@ -24,7 +24,9 @@
 #                              binary (cargo-zigbuild, musl's crt-static, OpenSSL and librdkafka
 #                              built in); the musllinux_1_2 wheel and the npm linux-x64-musl
 #                              package (cdylibs: -crt-static, target/musl-dylib, see lib_env);
-#                              C, Go, NuGet libraries for musl are not built (README)
+#                              the C tarball (libqueuebox.a and .so from that cdylib build)
+#                              and the NuGet linux-musl-x64 runtime; the Go library for musl
+#                              is not built (README)
 # The default, unset, is what CI builds: x86_64 and aarch64 glibc, without the cross relays
 # and the aarch64 wheel (their cold builds compile OpenSSL and librdkafka, or a Python tree,
 # from source; tests/install/README.md has the times). Each zig target is one dependency
@@ -64,8 +66,9 @@ relay_targets() {
   done
 }
 wheel_targets() { relay_targets; }
-# The npm platform packages: the glibc targets, and x86_64 musl when QB_PACKAGE_TARGETS names it.
-npm_targets() { for t in $targets; do case "$t" in *-gnu | x86_64-unknown-linux-musl) echo "$t" ;; esac; done; }
+# The library packages with a musl build (C, npm, NuGet): the glibc targets, and x86_64 musl
+# when QB_PACKAGE_TARGETS names it.
+lib_targets() { for t in $targets; do case "$t" in *-gnu | x86_64-unknown-linux-musl) echo "$t" ;; esac; done; }
 # Per target: the arch name of elf-check.sh, Go's GOOS_GOARCH, napi-rs's platform, npm's
 # cpu, .NET's runtime identifier, and the newest glibc its native files may need.
 arch_of() { echo "${1%%-*}"; }
@@ -73,7 +76,7 @@ goplat_of() { case "$1" in x86_64-*) echo linux_amd64 ;; aarch64-*) echo linux_a
 npmplat_of() { case "$1" in x86_64-*-musl) echo linux-x64-musl ;; x86_64-*) echo linux-x64-gnu ;; aarch64-*) echo linux-arm64-gnu ;; esac; }
 npmlibc_of() { case "$1" in *-musl) echo musl ;; *) echo glibc ;; esac; }
 npmcpu_of() { case "$1" in x86_64-*) echo x64 ;; aarch64-*) echo arm64 ;; esac; }
-rid_of() { case "$1" in x86_64-*) echo linux-x64 ;; aarch64-*) echo linux-arm64 ;; esac; }
+rid_of() { case "$1" in x86_64-*-musl) echo linux-musl-x64 ;; x86_64-*) echo linux-x64 ;; aarch64-*) echo linux-arm64 ;; esac; }
 # Every glibc library build, the host's arch too, targets glibc 2.17 (zig links against that
 # version's symbols: manylinux2014, RHEL/CentOS 7 and everything newer); a musl build is
 # static (elf-check.sh: no NEEDED library, no program interpreter). The host's relay alone is
@@ -118,11 +121,11 @@ zig_tools() {
   done
 }
 
-# lib_env <triple> <command...>: runs a build of a shared library (the Node addon, the Python
-# extension) for the target. On musl a cdylib needs -crt-static (Rust's musl default links
-# statically, and refuses a cdylib): the library then needs musl's libc.so where it runs
-# (Alpine's), and it is built in a target dir of its own, so that these flags and the static
-# relay's do not rebuild each other's tree.
+# lib_env <triple> <command...>: runs a build of a shared library (the C library, the Node
+# addon, the Python extension) for the target. On musl a cdylib needs -crt-static (Rust's
+# musl default links statically, and refuses a cdylib): the library then needs musl's
+# libc.so where it runs (Alpine's), and it is built in a target dir of its own, so that these
+# flags and the static relay's do not rebuild each other's tree.
 lib_env() {
   local t=$1; shift
   case "$t" in
@@ -154,11 +157,12 @@ strip_copy() {
   esac
 }
 
-# build_c_lib <triple>: libqueuebox.{a,so} for the target, once per run.
+# build_c_lib <triple>: libqueuebox.{a,so} for the target, once per run, in lib_rel_of's
+# tree (musl: the cdylib build of lib_env, which makes the .so; the .a is the same code).
 build_c_lib() {
   case " ${c_built:-} " in *" $1 "*) return 0 ;; esac
   log "cargo build --release -p queuebox-c --target $1"
-  cargo_build "$1" -p queuebox-c
+  lib_env "$1" cargo_build "$1" -p queuebox-c
   c_built="${c_built:-} $1"
 }
 
@@ -174,20 +178,24 @@ pkg_crates() {
 pkg_c() {
   rm -rf "$dist/c"; mkdir -p "$dist/c"
   local t
-  for t in $(gnu_targets); do c_tarball "$t"; done
+  for t in $(lib_targets); do c_tarball "$t"; done
 }
 
 # c_tarball <triple>: the C library of one target, relocatable (pkg-config computes the
-# prefix from where the .pc file lies).
+# prefix from where the .pc file lies). musl: the .so needs musl's libc.so (Alpine's); the .a
+# carries its unwinder (musl_unwind_into), so no -lgcc_s.
 c_tarball() {
   local t=$1 rel name="queuebox-c-$version-$1" d="$stage/c/queuebox-c-$version-$1"
-  build_c_lib "$t"; rel=$(rel_of "$t")
+  local libc="glibc >= $(glibc_of "$1")" private="-lpthread -lm -ldl -lgcc_s"
+  case "$t" in *-musl) libc="musl libc: Alpine, or a static program, musl-gcc -static; the .a holds LLVM's libunwind" private="-lpthread -lm -ldl" ;; esac
+  build_c_lib "$t"; rel=$(lib_rel_of "$t")
   mkdir -p "$d/include" "$d/lib/pkgconfig"
   cp bindings/c/include/queuebox.h "$d/include/"
   strip_copy "$rel/libqueuebox.a" "$d/lib/libqueuebox.a"
+  case "$t" in *-musl) musl_unwind_into "$d/lib/libqueuebox.a" "$t" ;; esac
   strip_copy "$rel/libqueuebox.so" "$d/lib/libqueuebox.so"
   elf_check "$d/lib/libqueuebox.a" "$t"
-  elf_check "$d/lib/libqueuebox.so" "$t"
+  elf_check "$d/lib/libqueuebox.so" "$t" "$(dylib_glibc_of "$t")"
   cp LICENSE "$d/"
   cat >"$d/lib/pkgconfig/queuebox.pc" <<EOF
 prefix=\${pcfiledir}/../..
@@ -199,16 +207,32 @@ Description: QueueBox C ABI: the inbox pull worker of the Rust core
 Version: $version
 Cflags: -I\${includedir}
 Libs: -L\${libdir} -lqueuebox
-Libs.private: -lpthread -lm -ldl -lgcc_s
+Libs.private: $private
 EOF
   cat >"$d/README.txt" <<EOF
-QueueBox $version C library for $t (glibc >= $(glibc_of "$t")).
+QueueBox $version C library for $t ($libc).
   include/queuebox.h        the API (contract: proto-docs/ffi.md in the repository)
   lib/libqueuebox.so        shared library
   lib/libqueuebox.a         static library (link also -lpthread -lm -ldl: pkg-config --static)
   lib/pkgconfig/queuebox.pc PKG_CONFIG_PATH=<this dir>/lib/pkgconfig pkg-config --cflags --libs queuebox
 EOF
   tar -C "$stage/c" -czf "$dist/c/$name.tar.gz" "$name"
+}
+
+# musl_unwind_into <archive> <triple>: adds to a musl static library the unwinder that Rust
+# links into static musl programs (LLVM's libunwind, the toolchain's self-contained copy,
+# built for musl). The Rust code needs _Unwind_*; what a C compiler would bring, libgcc_eh, is
+# built for glibc on Debian: `musl-gcc -static` failed with "undefined reference to
+# `_dl_find_object'" (a glibc 2.35 function).
+# zig's ar (llvm-ar) writes the archive's index: Debian's GNU ar, with the LLVM 14 gold plugin
+# of bfd-plugins, rebuilt it without 2,000 of the Rust members' symbols (it cannot read their
+# LLVM 22 bitcode), and the link then missed core and alloc functions.
+musl_unwind_into() {
+  local x="$stage/unwind-$2"
+  rm -rf "$x"; mkdir -p "$x"
+  (cd "$x" && ar x "$(rustc --print sysroot)/lib/rustlib/$2/lib/self-contained/libunwind.a")
+  zig_tools
+  python -m ziglang ar qs "$1" "$x"/*.o
 }
 
 pkg_go() {
@@ -224,7 +248,7 @@ pkg_go() {
     { echo "package: clients/go/queuebox.h is stale (cp bindings/c/include/queuebox.h clients/go/)" >&2; exit 1; }
   for t in $(gnu_targets); do
     build_c_lib "$t"
-    strip_copy "$(rel_of "$t")/libqueuebox.a" "$src/lib/$(goplat_of "$t")/libqueuebox.a"
+    strip_copy "$(lib_rel_of "$t")/libqueuebox.a" "$src/lib/$(goplat_of "$t")/libqueuebox.a"
     elf_check "$src/lib/$(goplat_of "$t")/libqueuebox.a" "$t"
   done
   cp LICENSE "$src/"
@@ -321,7 +345,7 @@ pkg_npm() {
   mv "$stage/npm/clients/typescript"/* "$tsb/"
   ln -s "$ts/node_modules" "$tsb/node_modules"
   (cd "$tsb" && node scripts/build.mjs >/dev/null)
-  for t in $(npm_targets); do
+  for t in $(lib_targets); do
     npm_platform "$t" "$tsb/package.json"
     plats+=("$(npmplat_of "$t")")
   done
@@ -382,10 +406,10 @@ pkg_nuget() {
   # -nowarn:1591 as the csproj's NoWarn: undocumented members do not stop the build.
   mcs -nologo -target:library -warnaserror+ -nowarn:1591 -r:System.Data.dll -doc:"$d/lib/net45/QueueBox.Inbox.xml" \
     -out:"$d/lib/net45/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs
-  for t in $(gnu_targets); do
+  for t in $(lib_targets); do
     build_c_lib "$t"; rid=$(rid_of "$t")
-    strip_copy "$(rel_of "$t")/libqueuebox.so" "$d/runtimes/$rid/native/libqueuebox.so"
-    elf_check "$d/runtimes/$rid/native/libqueuebox.so" "$t"
+    strip_copy "$(lib_rel_of "$t")/libqueuebox.so" "$d/runtimes/$rid/native/libqueuebox.so"
+    elf_check "$d/runtimes/$rid/native/libqueuebox.so" "$t" "$(dylib_glibc_of "$t")"
     files+="    <file src=\"runtimes/$rid/native/libqueuebox.so\" target=\"runtimes/$rid/native\" />"$'\n'
   done
   cp LICENSE "$d/"
@@ -397,7 +421,7 @@ pkg_nuget() {
     <version>$version</version>
     <authors>QueueBox</authors>
     <licenseUrl>https://www.apache.org/licenses/LICENSE-2.0</licenseUrl>
-    <description>QueueBox inbox pull worker for .NET over the native QueueBox core (lib/net45 built with mono; native library for $(for t in $(gnu_targets); do rid_of "$t"; done | paste -sd' ')).</description>
+    <description>QueueBox inbox pull worker for .NET over the native QueueBox core (lib/net45 built with mono; native library for $(for t in $(lib_targets); do rid_of "$t"; done | paste -sd' ')).</description>
   </metadata>
   <files>
     <file src="lib/net45/*" target="lib/net45" />

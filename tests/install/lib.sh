@@ -58,10 +58,12 @@ install_verify() {
 # in .venv/package), and runs under qemu-user with Debian's aarch64 glibc (libc6-arm64-cross).
 # install_arch <triple>: the arch part, x86_64 or aarch64.
 install_arch() { echo "${1%%-*}"; }
-# install_cc <triple>: the C compiler command for the target (host: gcc).
+# install_cc <triple>: the C compiler command for the target (host: gcc; x86_64 musl:
+# Debian's musl-gcc, gcc with musl's headers and libc, installed on first use).
 install_cc() {
   case "$1" in
     x86_64-unknown-linux-gnu) echo gcc ;;
+    x86_64-unknown-linux-musl) ffi_need_apt musl-gcc musl-tools >&2 || return 1; echo musl-gcc ;;
     aarch64-unknown-linux-gnu) echo "$repo/.venv/package/bin/python -m ziglang cc -target aarch64-linux-gnu.2.17" ;;
     *) echo "install: no C compiler for $1" >&2; return 1 ;;
   esac

@@ -15,27 +15,32 @@ host_glibc=$(ldd --version | sed -n '1s/.* \([0-9][0-9]*\.[0-9][0-9]*\)$/\1/p')
 checked=0
 # elf <file> <name that says the platform> <glibc>
 elf() { bash "$check" "$1" "$(arch_of_name "$2")" "$3" | sed "s#$install_dir/##"; checked=$((checked + 1)); }
-# musl_loads <file> <symbol prefixes the host program provides>: there is no musl CPython or
-# Node here, so a musl extension cannot run its quick start; musl's own dynamic loader
+# musl_loads <file> [<symbol prefixes the host program provides>]: there is no musl CPython
+# or Node here, so a musl extension cannot run its quick start; musl's own dynamic loader
 # (Debian's musl package) loads it instead (--list), and every symbol it cannot resolve must
 # be one the interpreter provides (Python's C API, Node-API): the rest resolved against musl.
+# Without prefixes (the C library, the NuGet runtime) every symbol must resolve.
 musl_loads() {
   local ld=/lib/ld-musl-x86_64.so.1 missing other
   [ -e "$ld" ] || ffi_need_apt_pkg musl || { echo "install-platforms: $1: no musl loader here, not loaded"; return 0; }
   missing=$("$ld" --list "$1" 2>&1 | sed -n -E 's/^Error relocating .*: ([A-Za-z0-9_]+): symbol not found$/\1/p' || true)
-  other=$(echo "$missing" | grep -vE "^($2)" | grep . || true)
+  other=$missing
+  [ -z "${2:-}" ] || other=$(echo "$missing" | grep -vE "^($2)" | grep . || true)
   [ -z "$other" ] || { echo "install-platforms: $1: musl's loader cannot resolve $(echo "$other" | head -5 | paste -sd' ')" >&2; exit 1; }
-  echo "${1#"$install_dir"/}: loaded by musl's loader; unresolved only the host's $(echo "$missing" | grep -c .) symbols ($2)"
+  if [ -z "${2:-}" ]; then echo "${1#"$install_dir"/}: loaded by musl's loader; every symbol resolved"
+  else echo "${1#"$install_dir"/}: loaded by musl's loader; unresolved only the host's $(echo "$missing" | grep -c .) symbols ($2)"; fi
 }
 
 # The libraries (C, Python, npm, NuGet, Go) of every glibc target, x86_64 too, are zig builds
 # that promise glibc 2.17 (scripts/package.sh); only the host's relay needs the host's glibc.
-# C: the tarball's triple.
+# C: the tarball's triple; a musl .so needs no glibc, only musl's libc.so, and loads.
 for t in "$dist"/c/queuebox-c-*.tar.gz; do
   [ -e "$t" ] || continue
   tar -xzf "$t" -C "$install_dir"
   d="$install_dir/$(basename "$t" .tar.gz)"; g=2.17
+  case "$t" in *-musl.tar.gz) g=musl ;; esac
   elf "$d/lib/libqueuebox.so" "$t" "$g"; elf "$d/lib/libqueuebox.a" "$t" "$g"
+  [ "$g" != musl ] || musl_loads "$d/lib/libqueuebox.so"
 done
 # Python: manylinux2014 is glibc 2.17 (PEP 599), manylinux_X_Y is glibc X.Y (PEP 600).
 for w in "$dist"/python/*.whl; do
@@ -75,14 +80,21 @@ for p in "$dist"/npm/alternayte-queuebox-inbox-linux-*.tgz; do
   node -e 'const m = require(process.argv[1]); if (!(m.optionalDependencies || {})[process.argv[2]]) process.exit(1)' \
     "$install_dir/main.json" "$name" || { echo "install-platforms: the main npm package does not list $name" >&2; exit 1; }
 done
-# NuGet: runtimes/<rid>/native per built target.
+# NuGet: runtimes/<rid>/native per built target (linux-musl-x64: musl, as the C library).
 for n in "$dist"/nuget/*.nupkg; do
   [ -e "$n" ] || continue
   rm -rf "$install_dir/nupkg"; mkdir "$install_dir/nupkg"
   python3 -m zipfile -e "$n" "$install_dir/nupkg"
   for so in "$install_dir"/nupkg/runtimes/*/native/libqueuebox.so; do
-    elf "$so" "$so" 2.17
+    case "$so" in */linux-musl-*) g=musl ;; *) g=2.17 ;; esac
+    elf "$so" "$so" "$g"
+    [ "$g" != musl ] || musl_loads "$so"
   done
+  # Built from the same library as the C tarball (package.sh's build_c_lib), in the same run.
+  if ls "$dist"/c/queuebox-c-*-x86_64-unknown-linux-musl.tar.gz >/dev/null 2>&1 &&
+    [ ! -e "$install_dir/nupkg/runtimes/linux-musl-x64/native/libqueuebox.so" ]; then
+    echo "install-platforms: dist/c has the x86_64 musl library but $(basename "$n") has no runtimes/linux-musl-x64" >&2; exit 1
+  fi
 done
 # Go: lib/<goos>_<goarch>/libqueuebox.a inside the module zip.
 for z in "$dist"/go/github.com/alternayte/queuebox/clients/go/@v/*.zip; do
