@@ -100,7 +100,7 @@ async fn settled(pool: &PgPool, before: Counters, rows: usize) -> Counters {
 /// `EXPLAIN (ANALYZE, BUFFERS)` in a transaction that is rolled back: the claim's shared
 /// buffers (hit + read, the whole plan), the rows it would have claimed, and its time.
 async fn explain_claim(pool: &PgPool, claim: &str) -> Value {
-    let batch = WorkerOptions::new(SOURCE).batch_size;
+    let batch = WorkerOptions::new(SOURCE).batch();
     let mut tx = pool.begin().await.unwrap();
     let plan: Value =
         sqlx::query_scalar(&format!("EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) {claim}"))

@@ -43,7 +43,7 @@ async fn worker_run(url: &str, pool: &PgPool, rows: usize, batch: u32, conc: u32
     let w = Worker::connect(
         url,
         WorkerOptions {
-            batch_size: batch,
+            batch_size: Some(batch),
             concurrency: conc,
             poll_interval: Duration::from_millis(20),
             ..WorkerOptions::new("bench")

@@ -20,7 +20,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let worker = Worker::connect(
         &url,
         WorkerOptions {
-            batch_size: 10,
+            batch_size: Some(10),
             concurrency: 4,
             poll_interval: Duration::from_millis(200),
             ..WorkerOptions::new("orders")

@@ -243,7 +243,7 @@ async fn renewal_neither_blocks_on_nor_mistakes_a_row_the_application_completed(
         &url,
         WorkerOptions {
             lease: Duration::from_millis(600),
-            batch_size: 2,
+            batch_size: Some(2),
             concurrency: 2,
             ..opts("s")
         },

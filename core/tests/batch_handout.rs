@@ -11,7 +11,7 @@ use support::*;
 
 fn opts(source: &str, batch_size: u32, concurrency: u32) -> WorkerOptions {
     WorkerOptions {
-        batch_size,
+        batch_size: Some(batch_size),
         concurrency,
         poll_interval: Duration::from_millis(50),
         lease: Duration::from_secs(5),

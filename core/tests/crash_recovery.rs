@@ -30,7 +30,7 @@ async fn child_worker() {
     let (lease, handler) = (ms("QB_CHILD_LEASE_MS"), ms("QB_CHILD_HANDLER_MS"));
     let opts = WorkerOptions {
         lease,
-        batch_size: 10,
+        batch_size: Some(10),
         concurrency: 10,
         ..WorkerOptions::new("s")
     };
@@ -249,7 +249,7 @@ async fn a_worker_whose_session_broke_loses_its_rows_and_opens_a_new_session() {
     let pool = store.pool().clone();
     insert_pull_rows(&pool, "s", 3, |_| None).await;
     let opts = WorkerOptions {
-        batch_size: 3,
+        batch_size: Some(3),
         concurrency: 3,
         ..rescuer_opts()
     };

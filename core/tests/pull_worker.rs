@@ -94,7 +94,7 @@ async fn concurrent_workers_process_every_row_once_in_aggregate_order() {
         let w = Worker::connect(
             &url,
             WorkerOptions {
-                batch_size: 8,
+                batch_size: Some(8),
                 concurrency: 4,
                 ..fast_opts("orders")
             },
@@ -251,7 +251,7 @@ async fn a_cancelled_task_may_only_be_abandoned() {
     let pool = store.pool().clone();
     insert_pull_rows(&pool, "s", 5, |_| None).await;
     let opts = WorkerOptions {
-        batch_size: 5,
+        batch_size: Some(5),
         concurrency: 5,
         shutdown_grace: Duration::from_millis(100),
         ..fast_opts("s")
@@ -612,7 +612,7 @@ async fn bad_url_and_missing_tables_give_clear_errors() {
     let err = Worker::connect(
         &url,
         WorkerOptions {
-            batch_size: 0,
+            batch_size: Some(0),
             ..WorkerOptions::new("s")
         },
     )
@@ -669,7 +669,7 @@ async fn shutdown_releases_waiting_rows_and_lets_running_ones_finish() {
     let w = Worker::connect(
         &url,
         WorkerOptions {
-            batch_size: 10,
+            batch_size: Some(10),
             concurrency: 1,
             ..fast_opts("s")
         },
@@ -861,7 +861,7 @@ async fn batched_plain_completions_complete_each_row_once() {
         let w = Worker::connect(
             &url,
             WorkerOptions {
-                batch_size: 100,
+                batch_size: Some(100),
                 concurrency: 16,
                 ..fast_opts("s")
             },
@@ -919,7 +919,7 @@ async fn a_blocked_completion_frees_the_slot_but_shutdown_waits_for_it() {
     let w = Worker::connect(
         &url,
         WorkerOptions {
-            batch_size: 2,
+            batch_size: Some(2),
             concurrency: 1,
             ..fast_opts("s")
         },

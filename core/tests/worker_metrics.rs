@@ -37,7 +37,7 @@ async fn a_workers_outcomes_are_counted_in_its_metrics_by_source() {
         poll_interval: Duration::from_millis(50),
         // Renewed every second while a handler runs.
         lease: Duration::from_secs(3),
-        batch_size: 4,
+        batch_size: Some(4),
         concurrency: 4,
         ..WorkerOptions::new("metered")
     };

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The bare-SQL ceiling as a peers adapter (issue 21): pgbench runs claim_complete.sql (a plain
 # SKIP LOCKED claim of a batch, then one UPDATE completing it) with CONC clients on QueueBox's
-# own inbox table, batch max(10, CONC) as the QueueBox adapter uses. Same CLI as the other
+# own inbox table, with the batch the QueueBox adapter's worker uses (the core's default for
+# CONC handlers, or QB_BATCH; `queuebox-peers-bench batch CONC`). Same CLI as the other
 # adapters, drain and enqueue only (see harness.py):
 #   drain URL N CONC | enqueue URL N
 # Migrations and rows come from the QueueBox adapter's `enqueue` (same schema, same rows).
@@ -17,7 +18,7 @@ case "$mode" in
   *) echo "ceiling: mode $mode not supported (drain, enqueue)" >&2; exit 2 ;;
 esac
 n=$3 conc=$4
-batch=$(( conc > 10 ? conc : 10 ))
+batch=$("$qb" batch "$conc")
 "$qb" enqueue "$url" "$n"
 psql "$url" -X -q -c "VACUUM ANALYZE inbox"
 q() { psql "$url" -X -qtA -c "$1"; }

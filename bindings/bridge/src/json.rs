@@ -64,7 +64,13 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
     for (key, val) in obj {
         match key.as_str() {
             "source" => {}
-            "batchSize" => o.batch_size = uint(key, val)?,
+            // Absent or null: the core's adaptive batch (`WorkerOptions::batch`).
+            "batchSize" => {
+                o.batch_size = match val {
+                    Value::Null => None,
+                    v => Some(uint(key, v)?),
+                }
+            }
             "concurrency" => o.concurrency = uint(key, val)?,
             "leaseMs" => o.lease = millis(key, val)?,
             "pollIntervalMs" => o.poll_interval = millis(key, val)?,
@@ -142,10 +148,12 @@ fn millis(path: &str, v: &Value) -> Result<Duration> {
 
 /// The effective options with the same names [`worker_options_from_json`] reads (an own
 /// schema's names only when set, so a wrapper that passes them back keeps them).
+/// `batchSize` is the batch in force ([`WorkerOptions::batch`]), adaptive or explicit, so a
+/// wrapper that reads it follows the core without computing it.
 pub fn worker_options_to_json(o: &WorkerOptions) -> Value {
     let ms = |d: Duration| d.as_millis() as u64;
     let mut v = serde_json::json!({
-        "source": o.source, "batchSize": o.batch_size, "concurrency": o.concurrency,
+        "source": o.source, "batchSize": o.batch(), "concurrency": o.concurrency,
         "leaseMs": ms(o.lease), "pollIntervalMs": ms(o.poll_interval), "shutdownGraceMs": ms(o.shutdown_grace),
         "listen": o.listen,
         "retry": {"maxAttempts": o.retry.max_attempts, "baseDelayMs": ms(o.retry.base_delay),
@@ -238,6 +246,29 @@ mod tests {
     }
 
     #[test]
+    fn an_absent_batch_size_is_the_cores_adaptive_one_and_is_reported_resolved() {
+        for v in [
+            json!({"source": "s", "concurrency": 32}),
+            json!({"source": "s", "concurrency": 32, "batchSize": null}),
+        ] {
+            let o = worker_options_from_json(&v).unwrap();
+            assert_eq!(o.batch_size, None);
+            assert_eq!((o.batch(), o.effective_concurrency()), (256, 32));
+            assert_eq!(worker_options_to_json(&o)["batchSize"], json!(256));
+        }
+        let o =
+            worker_options_from_json(&json!({"source": "s", "concurrency": 32, "batchSize": 10}))
+                .unwrap();
+        assert_eq!((o.batch_size, o.effective_concurrency()), (Some(10), 10));
+        assert_eq!(worker_options_to_json(&o)["batchSize"], json!(10));
+        let e = worker_options_from_json(&json!({"source": "s", "batchSize": 10_001})).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "batchSize"),
+            "{e}"
+        );
+    }
+
+    #[test]
     fn worker_options_carry_an_own_schemas_names() {
         let o = worker_options_from_json(&json!({"source": "s", "inboxTableName": "app.user",
             "columnMapping": {"inbox": {"idempotencyKey": "key"}}}))
@@ -282,7 +313,7 @@ mod tests {
         .unwrap();
         assert_eq!(
             (
-                o.batch_size,
+                o.batch(),
                 o.concurrency,
                 o.lease,
                 o.poll_interval,

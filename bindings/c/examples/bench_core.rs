@@ -21,7 +21,7 @@ async fn main() -> anyhow::Result<()> {
         a[5].parse::<u32>()?,
     );
     let mut opts = WorkerOptions::new(source.as_str());
-    opts.batch_size = batch;
+    opts.batch_size = Some(batch);
     opts.concurrency = conc;
     opts.poll_interval = Duration::from_millis(50);
     let worker = Worker::connect(url, opts).await?;

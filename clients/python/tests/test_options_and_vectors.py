@@ -18,6 +18,12 @@ def test_missing_options_take_the_reference_defaults_from_the_core():
     assert o.retry == RetryPolicy(max_attempts=5, base_delay_ms=1000, max_delay_ms=300000, jitter=0.2)
 
 
+def test_an_unset_batch_size_is_the_cores_adapted_to_concurrency():
+    # The core computes it (8 x concurrency, 10..10000); the wrapper only reads it back.
+    assert [Worker(URL, "s", concurrency=c).options.batch_size for c in (1, 8, 32)] == [10, 64, 256]
+    assert Worker(URL, "s", batch_size=10, concurrency=32).options.batch_size == 10
+
+
 def test_given_options_are_kept():
     o = Worker(URL, "s", batch_size=100, concurrency=4, lease_ms=900, retry=RetryPolicy(max_attempts=2)).options
     assert (o.batch_size, o.concurrency, o.lease_ms) == (100, 4, 900)

@@ -78,7 +78,11 @@ export interface WorkerOptions {
   databaseUrl: string;
   /** The source whose pull rows this worker claims (required). */
   source: string;
-  /** Rows claimed at once (default 10). */
+  /**
+   * Rows claimed at once and the most one worker holds. Unset, the core adapts it to
+   * `concurrency` (8 × concurrency, at least 10, at most 10000); `options.batchSize` says
+   * the value in force.
+   */
   batchSize?: number;
   /** Handlers running at once (default 1; at most batchSize). */
   concurrency?: number;

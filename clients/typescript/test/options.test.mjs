@@ -18,6 +18,13 @@ test("missing options take the reference defaults from the core", () => {
   });
 });
 
+test("an unset batchSize is the core's, adapted to concurrency", () => {
+  // The core computes it (8 × concurrency, 10..10000); the wrapper only reads it back.
+  const batches = [1, 8, 32].map((concurrency) => new Worker({ databaseUrl: url, source: "s", concurrency }).options.batchSize);
+  assert.deepEqual(batches, [10, 64, 256]);
+  assert.equal(new Worker({ databaseUrl: url, source: "s", batchSize: 10, concurrency: 32 }).options.batchSize, 10);
+});
+
 test("given options are kept and maxConcurrency is an alias of concurrency", () => {
   const w = new Worker({ databaseUrl: url, source: "s", batchSize: 100, maxConcurrency: 4, leaseMs: 900, retry: { maxAttempts: 2 } });
   assert.equal(w.options.batchSize, 100);

@@ -21,7 +21,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use metrics::{WorkerMetrics, WorkerStats};
-pub use options::WorkerOptions;
+pub use options::{default_batch, WorkerOptions, MAX_BATCH_SIZE};
 pub use run::{HandlerError, Outcome};
 pub use task::{Task, TxGuard};
 
@@ -208,7 +208,7 @@ impl Worker {
     /// The next claimed row, waiting until one is available. At most
     /// `effective_concurrency` tasks are out at once: a further call waits for one to
     /// finish (a plain completion frees its slot when it starts, while its batched
-    /// statement runs; claimed rows never exceed `batch_size`). `Ok(None)` once the worker
+    /// statement runs; claimed rows never exceed `batch()`). `Ok(None)` once the worker
     /// is shutting down. Claim failures (database down) are logged and retried after the
     /// poll interval; only a missing schema is returned.
     pub async fn next(&self) -> Result<Option<Task>> {
@@ -231,7 +231,7 @@ impl Worker {
             let (room, running) = {
                 let st = inner.state.lock().unwrap();
                 (
-                    inner.opts.batch_size.saturating_sub(st.live.len() as u32),
+                    inner.opts.batch().saturating_sub(st.live.len() as u32),
                     st.in_flight,
                 )
             };
@@ -239,7 +239,7 @@ impl Worker {
             // statement per freed slot made claims of one or two rows under load (the peers
             // benchmark saw 5.4 rows per claim at batch 10, concurrency 8). A finishing task
             // wakes us.
-            let min_claim = (inner.opts.batch_size / 2).max(1);
+            let min_claim = (inner.opts.batch() / 2).max(1);
             if room == 0 || (room < min_claim && running > 0) {
                 drop(guard);
                 self.idle_wait(Duration::from_secs(3600)).await;

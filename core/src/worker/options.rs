@@ -10,11 +10,12 @@ use crate::error::{Error, Result};
 pub struct WorkerOptions {
     /// The source whose pull rows this worker claims (required).
     pub source: String,
-    /// Rows claimed per claim statement (default 10). Never more than this many rows are
-    /// claimed by one worker at once, running, waiting or being completed, so for short
-    /// handlers about 4–5× `concurrency` keeps them busy (see benchmarks/peers.md).
-    pub batch_size: u32,
-    /// Handlers running at once (default 1); effectively at most `batch_size`.
+    /// The most rows one worker holds at once, waiting, running or being completed, and so
+    /// the most one claim statement takes. `None` (the default) adapts it to `concurrency`
+    /// ([`default_batch`]); an explicit value is used as given. Read the value in force with
+    /// [`WorkerOptions::batch`].
+    pub batch_size: Option<u32>,
+    /// Handlers running at once (default 1); effectively at most [`WorkerOptions::batch`].
     pub concurrency: u32,
     /// Lease length (default 30 s); renewed every third of it on a separate connection.
     pub lease: Duration,
@@ -38,11 +39,30 @@ pub struct WorkerOptions {
     pub otlp_endpoint: Option<String>,
 }
 
+/// The largest batch, explicit or adaptive.
+pub const MAX_BATCH_SIZE: u32 = 10_000;
+
+/// The batch of a worker that sets none: `clamp(8 × concurrency, 10, 10000)`.
+///
+/// A worker never holds more than a batch of rows, so the batch bounds the rows in its
+/// pipeline (claimed and waiting, running, being completed) and, by Little's law, its rate:
+/// at a batch of `concurrency` the handlers idle while each claim and each completion
+/// statement runs. Sweeping the batch at 20,000 rows with a no-op handler
+/// (benchmarks/results/batch-sweep-2026-12-04.json, medians) gave, for 1c/2c/4c/8c/16c,
+/// 3,621 / 6,117 / 10,623 / 15,941 / 20,194 rows/s at concurrency 8 and
+/// 11,486 / 15,705 / 21,383 / 26,793 / 26,833 at concurrency 32. 8× is the knee: 16× adds
+/// nothing at 32 while a worker would hold twice the rows that other workers cannot take
+/// and that a crash strands until recovery. The floor of 10 keeps the former default for
+/// one handler; the ceiling is the largest explicit batch.
+pub fn default_batch(concurrency: u32) -> u32 {
+    concurrency.saturating_mul(8).clamp(10, MAX_BATCH_SIZE)
+}
+
 impl WorkerOptions {
     pub fn new(source: impl Into<String>) -> Self {
         WorkerOptions {
             source: source.into(),
-            batch_size: 10,
+            batch_size: None,
             concurrency: 1,
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_secs(1),
@@ -62,11 +82,13 @@ impl WorkerOptions {
         if self.source.chars().count() > crate::message::MAX_KEY_CHARS {
             return Err(Error::config("source", "is longer than 255 characters"));
         }
-        if self.batch_size == 0 {
-            return Err(Error::config("batchSize", "must be greater than 0"));
-        }
-        if self.batch_size > 10_000 {
-            return Err(Error::config("batchSize", "must be at most 10000"));
+        // Only an explicit batch can be wrong; the adaptive one is clamped.
+        match self.batch_size {
+            Some(0) => return Err(Error::config("batchSize", "must be greater than 0")),
+            Some(b) if b > MAX_BATCH_SIZE => {
+                return Err(Error::config("batchSize", "must be at most 10000"))
+            }
+            _ => {}
         }
         if self.concurrency == 0 {
             return Err(Error::config("concurrency", "must be greater than 0"));
@@ -86,13 +108,70 @@ impl WorkerOptions {
         self.retry.validate()
     }
 
-    /// Handlers that can run at once: `min(concurrency, batch_size)`.
+    /// The batch in force: the explicit `batch_size`, else [`default_batch`] of
+    /// `concurrency`.
+    pub fn batch(&self) -> u32 {
+        self.batch_size
+            .unwrap_or_else(|| default_batch(self.concurrency))
+    }
+
+    /// Handlers that can run at once: `min(concurrency, batch())`.
     pub fn effective_concurrency(&self) -> u32 {
-        self.concurrency.min(self.batch_size)
+        self.concurrency.min(self.batch())
     }
 
     /// How often the leases are renewed: a third of the lease.
     pub fn renewal_interval(&self) -> Duration {
         crate::lease::renewal_interval(self.lease)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with(batch_size: Option<u32>, concurrency: u32) -> WorkerOptions {
+        WorkerOptions {
+            batch_size,
+            concurrency,
+            ..WorkerOptions::new("s")
+        }
+    }
+
+    #[test]
+    fn an_unset_batch_is_eight_per_handler_between_10_and_10000() {
+        assert_eq!(WorkerOptions::new("s").batch(), 10);
+        let got: Vec<u32> = [1, 2, 8, 32, 1250, 5000, u32::MAX]
+            .iter()
+            .map(|&c| with(None, c).batch())
+            .collect();
+        assert_eq!(got, [10, 16, 64, 256, 10_000, 10_000, 10_000]);
+    }
+
+    #[test]
+    fn concurrency_32_without_a_batch_runs_32_handlers() {
+        let o = with(None, 32);
+        o.validate().unwrap();
+        assert_eq!((o.batch(), o.effective_concurrency()), (256, 32));
+    }
+
+    #[test]
+    fn an_explicit_batch_is_kept_and_caps_the_handlers() {
+        let o = with(Some(10), 32);
+        o.validate().unwrap();
+        assert_eq!((o.batch(), o.effective_concurrency()), (10, 10));
+        assert_eq!(with(Some(10_000), 1).batch(), 10_000);
+    }
+
+    #[test]
+    fn only_an_explicit_batch_is_validated_naming_batch_size() {
+        for bad in [0, 10_001] {
+            let e = with(Some(bad), 1).validate().unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { path, .. } if path == "batchSize"),
+                "{e}"
+            );
+        }
+        with(None, u32::MAX).validate().unwrap();
     }
 }

@@ -26,7 +26,7 @@ const PULL: &str = "sources:
 
 async fn worker(url: &str, source: &str, lease: Duration) -> Worker {
     let mut o = WorkerOptions::new(source);
-    o.batch_size = 10;
+    o.batch_size = Some(10);
     o.concurrency = 10;
     o.lease = lease;
     o.poll_interval = Duration::from_millis(20);

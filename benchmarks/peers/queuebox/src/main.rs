@@ -1,7 +1,9 @@
-//! QueueBox adapter of benchmarks/peers/run.sh: the Rust core `Worker::run` with
-//! batch_size = max(10, concurrency), LISTEN on, other options at their defaults.
+//! QueueBox adapter of benchmarks/peers/run.sh: the Rust core `Worker::run` with default
+//! options but `concurrency` (so the batch is the core's adaptive one, `WorkerOptions::batch`).
 //! Same CLI as every other adapter (see benchmarks/peers/harness.py):
 //!   drain URL N CONC | latency URL RATE SECS CONC | enqueue URL N | work URL CONC SLEEP_MS LOG
+//! and `batch CONC`, which prints the batch a worker of CONC handlers uses (the ceiling
+//! adapter claims the same batch).
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -37,11 +39,14 @@ async fn enqueue(pool: &PgPool, n: i64) {
     .expect("enqueue");
 }
 
+fn options(conc: u32) -> WorkerOptions {
+    // QB_BATCH sets an explicit batch (for investigations; run.sh never sets it).
+    let batch = std::env::var("QB_BATCH").ok().and_then(|v| v.parse().ok());
+    WorkerOptions { batch_size: batch, concurrency: conc, ..WorkerOptions::new(SOURCE) }
+}
+
 async fn worker(url: &str, conc: u32) -> Worker {
-    // QB_BATCH overrides the batch size (for investigations; run.sh never sets it).
-    let batch = std::env::var("QB_BATCH").ok().and_then(|v| v.parse().ok()).unwrap_or(conc.max(10));
-    let opts = WorkerOptions { batch_size: batch, concurrency: conc, listen: true, ..WorkerOptions::new(SOURCE) };
-    Worker::connect(url, opts).await.expect("worker")
+    Worker::connect(url, options(conc)).await.expect("worker")
 }
 
 fn pct(v: &mut [f64], q: f64) -> f64 {
@@ -52,6 +57,10 @@ fn pct(v: &mut [f64], q: f64) -> f64 {
 #[tokio::main]
 async fn main() {
     let a: Vec<String> = std::env::args().collect();
+    if a[1] == "batch" {
+        println!("{}", options(a[2].parse().unwrap()).batch());
+        return;
+    }
     let url = a[2].clone();
     let pool = setup(&url).await;
     match a[1].as_str() {
@@ -87,7 +96,7 @@ async fn main() {
             let processed: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processed'").fetch_one(&pool).await.unwrap();
             let st = w.stats();
             println!("{}", json!({"rows_per_s": n as f64 / secs, "seconds": secs, "handled": done.load(Ordering::SeqCst),
-                "completed_in_db": processed, "claims": st.claims}));
+                "completed_in_db": processed, "claims": st.claims, "batch": w.options().batch()}));
         }
         "latency" => {
             let rate: f64 = a[3].parse().unwrap();

@@ -21,7 +21,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         return Err("usage: queuebox-chaos-worker <database-url> <source> <lease-ms>".into());
     };
     let options = WorkerOptions {
-        batch_size: 20,
+        batch_size: Some(20),
         concurrency: 4,
         lease: Duration::from_millis(lease_ms.parse()?),
         poll_interval: Duration::from_millis(100),
