@@ -53,7 +53,11 @@ pub const MAX_BATCH_SIZE: u32 = 10_000;
 /// 11,486 / 15,705 / 21,383 / 26,793 / 26,833 at concurrency 32. 8× is the knee: 16× adds
 /// nothing at 32 while a worker would hold twice the rows that other workers cannot take
 /// and that a crash strands until recovery. The floor of 10 keeps the former default for
-/// one handler; the ceiling is the largest explicit batch.
+/// one handler, although one handler also drains faster with more (3,993 / 15,875 rows/s at
+/// batch 10 / 80, same file): with slow handlers and several workers, prefetched rows wait
+/// behind one worker's handlers while others idle (benchmarks/peers.md, 2026-12-04: a
+/// crashed worker's rows re-ran 4.0 s after the kill, behind the 64 rows the next worker
+/// had prefetched). The ceiling is the largest explicit batch.
 pub fn default_batch(concurrency: u32) -> u32 {
     concurrency.saturating_mul(8).clamp(10, MAX_BATCH_SIZE)
 }
