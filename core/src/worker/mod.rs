@@ -7,6 +7,7 @@ mod completer;
 mod metrics;
 mod options;
 mod owner;
+mod prefetch;
 mod renew;
 mod run;
 mod task;
@@ -95,6 +96,8 @@ pub(crate) struct Inner {
     owner_key: AtomicI64,
     /// The `handle` spans' exporter, when tracing is on (`WorkerOptions::otlp_endpoint`).
     otlp: Option<Arc<crate::otlp::Exporter>>,
+    /// Handler and claim times, which size what a claim takes within the batch (`prefetch`).
+    pace: Mutex<prefetch::Pace>,
 }
 
 impl Worker {
@@ -128,6 +131,7 @@ impl Worker {
             hard_stop: CancellationToken::new(),
             db_down: AtomicBool::new(false),
             owner_key: AtomicI64::new(0),
+            pace: Mutex::new(prefetch::Pace::default()),
         });
         // Opened before the first claim, so that every claim can carry the key.
         let session = owner::open(&inner, false).await;
@@ -208,7 +212,8 @@ impl Worker {
     /// The next claimed row, waiting until one is available. At most
     /// `effective_concurrency` tasks are out at once: a further call waits for one to
     /// finish (a plain completion frees its slot when it starts, while its batched
-    /// statement runs; claimed rows never exceed `batch()`). `Ok(None)` once the worker
+    /// statement runs; claimed rows never exceed `batch()`, and stay near what the handlers
+    /// consume while claims run, see `prefetch`). `Ok(None)` once the worker
     /// is shutting down. Claim failures (database down) are logged and retried after the
     /// poll interval; only a missing schema is returned.
     pub async fn next(&self) -> Result<Option<Task>> {
@@ -228,19 +233,23 @@ impl Worker {
             if let Some(task) = self.take_buffered(&permit) {
                 return Ok(Some(task.with_permit(permit)));
             }
+            let plan = inner
+                .pace
+                .lock()
+                .unwrap()
+                .plan(inner.opts.effective_concurrency(), inner.opts.batch());
             let (room, running) = {
                 let st = inner.state.lock().unwrap();
                 (
-                    inner.opts.batch().saturating_sub(st.live.len() as u32),
+                    plan.target.saturating_sub(st.live.len() as u32),
                     st.in_flight,
                 )
             };
-            // While handlers run, wait until half the batch is free before claiming: a claim
-            // statement per freed slot made claims of one or two rows under load (the peers
-            // benchmark saw 5.4 rows per claim at batch 10, concurrency 8). A finishing task
-            // wakes us.
-            let min_claim = (inner.opts.batch() / 2).max(1);
-            if room == 0 || (room < min_claim && running > 0) {
+            // While handlers run, wait until `min_claim` rows are free (half the target, or
+            // less with slow handlers) before claiming: a claim statement per freed slot made
+            // claims of one or two rows under load (the peers benchmark saw 5.4 rows per
+            // claim at batch 10, concurrency 8). A finishing task wakes us.
+            if room == 0 || (room < plan.min_claim && running > 0) {
                 drop(guard);
                 self.idle_wait(Duration::from_secs(3600)).await;
                 continue;
@@ -378,9 +387,9 @@ impl Inner {
             .store
             .claim_pull_owned(&self.opts.source, room, self.opts.lease, self.owner())
             .await?;
-        self.stats
-            .claim_duration
-            .observe(started.elapsed().as_secs_f64());
+        let took = started.elapsed();
+        self.stats.claim_duration.observe(took.as_secs_f64());
+        self.pace.lock().unwrap().claim_took(took);
         let n = rows.len();
         if n > 0 {
             self.stats.claimed.inc_by(n as u64);

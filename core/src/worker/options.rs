@@ -13,7 +13,9 @@ pub struct WorkerOptions {
     /// The most rows one worker holds at once, waiting, running or being completed, and so
     /// the most one claim statement takes. `None` (the default) adapts it to `concurrency`
     /// ([`default_batch`]); an explicit value is used as given. Read the value in force with
-    /// [`WorkerOptions::batch`].
+    /// [`WorkerOptions::batch`]. Within it a worker holds what its handlers consume while
+    /// claims run, measured as it goes: the whole batch for fast handlers, about
+    /// `concurrency` rows for slow ones (`worker::prefetch`).
     pub batch_size: Option<u32>,
     /// Handlers running at once (default 1); effectively at most [`WorkerOptions::batch`].
     pub concurrency: u32,
@@ -57,7 +59,8 @@ pub const MAX_BATCH_SIZE: u32 = 10_000;
 /// batch 10 / 80, same file): with slow handlers and several workers, prefetched rows wait
 /// behind one worker's handlers while others idle (benchmarks/peers.md, 2026-12-04: a
 /// crashed worker's rows re-ran 4.0 s after the kill, behind the 64 rows the next worker
-/// had prefetched). The ceiling is the largest explicit batch.
+/// had prefetched; since then the rows a worker holds within its batch follow its measured
+/// handler and claim times, `worker::prefetch`). The ceiling is the largest explicit batch.
 pub fn default_batch(concurrency: u32) -> u32 {
     concurrency.saturating_mul(8).clamp(10, MAX_BATCH_SIZE)
 }

@@ -255,9 +255,9 @@ impl Task {
     /// Observes the handler's duration, at the task's first finish (any kind).
     fn handler_done(&self) {
         let w = &self.inner.worker;
-        w.stats
-            .handler_duration
-            .observe(self.inner.started.elapsed().as_secs_f64());
+        let took = self.inner.started.elapsed();
+        w.stats.handler_duration.observe(took.as_secs_f64());
+        w.pace.lock().unwrap().handler_took(took);
     }
 
     /// Claims the right to finish with a write (complete, retry, dead, release). A
