@@ -517,6 +517,8 @@ mkdir -p "$dist"
 for p in "${parts[@]}"; do
   t0=$(date +%s)
   "pkg_$p"
-  log "$p done in $(($(date +%s) - t0))s"
+  # The disk left: a cold run writes several GB of build trees, and a full disk fails a
+  # build with a message about whatever file it was writing.
+  log "$p done in $(($(date +%s) - t0))s ($(df -h --output=avail "$CARGO_TARGET_DIR" | tail -1 | tr -d ' ') free)"
 done
 manifest
