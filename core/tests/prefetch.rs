@@ -71,7 +71,8 @@ async fn slow_handlers_hold_about_their_slots_not_the_adaptive_batch() {
     // Before a handler has finished the worker holds at most max(10, 2 × 4).
     assert!(max <= 10, "held {max} rows, batch 32: {samples:?}");
     // Once 200 ms handlers are measured against a claim of a few ms: 4 running and one or
-    // two waiting.
+    // two waiting (at most 6 with claims under 50 ms). The bound of 8 allows claims of up to
+    // ~100 ms on a loaded machine while staying below the cold cap of 10.
     let settled = samples
         .iter()
         .filter(|s| s.0 > Duration::from_millis(500))
@@ -79,7 +80,7 @@ async fn slow_handlers_hold_about_their_slots_not_the_adaptive_batch() {
         .max()
         .unwrap();
     assert!(
-        settled <= 6,
+        settled <= 8,
         "held {settled} rows once measured: {samples:?}"
     );
     assert!(settled >= 4, "the 4 handlers kept busy: {samples:?}");
