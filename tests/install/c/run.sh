@@ -18,6 +18,18 @@ install_dir=$(install_workdir c)
 trap install_cleanup EXIT
 cp tests/install/c/quickstart.c "$install_dir/"
 not_run=()
+# link <kind> <cc arguments after the source...>: builds quickstart-<triple>-<kind> and adds
+# <kind> to kinds; a failed link is reported as not run with the linker's first errors (the
+# test then fails).
+link() {
+  local kind=$1 out; shift
+  if out=$(cd "$install_dir" && $cc -std=c11 -Wall -Werror quickstart.c -o "quickstart-$triple-$kind" "$@" 2>&1); then
+    kinds+=("$kind")
+  else
+    echo "install-c ($triple, $kind): not run: the link failed: $(echo "$out" | grep -m3 -E 'undefined|error' | paste -sd' ')"
+    not_run+=("$triple $kind")
+  fi
+}
 for tarball in "${tarballs[@]}"; do
   triple=$(basename "$tarball" .tar.gz | sed 's/^queuebox-c-[^-]*-//')
   if ! cc=$(install_cc "$triple"); then
@@ -30,14 +42,11 @@ for tarball in "${tarballs[@]}"; do
   export PKG_CONFIG_PATH="$(echo "$install_dir"/queuebox-c-*-"$triple"/lib/pkgconfig)"
   libdir=$(pkg-config --variable=libdir queuebox)
   kinds=()
+  # shellcheck disable=SC2046
+  link shared $(pkg-config --cflags --libs queuebox) -Wl,-rpath,"$libdir"
   # shellcheck disable=SC2046,SC2086
-  if out=$(cd "$install_dir" && $cc -std=c11 -Wall -Werror quickstart.c -o "quickstart-$triple-shared" \
-    $(pkg-config --cflags --libs queuebox) -Wl,-rpath,"$libdir" 2>&1); then kinds+=(shared)
-  else echo "install-c ($triple, shared): not run: the link failed: $(echo "$out" | grep -m3 -E 'undefined|error' | paste -sd' ')"; not_run+=("$triple shared"); fi
-  # shellcheck disable=SC2046,SC2086
-  if out=$(cd "$install_dir" && $cc $static_flag -std=c11 -Wall -Werror quickstart.c -o "quickstart-$triple-static" \
-    $(pkg-config --cflags queuebox) "$libdir/libqueuebox.a" $(pkg-config --static --libs-only-l queuebox | sed 's/-lqueuebox//') 2>&1); then kinds+=(static)
-  else echo "install-c ($triple, static): not run: the link failed: $(echo "$out" | grep -m3 -E 'undefined|error' | paste -sd' ')"; not_run+=("$triple static"); fi
+  link static $static_flag $(pkg-config --cflags queuebox) "$libdir/libqueuebox.a" \
+    $(pkg-config --static --libs-only-l queuebox | sed 's/-lqueuebox//')
   for kind in "${kinds[@]}"; do
     want=any; [ "$kind" = static ] && want=$static_elf
     bash scripts/elf-check.sh "$install_dir/quickstart-$triple-$kind" "$(install_arch "$triple")" "$want" | sed "s#$install_dir/##"
