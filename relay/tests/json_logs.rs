@@ -34,7 +34,7 @@ async fn start(yaml: &str, extra_env: &[(&str, &str)]) -> Relay {
         cmd.env(k, v);
     }
     let child = cmd.stderr(Stdio::piped()).spawn().unwrap();
-    let relay = Relay {
+    let mut relay = Relay {
         child,
         port,
         config,

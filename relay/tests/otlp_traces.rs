@@ -95,7 +95,7 @@ async fn start(yaml: &str, env: &[(&str, &str)]) -> Relay {
     let mut cmd = relay_command(config.path(), &["run"]);
     cmd.env_remove("OTEL_EXPORTER_OTLP_ENDPOINT");
     cmd.envs(env.iter().copied());
-    let relay = Relay {
+    let mut relay = Relay {
         child: cmd.stderr(Stdio::piped()).spawn().unwrap(),
         port,
         config,

@@ -568,7 +568,7 @@ async fn the_relay_waits_for_the_database_and_recovers_when_it_returns() {
     let child = relay_command(cfg.path(), &["run"]).spawn().unwrap();
     tokio::time::sleep(Duration::from_millis(800)).await;
     let c = cluster.script_start_blocking().await;
-    let relay = Relay {
+    let mut relay = Relay {
         child,
         port: port_relay,
         config: cfg,

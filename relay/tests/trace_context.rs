@@ -74,7 +74,7 @@ async fn trace_context_reaches_the_receiver_and_forgeries_do_not() {
     let config = write_config(&yaml.replace("{port}", &port.to_string()));
     let mut cmd = relay_command(config.path(), &["run"]);
     cmd.env("RUST_LOG", "info,sqlx=warn,queuebox=debug");
-    let relay = Relay {
+    let mut relay = Relay {
         child: cmd.stderr(Stdio::piped()).spawn().unwrap(),
         port,
         config,

@@ -50,12 +50,38 @@ pub async fn empty_db(suite: &str) -> (String, PgStore) {
     (url, store)
 }
 
+/// A port nothing listens on, for a child process (the relay, a PostgreSQL) to bind later.
+///
+/// Chosen below the kernel's ephemeral range, never from it: a port from `bind(:0)` is free
+/// again the moment it is returned, and the next `bind(:0)` in this process (a test's
+/// `Receiver`, running in parallel) may be handed the same port before the child binds it;
+/// the child then fails to start while the test talks to the receiver instead. Ports below
+/// the range are never handed out by `bind(:0)` or used for outgoing connections, and a
+/// process-wide cursor keeps two calls from returning the same one.
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CURSOR: AtomicU32 = AtomicU32::new(0);
+    let ephemeral_low = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|s| s.split_whitespace().next()?.parse::<u32>().ok())
+        .unwrap_or(32768);
+    let (low, high) = (20000u32, ephemeral_low.max(20001));
+    let span = high - low;
+    // Start each test process at its own offset, so two test binaries run side by side
+    // (a developer's two terminals) rarely probe the same ports.
+    let _ = CURSOR.compare_exchange(
+        0,
+        std::process::id().wrapping_mul(7919) % span + 1,
+        Ordering::SeqCst,
+        Ordering::SeqCst,
+    );
+    for _ in 0..span {
+        let port = (low + CURSOR.fetch_add(1, Ordering::SeqCst) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {low}..{high}");
 }
 
 /// One request the receiver got.
@@ -254,7 +280,7 @@ impl Relay {
         let port = free_port();
         let config = write_config(&yaml.replace("{port}", &port.to_string()));
         let child = relay_command(config.path(), &["run"]).spawn().unwrap();
-        let r = Relay {
+        let mut r = Relay {
             child,
             port,
             config,
@@ -262,9 +288,17 @@ impl Relay {
         r.wait_listening().await;
         r
     }
-    pub async fn wait_listening(&self) {
+    /// Waits until the relay's port accepts connections; fails at once, with the exit
+    /// status, if the relay exits instead (a bad config, a port already taken).
+    pub async fn wait_listening(&mut self) {
         let deadline = Instant::now() + Duration::from_secs(60);
         while Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!(
+                    "the relay exited ({status}) before it listened on {}",
+                    self.port
+                );
+            }
             if tokio::net::TcpStream::connect(("127.0.0.1", self.port))
                 .await
                 .is_ok()

@@ -313,7 +313,7 @@ sources:
         .stderr(log.reopen().unwrap())
         .spawn()
         .unwrap();
-    let relay = Relay {
+    let mut relay = Relay {
         child,
         port,
         config,
