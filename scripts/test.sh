@@ -13,14 +13,29 @@ export QUEUEBOX_TEST_DATABASE_URL
 bash scripts/brokers.sh deps
 pass=0; fail=0; failed=()
 only="${QB_TEST_ONLY:-}"
+# Each part's output is also kept, so the end of the run can repeat why each failed part
+# failed: CI keeps only the end of a long log, where a part's own failure report (a fuzz
+# find, a build error) is otherwise buried under the parts that ran after it.
+logs="$(mktemp -d)"
 for part in scripts/test.d/*.sh; do
   [ -n "$only" ] && [[ "$part" != *"$only"* ]] && continue
   echo "=== test part $part"
   t0=$(date +%s)
-  if bash "$part"; then pass=$((pass+1)); else fail=$((fail+1)); failed+=("$part"); fi
+  log="$logs/$(basename "$part").log"
+  : > "$log"
+  if bash "$part" > >(tee -a "$log") 2> >(tee -a "$log" >&2); then
+    pass=$((pass+1))
+  else
+    fail=$((fail+1)); failed+=("$part")
+  fi
   # The disk left after each part: a full disk fails builds with messages that name anything.
   echo "=== test part $part finished in $(( $(date +%s) - t0 ))s ($(df -h --output=avail . | tail -1 | tr -d ' ') free)"
 done
+for part in "${failed[@]}"; do
+  echo "=== why $part failed (its last 40 lines):"
+  tail -n 40 "$logs/$(basename "$part").log"
+done
+rm -rf "$logs"
 [ ${#failed[@]} -gt 0 ] && echo "failed parts: ${failed[*]}"
 echo "parts: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
