@@ -12,7 +12,7 @@ type Options struct {
 	// Source whose pull rows the worker claims (required).
 	Source string
 	// BatchSize: rows claimed per claim statement and the most held at once. Zero leaves it
-	// to the core, which adapts it to Concurrency (8 × Concurrency, at least 10, at most
+	// to the core, which adapts it to Concurrency (8 × Concurrency, at least 64, at most
 	// 10000; README "Worker options").
 	BatchSize int
 	// Concurrency: handlers running at once, at most BatchSize (default 1).

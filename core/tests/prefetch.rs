@@ -65,11 +65,11 @@ async fn drain_sampling(
 async fn slow_handlers_hold_about_their_slots_not_the_adaptive_batch() {
     let (store, url) = fresh_store("prefetchslow").await;
     let pool = store.pool().clone();
-    assert_eq!(opts(4).batch(), 32);
+    assert_eq!(opts(4).batch(), 64);
     let samples = drain_sampling(&pool, &url, 60, 4, Duration::from_millis(200)).await;
     let max = samples.iter().map(|s| s.1).max().unwrap();
     // Before a handler has finished the worker holds at most max(10, 2 × 4).
-    assert!(max <= 10, "held {max} rows, batch 32: {samples:?}");
+    assert!(max <= 10, "held {max} rows, batch 64: {samples:?}");
     // Once 200 ms handlers are measured against a claim of a few ms: 4 running and one or
     // two waiting (at most 6 with claims under 50 ms). The bound of 8 allows claims of up to
     // ~100 ms on a loaded machine while staying below the cold cap of 10.
@@ -92,9 +92,9 @@ async fn no_op_handlers_still_claim_the_whole_adaptive_batch() {
     let pool = store.pool().clone();
     let samples = drain_sampling(&pool, &url, 5000, 4, Duration::ZERO).await;
     let max = samples.iter().map(|s| s.1).max().unwrap();
-    assert!(max <= 32, "never more than the batch (32): held {max}");
+    assert!(max <= 64, "never more than the batch (64): held {max}");
     assert!(
         max >= 20,
-        "a no-op worker holds far beyond 2 × 4, up to the batch of 32: held {max}"
+        "a no-op worker holds far beyond 2 × 4, up to the batch of 64: held {max}"
     );
 }

@@ -169,7 +169,7 @@ class Worker:
     """A pull worker for one source.
 
     Options left out take the core's defaults: ``batch_size`` adapted to ``concurrency``
-    (8 × ``concurrency``, at least 10, at most 10000; ``options.batch_size`` says the value
+    (8 × ``concurrency``, at least 64, at most 10000; ``options.batch_size`` says the value
     in force), ``concurrency`` 1,
     ``lease_ms`` 30000, ``poll_interval_ms`` 1000, ``shutdown_grace_ms`` 30000, ``listen``
     True, ``retry`` = ``RetryPolicy()`` (5 attempts, 1 s doubling to 5 min, ±20 %). Invalid

@@ -19,8 +19,8 @@ def test_missing_options_take_the_reference_defaults_from_the_core():
 
 
 def test_an_unset_batch_size_is_the_cores_adapted_to_concurrency():
-    # The core computes it (8 x concurrency, 10..10000); the wrapper only reads it back.
-    assert [Worker(URL, "s", concurrency=c).options.batch_size for c in (1, 8, 32)] == [10, 64, 256]
+    # The core computes it (8 x concurrency, 64..10000); the wrapper only reads it back.
+    assert [Worker(URL, "s", concurrency=c).options.batch_size for c in (1, 8, 32)] == [64, 64, 256]
     assert Worker(URL, "s", batch_size=10, concurrency=32).options.batch_size == 10
 
 

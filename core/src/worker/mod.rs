@@ -22,7 +22,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use metrics::{WorkerMetrics, WorkerStats};
-pub use options::{default_batch, WorkerOptions, MAX_BATCH_SIZE};
+pub use options::{default_batch, WorkerOptions, MAX_BATCH_SIZE, MIN_DEFAULT_BATCH};
 pub use run::{HandlerError, Outcome};
 pub use task::{Task, TxGuard};
 

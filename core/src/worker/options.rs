@@ -44,7 +44,10 @@ pub struct WorkerOptions {
 /// The largest batch, explicit or adaptive.
 pub const MAX_BATCH_SIZE: u32 = 10_000;
 
-/// The batch of a worker that sets none: `clamp(8 × concurrency, 10, 10000)`.
+/// The smallest adaptive batch: what a worker with up to 8 handlers may hold.
+pub const MIN_DEFAULT_BATCH: u32 = 64;
+
+/// The batch of a worker that sets none: `clamp(8 × concurrency, 64, 10000)`.
 ///
 /// A worker never holds more than a batch of rows, so the batch bounds the rows in its
 /// pipeline (claimed and waiting, running, being completed) and, by Little's law, its rate:
@@ -54,15 +57,20 @@ pub const MAX_BATCH_SIZE: u32 = 10_000;
 /// 3,621 / 6,117 / 10,623 / 15,941 / 20,194 rows/s at concurrency 8 and
 /// 11,486 / 15,705 / 21,383 / 26,793 / 26,833 at concurrency 32. 8× is the knee: 16× adds
 /// nothing at 32 while a worker would hold twice the rows that other workers cannot take
-/// and that a crash strands until recovery. The floor of 10 keeps the former default for
-/// one handler, although one handler also drains faster with more (3,993 / 15,875 rows/s at
-/// batch 10 / 80, same file): with slow handlers and several workers, prefetched rows wait
-/// behind one worker's handlers while others idle (benchmarks/peers.md, 2026-12-04: a
-/// crashed worker's rows re-ran 4.0 s after the kill, behind the 64 rows the next worker
-/// had prefetched; since then the rows a worker holds within its batch follow its measured
-/// handler and claim times, `worker::prefetch`). The ceiling is the largest explicit batch.
+/// and that a crash strands until recovery. The floor is 64, not the reference's 10: one
+/// handler spends most of its time waiting for claim and completion statements, and the
+/// batch is what overlaps them, so at concurrency 1 the drain rose from 4,107 rows/s at
+/// batch 10 to 10,673 / 13,375 / 18,487 at 32 / 64 / 128
+/// (benchmarks/results/batch-sweep-c1-prefetch-2026-12-04.json). A large batch no longer
+/// means many held rows: within the batch a worker holds what its measured handler and
+/// claim times call for (`worker::prefetch`), about `concurrency` rows for slow handlers,
+/// so the floor only lets fast handlers run ahead. 64 keeps the batch monotonic in
+/// `concurrency` (8 × 8) and a crashed worker's stranded rows few. The ceiling is the
+/// largest explicit batch.
 pub fn default_batch(concurrency: u32) -> u32 {
-    concurrency.saturating_mul(8).clamp(10, MAX_BATCH_SIZE)
+    concurrency
+        .saturating_mul(8)
+        .clamp(MIN_DEFAULT_BATCH, MAX_BATCH_SIZE)
 }
 
 impl WorkerOptions {
@@ -146,13 +154,13 @@ mod tests {
     }
 
     #[test]
-    fn an_unset_batch_is_eight_per_handler_between_10_and_10000() {
-        assert_eq!(WorkerOptions::new("s").batch(), 10);
+    fn an_unset_batch_is_eight_per_handler_between_64_and_10000() {
+        assert_eq!(WorkerOptions::new("s").batch(), 64);
         let got: Vec<u32> = [1, 2, 8, 32, 1250, 5000, u32::MAX]
             .iter()
             .map(|&c| with(None, c).batch())
             .collect();
-        assert_eq!(got, [10, 16, 64, 256, 10_000, 10_000, 10_000]);
+        assert_eq!(got, [64, 64, 64, 256, 10_000, 10_000, 10_000]);
     }
 
     #[test]

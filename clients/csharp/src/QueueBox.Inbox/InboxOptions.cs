@@ -11,7 +11,7 @@ namespace QueueBox.Inbox
         /// <summary>The source whose pull rows the worker claims (required).</summary>
         public string Source { get; set; }
         /// <summary>Rows per claim and the most held at once. Null leaves it to the core, which
-        /// adapts it to MaxConcurrency (8 × MaxConcurrency, at least 10, at most 10 000).</summary>
+        /// adapts it to MaxConcurrency (8 × MaxConcurrency, at least 64, at most 10 000).</summary>
         public int? BatchSize { get; set; }
         /// <summary>Handlers running at once, at most BatchSize (core default 1).</summary>
         public int? MaxConcurrency { get; set; }
