@@ -39,6 +39,8 @@ server="${QUEUEBOX_TEST_DATABASE_URL%/*}"
 # A NATS server of our own (port, store), so broker tests running meanwhile do not share it.
 export QB_BROKERS_DIR="${QB_OUTBOX_PEER_NATS_DIR:-/tmp/qb-outbox-peer}" QB_NATS_PORT="${QB_OUTBOX_PEER_NATS_PORT:-54322}"
 bash scripts/brokers.sh start nats >/dev/null
+# Stopped on exit: left running it costs the next benchmark ~10 % of a core.
+trap 'bash scripts/brokers.sh stop nats >/dev/null 2>&1 || true' EXIT
 nats_url="nats://127.0.0.1:$QB_NATS_PORT"
 
 work="target/outbox-peer"; mkdir -p "$work"
