@@ -2,7 +2,8 @@
 # Rows/s of a no-op handler through the TypeScript and Python clients (over their native
 # addons) against the Rust core's Worker::run (bindings/c's bench_core example, the same
 # baseline benchmarks/ffi_bench.sh uses), on the same database in the same run: release
-# builds; ROWS rows per run, batch BATCH, at each concurrency of CONCS; ROUNDS rounds in
+# builds; ROWS rows per run, batch BATCH (0, the default: unset, the core's adaptive batch
+# as users get it), at each concurrency of CONCS; ROUNDS rounds in
 # rotating order, each run on fresh rows of its own source.
 #
 # "Before" rows: the clients' own code as of BEFORE_REF (the per-row loop: next() ->
@@ -10,12 +11,12 @@
 # keep next()/complete()), so before and after differ in the client loop alone.
 #
 # Writes benchmarks/results/nodepy-<UTC date>.json and benchmarks/nodepy.md.
-# Usage: bash benchmarks/nodepy_bench.sh   (ROWS=20000 BATCH=100 CONCS="1 8 32" ROUNDS=3;
+# Usage: bash benchmarks/nodepy_bench.sh   (ROWS=20000 BATCH=0 CONCS="1 8 32" ROUNDS=3;
 # IMPLS="rust node node_before" for a subset, rust always included for the ratios)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
-ROWS="${ROWS:-20000}" BATCH="${BATCH:-100}" CONCS="${CONCS:-1 8 32}" ROUNDS="${ROUNDS:-3}"
+ROWS="${ROWS:-20000}" BATCH="${BATCH:-0}" CONCS="${CONCS:-1 8 32}" ROUNDS="${ROUNDS:-3}"
 BEFORE_REF="${BEFORE_REF:-2a51b98}"
 source scripts/postgres.sh start >/dev/null
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"

@@ -1,19 +1,21 @@
 #!/usr/bin/env bash
 # Wrappers vs the Rust worker (issue 21: "every wrapper >= 0.8x the Rust worker, no-op
 # handler, same run"): rows/s of a no-op handler through the Go and C# wrappers and the
-# Rust core's Worker::run, same database, same run, at each concurrency of CONCS (batch
-# max(10, c), as in benchmarks/peers), ROUNDS rounds in rotating order, medians.
+# Rust core's Worker::run, same database, same run, at each concurrency of CONCS (BATCH: 0,
+# the default, leaves it unset, so every worker runs on the core's adaptive batch as users
+# get it; runs before 2026-12-04 used max(10, c)), ROUNDS rounds in rotating order, medians.
 # BEFORE_REF (a commit) adds the wrappers as they were at that commit, built from its
 # clients/ sources against today's library, so before/after ratios come from one run too.
 # Besides rows/s it records the CPU time (user + system) the worker process spent per row
 # and its context switches per row (/usr/bin/time): on a loaded machine rows/s swings with
 # the neighbours, the process's own CPU per row much less.
 # Writes benchmarks/results/wrappers-<date>.json; the write-up is benchmarks/wrappers.md.
-# Usage: bash benchmarks/wrappers_bench.sh   (env: ROWS CONCS ROUNDS BEFORE_REF IMPLS REUSE_BUILD TAG)
+# Usage: bash benchmarks/wrappers_bench.sh   (env: ROWS CONCS ROUNDS BATCH BEFORE_REF IMPLS REUSE_BUILD TAG)
 # TAG names the results file (default: the date): benchmarks/results/wrappers-<TAG>.json.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROWS="${ROWS:-10000}" CONCS="${CONCS:-1 8 32}" ROUNDS="${ROUNDS:-3}" BEFORE_REF="${BEFORE_REF:-}"
+BATCH="${BATCH:-0}"
 source scripts/postgres.sh start >/dev/null
 export QB_FFI_PROFILE=release
 source bindings/c/tests/ffi-env.sh
@@ -57,7 +59,7 @@ url=$(ffi_db_url "$db")
 "$out/ffi_go" -migrate "$url"
 
 run_one() {  # run_one <impl> <source> <concurrency>: prints "rows/s cpu_us_per_row switches_per_row"
-  local batch=$(( $3 > 10 ? $3 : 10 ))
+  local batch=$BATCH
   psql "$url" -X -q -c "INSERT INTO inbox (source, idempotency_key, payload, consumption)
     SELECT '$2', 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, $ROWS) g"
   psql "$url" -X -q -c "VACUUM ANALYZE inbox" 2>/dev/null
@@ -101,9 +103,9 @@ for c in $CONCS; do
 done
 
 date_tag="${TAG:-$(date -u +%Y-%m-%d)}"
-python3 - "$samples" "$ROWS" "$ROUNDS" "$BEFORE_REF" "benchmarks/results/wrappers-$date_tag.json" <<'PY'
+python3 - "$samples" "$ROWS" "$ROUNDS" "$BEFORE_REF" "benchmarks/results/wrappers-$date_tag.json" "$BATCH" <<'PY'
 import json, statistics, sys, datetime, platform, os, collections
-path, rows, rounds, before, dest = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
+path, rows, rounds, before, dest, batch = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5], int(sys.argv[6])
 s = collections.defaultdict(lambda: collections.defaultdict(list))
 cpu = collections.defaultdict(lambda: collections.defaultdict(list))
 sw = collections.defaultdict(lambda: collections.defaultdict(list))
@@ -117,7 +119,7 @@ for line in open(path):
 res = {
     "benchmark": "wrappers_vs_rust_worker_noop_handler",
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    "rows_per_run": rows, "rounds": rounds, "batch_size": "max(10, concurrency)",
+    "rows_per_run": rows, "rounds": rounds, "batch_size": batch or "unset: the core's adaptive batch, clamp(8 x concurrency, 64, 10000)",
     "before_ref": before or None,
     "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, shared with other engineers' builds",
     "load_average_1m": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},

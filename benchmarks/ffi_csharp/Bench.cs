@@ -1,6 +1,7 @@
 // The C# side of benchmarks/ffi_bench.sh: InboxWorker.RunAsync with a no-op handler over
 // `rows` pull rows of `source`, timed from start until every row is processed.
 // Usage: mono Bench.exe <database url> <source> <rows> <batch> <concurrency>
+// (batch 0: unset, the core's adaptive batch).
 using System;
 using System.Diagnostics;
 using System.Globalization;
@@ -15,7 +16,7 @@ public static class Bench
         ulong rows = ulong.Parse(a[2]);
         var opts = new InboxOptions
         {
-            Source = a[1], BatchSize = int.Parse(a[3]), MaxConcurrency = int.Parse(a[4]),
+            Source = a[1], BatchSize = int.Parse(a[3]) == 0 ? (int?)null : int.Parse(a[3]), MaxConcurrency = int.Parse(a[4]),
             PollInterval = TimeSpan.FromMilliseconds(50),
         };
         using (var w = InboxWorker.ConnectAsync(a[0], opts).GetAwaiter().GetResult())

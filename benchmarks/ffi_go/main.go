@@ -1,6 +1,7 @@
 // Command ffi_go is the Go side of benchmarks/ffi_bench.sh: the Go wrapper's Worker.Run
 // with a no-op handler over `rows` pull rows of `source`, timed from start until every row
 // is processed. Usage: ffi_go <database url> <source> <rows> <batch> <concurrency>
+// (batch 0: unset, the core's adaptive batch).
 // Prints one line: rows_per_sec=<n> seconds=<s>.
 package main
 

@@ -1,6 +1,7 @@
 """Python client side of benchmarks/nodepy_bench.sh: Worker.run with a no-op async handler
 over `rows` pull rows of `source`, timed from run() until every row is processed.
 Usage: python bench.py <database url> <source> <rows> <batch> <concurrency>
+(batch 0: unset, the core's adaptive batch).
 Prints one line: `rows_per_sec=<n> seconds=<s>`."""
 
 import asyncio
@@ -15,7 +16,7 @@ async def main(url: str, source: str, rows: int, batch: int, conc: int) -> None:
         return None
 
     stop = asyncio.Event()
-    async with Worker(url, source, batch_size=batch, concurrency=conc, poll_interval_ms=50) as w:
+    async with Worker(url, source, batch_size=batch or None, concurrency=conc, poll_interval_ms=50) as w:
         started = time.perf_counter()
 
         async def watch():

@@ -42,6 +42,8 @@ def summarize(path):
 
 
 now = datetime.datetime.now(datetime.timezone.utc)
+# Batch 0: the programs leave it unset, so each worker runs on the core's adaptive batch.
+batch_text = f"batch {batch}" if batch else "the core's adaptive batch (unset: 8 × concurrency, 64..10000)"
 res = {
     "benchmark": "nodepy_noop_handler",
     "date": now.isoformat(timespec="seconds"),
@@ -75,7 +77,7 @@ for run, c, b in [(f"{i + 1} ({r['rows_per_run']} rows)", c, b) for i, r in enum
 table = "\n".join(table)
 md = f"""# Node and Python clients vs the Rust core worker
 
-No-op handler, {rows} pull rows per run, batch {batch}, concurrency 1, 8 and 32, {rounds} rounds
+No-op handler, {rows} pull rows per run, {batch_text}, concurrency 1, 8 and 32, {rounds} rounds
 in rotating order on one database in one run (release builds; `bash benchmarks/nodepy_bench.sh`;
 raw numbers in `{out}`). Machine: {os.cpu_count()} CPUs shared with PostgreSQL and with
 other engineers' builds; load average at the start `{res['machine']['loadavg_start']}`, at the end

@@ -1,6 +1,7 @@
 //! The Rust baseline of benchmarks/ffi_bench.sh: the core `Worker::run` with a no-op handler
 //! over `rows` pull rows of `source`, timed from start until every row is processed.
 //! Usage: bench_core <database url> <source> <rows> <batch> <concurrency> [run|next]
+//! (batch 0: unset, the core's adaptive batch).
 //! `run` (default) is `Worker::run`; `next` is the loop the wrappers run over the C ABI
 //! (`next()` in one loop, each task handled and completed on its own), in pure Rust, so
 //! that the difference to a wrapper is the boundary alone.
@@ -21,7 +22,7 @@ async fn main() -> anyhow::Result<()> {
         a[5].parse::<u32>()?,
     );
     let mut opts = WorkerOptions::new(source.as_str());
-    opts.batch_size = Some(batch);
+    opts.batch_size = (batch > 0).then_some(batch);
     opts.concurrency = conc;
     opts.poll_interval = Duration::from_millis(50);
     let worker = Worker::connect(url, opts).await?;
