@@ -83,82 +83,60 @@ namespace QueueBox.Inbox
         }
     }
 
-    /// <summary>Sends plain completions back in batches: handlers that finish while a batch is
-    /// being handed over queue up and go together in the next qb_tasks_complete call. Each
-    /// Complete returns the task's own status (0, or claim lost, cancelled, ...).</summary>
+    /// <summary>Hands plain completions back in batches without waiting for their statement,
+    /// as the Go wrapper does: completions that arrive while one call is being made go
+    /// together in the next qb_tasks_complete call, which returns before the statement runs
+    /// (no callback), so the task's concurrency slot is free at once and the core's completer
+    /// batches the statements as for the Rust worker. The completer owns each handle it is
+    /// given and frees it right after the call (the library copies what it needs). A claim
+    /// lost at completion is counted and logged by the core; the wrapper never acted on it.
+    /// Waiting for each statement cost a callback from a runtime thread into managed code
+    /// per row: at concurrency 1 that was most of the wrapper's 309 µs of CPU per row
+    /// (benchmarks/wrappers.md, 2026-12-04).</summary>
     internal sealed class Completer
     {
-        private sealed class Item
-        {
-            public IntPtr Task;
-            public TaskCompletionSource<int> Done;
-        }
-
-        private readonly ConcurrentQueue<Item> _queue = new ConcurrentQueue<Item>();
+        private readonly ConcurrentQueue<IntPtr> _queue = new ConcurrentQueue<IntPtr>();
         private int _flushing;
 
-        internal Task<int> Complete(IntPtr task)
+        /// <summary>Completes and frees <paramref name="task"/>: the caller must not use the
+        /// handle after this call.</summary>
+        internal void Complete(IntPtr task)
         {
-            var item = new Item { Task = task, Done = Pending.Source<int>() };
-            _queue.Enqueue(item);
-            if (Interlocked.CompareExchange(ref _flushing, 1, 0) == 0)
-                ThreadPool.QueueUserWorkItem(_ => Flush());
-            return item.Done.Task;
+            _queue.Enqueue(task);
+            // The call does not wait for the database, so the caller's thread makes it.
+            if (Interlocked.CompareExchange(ref _flushing, 1, 0) == 0) Flush();
         }
 
-        /// <summary>Hands everything queued to the library in one call; runs again when more
+        /// <summary>Hands everything queued to the library in one call; goes on while more
         /// arrived meanwhile.</summary>
         private void Flush()
         {
+            var handles = new System.Collections.Generic.List<IntPtr>();
             while (true)
             {
-                var items = new System.Collections.Generic.List<Item>();
-                Item it;
-                while (items.Count < NativeBatch.MaxBatch && _queue.TryDequeue(out it)) items.Add(it);
-                if (items.Count > 0)
+                handles.Clear();
+                IntPtr h;
+                while (handles.Count < NativeBatch.MaxBatch && _queue.TryDequeue(out h)) handles.Add(h);
+                if (handles.Count > 0)
                 {
-                    Send(items.ToArray());
+                    Send(handles.ToArray());
                     continue;
                 }
                 Volatile.Write(ref _flushing, 0);
-                // An item enqueued after the last dequeue but before the flag dropped would
+                // A handle enqueued after the last dequeue but before the flag dropped would
                 // wait for the next Complete: take the flag back and go on if there is one.
                 if (_queue.IsEmpty || Interlocked.CompareExchange(ref _flushing, 1, 0) != 0) return;
             }
         }
 
-        private static void Send(Item[] items)
+        private static void Send(IntPtr[] handles)
         {
-            var handles = new IntPtr[items.Length];
-            for (int i = 0; i < items.Length; i++) handles[i] = items[i].Task;
-            IntPtr ud = Pending.Pin(items), err;
-            int st = NativeBatch.qb_tasks_complete(handles, new UIntPtr((uint)handles.Length), Done, ud, out err);
-            if (st != 0)
-            {
-                GCHandle.FromIntPtr(ud).Free();
-                QueueBoxException e = Native.TakeError(st, err);
-                foreach (Item i in items) i.Done.TrySetException(e);
-            }
+            IntPtr err;
+            int st = NativeBatch.qb_tasks_complete(handles, new UIntPtr((uint)handles.Length), null, IntPtr.Zero, out err);
+            // Refused only for a NULL handle, which never gets here; the rows would come back
+            // after their lease. The error is released either way.
+            Native.TakeError(st, err);
+            foreach (IntPtr h in handles) Native.qb_task_free(h);
         }
-
-        private static readonly NativeBatch.TasksDoneCallback Done = (ud, st, results, len, err) =>
-        {
-            try
-            {
-                var items = Pending.Unpin<Item[]>(ud);
-                QueueBoxException e = Native.TakeError(st, err);
-                var codes = new int[items.Length];
-                if (e == null && results != IntPtr.Zero) Marshal.Copy(results, codes, 0, Math.Min(items.Length, (int)len.ToUInt32()));
-                for (int i = 0; i < items.Length; i++)
-                {
-                    if (e != null) items[i].Done.TrySetException(e);
-                    else items[i].Done.TrySetResult(codes[i]);
-                }
-            }
-            catch
-            {
-                // Never let an exception unwind into native code.
-            }
-        };
     }
 }

@@ -181,21 +181,36 @@ namespace QueueBox.Inbox
             if (failure != null) throw failure;
         }
 
+        /// <summary>How long a handler runs before its cancellation is watched. Most handlers
+        /// finish sooner, and then no watch and no callback from a runtime thread into managed
+        /// code exist at all (the Go wrapper's watchDelay). A cancellation that happened
+        /// earlier is still delivered at once when the watch starts: the library fires the
+        /// callback immediately for a task already cancelled. Leases are at least 300 ms, so
+        /// the delay only postpones a rare signal by a few milliseconds.</summary>
+        private static readonly TimeSpan WatchDelay = TimeSpan.FromMilliseconds(5);
+
         private static async Task RunOneAsync(Pending.Next next, TaskBody handler, Completer completer)
         {
             IntPtr task = next.Task;
             var tx = new InboxTransaction(task);
             InboxTask inboxTask = null;
+            // Set once the handle is the completer's, which frees it.
+            bool handedOver = false;
             try
             {
                 var cts = new CancellationTokenSource();
-                IntPtr ud = Pending.Pin(cts), err;
-                Pending.Started(Native.qb_task_on_cancelled(task, Pending.Cancel, ud, out err), err, ud);
                 Exception failure = null;
                 try
                 {
                     inboxTask = new InboxTask(task, InboxMessage.FromJson(next.MessageJson));
-                    await handler(inboxTask, tx, cts.Token).ConfigureAwait(false);
+                    Task running = handler(inboxTask, tx, cts.Token);
+                    if (!running.IsCompleted
+                        && await Task.WhenAny(running, Task.Delay(WatchDelay)).ConfigureAwait(false) != running)
+                    {
+                        IntPtr ud = Pending.Pin(cts), err;
+                        Pending.Started(Native.qb_task_on_cancelled(task, Pending.Cancel, ud, out err), err, ud);
+                    }
+                    await running.ConfigureAwait(false);
                 }
                 catch (Exception e)
                 {
@@ -204,11 +219,17 @@ namespace QueueBox.Inbox
                 // A cancelled task is abandoned by the library whatever is asked here.
                 var retry = failure as RetryLaterException;
                 var dead = failure as DeadLetterException;
+                if (failure == null)
+                {
+                    // A plain completion goes back with others in one crossing that does not
+                    // wait for the statement (Completer); the handle is the completer's now.
+                    tx.Close();
+                    if (inboxTask != null) inboxTask.Close();
+                    handedOver = true;
+                    completer.Complete(task);
+                }
                 // After a claim lost at the application's completion every finish answers
                 // claim_lost (caught below) and writes nothing.
-                // A plain completion goes back with others in one crossing; its status is this
-                // task's own (claim lost or cancelled: the library wrote nothing).
-                if (failure == null) await completer.Complete(task).ConfigureAwait(false);
                 else if (retry != null) await Retry(task, (ulong)retry.After.TotalMilliseconds, retry.Message).ConfigureAwait(false);
                 else if (dead != null) await WithText(task, dead.Message, Native.qb_task_dead).ConfigureAwait(false);
                 else await WithText(task, failure.Message, Native.qb_task_fail).ConfigureAwait(false);
@@ -220,9 +241,12 @@ namespace QueueBox.Inbox
             }
             finally
             {
-                tx.Close();
-                if (inboxTask != null) inboxTask.Close();
-                Native.qb_task_free(task);
+                if (!handedOver)
+                {
+                    tx.Close();
+                    if (inboxTask != null) inboxTask.Close();
+                    Native.qb_task_free(task);
+                }
             }
         }
 
