@@ -11,10 +11,10 @@ VECTORS = Path(__file__).resolve().parents[3] / "proto-docs" / "vectors"
 DB_ONLY = {"transitions"}  # state transitions need a database; the Rust store tests run them
 
 
-def test_missing_options_take_the_reference_defaults_from_the_core():
+def test_missing_options_take_the_cores_defaults():
     o = Worker(URL, "orders").options
     assert (o.source, o.batch_size, o.concurrency, o.lease_ms, o.poll_interval_ms, o.shutdown_grace_ms, o.listen) == (
-        "orders", 10, 1, 30000, 1000, 30000, True)
+        "orders", 64, 1, 30000, 1000, 30000, True)
     assert o.retry == RetryPolicy(max_attempts=5, base_delay_ms=1000, max_delay_ms=300000, jitter=0.2)
 
 
