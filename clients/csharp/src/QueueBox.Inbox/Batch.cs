@@ -7,7 +7,7 @@ using System.Threading.Tasks;
 namespace QueueBox.Inbox
 {
     /// <summary>The boundary crossed per batch, not per row (issue 21): tasks come out of the
-    /// library with one qb_worker_next_batch call and plain completions go back with one
+    /// library with one qb_worker_next_batch_blocking call and plain completions go back with one
     /// qb_tasks_complete call per batch. The core decides everything as for single tasks: each
     /// task keeps its own lease, fence and finish, so a lost claim affects only that task.</summary>
     internal static class NativeBatch
@@ -25,12 +25,10 @@ namespace QueueBox.Inbox
         }
 
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
-        internal delegate void BatchCallback(IntPtr userData, int status, IntPtr batch, IntPtr error);
-        [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void TasksDoneCallback(IntPtr userData, int status, IntPtr results, UIntPtr len, IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int qb_worker_next_batch(IntPtr worker, UIntPtr max, BatchCallback cb, IntPtr userData, out IntPtr error);
+        internal static extern int qb_worker_next_batch_blocking(IntPtr worker, UIntPtr max, out IntPtr batch, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern void qb_task_batch_free(IntPtr batch);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_tasks_complete(IntPtr[] tasks, UIntPtr len, TasksDoneCallback cb, IntPtr userData, out IntPtr error);
@@ -57,29 +55,17 @@ namespace QueueBox.Inbox
             return next;
         }
 
-        /// <summary>Settles the TaskCompletionSource of qb_worker_next_batch (a static field,
-        /// so the garbage collector never frees a function pointer the library holds).</summary>
-        internal static readonly BatchCallback Batch = (ud, st, batch, err) =>
+        /// <summary>Waits for at least one task, blocking the calling thread (never a runtime
+        /// thread); an empty array once the worker is stopping. The worker loop's own thread
+        /// waits in the library between batches, so a hand-over costs no callback from a
+        /// runtime thread into managed code and no continuation on the thread pool.</summary>
+        internal static Pending.Next[] NextBatch(IntPtr worker)
         {
-            Pending.Next[] next = null;
-            try
-            {
-                if (batch != IntPtr.Zero) next = Take(batch);
-            }
-            catch { }
-            var tcs = Pending.Unpin<TaskCompletionSource<Pending.Next[]>>(ud);
+            IntPtr batch, err;
+            int st = qb_worker_next_batch_blocking(worker, new UIntPtr(MaxBatch), out batch, out err);
             QueueBoxException e = Native.TakeError(st, err);
-            if (e != null) tcs.TrySetException(e);
-            else tcs.TrySetResult(next ?? new Pending.Next[0]);
-        };
-
-        /// <summary>Waits for at least one task; an empty array once the worker is stopping.</summary>
-        internal static Task<Pending.Next[]> NextBatchAsync(IntPtr worker)
-        {
-            var tcs = Pending.Source<Pending.Next[]>();
-            IntPtr ud = Pending.Pin(tcs), err;
-            Pending.Started(qb_worker_next_batch(worker, new UIntPtr(MaxBatch), Batch, ud, out err), err, ud);
-            return tcs.Task;
+            if (e != null) throw e;
+            return batch == IntPtr.Zero ? new Pending.Next[0] : Take(batch);
         }
     }
 
@@ -91,8 +77,7 @@ namespace QueueBox.Inbox
     /// given and frees it right after the call (the library copies what it needs). A claim
     /// lost at completion is counted and logged by the core; the wrapper never acted on it.
     /// Waiting for each statement cost a callback from a runtime thread into managed code
-    /// per row: at concurrency 1 that was most of the wrapper's 309 µs of CPU per row
-    /// (benchmarks/wrappers.md, 2026-12-04).</summary>
+    /// per row (benchmarks/wrappers.md, 2026-12-04).</summary>
     internal sealed class Completer
     {
         private readonly ConcurrentQueue<IntPtr> _queue = new ConcurrentQueue<IntPtr>();

@@ -153,25 +153,32 @@ namespace QueueBox.Inbox
             Exception failure = null;
             using (cancellationToken.Register(() => StartShutdown()))
             {
-                try
+                // The hand-over loop runs on a thread of its own, blocked in the library until
+                // a handler slot is free and rows are claimed (the Go wrapper's loop goroutine
+                // does the same); shutdown ends the wait with an empty batch.
+                IntPtr worker = Handle;
+                failure = await Task.Factory.StartNew(() =>
                 {
-                    while (true)
+                    try
                     {
-                        // One crossing hands out every task the core can give now (Batch.cs).
-                        Pending.Next[] batch = await NativeBatch.NextBatchAsync(Handle).ConfigureAwait(false);
-                        if (batch.Length == 0) break;
-                        lock (running)
+                        while (true)
                         {
-                            running.RemoveAll(x => x.IsCompleted);
-                            foreach (Pending.Next next in batch)
-                                running.Add(Task.Run(() => RunOneAsync(next, handler, completer)));
+                            // One crossing hands out every task the core can give now (Batch.cs).
+                            Pending.Next[] batch = NativeBatch.NextBatch(worker);
+                            if (batch.Length == 0) return null;
+                            lock (running)
+                            {
+                                running.RemoveAll(x => x.IsCompleted);
+                                foreach (Pending.Next next in batch)
+                                    running.Add(Task.Run(() => RunOneAsync(next, handler, completer)));
+                            }
                         }
                     }
-                }
-                catch (Exception e)
-                {
-                    failure = e;
-                }
+                    catch (Exception e)
+                    {
+                        return e;
+                    }
+                }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default).ConfigureAwait(false);
             }
             Task<ulong> shutdown = StartShutdown();
             Task[] rest;
