@@ -176,10 +176,13 @@ async fn lease_expiry_hands_row_to_next_worker_and_fences_the_first() {
     let (store, url) = fresh_store("lease").await;
     let pool = store.pool().clone();
     insert_pull_rows(&pool, "s", 1, |_| None).await;
+    // A's lease is long so that its renewer stays asleep for the whole test: a renewal after
+    // B's claim would cancel task_a first (also correct, but then complete() reports Cancelled
+    // and this test would no longer see the fenced completion it is about).
     let a = Worker::connect(
         &url,
         WorkerOptions {
-            lease: Duration::from_millis(900),
+            lease: Duration::from_secs(120),
             ..fast_opts("s")
         },
     )
