@@ -12,7 +12,8 @@
 #
 # Writes benchmarks/results/nodepy-<UTC date>.json and benchmarks/nodepy.md.
 # Usage: bash benchmarks/nodepy_bench.sh   (ROWS=20000 BATCH=0 CONCS="1 8 32" ROUNDS=3;
-# IMPLS="rust node node_before" for a subset, rust always included for the ratios)
+# IMPLS="rust node node_before" for a subset, rust always included for the ratios;
+# python3.12 and python3.13 run the Python client on that interpreter: eager handler tasks)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -64,6 +65,16 @@ trap 'pg -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true' 
 url="postgres://postgres@127.0.0.1:${QB_PG_PORT:-55432}/$db"
 node -e 'require(process.env.QUEUEBOX_NATIVE_PATH).migrate(process.argv[1]).then(() => {}, (e) => { console.error(e); process.exit(1); })' "$url"
 
+other_python() {  # other_python 3.12: that interpreter's path, or fail naming it
+  local v=$1 p
+  # pyenv's own install first: its python3.12 shim on PATH refuses unless 3.12 is selected.
+  for p in $(ls -d "${PYENV_ROOT:-$HOME/.pyenv}"/versions/"$v".*/bin/python 2>/dev/null) "$(command -v "python$v")"; do
+    [ -x "$p" ] && "$p" -c "" 2>/dev/null && { echo "$p"; return; }
+  done
+  echo "nodepy_bench: no working python$v here (pyenv's versions or PATH)" >&2
+  exit 2
+}
+
 run_one() {  # run_one <impl> <source> <concurrency>: prints rows/s
   pg -d "$db" -c "INSERT INTO inbox (source, idempotency_key, payload, consumption)
     SELECT '$2', 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, $ROWS) g"
@@ -75,6 +86,9 @@ run_one() {  # run_one <impl> <source> <concurrency>: prints rows/s
     node_before) line=$(QB_TS_CLIENT="$before/clients/typescript/dist/esm/index.js" node benchmarks/nodepy/bench.mjs "${args[@]}") ;;
     python) line=$(PYTHONPATH="$pypath" "$venv/bin/python" benchmarks/nodepy/bench.py "${args[@]}") ;;
     python_before) line=$(PYTHONPATH="$before/clients/python" "$venv/bin/python" benchmarks/nodepy/bench.py "${args[@]}") ;;
+    # The same client and abi3 extension on another CPython (3.12+ starts handler tasks
+    # eagerly), found on PATH or among pyenv's versions.
+    python3.*) line=$(PYTHONPATH="${pypath:-clients/python}" "$(other_python "${1#python}")" benchmarks/nodepy/bench.py "${args[@]}") ;;
   esac
   local n; n=$(pg -d "$db" -tA -c "SELECT count(*) FROM inbox WHERE source = '$2' AND state = 'processed'")
   [ "$n" = "$ROWS" ] || { echo "$1: only $n of $ROWS rows processed" >&2; exit 1; }

@@ -13,13 +13,15 @@ import sys
 
 rows, batch, rounds = map(int, sys.argv[1:4])
 before_ref, samples_files = sys.argv[4], sys.argv[5:]
-IMPLS = ["rust", "node", "python", "node_before", "python_before"]
+IMPLS = ["rust", "node", "python", "python3.12", "python3.13", "node_before", "python_before"]
 NAMES = {
     "rust": "Rust core `Worker::run` (bench_core)",
     "node": "TypeScript `Worker.run`, batch crossing",
     "node_before": f"TypeScript `Worker.run`, client as of {before_ref}",
     "python": "Python `Worker.run` (asyncio), batch crossing",
     "python_before": f"Python `Worker.run` (asyncio), client as of {before_ref}",
+    "python3.12": "Python `Worker.run` (asyncio) on CPython 3.12 (eager handler tasks)",
+    "python3.13": "Python `Worker.run` (asyncio) on CPython 3.13 (eager handler tasks)",
 }
 
 
