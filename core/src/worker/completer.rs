@@ -51,8 +51,12 @@ pub(super) struct Completer {
 }
 
 impl Completer {
-    /// Starts the completer task; it ends when every sender is gone.
-    pub(super) fn spawn(store: Arc<dyn Store>) -> Completer {
+    /// Starts the completer task; it ends when every sender is gone. Each statement runs
+    /// under `row_writes`, the worker's lock shared with lease renewal (`Inner::row_writes`).
+    pub(super) fn spawn(
+        store: Arc<dyn Store>,
+        row_writes: Arc<tokio::sync::Mutex<()>>,
+    ) -> Completer {
         let (tx, mut rx) = mpsc::unbounded_channel::<Request>();
         tokio::spawn(async move {
             let mut batch: Vec<Request> = Vec::new();
@@ -60,7 +64,11 @@ impl Completer {
                 batch.push(first);
                 gather(&mut rx, &mut batch).await;
                 let claims: Vec<ClaimRef> = batch.iter().map(|(c, _)| *c).collect();
-                match store.complete_pull_many(&claims).await {
+                let written = {
+                    let _turn = row_writes.lock().await;
+                    store.complete_pull_many(&claims).await
+                };
+                match written {
                     Ok(done) => {
                         for (claim, reply) in batch.drain(..) {
                             let _ = reply.send(Ok(done.contains(&claim.id)));

@@ -88,6 +88,16 @@ pub(crate) struct Inner {
     stats: WorkerStats,
     metrics: WorkerMetrics,
     completer: completer::Completer,
+    /// Taken by every statement that writes many of this worker's claimed rows at once: a
+    /// lease renewal round and a batched completion. They lock overlapping rows, and
+    /// PostgreSQL picks each statement's plan, so not its lock order: run side by side they
+    /// deadlocked, the database aborted one after its deadlock timeout, and an aborted
+    /// completion left its rows to be handled again after their lease (45 of 30,000 rows
+    /// through the Python client, whose successes wait in the client while renewal runs).
+    /// Sorting the ids still deadlocked: rows are locked in the order of each statement's
+    /// plan, not of its id array. A renewal runs every lease / 3, so a
+    /// completion rarely waits for one.
+    row_writes: Arc<tokio::sync::Mutex<()>>,
     /// Set while claims fail because the database cannot be reached, so the outage is
     /// logged once as a warning when it starts and once when it ends, not at every poll.
     db_down: AtomicBool,
@@ -115,12 +125,14 @@ impl Worker {
     ) -> Result<Worker> {
         opts.validate()?;
         let otlp = start_otlp(&opts).await?;
+        let row_writes = Arc::new(tokio::sync::Mutex::new(()));
         let inner = Arc::new(Inner {
             otlp,
             stats: metrics.for_source(&opts.source),
             metrics,
             permits: Arc::new(Semaphore::new(opts.effective_concurrency() as usize)),
-            completer: completer::Completer::spawn(store.clone()),
+            completer: completer::Completer::spawn(store.clone(), row_writes.clone()),
+            row_writes,
             store,
             opts,
             state: Mutex::new(State::default()),

@@ -52,7 +52,11 @@ impl Leases for PullLeases<'_> {
     }
 
     async fn renew(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
-        let renewed = self.0.store.renew_pull(claims, lease).await?;
+        // Never beside a batched completion of the same rows (Inner::row_writes).
+        let renewed = {
+            let _turn = self.0.row_writes.lock().await;
+            self.0.store.renew_pull(claims, lease).await?
+        };
         self.0.stats.lease_renewals.inc_by(renewed.len() as u64);
         Ok(renewed)
     }
