@@ -95,8 +95,10 @@ pub(crate) struct Inner {
     /// completion left its rows to be handled again after their lease (45 of 30,000 rows
     /// through the Python client, whose successes wait in the client while renewal runs).
     /// Sorting the ids still deadlocked: rows are locked in the order of each statement's
-    /// plan, not of its id array. A renewal runs every lease / 3, so a
-    /// completion rarely waits for one.
+    /// plan, not of its id array. A renewal runs every lease / 3, so a completion rarely
+    /// waits for one; the exception is a round begun just before the application took one of
+    /// its rows into its own transaction, which waits for that commit and holds completions
+    /// up meanwhile (renewal leaves such rows out from the next round on).
     row_writes: Arc<tokio::sync::Mutex<()>>,
     /// Set while claims fail because the database cannot be reached, so the outage is
     /// logged once as a warning when it starts and once when it ends, not at every poll.
