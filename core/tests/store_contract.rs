@@ -1101,6 +1101,67 @@ async fn push_claims_take_one_row_per_aggregate_and_forward_exactly_once(
     assert!(relay.inbox_row(Uuid::new_v4()).await.unwrap().is_none());
 }
 
+async fn a_push_batch_forwards_its_live_claims_in_claim_order_and_fences_the_rest(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+) {
+    let src = source("pushmany");
+    for k in ["1", "2", "3", "4"] {
+        insert(store, NewInboxMessage::new(&src, k, json!({ "k": k }))).await;
+    }
+    let claimed = relay.claim_push(10, LEASE).await.unwrap();
+    assert_eq!(claimed.len(), 4);
+    // The third claim is stale (another replica took the row): it alone is not forwarded.
+    let rows: Vec<_> = claimed
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let claim = if i == 2 { stranger(&c.claim) } else { c.claim };
+            let key = c.message.idempotency_key.clone();
+            (claim, outbox_row(&format!("{src}.{key}"), Some("one-key")))
+        })
+        .collect();
+    let out = relay.forward_push_many(&rows).await.unwrap();
+    assert_eq!(out.len(), 4);
+    assert_eq!(out[2], Forwarded::ClaimLost);
+    let done: Vec<Uuid> = out
+        .iter()
+        .filter_map(|f| match f {
+            Forwarded::Done { outbox_id } => Some(*outbox_id),
+            Forwarded::ClaimLost => None,
+        })
+        .collect();
+    assert_eq!(done.len(), 3);
+    // One key: the outbox hands its rows out one at a time, in the batch's order.
+    let mut topics = Vec::new();
+    for _ in 0..4 {
+        let batch = relay.claim_outbox(10, LEASE).await.unwrap();
+        let Some(first) = batch.first() else { break };
+        assert_eq!(batch.len(), 1, "one row per key at a time");
+        topics.push((first.row.id, first.row.topic.clone()));
+        assert!(relay.mark_sent(&first.claim).await.unwrap());
+    }
+    let expected: Vec<(Uuid, String)> = done
+        .iter()
+        .zip(["1", "2", "4"])
+        .map(|(id, k)| (*id, format!("{src}.{k}")))
+        .collect();
+    assert_eq!(topics, expected, "forwarded rows only, in claim order");
+    assert_eq!(
+        relay.forward_push_many(&rows[..1]).await.unwrap(),
+        vec![Forwarded::ClaimLost],
+        "a second forward inserts nothing"
+    );
+    // The stale claim's row is still claimed by its real holder, who forwards it.
+    assert!(matches!(
+        relay
+            .forward_push_many(&[(claimed[2].claim, outbox_row("late", None))])
+            .await
+            .unwrap()[..],
+        [Forwarded::Done { .. }]
+    ));
+}
+
 async fn expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt(
     relay: Arc<dyn RelayStore>,
     store: &Arc<dyn Store>,
@@ -1395,6 +1456,7 @@ contract!(
     outbox_claims_keep_the_key_head_rule_and_fence_every_outcome,
     outbox_claims_fill_the_batch_behind_a_hot_key_and_one_statement_marks_it_sent,
     push_claims_take_one_row_per_aggregate_and_forward_exactly_once,
+    a_push_batch_forwards_its_live_claims_in_claim_order_and_fences_the_rest,
     expired_relay_leases_are_fenced_and_reclaimed_without_spending_an_attempt,
     backlog_and_retention_count_and_delete_only_terminal_rows,
     the_inbox_backlog_ages_push_and_pull_rows_apart,

@@ -97,6 +97,16 @@ pub trait Store: Send + Sync + 'static {
     /// Inserts one inbox row; a repeat of `(source, idempotency_key)` is `Duplicate`.
     async fn insert_inbox(&self, msg: &NewInboxMessage) -> Result<InsertOutcome>;
 
+    /// Inserts several inbox rows, one outcome per row in order, each as
+    /// [`Store::insert_inbox`] would answer it: a row the database refuses fails alone. A key
+    /// repeated within `msgs` is stored once; its later rows are `Duplicate`s of the first.
+    /// The relay groups concurrent receipts into one call (`relay/src/sources/group.rs`). A
+    /// backend that can store them in one statement does (PostgreSQL); the default inserts
+    /// them one by one, concurrently, so grouping costs such a backend no parallelism.
+    async fn insert_inbox_many(&self, msgs: &[NewInboxMessage]) -> Vec<Result<InsertOutcome>> {
+        futures::future::join_all(msgs.iter().map(|m| self.insert_inbox(m))).await
+    }
+
     /// Claims up to `batch` due pull rows of `source`: pending rows whose time has come and
     /// processing rows whose lease expired, the head row of each aggregate only, skipping
     /// aggregates that hold a live lease. Rows come back in claim order.

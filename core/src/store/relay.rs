@@ -145,6 +145,18 @@ pub trait RelayStore: Send + Sync + 'static {
     /// fence rolls the insert back.
     async fn forward_push(&self, claim: &ClaimRef, row: &NewOutboxRow) -> Result<Forwarded>;
 
+    /// [`RelayStore::forward_push`] for a batch, one outcome per row in order; the outbox rows
+    /// are inserted in the batch's order, so their `sequence` keeps it. PostgreSQL forwards
+    /// the batch in one transaction (an `Err`: none was forwarded); the default forwards row
+    /// by row (an `Err`: the rows before the failing one were).
+    async fn forward_push_many(&self, rows: &[(ClaimRef, NewOutboxRow)]) -> Result<Vec<Forwarded>> {
+        let mut out = Vec::with_capacity(rows.len());
+        for (claim, row) in rows {
+            out.push(self.forward_push(claim, row).await?);
+        }
+        Ok(out)
+    }
+
     /// Marks a claimed push row dead (fenced).
     /// Extends the leases of claimed push rows to `lease` from now in one statement, fenced
     /// like every write; returns the ids renewed (a claim missing from the result is lost).

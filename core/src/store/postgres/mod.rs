@@ -198,6 +198,50 @@ impl Store for PgStore {
         pull::insert_inbox(self, msg).await
     }
 
+    async fn insert_inbox_many(&self, msgs: &[NewInboxMessage]) -> Vec<Result<InsertOutcome>> {
+        let mut out: Vec<Option<Result<InsertOutcome>>> =
+            msgs.iter().map(|m| m.validate().err().map(Err)).collect();
+        let valid: Vec<(usize, &NewInboxMessage)> = msgs
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| out[*i].is_none())
+            .collect();
+        if valid.len() > 1 {
+            let rows: Vec<&NewInboxMessage> = valid.iter().map(|(_, m)| *m).collect();
+            match pull::insert_inbox_many(self, &rows).await {
+                Ok(outcomes) => {
+                    for ((i, _), o) in valid.iter().zip(outcomes) {
+                        out[*i] = Some(o);
+                    }
+                }
+                // Nothing was stored and no row would be: each gets the outage.
+                Err(Error::Unavailable { operation, reason }) => {
+                    for (i, _) in &valid {
+                        out[*i] = Some(Err(Error::Unavailable {
+                            operation,
+                            reason: reason.clone(),
+                        }));
+                    }
+                }
+                // Nothing was stored: one by one, so a row the database refuses fails alone.
+                // Also the way out of a deadlock with a concurrent group inserting two of the
+                // same keys in the other order (a sender's retries), which PostgreSQL breaks
+                // after `deadlock_timeout`; sorting the rows would avoid it but lose arrival
+                // order.
+                Err(e) => tracing::debug!(error = %e, rows = rows.len(),
+                    "grouped inbox insert failed; inserting its rows one by one"),
+            }
+        }
+        let mut done = Vec::with_capacity(msgs.len());
+        for (m, o) in msgs.iter().zip(out) {
+            done.push(match o {
+                Some(o) => o,
+                None => pull::insert_inbox(self, m).await,
+            });
+        }
+        done
+    }
+
     async fn claim_pull(
         &self,
         source: &str,

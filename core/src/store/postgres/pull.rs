@@ -2,6 +2,7 @@
 //! binding and decoding around the statements of [`super::sql`].
 //! `proto-docs/sql-contract.md` states the contract of each in words.
 
+use std::collections::HashMap;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -16,11 +17,6 @@ use crate::message::{ClaimRef, ClaimedRow, InboxMessage, InsertOutcome, NewInbox
 use crate::store::candidate_limit;
 
 pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result<InsertOutcome> {
-    let delay_ms = if m.dead_reason.is_some() {
-        0.0
-    } else {
-        m.delay.map(|d| d.as_millis() as f64).unwrap_or(0.0)
-    };
     let row: Option<(Uuid, bool)> = sqlx::query_as(store.sql(sql::INSERT))
         .bind(&m.source)
         .bind(&m.idempotency_key)
@@ -31,7 +27,7 @@ pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result
         .bind(&m.correlation_id)
         .bind(m.consumption.as_str())
         .bind(&m.dead_reason)
-        .bind(delay_ms)
+        .bind(delay_ms(m))
         .bind(m.trace.as_ref().map(|t| t.traceparent.as_str()))
         .bind(m.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
         .fetch_optional(store.pool())
@@ -50,6 +46,105 @@ pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result
                 .map_err(|e| db_err("inbox duplicate lookup", e))?;
             Ok(InsertOutcome::Duplicate(existing))
         }
+    }
+}
+
+/// Stores `msgs` with one [`sql::INSERT_MANY`], then reads the ids of the duplicates with one
+/// [`sql::LOOKUP_IDS`]. An `Err` means the insert failed and nothing was stored; after it
+/// every row has its own outcome (only a failed duplicate lookup fails a row). The first
+/// occurrence of a key repeated within `msgs` is inserted, the later ones are its duplicates.
+pub(super) async fn insert_inbox_many(
+    store: &PgStore,
+    msgs: &[&NewInboxMessage],
+) -> Result<Vec<Result<InsertOutcome>>> {
+    let text = |f: fn(&NewInboxMessage) -> Option<&str>| -> Vec<Option<&str>> {
+        msgs.iter().map(|m| f(m)).collect()
+    };
+    let inserted: Vec<(Uuid, String, String)> = sqlx::query_as(store.sql(sql::INSERT_MANY))
+        .bind(text(|m| Some(&m.source)))
+        .bind(text(|m| Some(&m.idempotency_key)))
+        .bind(text(|m| m.aggregate_id.as_deref()))
+        .bind(text(|m| m.event_type.as_deref()))
+        .bind(msgs.iter().map(|m| &m.payload).collect::<Vec<_>>())
+        .bind(
+            msgs.iter()
+                .map(|m| Value::Object(m.headers.clone()))
+                .collect::<Vec<_>>(),
+        )
+        .bind(text(|m| m.correlation_id.as_deref()))
+        .bind(text(|m| Some(m.consumption.as_str())))
+        .bind(text(|m| m.dead_reason.as_deref()))
+        .bind(msgs.iter().map(|m| delay_ms(m)).collect::<Vec<_>>())
+        .bind(text(|m| m.trace.as_ref().map(|t| t.traceparent.as_str())))
+        .bind(text(|m| {
+            m.trace.as_ref().and_then(|t| t.tracestate.as_deref())
+        }))
+        .fetch_all(store.pool())
+        .await
+        .map_err(|e| db_err("inbox insert", e))?;
+    // The stored id of each key and whether this statement inserted it: the rows inserted,
+    // then the duplicates' read below. Of a key inserted here, its first row in `msgs` is the
+    // new one; every other row of the key is a duplicate.
+    fn key(m: &NewInboxMessage) -> (&str, &str) {
+        (m.source.as_str(), m.idempotency_key.as_str())
+    }
+    let mut first: HashMap<(&str, &str), usize> = HashMap::new();
+    for (i, m) in msgs.iter().enumerate() {
+        first.entry(key(m)).or_insert(i);
+    }
+    let mut stored: HashMap<(&str, &str), (Uuid, bool)> = HashMap::new();
+    for (id, source, k) in &inserted {
+        if let Some(&i) = first.get(&(source.as_str(), k.as_str())) {
+            stored.insert(key(msgs[i]), (*id, true));
+        }
+    }
+    let unknown: Vec<(&str, &str)> = first
+        .keys()
+        .filter(|k| !stored.contains_key(*k))
+        .copied()
+        .collect();
+    let mut lookup_failed = None;
+    if !unknown.is_empty() {
+        let found: std::result::Result<Vec<(Uuid, String, String)>, _> =
+            sqlx::query_as(store.sql(sql::LOOKUP_IDS))
+                .bind(unknown.iter().map(|k| k.0).collect::<Vec<_>>())
+                .bind(unknown.iter().map(|k| k.1).collect::<Vec<_>>())
+                .fetch_all(store.pool())
+                .await;
+        match found {
+            Ok(rows) => {
+                for (id, source, k) in &rows {
+                    if let Some(&i) = first.get(&(source.as_str(), k.as_str())) {
+                        stored.insert(key(msgs[i]), (*id, false));
+                    }
+                }
+            }
+            Err(e) => lookup_failed = Some(db_err("inbox duplicate lookup", e).to_string()),
+        }
+    }
+    Ok(msgs
+        .iter()
+        .enumerate()
+        .map(|(i, m)| match stored.get(&key(m)) {
+            Some(&(id, true)) if first[&key(m)] == i => Ok(InsertOutcome::Inserted(id)),
+            Some(&(id, _)) => Ok(InsertOutcome::Duplicate(id)),
+            None => Err(crate::error::Error::Database {
+                operation: "inbox duplicate lookup",
+                // A duplicate's stored row deleted between the two statements (retention).
+                message: lookup_failed
+                    .clone()
+                    .unwrap_or_else(|| "the stored row of a duplicate was not found".into()),
+                code: None,
+            }),
+        })
+        .collect())
+}
+
+fn delay_ms(m: &NewInboxMessage) -> f64 {
+    if m.dead_reason.is_some() {
+        0.0
+    } else {
+        m.delay.map(|d| d.as_millis() as f64).unwrap_or(0.0)
     }
 }
 

@@ -2,6 +2,7 @@
 //! [`super::sql`]. Every lease comparison uses `clock_timestamp()`; every terminal write is
 //! fenced on `state = 'processing'`, the claim token and a live lease.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -163,6 +164,68 @@ impl RelayStore for PgStore {
             .map_err(|e| db_err("push forward", e))?;
         tx.commit().await.map_err(|e| db_err("push forward", e))?;
         Ok(Forwarded::Done { outbox_id: id })
+    }
+
+    async fn forward_push_many(&self, rows: &[(ClaimRef, NewOutboxRow)]) -> Result<Vec<Forwarded>> {
+        let err = |e| db_err("push forward", e);
+        let mut tx = self.pool().begin().await.map_err(err)?;
+        // The fenced marks first: they lock the inbox rows, so the inserts below can only
+        // commit together with live claims.
+        let marked: HashSet<Uuid> = sqlx::query_scalar(self.sql(sql::FORWARD_PUSH_MANY))
+            .bind(rows.iter().map(|(c, _)| c.id).collect::<Vec<_>>())
+            .bind(rows.iter().map(|(c, _)| c.token).collect::<Vec<_>>())
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(err)?
+            .into_iter()
+            .collect();
+        let out: Vec<Forwarded> = rows
+            .iter()
+            .map(|(c, _)| match marked.contains(&c.id) {
+                true => Forwarded::Done {
+                    outbox_id: Uuid::new_v4(),
+                },
+                false => Forwarded::ClaimLost,
+            })
+            .collect();
+        let live: Vec<(Uuid, &NewOutboxRow)> = rows
+            .iter()
+            .zip(&out)
+            .filter_map(|((_, r), f)| match f {
+                Forwarded::Done { outbox_id } => Some((*outbox_id, r)),
+                Forwarded::ClaimLost => None,
+            })
+            .collect();
+        if !live.is_empty() {
+            sqlx::query(self.sql(sql::INSERT_OUTBOX_MANY))
+                .bind(live.iter().map(|(id, _)| *id).collect::<Vec<_>>())
+                .bind(
+                    live.iter()
+                        .map(|(_, r)| r.topic.as_str())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    live.iter()
+                        .map(|(_, r)| r.key.as_deref())
+                        .collect::<Vec<_>>(),
+                )
+                .bind(live.iter().map(|(_, r)| &r.payload).collect::<Vec<_>>())
+                .bind(
+                    live.iter()
+                        .map(|(_, r)| Value::Object(r.headers.clone()))
+                        .collect::<Vec<_>>(),
+                )
+                .bind(
+                    live.iter()
+                        .map(|(_, r)| r.max_attempts as i32)
+                        .collect::<Vec<_>>(),
+                )
+                .execute(&mut *tx)
+                .await
+                .map_err(err)?;
+        }
+        tx.commit().await.map_err(err)?;
+        Ok(out)
     }
 
     async fn renew_push(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
