@@ -113,7 +113,7 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     );
     let st = AppState {
         inbox: Inbox {
-            store: db.store(),
+            group: crate::sources::group::InsertGroup::start(db.store(), metrics.clone()),
             metrics: metrics.clone(),
             max_header_bytes: cfg.inbox.max_header_bytes,
             transforms: transforms.clone(),

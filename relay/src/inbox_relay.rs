@@ -3,23 +3,20 @@
 //! and marks the inbox row processed. [`outbox_row`] is the one inbox-row → outbox-row
 //! mapping, shared with the admin replay (`POST /admin/inbox/{id}/replay`).
 //!
-//! A batch is forwarded one row at a time, so the rows still waiting are renewed every
-//! `claimTimeoutMs / 3` by the shared `queuebox_core::lease` round ([`PushLeases`]); a row
-//! whose renewal reports its claim lost is skipped (counted once) instead of forwarded late.
+//! A batch is forwarded in one transaction (`RelayStore::forward_push_many`: one fenced mark
+//! of every claim, one insert of the outbox rows in claim order) right after its claim, so
+//! no row waits long enough to need its lease renewed; a claim lost meanwhile is left out by
+//! the fence and counted.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use queuebox_config::{render_topic, Config};
 use queuebox_core::headers::{relay_headers, X_CORRELATION_ID};
-use queuebox_core::lease::{self, Leases};
-use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
-use queuebox_core::store::relay::{Forwarded, NewOutboxRow, RelayStore};
+use queuebox_core::store::relay::{Forwarded, NewOutboxRow};
 use queuebox_core::{ClaimedRow, InboxMessage};
 use tokio_util::sync::CancellationToken;
-use uuid::Uuid;
 
 use crate::app::AppState;
 use crate::liveness::Heartbeat;
@@ -35,48 +32,11 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
         poll_interval: Duration::from_millis(rc.poll_interval_ms),
         gauge_interval: Duration::from_millis(rc.pending_gauge_interval_ms),
     };
-    let lease = pace.lease;
-    relay_loop::run(&InboxRelay(st, lease), pace, &stop, &hb).await;
+    relay_loop::run(&InboxRelay(st), pace, &stop, &hb).await;
 }
 
-/// The relay's state and its claim lease.
-struct InboxRelay(AppState, Duration);
-
-/// The claims of a batch not forwarded yet; a row leaves when its forward starts or when a
-/// renewal reports its claim lost.
-type Waiting = Arc<Mutex<HashMap<Uuid, ClaimRef>>>;
-
-/// The waiting claims of a batch, renewed by the shared `queuebox_core::lease` rule.
-struct PushLeases {
-    store: Arc<dyn RelayStore>,
-    waiting: Waiting,
-}
-
-#[async_trait::async_trait]
-impl Leases for PushLeases {
-    fn live(&self) -> Vec<ClaimRef> {
-        self.waiting.lock().unwrap().values().copied().collect()
-    }
-
-    async fn renew(
-        &self,
-        claims: &[ClaimRef],
-        lease: Duration,
-    ) -> queuebox_core::Result<Vec<Uuid>> {
-        self.store.renew_push(claims, lease).await
-    }
-
-    fn lost(&self, c: &ClaimRef) {
-        if self.waiting.lock().unwrap().remove(&c.id).is_some() {
-            claim_lost(Component::Inbox);
-            tracing::warn!(inbox_id = %c.id, "a push claim was lost while its row waited in the batch; another replica owns the row, it is not forwarded here");
-        }
-    }
-
-    fn failed(&self, claims: usize, e: &queuebox_core::Error) {
-        tracing::warn!(error = %e, rows = claims, "push lease renewal failed");
-    }
-}
+/// The relay's state.
+struct InboxRelay(AppState);
 
 impl Relay for InboxRelay {
     type Row = ClaimedRow;
@@ -128,37 +88,8 @@ impl Relay for InboxRelay {
     }
 
     async fn process(&self, batch: Vec<ClaimedRow>, _claimed: Instant, hb: &Heartbeat) {
-        let waiting: Waiting = Arc::new(Mutex::new(
-            batch.iter().map(|r| (r.claim.id, r.claim)).collect(),
-        ));
-        let renewal = (batch.len() > 1).then(|| {
-            let leases = PushLeases {
-                store: self.0.store.clone(),
-                waiting: waiting.clone(),
-            };
-            let (lease, every) = (self.1, lease::renewal_interval(self.1));
-            tokio::spawn(async move {
-                let start = tokio::time::Instant::now() + every;
-                let mut tick =
-                    tokio::time::interval_at(start, every.max(Duration::from_millis(10)));
-                tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-                loop {
-                    tick.tick().await;
-                    lease::renew_once(&leases, lease).await;
-                }
-            })
-        });
-        for row in batch {
-            hb.beat(Duration::ZERO);
-            // Gone from the map: a renewal found the claim lost (counted there).
-            if waiting.lock().unwrap().remove(&row.claim.id).is_none() {
-                continue;
-            }
-            forward(&self.0, row).await;
-        }
-        if let Some(r) = renewal {
-            r.abort();
-        }
+        hb.beat(Duration::ZERO);
+        forward(&self.0, batch).await;
     }
 }
 
@@ -213,32 +144,60 @@ pub fn outbox_row(cfg: &Config, m: &InboxMessage) -> Result<NewOutboxRow, Unrout
     })
 }
 
-/// Forwards one push row in the `relay.forward` span (tracing on), whose context the outbox
-/// row carries in place of the inbox row's.
-async fn forward(st: &AppState, row: ClaimedRow) {
-    let m = &row.message;
-    let span = crate::telemetry::span(
-        "relay.forward",
-        SpanKind::Internal,
-        || m.trace.clone(),
-        None,
-        || {
-            vec![
-                KeyValue::new("source", m.source.clone()),
-                KeyValue::new("messageId", m.id.to_string()),
-            ]
-        },
-    );
-    let (outcome, error) = forward_row(st, &row, span.context()).await;
-    span.end(outcome, error.as_deref());
+/// Forwards a batch of push rows in one `forward_push_many`, each row in its own
+/// `relay.forward` span (tracing on), whose context its outbox row carries in place of the
+/// inbox row's. A row that cannot be routed is reported alone and left out.
+async fn forward(st: &AppState, rows: Vec<ClaimedRow>) {
+    let (mut sent, mut pairs) = (Vec::new(), Vec::new());
+    for row in rows {
+        let m = &row.message;
+        let span = crate::telemetry::span(
+            "relay.forward",
+            SpanKind::Internal,
+            || m.trace.clone(),
+            None,
+            || {
+                vec![
+                    KeyValue::new("source", m.source.clone()),
+                    KeyValue::new("messageId", m.id.to_string()),
+                ]
+            },
+        );
+        match route(st, &row, span.context()).await {
+            Ok(out) => {
+                pairs.push((row.claim, out));
+                sent.push((row, span));
+            }
+            Err((outcome, error)) => span.end(outcome, error.as_deref()),
+        }
+    }
+    if pairs.is_empty() {
+        return;
+    }
+    match st.store.forward_push_many(&pairs).await {
+        Ok(outcomes) => {
+            for (((row, span), (_, out)), f) in sent.into_iter().zip(&pairs).zip(outcomes) {
+                let (outcome, error) = forwarded(st, &row, out, f);
+                span.end(outcome, error.as_deref());
+            }
+        }
+        Err(e) => {
+            tracing::warn!(rows = sent.len(), error = %e, "forward failed; the batch's rows return to pending after their lease");
+            for (_, span) in sent {
+                st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
+                span.end("failed", Some(&e.to_string()));
+            }
+        }
+    }
 }
 
-/// The forward's outcome (the span's `outcome`) and, when it failed, why.
-async fn forward_row(
+/// The outbox row of a claimed push row, or the span's outcome and error when it has none:
+/// a source no longer configured leaves the row for reclaim; an empty topic makes it dead.
+async fn route(
     st: &AppState,
     row: &ClaimedRow,
     trace: Option<TraceContext>,
-) -> (&'static str, Option<String>) {
+) -> Result<NewOutboxRow, (&'static str, Option<String>)> {
     let m = &row.message;
     let mut out = match outbox_row(&st.cfg, m) {
         Ok(out) => out,
@@ -246,7 +205,7 @@ async fn forward_row(
             // A source removed from the configuration: leave the row for reclaim rather than guess.
             tracing::error!(source = %m.source, inbox_id = %m.id, "push row of a source that is not configured; it stays for reclaim");
             st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-            return ("failed", Some("the row's source is not configured".into()));
+            return Err(("failed", Some("the row's source is not configured".into())));
         }
         Err(Unroutable::EmptyTopic) => {
             tracing::error!(source = %m.source, inbox_id = %m.id, "the topic template rendered empty; set the source's topic or send an event type. The row is dead.");
@@ -259,37 +218,42 @@ async fn forward_row(
             if !ok {
                 claim_lost(Component::Inbox);
             }
-            return (
+            return Err((
                 "dead",
                 Some("the topic template rendered an empty topic".into()),
-            );
+            ));
         }
     };
     if trace.is_some() {
         queuebox_core::trace::stamp(&mut out.headers, trace.as_ref());
     }
-    let correlation = out
-        .headers
-        .get(X_CORRELATION_ID)
-        .and_then(|v| v.as_str())
-        .unwrap_or_default()
-        .to_string();
-    match st.store.forward_push(&row.claim, &out).await {
-        Ok(Forwarded::Done { outbox_id }) => {
+    Ok(out)
+}
+
+/// Counts and logs one row's forward; its span's outcome.
+fn forwarded(
+    st: &AppState,
+    row: &ClaimedRow,
+    out: &NewOutboxRow,
+    f: Forwarded,
+) -> (&'static str, Option<String>) {
+    let m = &row.message;
+    match f {
+        Forwarded::Done { outbox_id } => {
+            let correlation = out
+                .headers
+                .get(X_CORRELATION_ID)
+                .and_then(|v| v.as_str())
+                .unwrap_or_default();
             st.metrics
                 .inc("queuebox_inbox_messages_total", &[("status", "forwarded")]);
             tracing::debug!(inbox_id = %m.id, %outbox_id, correlationId = %correlation, "forwarded");
             ("forwarded", None)
         }
-        Ok(Forwarded::ClaimLost) => {
+        Forwarded::ClaimLost => {
             claim_lost(Component::Inbox);
             tracing::warn!(inbox_id = %m.id, "the push claim was lost before the forward committed; raise inbox.relay.claimTimeoutMs");
             ("claim_lost", None)
-        }
-        Err(e) => {
-            st.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-            tracing::warn!(inbox_id = %m.id, error = %e, "forward failed; the row returns to pending after its lease");
-            ("failed", Some(e.to_string()))
         }
     }
 }

@@ -104,6 +104,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Time to claim one batch of push inbox rows",
     ),
     (
+        "queuebox_inbox_insert_groups_total",
+        Kind::Counter,
+        "Groups of received messages stored together, one insert statement each on PostgreSQL (queuebox_inbox_messages_total / this = messages per statement)",
+    ),
+    (
         "queuebox_inbox_ingest_duration_seconds",
         Kind::Timer,
         "Time to answer one HTTP source request (read, check, store)",

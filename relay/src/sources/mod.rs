@@ -1,16 +1,18 @@
 //! Sources: how a received message becomes an inbox row. Every source, HTTP or broker,
 //! hands its message to [`Inbox::receive`], which extracts the idempotency key, event
 //! type and aggregate id by the source's `queuebox_core::keys::AttributeRule` (built by
-//! [`http_rule`] for HTTP, by `queuebox_brokers::ingest::SourceRule` for brokers), stores the row with
-//! `Store::insert_inbox` and reports the outcome. A broker source acknowledges only
-//! after `receive` returned `Ok` (a new row, a duplicate or a row stored dead) and
-//! negatively acknowledges / requeues / seeks back on `Err(Rejected::Storage)`.
+//! [`http_rule`] for HTTP, by `queuebox_brokers::ingest::SourceRule` for brokers), stores the
+//! row through [`group::InsertGroup`] (one statement for the receipts that arrive together)
+//! and reports the outcome. A broker source acknowledges only after `receive` returned `Ok`
+//! (a new row, a duplicate or a row stored dead) and negatively acknowledges / requeues /
+//! seeks back on `Err(Rejected::Storage)`.
 //!
 //! A broker source kind implements [`BrokerSource`] and adds one arm to [`build_broker`].
 
 pub mod auth;
 pub mod brokers;
 pub mod filter;
+pub mod group;
 pub mod hold;
 pub mod http;
 pub mod http_rule;
@@ -22,7 +24,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use queuebox_config::{SourceConfig, SourceKind};
 use queuebox_core::keys::{self, KeyInput};
-use queuebox_core::{headers, NewInboxMessage, Store};
+use queuebox_core::{headers, NewInboxMessage};
 use queuebox_transform::{Context, InboxContext};
 use serde_json::Value;
 use tokio_util::sync::CancellationToken;
@@ -95,7 +97,8 @@ pub enum Rejected {
 /// The entry into the inbox shared by every source.
 #[derive(Clone)]
 pub struct Inbox {
-    pub store: Arc<dyn Store>,
+    /// Where rows are inserted: grouped with the other sources' concurrent inserts.
+    pub group: group::InsertGroup,
     pub metrics: Arc<Metrics>,
     /// `inbox.maxHeaderBytes`: the most header bytes stored on one row.
     pub max_header_bytes: usize,
@@ -333,7 +336,7 @@ impl Inbox {
         if let Some(own) = span.context() {
             new.trace = Some(own);
         }
-        let stored = self.store_row(&new, correlation_id).await;
+        let stored = self.store_row(new, correlation_id).await;
         match &stored {
             Ok(s) => span.end(s.outcome(), None),
             Err(e) => span.end("rejected", Some(&e.to_string())),
@@ -343,22 +346,21 @@ impl Inbox {
 
     async fn store_row(
         &self,
-        new: &NewInboxMessage,
+        new: NewInboxMessage,
         correlation_id: String,
     ) -> Result<Stored, Rejected> {
-        let dead_reason = &new.dead_reason;
-        match self.store.insert_inbox(new).await {
-            Ok(queuebox_core::InsertOutcome::Inserted(id)) if dead_reason.is_some() => {
-                Ok(Stored::Dead { id })
-            }
+        let dead = new.dead_reason.is_some();
+        let source = new.source.clone();
+        match self.group.insert(new).await {
+            Ok(queuebox_core::InsertOutcome::Inserted(id)) if dead => Ok(Stored::Dead { id }),
             Ok(queuebox_core::InsertOutcome::Inserted(id)) => {
-                tracing::debug!(messageId = %id, source = %new.source, "inbox message stored");
+                tracing::debug!(messageId = %id, %source, "inbox message stored");
                 self.metrics
                     .inc("queuebox_inbox_messages_total", &[("status", "new")]);
                 Ok(Stored::New { id, correlation_id })
             }
             Ok(queuebox_core::InsertOutcome::Duplicate(id)) => {
-                tracing::debug!(messageId = %id, source = %new.source, "duplicate inbox message; nothing stored");
+                tracing::debug!(messageId = %id, %source, "duplicate inbox message; nothing stored");
                 self.metrics
                     .inc("queuebox_inbox_messages_total", &[("status", "duplicate")]);
                 Ok(Stored::Duplicate { id, correlation_id })
