@@ -9,7 +9,9 @@
 //! burst of load from elsewhere on the machine does not always land on the same one; the
 //! result is the median of the rounds with their range. `QB_RELAY_BENCH_BEFORE=<path>` adds
 //! an earlier `queuebox` binary as a third variant of the same rounds (before / after in one
-//! run). `QB_RELAY_BENCH_SECONDS` sets each load's length (default 5),
+//! run). Another variant, `relay2`, runs two relay processes on one database with the
+//! clients split between them (the relay's figures with 2 replicas; `QB_RELAY_BENCH_REPLICAS=0`
+//! leaves it out). `QB_RELAY_BENCH_SECONDS` sets each load's length (default 5),
 //! `QB_RELAY_BENCH_DELIVERY=0` skips the delivery part.
 //!
 //! Writes benchmarks/results/relay-<UTC date>.json (`QB_RELAY_BENCH_OUT` names another file
@@ -25,6 +27,9 @@ use axum::http::StatusCode;
 use bytes::Bytes;
 use queuebox_core::store::postgres::PgStore;
 use serde_json::json;
+
+#[path = "relay_push/mod.rs"]
+mod push;
 
 const CLIENTS: usize = 32;
 const ROWS: usize = 3000;
@@ -76,8 +81,9 @@ async fn drop_db(url: &str, store: PgStore) {
         .unwrap();
 }
 
-/// Closed-loop load: CLIENTS tasks POST for `seconds()`; `key(i)` gives each request's id.
-async fn load(url: String, key: Arc<dyn Fn(u64) -> String + Send + Sync>) -> (f64, u64) {
+/// Closed-loop load: CLIENTS tasks POST for `seconds()`, spread over `urls` (the replicas);
+/// `key(i)` gives each request's id.
+async fn load(urls: Vec<String>, key: Arc<dyn Fn(u64) -> String + Send + Sync>) -> (f64, u64) {
     let seconds = seconds();
     let client = reqwest::Client::builder()
         .pool_max_idle_per_host(CLIENTS)
@@ -88,12 +94,12 @@ async fn load(url: String, key: Arc<dyn Fn(u64) -> String + Send + Sync>) -> (f6
     let end = Instant::now() + Duration::from_secs(seconds);
     let t0 = Instant::now();
     let mut tasks = Vec::new();
-    for _ in 0..CLIENTS {
+    for c in 0..CLIENTS {
         let (client, n, errors, url, key) = (
             client.clone(),
             n.clone(),
             errors.clone(),
-            url.clone(),
+            urls[c % urls.len()].clone(),
             key.clone(),
         );
         tasks.push(tokio::spawn(async move {
@@ -150,9 +156,16 @@ fn free_port() -> u16 {
         .port()
 }
 
-fn relay_config(db: &str, port: u16, receiver: u16, outbox: bool) -> tempfile::NamedTempFile {
+/// `outbox`: the outbox relay runs; `push`: the inbox relay runs too (the whole push path).
+fn relay_config(
+    db: &str,
+    port: u16,
+    receiver: u16,
+    outbox: bool,
+    push: bool,
+) -> tempfile::NamedTempFile {
     let y = format!(
-        "server:\n  httpPort: {port}\n  bindAddress: 127.0.0.1\ndatabase:\n  url: {db}\n  poolSize: 16\noutbox:\n  enabled: {outbox}\n  pollIntervalMs: 20\n  concurrency: 16\n  batchSize: 100\ninbox:\n  relay:\n    enabled: false\ndestinations:\n  rx:\n    type: http\n    baseUrl: http://127.0.0.1:{receiver}\nroutes:\n  - topicPattern: '**'\n    destination: rx\nsources:\n  orders:\n    path: /orders\n    idempotencyKeyPath: $.id\n    topic: orders\n"
+        "server:\n  httpPort: {port}\n  bindAddress: 127.0.0.1\ndatabase:\n  url: {db}\n  poolSize: 16\noutbox:\n  enabled: {outbox}\n  pollIntervalMs: 20\n  concurrency: 16\n  batchSize: 100\ninbox:\n  relay:\n    enabled: {push}\ndestinations:\n  rx:\n    type: http\n    baseUrl: http://127.0.0.1:{receiver}\nroutes:\n  - topicPattern: '**'\n    destination: rx\nsources:\n  orders:\n    path: /orders\n    idempotencyKeyPath: $.id\n    topic: orders\n"
     );
     let f = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(f.path(), y).unwrap();
@@ -204,43 +217,55 @@ async fn wait_sent(store: &PgStore) -> f64 {
 
 /// The delivery baseline: select a batch, POST concurrently, mark sent; no claims or leases.
 async fn baseline_delivery(store: &PgStore, receiver: u16) -> f64 {
-    use futures::StreamExt;
     let client = reqwest::Client::new();
     let url = format!("http://127.0.0.1:{receiver}/");
     let t0 = Instant::now();
-    loop {
-        let rows: Vec<(uuid::Uuid, serde_json::Value)> = sqlx::query_as(
-            "SELECT id, payload FROM outbox WHERE state = 'pending' ORDER BY sequence LIMIT 100",
-        )
-        .fetch_all(store.pool())
-        .await
-        .unwrap();
-        if rows.is_empty() {
-            return ROWS as f64 / t0.elapsed().as_secs_f64();
-        }
-        futures::stream::iter(rows)
-            .for_each_concurrent(16, |(id, payload)| {
-                let (client, url) = (client.clone(), url.clone());
-                async move {
-                    let ok = client
-                        .post(&url)
-                        .header("X-Message-Id", id.to_string())
-                        .json_body(&payload)
-                        .send()
+    while naive_pass(store, &client, &url, "outbox", "sent").await > 0 {}
+    ROWS as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// One pass of a naive forwarder (the delivery baseline, and the push path's in
+/// `relay_push`): up to 100 pending rows of `table` in sequence order, each POSTed to `url`,
+/// 16 at a time, and set to `done` once the receiver answered 2xx. Returns how many rows it
+/// selected.
+async fn naive_pass(
+    store: &PgStore,
+    client: &reqwest::Client,
+    url: &str,
+    table: &str,
+    done: &str,
+) -> usize {
+    use futures::StreamExt;
+    let rows: Vec<(uuid::Uuid, serde_json::Value)> = sqlx::query_as(&format!(
+        "SELECT id, payload FROM {table} WHERE state = 'pending' ORDER BY sequence LIMIT 100"
+    ))
+    .fetch_all(store.pool())
+    .await
+    .unwrap();
+    let n = rows.len();
+    let mark = format!("UPDATE {table} SET state = '{done}' WHERE id = $1");
+    futures::stream::iter(rows)
+        .for_each_concurrent(16, |(id, payload)| {
+            let mark = &mark;
+            async move {
+                let ok = client
+                    .post(url)
+                    .header("X-Message-Id", id.to_string())
+                    .json_body(&payload)
+                    .send()
+                    .await
+                    .is_ok_and(|r| r.status().is_success());
+                if ok {
+                    sqlx::query(mark)
+                        .bind(id)
+                        .execute(store.pool())
                         .await
-                        .map(|r| r.status().is_success())
-                        .unwrap_or(false);
-                    if ok {
-                        sqlx::query("UPDATE outbox SET state = 'sent' WHERE id = $1")
-                            .bind(id)
-                            .execute(store.pool())
-                            .await
-                            .unwrap();
-                    }
+                        .unwrap();
                 }
-            })
-            .await;
-    }
+            }
+        })
+        .await;
+    n
 }
 
 trait JsonBody {
@@ -258,7 +283,15 @@ impl JsonBody for reqwest::RequestBuilder {
 /// of its own (this executable again, see [`serve_baseline`]), like the relay.
 #[derive(Clone)]
 enum Variant {
-    Relay { name: &'static str, bin: String },
+    Relay {
+        name: &'static str,
+        bin: String,
+    },
+    /// Two relay processes on one database, the clients split between them.
+    Replicas {
+        name: &'static str,
+        bin: String,
+    },
     Baseline,
     BaselineProcess,
 }
@@ -266,19 +299,26 @@ enum Variant {
 impl Variant {
     fn name(&self) -> &'static str {
         match self {
-            Variant::Relay { name, .. } => name,
+            Variant::Relay { name, .. } | Variant::Replicas { name, .. } => name,
             Variant::Baseline => "baseline",
             Variant::BaselineProcess => "baselineProcess",
         }
     }
 }
 
-/// CPU seconds (user + system) a process has used so far, from /proc.
-fn cpu_secs(pid: Option<u32>) -> Option<f64> {
-    let stat = std::fs::read_to_string(format!("/proc/{}/stat", pid?)).ok()?;
-    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
-    let ticks: f64 = fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
-    Some(ticks / 100.0)
+/// CPU seconds (user + system) the processes have used so far, from /proc; `None` for
+/// none (the in-process baseline).
+fn cpu_secs(pids: &[u32]) -> Option<f64> {
+    if pids.is_empty() {
+        return None;
+    }
+    let mut total = 0.0;
+    for pid in pids {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        total += fields.get(11)?.parse::<f64>().ok()? + fields.get(12)?.parse::<f64>().ok()?;
+    }
+    Some(total / 100.0)
 }
 
 /// The bare handler alone, on `QB_RELAY_BENCH_BASELINE_SERVE=<port> <database url>`.
@@ -306,22 +346,28 @@ struct Measured {
 /// One round of one variant on a fresh database.
 async fn ingest_round(v: &Variant, rx_port: u16) -> Measured {
     let (db, store) = fresh_db("ingest").await;
-    let (url, pid, stop): (String, Option<u32>, Box<dyn FnOnce()>) = match v {
-        Variant::Relay { bin, .. } => {
-            let port = free_port();
-            let cfg = relay_config(&db, port, rx_port, false);
-            let relay = spawn_relay_bin(bin, cfg.path(), port).await;
-            let pid = relay.id();
-            let stop = move || {
-                let mut relay = relay;
-                let _ = relay.start_kill();
-                drop(cfg);
+    let (urls, pids, stop): (Vec<String>, Vec<u32>, Box<dyn FnOnce()>) = match v {
+        Variant::Relay { bin, .. } | Variant::Replicas { bin, .. } => {
+            let n = if matches!(v, Variant::Replicas { .. }) {
+                2
+            } else {
+                1
             };
-            (
-                format!("http://127.0.0.1:{port}/inbox/orders"),
-                pid,
-                Box::new(stop),
-            )
+            let (mut urls, mut pids, mut held) = (Vec::new(), Vec::new(), Vec::new());
+            for _ in 0..n {
+                let port = free_port();
+                let cfg = relay_config(&db, port, rx_port, false, false);
+                let relay = spawn_relay_bin(bin, cfg.path(), port).await;
+                urls.push(format!("http://127.0.0.1:{port}/inbox/orders"));
+                pids.extend(relay.id());
+                held.push((relay, cfg));
+            }
+            let stop = move || {
+                for (mut relay, _cfg) in held {
+                    let _ = relay.start_kill();
+                }
+            };
+            (urls, pids, Box::new(stop))
         }
         Variant::BaselineProcess => {
             let port = free_port();
@@ -332,14 +378,14 @@ async fn ingest_round(v: &Variant, rx_port: u16) -> Measured {
                 .spawn()
                 .unwrap();
             wait_for_port(port).await;
-            let pid = child.id();
+            let pids = child.id().into_iter().collect();
             let stop = move || {
                 let mut child = child;
                 let _ = child.start_kill();
             };
             (
-                format!("http://127.0.0.1:{port}/inbox/orders"),
-                pid,
+                vec![format!("http://127.0.0.1:{port}/inbox/orders")],
+                pids,
                 Box::new(stop),
             )
         }
@@ -351,17 +397,17 @@ async fn ingest_round(v: &Variant, rx_port: u16) -> Measured {
                 .with_state(store.clone());
             let server = tokio::spawn(async move { axum::serve(bl, app).await.unwrap() });
             (
-                format!("http://127.0.0.1:{bl_port}/inbox/orders"),
-                None,
+                vec![format!("http://127.0.0.1:{bl_port}/inbox/orders")],
+                Vec::new(),
                 Box::new(move || server.abort()),
             )
         }
     };
-    let c0 = cpu_secs(pid);
-    let (fresh, e1) = load(url.clone(), Arc::new(|i| format!("k{i}"))).await;
-    let c1 = cpu_secs(pid);
-    let (dup, e2) = load(url, Arc::new(|i| format!("k{}", i % 1000))).await;
-    let c2 = cpu_secs(pid);
+    let c0 = cpu_secs(&pids);
+    let (fresh, e1) = load(urls.clone(), Arc::new(|i| format!("k{i}"))).await;
+    let c1 = cpu_secs(&pids);
+    let (dup, e2) = load(urls, Arc::new(|i| format!("k{}", i % 1000))).await;
+    let c2 = cpu_secs(&pids);
     stop();
     tokio::time::sleep(Duration::from_millis(300)).await;
     drop_db(&db, store).await;
@@ -402,11 +448,17 @@ async fn main() {
     if let Ok(spec) = std::env::var("QB_RELAY_BENCH_BASELINE_SERVE") {
         return serve_baseline(&spec).await;
     }
-    // A receiver that answers 200 at once.
+    // A receiver that answers 200 at once and counts what it received.
     let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rx_port = rx.local_addr().unwrap().port();
+    let received = Arc::new(AtomicU64::new(0));
+    let counter = received.clone();
     tokio::spawn(async move {
-        axum::serve(rx, axum::Router::new().fallback(|| async { "ok" }))
+        let count = move || {
+            counter.fetch_add(1, Ordering::Relaxed);
+            async { "ok" }
+        };
+        axum::serve(rx, axum::Router::new().fallback(count))
             .await
             .unwrap()
     });
@@ -421,6 +473,12 @@ async fn main() {
         Variant::Baseline,
         Variant::BaselineProcess,
     ];
+    if env_num("QB_RELAY_BENCH_REPLICAS", 1) == 1 {
+        variants.push(Variant::Replicas {
+            name: "relay2",
+            bin: env!("CARGO_BIN_EXE_queuebox").to_string(),
+        });
+    }
     if let Ok(bin) = std::env::var("QB_RELAY_BENCH_BEFORE") {
         variants.push(Variant::Relay {
             name: "before",
@@ -472,6 +530,10 @@ async fn main() {
         }
         p["relayOverBaseline"] = ratios(m, "relay", "baseline");
         p["relayOverBaselineProcess"] = ratios(m, "relay", "baselineProcess");
+        if m.contains_key("relay2") {
+            p["twoReplicasOverOne"] = ratios(m, "relay2", "relay");
+            p["twoReplicasOverBaseline"] = ratios(m, "relay2", "baseline");
+        }
         if m.contains_key("before") {
             p["beforeOverBaseline"] = ratios(m, "before", "baseline");
             p["beforeOverBaselineProcess"] = ratios(m, "before", "baselineProcess");
@@ -487,7 +549,7 @@ async fn main() {
         let (db3, store3) = fresh_db("deliver").await;
         insert_rows(&store3).await;
         let port = free_port();
-        let cfg = relay_config(&db3, port, rx_port, true);
+        let cfg = relay_config(&db3, port, rx_port, true, false);
         let t_start = Instant::now();
         let mut relay = spawn_relay(cfg.path(), port).await;
         let startup = t_start.elapsed().as_secs_f64();
@@ -501,12 +563,19 @@ async fn main() {
         json!({"relayRowsPerSec": relay_rows, "baselineRowsPerSec": base_rows, "ratio": relay_rows / base_rows, "relayStartupSecs": startup})
     };
 
+    let push = if env_num("QB_RELAY_BENCH_PUSH", 1) == 0 {
+        serde_json::Value::Null
+    } else {
+        push::compare(rx_port, &received, rounds).await
+    };
+
     let out = json!({
         "date": chrono::Utc::now().to_rfc3339(),
         "machine": {"cpus": std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)},
         "settings": {"clients": CLIENTS, "seconds": seconds(), "rounds": rounds, "variants": variants.iter().map(Variant::name).collect::<Vec<_>>(), "deliveryRows": ROWS, "outboxConcurrency": 16, "outboxBatchSize": 100},
         "ingest": ingest,
         "delivery": delivery,
+        "pushPath": push,
     });
     let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/results");
     std::fs::create_dir_all(dir).unwrap();
