@@ -2,7 +2,11 @@
 //! delivery rows/s, each against a baseline measured in the same run:
 //! - ingest baseline: a bare axum handler doing the same `INSERT ... ON CONFLICT DO NOTHING`;
 //! - delivery baseline: a plain loop that selects rows, POSTs them and marks them sent,
-//!   with the same concurrency and no lease protocol.
+//!   with the same concurrency and no lease protocol; and its ceiling, the same POSTs from
+//!   memory with no database.
+//!
+//! The whole push path (POST → receiver) is measured against a naive loop and a ceiling too,
+//! in `relay_push/`.
 //!
 //! Ingest runs in rounds (`QB_RELAY_BENCH_ROUNDS`, default 5): each round measures every
 //! variant on a fresh database, the variants' order rotating from round to round so that a
@@ -221,6 +225,31 @@ async fn baseline_delivery(store: &PgStore, receiver: u16) -> f64 {
     let url = format!("http://127.0.0.1:{receiver}/");
     let t0 = Instant::now();
     while naive_pass(store, &client, &url, "outbox", "sent").await > 0 {}
+    ROWS as f64 / t0.elapsed().as_secs_f64()
+}
+
+/// The delivery ceiling: the same rows POSTed from memory, 16 at a time, with no database:
+/// what the receiver and this machine's HTTP stack allow, which no durable relay can beat.
+async fn ceiling_delivery(receiver: u16) -> f64 {
+    use futures::StreamExt;
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{receiver}/");
+    let t0 = Instant::now();
+    futures::stream::iter(0..ROWS)
+        .for_each_concurrent(16, |n| {
+            let (client, url) = (&client, &url);
+            async move {
+                let r = client
+                    .post(url)
+                    .header("X-Message-Id", uuid::Uuid::new_v4().to_string())
+                    .json_body(&json!({ "n": n }))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success());
+            }
+        })
+        .await;
     ROWS as f64 / t0.elapsed().as_secs_f64()
 }
 
@@ -448,6 +477,9 @@ async fn main() {
     if let Ok(spec) = std::env::var("QB_RELAY_BENCH_BASELINE_SERVE") {
         return serve_baseline(&spec).await;
     }
+    if let Ok(spec) = std::env::var("QB_RELAY_BENCH_CEILING_SERVE") {
+        return push::serve_ceiling(&spec).await;
+    }
     // A receiver that answers 200 at once and counts what it received.
     let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rx_port = rx.local_addr().unwrap().port();
@@ -560,7 +592,8 @@ async fn main() {
         insert_rows(&store4).await;
         let base_rows = baseline_delivery(&store4, rx_port).await;
         drop_db(&db4, store4).await;
-        json!({"relayRowsPerSec": relay_rows, "baselineRowsPerSec": base_rows, "ratio": relay_rows / base_rows, "relayStartupSecs": startup})
+        let ceiling_rows = ceiling_delivery(rx_port).await;
+        json!({"relayRowsPerSec": relay_rows, "baselineRowsPerSec": base_rows, "ceilingRowsPerSec": ceiling_rows, "ratio": relay_rows / base_rows, "relayOverCeiling": relay_rows / ceiling_rows, "relayStartupSecs": startup})
     };
 
     let push = if env_num("QB_RELAY_BENCH_PUSH", 1) == 0 {

@@ -1,36 +1,50 @@
 //! The whole push path, `POST /inbox/orders` → inbox row → inbox relay → outbox row → outbox
-//! relay → HTTP receiver, against a naive equivalent in the same rounds: the bare INSERT
-//! handler (a process of its own, [`super::serve_baseline`]) and a loop that selects pending
-//! inbox rows, POSTs each to the receiver 16 at a time and marks it processed (no claim,
-//! lease, fence, outbox row or retry). Each round posts [`PUSH_ROWS`] messages with fresh keys
-//! from [`super::CLIENTS`] clients and times the first POST to the last delivery; the order of
-//! the two rotates per round. `QB_RELAY_BENCH_PUSH=0` leaves the part out.
+//! relay → HTTP receiver, against two others in the same rounds:
+//! - naive: the bare INSERT handler (a process of its own, [`super::serve_baseline`]) and a
+//!   loop that selects pending inbox rows, POSTs each to the receiver 16 at a time and marks
+//!   it processed (no claim, lease, fence, outbox row or retry);
+//! - ceiling: a process that stores nothing and POSTs each request's body straight on to the
+//!   receiver before answering 202 ([`serve_ceiling`]): what this machine's HTTP stack allows
+//!   for the path with no database at all, which no durable relay can beat.
+//!
+//! Each round posts [`PUSH_ROWS`] messages with fresh keys from [`super::CLIENTS`] clients and
+//! times the first POST to the last delivery; the order of the three rotates per round.
+//! `QB_RELAY_BENCH_PUSH=0` leaves the part out.
 
 use super::*;
 
 const PUSH_ROWS: u64 = 5000;
 
 pub async fn compare(rx_port: u16, received: &AtomicU64, rounds: usize) -> serde_json::Value {
-    let (mut relay, mut naive) = (Vec::new(), Vec::new());
+    let (mut relay, mut naive, mut ceiling) = (Vec::new(), Vec::new(), Vec::new());
     for round in 0..rounds {
-        for k in 0..2 {
-            if (round + k) % 2 == 0 {
-                let r = relay_round(rx_port, received).await;
-                eprintln!("push round {round}   relay: {r:7.0} rows/s");
-                relay.push(r);
-            } else {
-                let r = naive_round(rx_port, received).await;
-                eprintln!("push round {round}   naive: {r:7.0} rows/s");
-                naive.push(r);
-            }
+        for k in 0..3 {
+            let (name, rates, r) = match (round + k) % 3 {
+                0 => ("relay", &mut relay, relay_round(rx_port, received).await),
+                1 => ("naive", &mut naive, naive_round(rx_port, received).await),
+                _ => (
+                    "ceiling",
+                    &mut ceiling,
+                    ceiling_round(rx_port, received).await,
+                ),
+            };
+            eprintln!("push round {round} {name:>7}: {r:7.0} rows/s");
+            rates.push(r);
         }
     }
-    let per_round: Vec<f64> = relay.iter().zip(&naive).map(|(a, b)| a / b).collect();
+    // Per-round ratios (same round, close in time) as well as the ratio of the medians.
+    let ratio = |a: &[f64], b: &[f64]| {
+        let r: Vec<f64> = a.iter().zip(b).map(|(x, y)| x / y).collect();
+        json!({"ofMedians": median(a) / median(b), "perRound": stats(&r)})
+    };
     json!({
         "rows": PUSH_ROWS,
         "relayRowsPerSec": stats(&relay),
         "naiveRowsPerSec": stats(&naive),
-        "relayOverNaive": {"ofMedians": median(&relay) / median(&naive), "perRound": stats(&per_round)},
+        "ceilingRowsPerSec": stats(&ceiling),
+        "relayOverNaive": ratio(&relay, &naive),
+        "relayOverCeiling": ratio(&relay, &ceiling),
+        "naiveOverCeiling": ratio(&naive, &ceiling),
     })
 }
 
@@ -62,6 +76,50 @@ async fn naive_round(rx_port: u16, received: &AtomicU64) -> f64 {
     server.kill().await.ok();
     drop_db(&db, store).await;
     rate
+}
+
+async fn ceiling_round(rx_port: u16, received: &AtomicU64) -> f64 {
+    let port = free_port();
+    let mut server = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env("QB_RELAY_BENCH_CEILING_SERVE", format!("{port} {rx_port}"))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    let rate = timed(format!("http://127.0.0.1:{port}/inbox/orders"), received).await;
+    server.kill().await.ok();
+    rate
+}
+
+/// The ceiling's server, on `QB_RELAY_BENCH_CEILING_SERVE=<port> <receiver port>`: each POST's
+/// body goes on to the receiver at once, and the sender gets 202 once the receiver took it.
+/// One process, like the relay, with the relay's HTTP client and server libraries.
+pub async fn serve_ceiling(spec: &str) {
+    let (port, receiver) = spec.split_once(' ').unwrap();
+    let url = format!("http://127.0.0.1:{receiver}/");
+    let client = reqwest::Client::new();
+    let pass = move |body: Bytes| {
+        let send = client
+            .post(url.clone())
+            .header("content-type", "application/json")
+            .body(body)
+            .send();
+        async move {
+            match send.await {
+                Ok(r) if r.status().is_success() => StatusCode::ACCEPTED,
+                _ => StatusCode::BAD_GATEWAY,
+            }
+        }
+    };
+    let l = tokio::net::TcpListener::bind(("127.0.0.1", port.parse::<u16>().unwrap()))
+        .await
+        .unwrap();
+    axum::serve(
+        l,
+        axum::Router::new().route("/inbox/orders", axum::routing::post(pass)),
+    )
+    .await
+    .unwrap();
 }
 
 /// The naive forwarder: pending inbox rows to the receiver until stopped.
