@@ -92,7 +92,12 @@ async fn no_op_handlers_still_claim_the_whole_adaptive_batch() {
     let pool = store.pool().clone();
     let samples = drain_sampling(&pool, &url, 5000, 4, Duration::ZERO).await;
     let max = samples.iter().map(|s| s.1).max().unwrap();
-    assert!(max <= 64, "never more than the batch (64): held {max}");
+    // The batch's rows plus, with the adaptive batch, up to a batch whose completion
+    // statement runs while the next claim does (`WorkerOptions::batch_size`).
+    assert!(
+        max <= 2 * 64,
+        "never more than twice the batch (64): held {max}"
+    );
     assert!(
         max >= 20,
         "a no-op worker holds far beyond 2 × 4, up to the batch of 64: held {max}"

@@ -978,6 +978,60 @@ async fn a_blocked_completion_frees_the_slot_but_shutdown_waits_for_it() {
     assert_eq!(count_state(&pool, "processed").await, 2);
 }
 
+/// With the adaptive batch (no `batch_size`), rows whose completion statement runs do not
+/// count against the batch: while every completion is blocked (row locks held here), the
+/// worker goes on claiming and handing out rows — but no further than twice its batch, so a
+/// stuck completion cannot let it hoard the queue. Everything handed out is completed once
+/// the locks go. (An explicit batch caps completing rows too:
+/// `a_blocked_completion_frees_the_slot_but_shutdown_waits_for_it` and every client's
+/// contract item 17.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_adaptive_batch_claims_overlap_completions_up_to_twice_the_batch() {
+    let (store, url) = fresh_store("overlap").await;
+    let pool = store.pool().clone();
+    insert_pull_rows(&pool, "s", 200, |_| None).await;
+    let opts = WorkerOptions {
+        concurrency: 1,
+        ..fast_opts("s")
+    };
+    assert_eq!(opts.batch_size, None);
+    let batch = opts.batch() as usize;
+    let w = Worker::connect(&url, opts).await.unwrap();
+    let mut lock = pool.begin().await.unwrap();
+    let mut completions = Vec::new();
+    // Hand out rows until the worker stops: each one's row is locked here first, so its
+    // completion blocks.
+    while let Ok(next) = tokio::time::timeout(Duration::from_secs(2), w.next()).await {
+        let task = next.unwrap().unwrap();
+        sqlx::query("SELECT 1 FROM inbox WHERE id = $1 FOR UPDATE")
+            .bind(task.message().id)
+            .execute(&mut *lock)
+            .await
+            .unwrap();
+        completions.push(tokio::spawn(async move { task.complete().await }));
+        assert!(
+            completions.len() <= 2 * batch,
+            "more than twice the batch handed out"
+        );
+    }
+    let handed_out = completions.len();
+    assert!(
+        handed_out > batch,
+        "{handed_out} rows handed out while their completions were blocked; the batch is {batch}"
+    );
+    assert!(
+        completions.iter().all(|c| !c.is_finished()),
+        "every completion waits for its row lock"
+    );
+    assert_eq!(count_state(&pool, "processed").await, 0);
+    lock.rollback().await.unwrap();
+    for c in completions {
+        c.await.unwrap().unwrap();
+    }
+    assert_eq!(count_state(&pool, "processed").await, handed_out as i64);
+    assert_eq!(w.shutdown().await, 0, "nothing abandoned");
+}
+
 /// Reference §7: "a pull retry lets later messages pass". The first row of an aggregate
 /// fails once and waits out its backoff; the rows after it are handled meanwhile (one at a
 /// time), and the retried row is handled again once it is due.

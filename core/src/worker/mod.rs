@@ -68,6 +68,24 @@ struct State {
     buffer: VecDeque<ClaimedRow>,
     live: HashMap<Uuid, Live>,
     in_flight: usize,
+    /// Handed-out rows whose handler finished and whose batched completion statement runs
+    /// (a subset of `live` and of `in_flight`).
+    completing: usize,
+}
+
+impl State {
+    /// The rows that count against the batch, and the handed-out rows still running. Up to
+    /// `uncounted` rows whose completion statement runs count as neither, so the next claim
+    /// overlaps that statement (`WorkerOptions::batch_size`: a batch with the adaptive
+    /// batch, none with an explicit one). Bounded, so that a completion stuck on a lock
+    /// does not let the worker go on claiming: it holds at most twice the batch.
+    fn held_and_running(&self, uncounted: usize) -> (usize, usize) {
+        let completing = self.completing.min(uncounted);
+        (
+            self.live.len().saturating_sub(completing),
+            self.in_flight.saturating_sub(completing),
+        )
+    }
 }
 
 pub(crate) struct Inner {
@@ -226,8 +244,9 @@ impl Worker {
     /// The next claimed row, waiting until one is available. At most
     /// `effective_concurrency` tasks are out at once: a further call waits for one to
     /// finish (a plain completion frees its slot when it starts, while its batched
-    /// statement runs; claimed rows never exceed `batch()`, and stay near what the handlers
-    /// consume while claims run, see `prefetch`). `Ok(None)` once the worker
+    /// statement runs; rows held never exceed `batch()` — with the adaptive batch, rows
+    /// being completed aside — and stay near what the handlers consume while claims run,
+    /// see `prefetch`). `Ok(None)` once the worker
     /// is shutting down. Claim failures (database down) are logged and retried after the
     /// poll interval; only a missing schema is returned.
     pub async fn next(&self) -> Result<Option<Task>> {
@@ -254,10 +273,9 @@ impl Worker {
                 .plan(inner.opts.effective_concurrency(), inner.opts.batch());
             let (room, running) = {
                 let st = inner.state.lock().unwrap();
-                (
-                    plan.target.saturating_sub(st.live.len() as u32),
-                    st.in_flight,
-                )
+                let (held, running) =
+                    st.held_and_running(inner.opts.completions_beside_batch() as usize);
+                (plan.target.saturating_sub(held as u32), running)
             };
             // While handlers run, wait until `min_claim` rows are free (half the target, or
             // less with slow handlers) before claiming: a claim statement per freed slot made

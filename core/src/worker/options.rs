@@ -10,11 +10,15 @@ use crate::error::{Error, Result};
 pub struct WorkerOptions {
     /// The source whose pull rows this worker claims (required).
     pub source: String,
-    /// The most rows one worker holds at once, waiting, running or being completed, and so
-    /// the most one claim statement takes. `None` (the default) adapts it to `concurrency`
-    /// ([`default_batch`]); an explicit value is used as given. Read the value in force with
-    /// [`WorkerOptions::batch`]. Within it a worker holds what its handlers consume while
-    /// claims run, measured as it goes: the whole batch for fast handlers, about
+    /// The most rows one claim statement takes, and the most rows one worker holds at once.
+    /// An explicit value caps every row the worker holds — waiting, running or being
+    /// completed (the reference's "never more than a batch in flight"). `None` (the
+    /// default) adapts it to `concurrency` ([`default_batch`]) and caps the rows waiting and
+    /// running: up to a batch of rows whose handler finished and whose batched completion
+    /// statement runs do not count, so the next claim overlaps that statement instead of
+    /// waiting for it (at most twice the batch in `processing`). Read the value in force
+    /// with [`WorkerOptions::batch`]. Within it a worker holds what its handlers consume
+    /// while claims run, measured as it goes: the whole batch for fast handlers, about
     /// `concurrency` rows for slow ones (`worker::prefetch`).
     pub batch_size: Option<u32>,
     /// Handlers running at once (default 1); effectively at most [`WorkerOptions::batch`].
@@ -128,6 +132,15 @@ impl WorkerOptions {
     pub fn batch(&self) -> u32 {
         self.batch_size
             .unwrap_or_else(|| default_batch(self.concurrency))
+    }
+
+    /// How many rows being completed a worker may hold beside its batch: none with an
+    /// explicit `batch_size`, one batch with the adaptive one ([`WorkerOptions::batch_size`]).
+    pub(crate) fn completions_beside_batch(&self) -> u32 {
+        match self.batch_size {
+            Some(_) => 0,
+            None => self.batch(),
+        }
     }
 
     /// Handlers that can run at once: `min(concurrency, batch())`.

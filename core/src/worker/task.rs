@@ -317,9 +317,12 @@ impl Task {
             },
             None => {
                 // The handler is done; only the batched completion statement is left. Free
-                // the concurrency slot now so the next buffered row starts while it runs
-                // (the row stays on the books, so claims still never exceed the batch).
+                // the concurrency slot now so the next buffered row starts while it runs.
+                // The row stays on the books (shutdown waits for it; an explicit batch
+                // still counts it), marked completing so that with the adaptive batch the
+                // next claim need not wait for this statement.
                 drop(self.inner.permit.lock().unwrap().take());
+                let _completing = Completing::start(w);
                 w.completer.complete(claim).await
             }
         };
@@ -451,6 +454,26 @@ impl Task {
                 Err(e)
             }
         }
+    }
+}
+
+/// Counts a row as completing while its batched statement runs, and wakes a claim that
+/// may now have room; dropping it (the statement ended, or the caller stopped waiting)
+/// takes the count back.
+struct Completing<'a>(&'a Inner);
+
+impl<'a> Completing<'a> {
+    fn start(w: &'a Inner) -> Self {
+        w.state.lock().unwrap().completing += 1;
+        w.wake.notify_one();
+        Completing(w)
+    }
+}
+
+impl Drop for Completing<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.state.lock().unwrap();
+        st.completing = st.completing.saturating_sub(1);
     }
 }
 
