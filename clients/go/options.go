@@ -13,7 +13,8 @@ type Options struct {
 	Source string
 	// BatchSize: rows claimed per claim statement and the most held at once. Zero leaves it
 	// to the core, which adapts it to Concurrency (8 × Concurrency, at least 64, at most
-	// 10000; README "Worker options").
+	// 10000) and lets up to a batch more finish their completion statement while the next
+	// claim runs (README "Worker options").
 	BatchSize int
 	// Concurrency: handlers running at once, at most BatchSize (default 1).
 	Concurrency int

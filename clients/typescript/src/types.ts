@@ -80,7 +80,8 @@ export interface WorkerOptions {
   source: string;
   /**
    * Rows claimed at once and the most one worker holds. Unset, the core adapts it to
-   * `concurrency` (8 × concurrency, at least 64, at most 10000); `options.batchSize` says
+   * `concurrency` (8 × concurrency, at least 64, at most 10000) and lets up to a batch more
+   * finish their completion statement while the next claim runs; `options.batchSize` says
    * the value in force.
    */
   batchSize?: number;
