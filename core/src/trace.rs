@@ -115,6 +115,11 @@ impl TraceContext {
 /// relay speaks version 00).
 pub fn parse_traceparent(value: &str) -> Result<String, &'static str> {
     let v = value.trim_matches([' ', '\t']);
+    // Every check below indexes bytes; a multi-byte character would put an index inside it
+    // (a panic, found by fuzzing a header "0ۛ4bf…"), and no valid traceparent has one.
+    if !v.is_ascii() {
+        return Err("holds a character that is not ASCII");
+    }
     if v.len() < TRACEPARENT_CHARS {
         return Err("shorter than 55 characters");
     }
@@ -239,6 +244,10 @@ mod tests {
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
             "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
             "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+            // Multi-byte characters where the checks index bytes (fuzz finds: they panicked).
+            "0\u{6db}4bf;2f3577b34da6a3ce929d0e0e4736-05f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e47\u{e9}-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0\u{e9}",
         ] {
             let (t, ignored) = of(&[("traceparent", bad), ("tracestate", "a=b")]);
             assert_eq!(t, None, "{bad:?}");

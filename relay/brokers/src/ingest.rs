@@ -315,6 +315,24 @@ mod tests {
         assert_eq!(r.build(&m).idempotency_key, keys::digest(br#"{"n":1}"#));
     }
 
+    /// A broker header carries any UTF-8 (HTTP drops non-ASCII header values before this):
+    /// a multi-byte character in a traceparent panicked the parser, which would have stopped
+    /// the source on a message it could never store. Now the message is stored, untraced.
+    #[test]
+    fn a_traceparent_with_a_multibyte_character_is_ignored_and_the_message_stored() {
+        let row = rule().build(&Received {
+            body: br#"{"id":"t1"}"#,
+            headers: vec![(
+                "traceparent".into(),
+                "0\u{6db}4bf;2f3577b34da6a3ce929d0e0e4736-05f067aa0ba902b7-01".into(),
+            )],
+            ..Default::default()
+        });
+        assert_eq!(row.idempotency_key, "t1");
+        assert!(row.trace.is_none());
+        assert!(row.dead_reason.is_none());
+    }
+
     #[test]
     fn non_json_body_is_a_dead_row_under_its_digest() {
         let row = rule().build(&Received {
