@@ -399,14 +399,7 @@ async fn ingest_round(v: &Variant, rx_port: u16) -> Measured {
             (urls, pids, Box::new(stop))
         }
         Variant::BaselineProcess => {
-            let port = free_port();
-            let mut cmd = tokio::process::Command::new(std::env::current_exe().unwrap());
-            let child = cmd
-                .env("QB_RELAY_BENCH_BASELINE_SERVE", format!("{port} {db}"))
-                .kill_on_drop(true)
-                .spawn()
-                .unwrap();
-            wait_for_port(port).await;
+            let (child, port) = serve_here("QB_RELAY_BENCH_BASELINE_SERVE", &db).await;
             let pids = child.id().into_iter().collect();
             let stop = move || {
                 let mut child = child;
@@ -620,6 +613,20 @@ async fn main() {
     )
     .unwrap();
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
+}
+
+/// Runs this bench executable again as a server on a free port (`var` = "<port> <arg>",
+/// which `main` reads: the bare handler or the push path's ceiling), once it accepts
+/// connections; killed when dropped.
+async fn serve_here(var: &str, arg: &str) -> (tokio::process::Child, u16) {
+    let port = free_port();
+    let child = tokio::process::Command::new(std::env::current_exe().unwrap())
+        .env(var, format!("{port} {arg}"))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    wait_for_port(port).await;
+    (child, port)
 }
 
 /// Waits up to 30 s for a server to accept connections on `port` (a spawned relay or

@@ -61,13 +61,7 @@ async fn relay_round(rx_port: u16, received: &AtomicU64) -> f64 {
 
 async fn naive_round(rx_port: u16, received: &AtomicU64) -> f64 {
     let (db, store) = fresh_db("pushnaive").await;
-    let port = free_port();
-    let mut server = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .env("QB_RELAY_BENCH_BASELINE_SERVE", format!("{port} {db}"))
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
+    let (mut server, port) = serve_here("QB_RELAY_BENCH_BASELINE_SERVE", &db).await;
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let forwarder = tokio::spawn(forward(store.clone(), rx_port, stop.clone()));
     let rate = timed(format!("http://127.0.0.1:{port}/inbox/orders"), received).await;
@@ -79,13 +73,7 @@ async fn naive_round(rx_port: u16, received: &AtomicU64) -> f64 {
 }
 
 async fn ceiling_round(rx_port: u16, received: &AtomicU64) -> f64 {
-    let port = free_port();
-    let mut server = tokio::process::Command::new(std::env::current_exe().unwrap())
-        .env("QB_RELAY_BENCH_CEILING_SERVE", format!("{port} {rx_port}"))
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    wait_for_port(port).await;
+    let (mut server, port) = serve_here("QB_RELAY_BENCH_CEILING_SERVE", &rx_port.to_string()).await;
     let rate = timed(format!("http://127.0.0.1:{port}/inbox/orders"), received).await;
     server.kill().await.ok();
     rate
