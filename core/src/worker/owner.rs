@@ -1,6 +1,7 @@
 //! Dead-worker recovery in seconds (issue 21). The worker holds an owner session
 //! ([`crate::store::OwnerSession`]: on PostgreSQL a session advisory lock on its own
-//! connection) and its claims record the session's key. Once a second this duty
+//! connection) and its claims record the session's key. Once a second (less often when the
+//! look for dead owners is slow, [`CHECK_COST_SHARE`]) this duty
 //! - checks the session and, if its connection broke, opens a new one under a new key (claims
 //!   carry no key meanwhile and fall back to the lease); rows claimed under the old key are
 //!   recovered by whoever sees it dead, and their fenced completions here fail as lost claims;
@@ -21,6 +22,12 @@ use crate::store::OwnerSession;
 /// How often the session is checked and dead owners are looked for: half the 2 s recovery
 /// target, leaving the other half for the claim that follows.
 pub(super) const CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+/// A slow look for dead owners waits this many times its duration before the next. It reads
+/// the index entries of every live claim, and while a transaction is held open also those of
+/// every row claimed in the last lease, live or not (100,000 after a 12 s drain): then it
+/// takes at most a fiftieth of the database's time, and recovery waits longer.
+const CHECK_COST_SHARE: u32 = 50;
 
 /// Opens the owner session and publishes its key; `None` when the backend has none or the
 /// database cannot be reached now (the keeper retries each second, `quiet`ly: the claim loop
@@ -55,13 +62,14 @@ pub(super) fn spawn_keeper(
         return;
     }
     tokio::spawn(async move {
+        let mut pause = CHECK_INTERVAL;
         loop {
             let stop = match worker.upgrade() {
                 Some(w) => w.hard_stop.clone(),
                 None => return,
             };
             tokio::select! {
-                _ = tokio::time::sleep(CHECK_INTERVAL) => {}
+                _ = tokio::time::sleep(pause) => {}
                 _ = stop.cancelled() => return,
             }
             let Some(w) = worker.upgrade() else { return };
@@ -76,7 +84,10 @@ pub(super) fn spawn_keeper(
                 drop(session.take());
                 session = open(&w, true).await;
             }
-            match w.store.expire_dead_owners(&w.opts.source).await {
+            let started = std::time::Instant::now();
+            let expired = w.store.expire_dead_owners(&w.opts.source).await;
+            pause = CHECK_INTERVAL.max(started.elapsed() * CHECK_COST_SHARE);
+            match expired {
                 Ok(0) => {}
                 Ok(n) => {
                     tracing::info!(source = %w.opts.source, rows = n,

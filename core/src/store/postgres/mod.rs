@@ -6,6 +6,7 @@
 //! &sslkey=…`); `tls` checks them before connecting and turns a handshake failure into
 //! [`Error::Tls`] with its cause in words.
 
+mod claim_start;
 mod owner;
 mod pull;
 mod relay;
@@ -61,6 +62,8 @@ pub struct PgStore {
     /// Where the outbox claim's walk over keys resumes (`sql::CLAIM_OUTBOX`): the last key
     /// it took, so keys take turns when the oldest rows are all blocked by their keys.
     outbox_walk: std::sync::Arc<std::sync::Mutex<String>>,
+    /// Where each source's next pull claim starts its scan (`claim_start`).
+    claim_starts: std::sync::Arc<claim_start::ClaimStarts>,
     /// The table and column names, and every statement rendered for them once.
     names: std::sync::Arc<Names>,
     sql: std::sync::Arc<Rendered>,
@@ -130,6 +133,7 @@ impl PgStore {
         PgStore {
             pool,
             outbox_walk: Default::default(),
+            claim_starts: Default::default(),
             names: std::sync::Arc::new(names),
             sql: std::sync::Arc::new(sql),
         }
@@ -266,7 +270,12 @@ impl Store for PgStore {
     }
 
     async fn expire_dead_owners(&self, source: &str) -> Result<u64> {
-        owner::expire_dead_owners(self, source).await
+        let expired = owner::expire_dead_owners(self, source).await?;
+        if expired > 0 {
+            // Only a claim from the head takes expired leases: the next claim is one.
+            self.claim_starts.restart_at_head(source);
+        }
+        Ok(expired)
     }
 
     async fn renew_pull(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<uuid::Uuid>> {

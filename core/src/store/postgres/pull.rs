@@ -3,7 +3,7 @@
 //! `proto-docs/sql-contract.md` states the contract of each in words.
 
 use std::collections::HashMap;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use serde_json::{Map, Value};
@@ -148,6 +148,8 @@ fn delay_ms(m: &NewInboxMessage) -> f64 {
     }
 }
 
+/// Claims from the head of the queue ([`sql::CLAIM`]) or, while the source drains, from where
+/// the last full claim stopped ([`sql::CLAIM_FROM`]; `claim_start` says when).
 pub(super) async fn claim(
     store: &PgStore,
     source: &str,
@@ -155,15 +157,40 @@ pub(super) async fn claim(
     lease: Duration,
     owner: Option<i64>,
 ) -> Result<Vec<ClaimedRow>> {
-    let rows = sqlx::query(store.sql(sql::CLAIM))
+    let from = store.claim_starts.next(source);
+    let statement = match from {
+        Some(_) => sql::CLAIM_FROM,
+        None => sql::CLAIM,
+    };
+    let mut query = sqlx::query(store.sql(statement))
         .bind(source)
         .bind(batch as i64)
         .bind(lease.as_millis() as f64)
         .bind(candidate_limit(batch))
-        .bind(owner)
+        .bind(owner);
+    if let Some((at, sequence)) = from {
+        query = query.bind(at).bind(sequence);
+    }
+    let started = Instant::now();
+    let rows = query
         .fetch_all(store.pool())
         .await
         .map_err(|e| db_err("pull claim", e))?;
+    // Every row carries the same first candidate not taken (NULL when it took them all). The
+    // next claim starts there only after a full claim, and not when that candidate is an
+    // expired lease (only a claim from the head reads those).
+    let next = match rows.first() {
+        Some(r) if rows.len() >= batch as usize => {
+            let at: Option<DateTime<Utc>> = r.get("next_at");
+            let sequence: Option<i64> = r.get("next_sequence");
+            let pending: Option<bool> = r.get("next_pending");
+            at.zip(sequence).filter(|_| pending == Some(true))
+        }
+        _ => None,
+    };
+    store
+        .claim_starts
+        .record(source, from.is_none(), started.elapsed(), next);
     let mut keyed = Vec::with_capacity(rows.len());
     for row in &rows {
         let order: (DateTime<Utc>, i64) = (row.get("scheduled_at"), row.get("sequence"));

@@ -9,6 +9,11 @@
 //! - parameters are positional (`$1`…); durations are bound as milliseconds (`float8`) and
 //!   turned into intervals with `make_interval(secs => $n::float8 / 1000)`;
 //! - the claims lock with `FOR UPDATE … SKIP LOCKED`, so concurrent claims never take one row.
+//! - where a scan walks an index in the order of the column compared, the bound is written
+//!   `(SELECT clock_timestamp())`: evaluated once, it becomes the index scan's bound, where the
+//!   volatile call is only a filter and the scan reads every entry past it (the claim's
+//!   expired-lease branch read every processing row's heap tuple to take none: 443 buffers
+//!   against 2 for 10 live and 20,000 dead entries).
 //!
 //! The constants are templates: `{inbox}` / `{outbox}` name a table and `{inbox.source}` a
 //! column, `{=inbox.source}` a column read back by that name (renamed columns get an `AS`),
@@ -27,6 +32,13 @@ macro_rules! now_plus_ms {
     };
 }
 
+// The fences find their rows by primary key. They compare `consumption` (the outbox's:
+// `state`) to `(SELECT '…')`, a value computed once, not to a constant: with the constant, the conditions imply the
+// predicate of the partial index of processing rows (`idx_inbox_pull_processing`,
+// `idx_inbox_push_processing`), and where the statistics put few rows there (the last ANALYZE
+// ran when nothing was claimed) the planner read that whole index instead, visiting the heap
+// tuple of every entry, live or dead: 3,760 buffers per completion of a batch with a
+// transaction held open, 74 per row (`benchmarks/history.md`).
 /// The fence shared by every write on a claimed inbox row: `$1` = id, `$2` = claim token;
 /// `pull` rows unless another consumption is named.
 macro_rules! fence {
@@ -34,7 +46,7 @@ macro_rules! fence {
         fence!("pull")
     };
     ($consumption:literal) => {
-        concat!("{inbox.id} = $1 AND {inbox.consumption} = '", $consumption, "' AND {inbox.state} = 'processing' AND {inbox.claim_token} = $2 AND {inbox.lease_expires_at} > clock_timestamp()")
+        concat!("{inbox.id} = $1 AND {inbox.consumption} = (SELECT '", $consumption, "') AND {inbox.state} = 'processing' AND {inbox.claim_token} = $2 AND {inbox.lease_expires_at} > clock_timestamp()")
     };
 }
 
@@ -46,15 +58,16 @@ macro_rules! fence_many {
         concat!("
   FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
  WHERE i.{inbox.id} = c.id AND i.{inbox.claim_token} = c.token
-   AND i.{inbox.consumption} = '", $consumption, "' AND i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} > clock_timestamp()
+   AND i.{inbox.consumption} = (SELECT '", $consumption, "') AND i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} > clock_timestamp()
 RETURNING i.{=inbox.id}")
     };
 }
 
-/// The fence of a claimed outbox row: `$1` = id, `$2` = claim token.
+/// The fence of a claimed outbox row: `$1` = id, `$2` = claim token. `(SELECT 'processing')`
+/// for the reason above (`idx_outbox_processing_lease`, `idx_outbox_key_sequence`).
 macro_rules! outbox_fence {
     () => {
-        "{outbox.id} = $1 AND {outbox.state} = 'processing' AND {outbox.claim_token} = $2 AND {outbox.lease_expires_at} > clock_timestamp()"
+        "{outbox.id} = $1 AND {outbox.state} = (SELECT 'processing') AND {outbox.claim_token} = $2 AND {outbox.lease_expires_at} > clock_timestamp()"
     };
 }
 
@@ -126,17 +139,19 @@ SELECT {=inbox.id}, {=inbox.source}, {=inbox.idempotency_key} FROM {inbox}
 // statistics (a burst of rows the table has not been analyzed since) scanned every row of the
 // source for each claim, 434 ms against 9 ms, ~170 rows/s until autovacuum's ANALYZE. The
 // source needs no re-check: the picks are this source's and a row's source never changes.
-/// The pull claim: `$1` source, `$2` batch, `$3` lease (ms), `$4` candidate limit, `$5` the
-/// claiming worker's owner key (its session advisory lock, [`OWNER_LOCK`]; NULL without one).
-pub const CLAIM: &str = "
+// Each returned row also carries `next_at`, `next_sequence`: the first candidate the claim did
+// not take (blocked by its aggregate, locked by another claim, or past the batch), where the
+// next claim may start its scan ([`CLAIM_FROM`], `claim_start.rs`); an expired lease comes
+// first and `next_pending` is then false: the next claim runs from the head again to take it.
+/// The pull claim with the pending scan's extra condition `$from` and the expired-lease
+/// branch `$expired` (or nothing for either).
+macro_rules! pull_claim {
+    ($from:literal, $expired:literal) => {
+        concat!("
 WITH cand AS (
-    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at} FROM {inbox}
-      WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'pending' AND {inbox.scheduled_at} <= clock_timestamp()
-      ORDER BY {inbox.scheduled_at}, {inbox.sequence} LIMIT $4)
-    UNION ALL
-    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at} FROM {inbox}
-      WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'processing' AND {inbox.lease_expires_at} <= clock_timestamp()
-      ORDER BY {inbox.lease_expires_at} LIMIT $4)
+    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, true AS pending FROM {inbox}
+      WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'pending' AND {inbox.scheduled_at} <= (SELECT clock_timestamp())", $from, "
+      ORDER BY {inbox.scheduled_at}, {inbox.sequence} LIMIT $4)", $expired, "
 ), pick AS (
     SELECT c.id FROM cand c
      WHERE c.aggregate_id IS NULL OR (
@@ -158,16 +173,43 @@ WITH cand AS (
        AND ((i.{inbox.state} = 'pending' AND i.{inbox.scheduled_at} <= clock_timestamp())
          OR (i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} <= clock_timestamp()))
      FOR UPDATE OF i SKIP LOCKED
+), next AS (
+    SELECT c.scheduled_at, c.sequence, c.pending FROM cand c
+     WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = c.id)
+     ORDER BY c.pending, c.scheduled_at, c.sequence
+     LIMIT 1
 )
 UPDATE {inbox} u
    SET {inbox.state} = 'processing', {inbox.claim_token} = gen_random_uuid(), {inbox.claimed_at} = clock_timestamp(),
        {inbox.lease_expires_at} = clock_timestamp() + make_interval(secs => $3::float8 / 1000),
        {inbox.claim_owner} = $5::int8
-  FROM locked l
+  FROM locked l LEFT JOIN next n ON true
  WHERE u.{inbox.id} = l.id
 RETURNING u.{=inbox.id}, u.{=inbox.source}, u.{=inbox.idempotency_key}, u.{=inbox.aggregate_id}, u.{=inbox.event_type}, u.{=inbox.payload}, u.{=inbox.headers},
           u.{=inbox.attempt}, u.{=inbox.correlation_id}, u.{=inbox.created_at}, u.{=inbox.claim_token}, u.{=inbox.scheduled_at}, u.{=inbox.sequence},
-          u.{=inbox.traceparent}, u.{=inbox.tracestate}";
+          u.{=inbox.traceparent}, u.{=inbox.tracestate}, n.scheduled_at AS next_at, n.sequence AS next_sequence, n.pending AS next_pending")
+    };
+}
+
+/// The pull claim from the head of the queue: `$1` source, `$2` batch, `$3` lease (ms), `$4`
+/// candidate limit, `$5` the claiming worker's owner key (its session advisory lock,
+/// [`OWNER_LOCK`]; NULL without one).
+pub const CLAIM: &str = pull_claim!(
+    "",
+    "
+    UNION ALL
+    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, false FROM {inbox}
+      WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'processing' AND {inbox.lease_expires_at} <= (SELECT clock_timestamp())
+      ORDER BY {inbox.lease_expires_at} LIMIT $4)"
+);
+
+/// [`CLAIM`]'s pending scan started at `($6, $7)` (`scheduled_at`, `sequence`, inclusive),
+/// without the expired-lease branch: the claim that follows a full one while a queue drains
+/// (`claim_start.rs` says when, and what the claims from the head catch up on).
+pub const CLAIM_FROM: &str = pull_claim!(
+    " AND ({inbox.scheduled_at}, {inbox.sequence}) >= ($6::timestamptz, $7::int8)",
+    ""
+);
 
 // ---- dead-session recovery of pull claims (`owner.rs`, issue 21) ----
 //
@@ -194,7 +236,7 @@ pub const EXPIRE_DEAD_OWNERS: &str = "
 WITH owners AS MATERIALIZED (
     SELECT DISTINCT {inbox.claim_owner} AS owner FROM {inbox}
      WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'processing'
-       AND {inbox.lease_expires_at} > clock_timestamp() AND {inbox.claim_owner} IS NOT NULL
+       AND {inbox.lease_expires_at} > (SELECT clock_timestamp()) AND {inbox.claim_owner} IS NOT NULL
 ), dead AS MATERIALIZED (
     SELECT owner FROM owners WHERE pg_try_advisory_xact_lock_shared(owner)
 )
@@ -361,7 +403,7 @@ UPDATE {outbox} SET {outbox.state} = 'pending', {outbox.claimed_at} = NULL, {out
 pub const RENEW_OUTBOX: &str = "
 UPDATE {outbox} SET {outbox.lease_expires_at} = clock_timestamp() + make_interval(secs => $3::float8 / 1000)
  WHERE ({outbox.id}, {outbox.claim_token}) IN (SELECT * FROM unnest($1::uuid[], $2::uuid[]))
-   AND {outbox.state} = 'processing' AND {outbox.lease_expires_at} > clock_timestamp()
+   AND {outbox.state} = (SELECT 'processing') AND {outbox.lease_expires_at} > clock_timestamp()
 RETURNING {=outbox.id}";
 
 // The key head rule: a keyed row is claimable only when no row of its key with a lower
@@ -484,7 +526,7 @@ pub const MARK_SENT_MANY: &str = "
 UPDATE {outbox} o SET {outbox.state} = 'sent', {outbox.updated_at} = clock_timestamp(), {outbox.claim_token} = NULL, {outbox.lease_expires_at} = NULL
   FROM unnest($1::uuid[], $2::uuid[]) AS c(id, token)
  WHERE o.{outbox.id} = c.id AND o.{outbox.claim_token} = c.token
-   AND o.{outbox.state} = 'processing' AND o.{outbox.lease_expires_at} > clock_timestamp()
+   AND o.{outbox.state} = (SELECT 'processing') AND o.{outbox.lease_expires_at} > clock_timestamp()
 RETURNING o.{=outbox.id}";
 
 pub const MARK_SENT: &str =
@@ -644,7 +686,7 @@ SELECT 'inbox', {inbox.source}, {inbox.consumption}::text,
 /// The fenced completion on the application's connection: the fence of [`COMPLETE`], with
 /// `$1` id and `$2` claim token as text. One row affected, or the claim was lost.
 pub const APP_COMPLETE: &str = "UPDATE {inbox} SET {inbox.state} = 'processed', {inbox.processed_at} = clock_timestamp(), {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL
- WHERE {inbox.id} = CAST($1 AS uuid) AND {inbox.consumption} = 'pull' AND {inbox.state} = 'processing'
+ WHERE {inbox.id} = CAST($1 AS uuid) AND {inbox.consumption} = (SELECT 'pull') AND {inbox.state} = 'processing'
    AND {inbox.claim_token} = CAST($2 AS uuid) AND {inbox.lease_expires_at} > clock_timestamp()";
 
 // One statement for any number of rows (10,000 rows are one round trip). The core makes
@@ -668,6 +710,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("INSERT_MANY", INSERT_MANY),
         ("LOOKUP_IDS", LOOKUP_IDS),
         ("CLAIM", CLAIM),
+        ("CLAIM_FROM", CLAIM_FROM),
         ("OWNER_LOCK", OWNER_LOCK),
         ("OWNER_PING", OWNER_PING),
         ("EXPIRE_DEAD_OWNERS", EXPIRE_DEAD_OWNERS),
