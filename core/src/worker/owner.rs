@@ -29,6 +29,10 @@ pub(super) const CHECK_INTERVAL: Duration = Duration::from_secs(1);
 /// takes at most a fiftieth of the database's time, and recovery waits longer.
 const CHECK_COST_SHARE: u32 = 50;
 
+/// The longest wait between two looks, however slow the last one was: a dead worker's rows
+/// are back within the lease (30 s by default) anyway.
+const CHECK_INTERVAL_MAX: Duration = Duration::from_secs(30);
+
 /// Opens the owner session and publishes its key; `None` when the backend has none or the
 /// database cannot be reached now (the keeper retries each second, `quiet`ly: the claim loop
 /// already reports an outage).
@@ -86,7 +90,13 @@ pub(super) fn spawn_keeper(
             }
             let started = std::time::Instant::now();
             let expired = w.store.expire_dead_owners(&w.opts.source).await;
-            pause = CHECK_INTERVAL.max(started.elapsed() * CHECK_COST_SHARE);
+            // A failure (an outage's timeout) says nothing about the look's cost.
+            pause = match expired {
+                Ok(_) => {
+                    (started.elapsed() * CHECK_COST_SHARE).clamp(CHECK_INTERVAL, CHECK_INTERVAL_MAX)
+                }
+                Err(_) => CHECK_INTERVAL,
+            };
             match expired {
                 Ok(0) => {}
                 Ok(n) => {

@@ -18,7 +18,7 @@
 //! - right after dead-owner recovery expired a crashed worker's leases ([`ClaimStarts::restart_at_head`]),
 //!   so recovery in seconds does not wait for the interval;
 //! - at least every [`FULL_EVERY`], or [`FULL_COST_SHARE`] times as long as the last full claim
-//!   took if that is longer: with a transaction held open a claim from the head walks every
+//!   took if that is longer (at most [`FULL_EVERY_MAX`]): with a transaction held open a claim from the head walks every
 //!   row drained since, so it runs less often and takes a bounded share of the time, and the
 //!   late rows it catches up on wait longer (only while the queue stays full: a short claim
 //!   sends the next one to the head).
@@ -39,6 +39,10 @@ pub(super) const FULL_EVERY: Duration = Duration::from_secs(1);
 
 /// A slow claim from the head runs at most once per this many times its duration.
 const FULL_COST_SHARE: u32 = 50;
+
+/// The longest claims start further on without a claim from the head, however slow the last
+/// one was (a claim slowed by a busy database must not hold late rows back for minutes).
+const FULL_EVERY_MAX: Duration = Duration::from_secs(10);
 
 /// A position in the pending scan's order: `(scheduled_at, sequence)`.
 pub(super) type Position = (DateTime<Utc>, i64);
@@ -62,7 +66,7 @@ impl ClaimStarts {
     pub(super) fn next(&self, source: &str) -> Option<Position> {
         let starts = self.0.lock().unwrap();
         let s = starts.get(source)?;
-        let every = FULL_EVERY.max(s.full_took * FULL_COST_SHARE);
+        let every = (s.full_took * FULL_COST_SHARE).clamp(FULL_EVERY, FULL_EVERY_MAX);
         s.from.filter(|_| s.last_full.elapsed() < every)
     }
 
@@ -156,6 +160,16 @@ mod tests {
         s.record("a", true, Duration::from_millis(40), at(11));
         std::thread::sleep(FULL_EVERY + Duration::from_millis(20));
         assert_eq!(s.next("a"), at(11));
+    }
+
+    #[test]
+    fn however_slow_the_last_claim_from_the_head_the_next_comes_within_the_cap() {
+        let s = ClaimStarts::default();
+        s.record("a", true, Duration::from_secs(5), at(11));
+        assert_eq!(s.next("a"), at(11));
+        // As if FULL_EVERY_MAX had passed since that claim.
+        s.0.lock().unwrap().get_mut("a").unwrap().last_full -= FULL_EVERY_MAX;
+        assert_eq!(s.next("a"), None);
     }
 
     #[test]
