@@ -33,12 +33,12 @@ macro_rules! now_plus_ms {
 }
 
 // The fences find their rows by primary key. They compare `consumption` (the outbox's:
-// `state`) to `(SELECT '…')`, a value computed once, not to a constant: with the constant, the conditions imply the
-// predicate of the partial index of processing rows (`idx_inbox_pull_processing`,
-// `idx_inbox_push_processing`), and where the statistics put few rows there (the last ANALYZE
-// ran when nothing was claimed) the planner read that whole index instead, visiting the heap
-// tuple of every entry, live or dead: 3,760 buffers per completion of a batch with a
-// transaction held open, 74 per row (`benchmarks/history.md`).
+// `state`) to `(SELECT '…')`, a value computed once, not to a constant: with the constant,
+// the conditions imply the predicate of the partial index of processing rows
+// (`idx_inbox_pull_processing`, `idx_inbox_push_processing`), and where the statistics put
+// few rows there (the last ANALYZE ran when nothing was claimed) the planner read that whole
+// index instead, visiting the heap tuple of every entry, live or dead: 3,760 buffers per
+// completion of a batch with a transaction held open, 74 per row (`benchmarks/history.md`).
 /// The fence shared by every write on a claimed inbox row: `$1` = id, `$2` = claim token;
 /// `pull` rows unless another consumption is named.
 macro_rules! fence {
