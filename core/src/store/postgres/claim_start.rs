@@ -15,13 +15,13 @@
 //! A claim from the head finds them, and one runs
 //! - whenever the last claim of the source came back short (the queue is drained, so the next
 //!   claim is cheap, or the start is unknown), or saw an expired lease it did not take;
-//! - right after dead-owner recovery expired a crashed worker's leases ([`ClaimStarts::restart_at_head`]),
-//!   so recovery in seconds does not wait for the interval;
-//! - at least every [`FULL_EVERY`], or [`FULL_COST_SHARE`] times as long as the last full claim
-//!   took if that is longer (at most [`FULL_EVERY_MAX`]): with a transaction held open a claim from the head walks every
-//!   row drained since, so it runs less often and takes a bounded share of the time, and the
-//!   late rows it catches up on wait longer (only while the queue stays full: a short claim
-//!   sends the next one to the head).
+//! - right after dead-owner recovery expired a crashed worker's leases
+//!   ([`ClaimStarts::restart_at_head`]), so recovery in seconds does not wait for the interval;
+//! - at least every [`FULL_EVERY`], or [`FULL_COST_SHARE`] times as long as the last full
+//!   claim took if that is longer (at most [`FULL_EVERY_MAX`]): with a transaction held open a
+//!   claim from the head walks every row drained since, so it runs less often and takes a
+//!   bounded share of the time, and the late rows it catches up on wait longer (only while the
+//!   queue stays full: a short claim sends the next one to the head).
 //!
 //! The start is a hint kept per source in this process's store; nothing depends on it for
 //! correctness, since the claim itself (its lock step re-checks every row) decides what is
@@ -58,6 +58,10 @@ struct Start {
     /// When the last claim from the head ran, and how long it took.
     last_full: Instant,
     full_took: Duration,
+    /// When dead-owner recovery asked for a claim from the head. It stays due until a claim
+    /// from the head that began after the ask ends: a claim already running when recovery
+    /// expired the leases (started, or from the head but too early) may not have seen them.
+    head_due: Option<Instant>,
 }
 
 impl ClaimStarts {
@@ -67,13 +71,14 @@ impl ClaimStarts {
         let starts = self.0.lock().unwrap();
         let s = starts.get(source)?;
         let every = (s.full_took * FULL_COST_SHARE).clamp(FULL_EVERY, FULL_EVERY_MAX);
-        s.from.filter(|_| s.last_full.elapsed() < every)
+        s.from
+            .filter(|_| s.head_due.is_none() && s.last_full.elapsed() < every)
     }
 
     /// Sends `source`'s next claim to the head.
     pub(super) fn restart_at_head(&self, source: &str) {
         if let Some(s) = self.0.lock().unwrap().get_mut(source) {
-            s.from = None;
+            s.head_due = Some(Instant::now());
         }
     }
 
@@ -91,8 +96,12 @@ impl ClaimStarts {
         match starts.get_mut(source) {
             Some(s) => {
                 if from_head {
-                    s.last_full = Instant::now();
+                    let now = Instant::now();
+                    s.last_full = now;
                     s.full_took = took;
+                    if s.head_due.is_some_and(|asked| now - took >= asked) {
+                        s.head_due = None;
+                    }
                 }
                 s.from = next;
             }
@@ -103,6 +112,7 @@ impl ClaimStarts {
                         from: next,
                         last_full: Instant::now(),
                         full_took: took,
+                        head_due: None,
                     },
                 );
             }
@@ -178,5 +188,14 @@ mod tests {
         s.record("a", true, Duration::from_millis(1), at(11));
         s.restart_at_head("a");
         assert_eq!(s.next("a"), None);
+        // A started claim that was running meanwhile records its end: still to the head.
+        s.record("a", false, Duration::from_millis(1), at(21));
+        assert_eq!(s.next("a"), None);
+        // So does a claim from the head that began before the ask.
+        s.record("a", true, Duration::from_secs(1), at(21));
+        assert_eq!(s.next("a"), None);
+        std::thread::sleep(Duration::from_millis(5));
+        s.record("a", true, Duration::from_millis(1), at(31));
+        assert_eq!(s.next("a"), at(31), "the claim from the head ran");
     }
 }
