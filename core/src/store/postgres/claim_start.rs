@@ -17,6 +17,9 @@
 //!   claim is cheap, or the start is unknown), or saw an expired lease it did not take;
 //! - right after dead-owner recovery expired a crashed worker's leases
 //!   ([`ClaimStarts::restart_at_head`]), so recovery in seconds does not wait for the interval;
+//! - right after this process released a claimed row ([`ClaimStarts::restart_all_at_head`]):
+//!   a released row goes back to its old place in the queue and is the next one claimed, as
+//!   before there was a start, not a second later behind newer rows;
 //! - at least every [`FULL_EVERY`], or [`FULL_COST_SHARE`] times as long as the last full
 //!   claim took if that is longer (at most [`FULL_EVERY_MAX`]): with a transaction held open a
 //!   claim from the head walks every row drained since, so it runs less often and takes a
@@ -79,6 +82,15 @@ impl ClaimStarts {
     pub(super) fn restart_at_head(&self, source: &str) {
         if let Some(s) = self.0.lock().unwrap().get_mut(source) {
             s.head_due = Some(Instant::now());
+        }
+    }
+
+    /// Sends every source's next claim to the head (a released row does not say its
+    /// source; releases are rare, and a claim from the head is cheap once).
+    pub(super) fn restart_all_at_head(&self) {
+        let now = Instant::now();
+        for s in self.0.lock().unwrap().values_mut() {
+            s.head_due = Some(now);
         }
     }
 
@@ -197,5 +209,17 @@ mod tests {
         std::thread::sleep(Duration::from_millis(5));
         s.record("a", true, Duration::from_millis(1), at(31));
         assert_eq!(s.next("a"), at(31), "the claim from the head ran");
+    }
+
+    #[test]
+    fn a_release_sends_every_sources_next_claim_to_the_head() {
+        let s = ClaimStarts::default();
+        s.record("a", true, Duration::from_millis(1), at(11));
+        s.record("b", true, Duration::from_millis(1), at(12));
+        s.restart_all_at_head();
+        assert_eq!((s.next("a"), s.next("b")), (None, None));
+        std::thread::sleep(Duration::from_millis(5));
+        s.record("a", true, Duration::from_millis(1), at(21));
+        assert_eq!((s.next("a"), s.next("b")), (at(21), None));
     }
 }

@@ -299,7 +299,12 @@ impl Store for PgStore {
     }
 
     async fn release_pull(&self, claim: &ClaimRef) -> Result<bool> {
-        pull::release(self, claim).await
+        let released = pull::release(self, claim).await?;
+        if released {
+            // The row is pending again at its old place, likely behind the claim start.
+            self.claim_starts.restart_all_at_head();
+        }
+        Ok(released)
     }
 
     async fn begin(&self) -> Result<Box<dyn StoreTx>> {
