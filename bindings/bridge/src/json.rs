@@ -222,13 +222,15 @@ pub fn params_from_json(v: &Value) -> Result<Vec<SqlValue>> {
     }
 }
 
-/// The message as the JSON object handed to a handler (camelCase field names).
-pub fn message_to_json(m: &InboxMessage) -> Value {
-    serde_json::to_value(m).unwrap_or_else(|_| Value::Object(Map::new()))
+/// The message as the JSON object text handed to a handler (camelCase field names),
+/// written straight from the message: going through a `Value` first built a map and copied
+/// the payload for every task handed out.
+pub fn message_to_text(m: &InboxMessage) -> String {
+    serde_json::to_string(m).unwrap_or_else(|_| "{}".into())
 }
 
 /// The messages of a batch handed to a language at once, as one JSON array text of the
-/// objects [`message_to_json`] gives, so the language parses once per batch.
+/// objects [`message_to_text`] writes, so the language parses once per batch.
 pub fn messages_to_text<'a>(messages: impl IntoIterator<Item = &'a InboxMessage>) -> String {
     let all: Vec<&InboxMessage> = messages.into_iter().collect();
     serde_json::to_string(&all).unwrap_or_else(|_| "[]".into())

@@ -79,7 +79,7 @@ async fn next_batch(w: Worker, handle: Handle, max: usize) -> Outcome<Vec<(Box<Q
     Ok(tasks
         .into_iter()
         .map(|task| {
-            let json = queuebox_bridge::json::message_to_json(task.message()).to_string();
+            let json = queuebox_bridge::json::message_to_text(task.message());
             (QbTask::boxed(task, handle.clone()), json)
         })
         .collect())

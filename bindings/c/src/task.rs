@@ -95,7 +95,7 @@ pub unsafe extern "C" fn qb_task_message(
     clear_out(out_json);
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        let json = queuebox_bridge::json::message_to_json(t.task.message()).to_string();
+        let json = queuebox_bridge::json::message_to_text(t.task.message());
         if out_json.is_null() {
             return Err(Failure::invalid("out_json is NULL"));
         }

@@ -178,7 +178,7 @@ async fn next(w: Worker, handle: Handle) -> Outcome<Option<(Box<QbTask>, String)
     match w.next().await? {
         None => Ok(None),
         Some(task) => {
-            let json = queuebox_bridge::json::message_to_json(task.message()).to_string();
+            let json = queuebox_bridge::json::message_to_text(task.message());
             Ok(Some((QbTask::boxed(task, handle), json)))
         }
     }

@@ -262,7 +262,7 @@ impl NativeTask {
     /// The message as JSON text (camelCase fields; never the claim token).
     #[napi]
     pub fn message_json(&self) -> String {
-        json::message_to_json(self.task.message()).to_string()
+        json::message_to_text(self.task.message())
     }
 
     #[napi]

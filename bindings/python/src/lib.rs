@@ -419,7 +419,7 @@ impl NativeTask {
 #[pymethods]
 impl NativeTask {
     fn message_json(&self) -> String {
-        json::message_to_json(self.task.message()).to_string()
+        json::message_to_text(self.task.message())
     }
 
     #[pyo3(signature = (sql, params_json=None))]
