@@ -36,13 +36,13 @@ import (
 // its free concurrency slots anyway.
 const maxBatch = 256
 
-// nativeNextBatch waits for at least one task and returns every task the core could hand
-// out at once with its message JSON; empty once the worker is stopping. The tasks are the
-// caller's to finish and free; the batch itself is freed here.
-func nativeNextBatch(w *C.QbWorker) ([]*C.QbTask, []string, error) {
+// nativeNextBatch waits for at least one task and returns up to max tasks the core could
+// hand out at once with their message JSON; empty once the worker is stopping. The tasks
+// are the caller's to finish and free; the batch itself is freed here.
+func nativeNextBatch(w *C.QbWorker, max int) ([]*C.QbTask, []string, error) {
 	var b *C.QbTaskBatch
 	var e *C.QbError
-	if err := check(C.qb_worker_next_batch_blocking(w, maxBatch, &b, &e), e); err != nil {
+	if err := check(C.qb_worker_next_batch_blocking(w, C.size_t(min(max, maxBatch)), &b, &e), e); err != nil {
 		return nil, nil, err
 	}
 	defer C.qb_task_batch_free(b)
@@ -140,6 +140,8 @@ type completer struct {
 	mu       sync.Mutex
 	queue    []*C.QbTask
 	flushing bool
+	// gate is told of the slots each hand-over freed (nil when Run runs tasks serially).
+	gate *slotGate
 }
 
 // add hands over a task whose handler succeeded; the completer frees it.
@@ -159,8 +161,66 @@ func (c *completer) add(t *C.QbTask) {
 		for _, t := range batch {
 			taskFree(t)
 		}
+		c.gate.release(len(batch))
 		c.mu.Lock()
 	}
 	c.flushing = false
 	c.mu.Unlock()
+}
+
+// slotGate keeps Run's loop from asking the core for tasks while every handler slot is
+// busy. Such a call blocks inside the library until a slot frees, and a goroutine blocked in
+// a cgo call soon has its P handed to another thread by the Go scheduler (sysmon's retake):
+// a thread switch and a futex wake-up for nearly every hand-over (issue 21, the Go wrapper
+// at concurrency 8 spent 8 % of its CPU in sysmon alone). The loop waits here instead, on
+// a channel, and asks for as many tasks as slots are free, so the crossing returns at once
+// whenever the core has rows waiting.
+//
+// Slots are counted as the core counts them: a task's slot is free once its finish began
+// (the completer's hand-over returned) or the task was freed. The gate has Concurrency
+// slots; with an explicit BatchSize below it the core hands out at most BatchSize tasks, and
+// the loop then waits inside the library as it did before, which is correct, only slower.
+type slotGate struct {
+	slots int64
+	// out is how many tasks the loop took; only the loop reads or writes it.
+	out int64
+	// finished is how many of them gave their slot back.
+	finished atomic.Int64
+	// wake holds one token when a slot was given back since the loop last looked.
+	wake chan struct{}
+}
+
+func newSlotGate(slots int) *slotGate {
+	return &slotGate{slots: int64(slots), wake: make(chan struct{}, 1)}
+}
+
+// wait returns how many slots are free, waiting for one when none is. Once ctx is done it
+// returns 1 without waiting: the core then hands out nothing more (it is shutting down) and
+// the loop ends.
+func (g *slotGate) wait(ctx context.Context) int {
+	for {
+		if free := g.slots - (g.out - g.finished.Load()); free > 0 {
+			return int(free)
+		}
+		select {
+		case <-g.wake:
+		case <-ctx.Done():
+			return 1
+		}
+	}
+}
+
+// took records tasks the loop took.
+func (g *slotGate) took(n int) { g.out += int64(n) }
+
+// release gives back the slots of n finished tasks. A nil gate ignores it.
+func (g *slotGate) release(n int) {
+	if g == nil || n == 0 {
+		return
+	}
+	g.finished.Add(int64(n))
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
 }

@@ -2,6 +2,7 @@ package queuebox_test
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -198,5 +199,48 @@ func TestAWaitingCompletionDoesNotHoldBackTheNextRowsAtConcurrencyOne(t *testing
 	}
 	if got := psql(t, url, "SELECT count(*) FROM inbox WHERE state = 'processed'"); got != "3" {
 		t.Fatalf("%s rows processed, want 3", got)
+	}
+}
+
+// Run asks the core for tasks only while a handler slot is free (batch.go, slotGate), so
+// every outcome has to give its slot back: were one to keep it, the loop would stop asking
+// after Concurrency such rows. Here a quarter of the first attempts retry at once and a
+// quarter go dead, more than the four slots many times over, and every row still settles.
+func TestEveryOutcomeGivesItsSlotBackAtConcurrencyFour(t *testing.T) {
+	url := newDB(t)
+	insertRows(t, url, "outcomes", 40)
+	opts := quickOptions("outcomes")
+	opts.BatchSize, opts.Concurrency = 8, 4
+	w := newWorker(t, url, opts)
+	var mu sync.Mutex
+	running, most := 0, 0
+	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
+		mu.Lock()
+		running++
+		most = max(most, running)
+		mu.Unlock()
+		defer func() { mu.Lock(); running--; mu.Unlock() }()
+		var n int
+		fmt.Sscanf(m.IdempotencyKey, "k%d", &n)
+		switch {
+		case m.Attempt > 0 || n%4 < 2:
+			return nil
+		case n%4 == 2:
+			return queuebox.Retry(0)
+		default:
+			return queuebox.Dead("a quarter of the rows are dead")
+		}
+	}
+	runUntil(t, w, handler, "every row processed or dead", func() bool {
+		return psql(t, url, "SELECT count(*) FROM inbox WHERE state IN ('processed', 'dead')") == "40"
+	})
+	if got := psql(t, url, "SELECT count(*) FILTER (WHERE state = 'processed') || ' ' || count(*) FILTER (WHERE state = 'dead') FROM inbox"); got != "30 10" {
+		t.Fatalf("processed/dead %s, want 30 10", got)
+	}
+	if s := w.Stats(); s.Completed != 30 || s.Retried != 10 || s.Dead != 10 || s.InFlight != 0 {
+		t.Errorf("stats %+v", s)
+	}
+	if most > 4 {
+		t.Errorf("%d handlers ran at once, more than the 4 slots", most)
 	}
 }

@@ -121,6 +121,7 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 	done := &completer{}
 	var jobs chan job
 	if w.slots > 1 {
+		done.gate = newSlotGate(w.slots)
 		// The core never has more than Concurrency tasks out, so sends never block.
 		jobs = make(chan job, w.slots)
 		handlers.Add(w.slots)
@@ -134,10 +135,17 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 		}
 	}
 	for {
-		tasks, msgs, err := nativeNextBatch(w.w)
+		ask := maxBatch
+		if done.gate != nil {
+			ask = done.gate.wait(ctx)
+		}
+		tasks, msgs, err := nativeNextBatch(w.w, ask)
 		if err != nil {
 			failure = err
 			break
+		}
+		if done.gate != nil {
+			done.gate.took(len(tasks))
 		}
 		if len(tasks) == 0 {
 			break
@@ -178,6 +186,7 @@ func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Ta
 		unwatch()
 		_ = taskAbandon(task)
 		taskFree(task)
+		done.gate.release(1)
 		return
 	}
 	t := &Task{Message: msg, native: task}
@@ -190,6 +199,7 @@ func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Ta
 		done.add(task)
 		return
 	}
+	defer done.gate.release(1) // deferred first, so it runs after taskFree
 	defer taskFree(task)
 	switch {
 	case t.lost.Load():

@@ -95,6 +95,14 @@ async fn main() {
             let secs = (t_done.lock().unwrap().unwrap() - start).as_secs_f64();
             let processed: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processed'").fetch_one(&pool).await.unwrap();
             let st = w.stats();
+            // QB_METRICS=1 prints the worker's histogram sums and counts (claim and handler
+            // time) to stderr, for investigations; run.sh never sets it.
+            if std::env::var("QB_METRICS").is_ok() {
+                let text = w.metrics_text();
+                for l in text.lines().filter(|l| l.contains("_sum") || l.contains("_count")) {
+                    eprintln!("{l}");
+                }
+            }
             println!("{}", json!({"rows_per_s": n as f64 / secs, "seconds": secs, "handled": done.load(Ordering::SeqCst),
                 "completed_in_db": processed, "claims": st.claims, "batch": w.options().batch()}));
         }
