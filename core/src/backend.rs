@@ -314,10 +314,9 @@ pub mod postgres {
         };
         let url = with_credentials(url, &settings.credentials)?;
         let store = PgStore::connect_with(&url, &pool).await?;
-        Ok(Arc::new(PostgresDatabase::new(PgStore::with_names(
-            store.pool().clone(),
-            settings.names.clone(),
-        ))))
+        Ok(Arc::new(PostgresDatabase::new(
+            store.renamed(settings.names.clone()),
+        )))
     }
 
     /// `url` (a `postgres://` URL, JDBC already rewritten) with the credentials set on it.

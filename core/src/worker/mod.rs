@@ -182,7 +182,8 @@ impl Worker {
     /// which polls).
     pub async fn connect(database_url: &str, opts: WorkerOptions) -> Result<Worker> {
         opts.validate()?;
-        // Handlers' transactions, the claim, the renewer and the listener each need one.
+        // Handlers' transactions, the claim, the renewer and the listener each need one (on
+        // PostgreSQL the claim runs on up to two connections of its own besides: claim_pool).
         let mut settings = crate::backend::DatabaseSettings::new(database_url)
             .pool_size(opts.effective_concurrency() + 3);
         settings.names = opts.names.clone();

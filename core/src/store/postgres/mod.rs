@@ -6,6 +6,7 @@
 //! &sslkey=…`); `tls` checks them before connecting and turns a handshake failure into
 //! [`Error::Tls`] with its cause in words.
 
+mod claim_pool;
 mod claim_start;
 mod owner;
 mod pull;
@@ -59,6 +60,9 @@ impl Default for PoolSettings {
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
+    /// The pull claim's own connections (`claim_pool`); `None` on a pool the application
+    /// handed over, where claims run on `pool`.
+    claims: Option<PgPool>,
     /// Where the outbox claim's walk over keys resumes (`sql::CLAIM_OUTBOX`): the last key
     /// it took, so keys take turns when the oldest rows are all blocked by their keys.
     outbox_walk: std::sync::Arc<std::sync::Mutex<String>>,
@@ -118,7 +122,9 @@ impl PgStore {
             .connect_with(opts.clone())
             .await
             .map_err(|e| tls::connect_error(url, opts.get_host(), e))?;
-        Ok(Self::from_pool(pool))
+        let mut store = Self::from_pool(pool);
+        store.claims = Some(claim_pool::open(opts, wait));
+        Ok(store)
     }
 
     /// Wraps an existing pool (an application that already has one).
@@ -132,6 +138,7 @@ impl PgStore {
         let sql = Rendered::new(&names, Backend::Postgres, &sql::statements());
         PgStore {
             pool,
+            claims: None,
             outbox_walk: Default::default(),
             claim_starts: Default::default(),
             names: std::sync::Arc::new(names),
@@ -141,6 +148,22 @@ impl PgStore {
 
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// This store for tables and columns named `names`, on the same connections (the claim's
+    /// own included, unlike [`Self::with_names`] on its pool).
+    pub fn renamed(self, names: Names) -> Self {
+        let claims = self.claims.clone();
+        PgStore {
+            claims,
+            ..Self::with_names(self.pool, names)
+        }
+    }
+
+    /// The connections the pull claim runs on: its own small pool whose sessions plan it once
+    /// when this store opened its pool itself, else [`Self::pool`] (module `claim_pool`).
+    pub fn claim_pool(&self) -> &PgPool {
+        self.claims.as_ref().unwrap_or(&self.pool)
     }
 
     /// The table and column names this store uses.

@@ -173,7 +173,7 @@ pub(super) async fn claim(
     }
     let started = Instant::now();
     let rows = query
-        .fetch_all(store.pool())
+        .fetch_all(store.claim_pool())
         .await
         .map_err(|e| db_err("pull claim", e))?;
     // Every row carries the same first candidate not taken (NULL when it took them all). The
