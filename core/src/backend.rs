@@ -410,7 +410,7 @@ pub mod postgres {
             })
         }
         async fn close(&self) {
-            self.store.pool().close().await;
+            self.store.close().await;
         }
     }
 }

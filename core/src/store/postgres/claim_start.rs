@@ -61,9 +61,9 @@ struct Start {
     /// When the last claim from the head ran, and how long it took.
     last_full: Instant,
     full_took: Duration,
-    /// When dead-owner recovery asked for a claim from the head. It stays due until a claim
-    /// from the head that began after the ask ends: a claim already running when recovery
-    /// expired the leases (started, or from the head but too early) may not have seen them.
+    /// When a claim from the head was asked for (dead-owner recovery, a release). It stays
+    /// due until a claim from the head that began after the ask ends: a claim already running
+    /// then (started, or from the head but too early) may not have seen the rows.
     head_due: Option<Instant>,
 }
 
@@ -111,8 +111,10 @@ impl ClaimStarts {
                     let now = Instant::now();
                     s.last_full = now;
                     s.full_took = took;
-                    if s.head_due.is_some_and(|asked| now - took >= asked) {
-                        s.head_due = None;
+                    if let (Some(asked), Some(began)) = (s.head_due, now.checked_sub(took)) {
+                        if began >= asked {
+                            s.head_due = None;
+                        }
                     }
                 }
                 s.from = next;

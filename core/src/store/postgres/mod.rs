@@ -160,6 +160,14 @@ impl PgStore {
         }
     }
 
+    /// Closes the store's connections (the claim's own too); statements afterwards fail.
+    pub async fn close(&self) {
+        if let Some(claims) = &self.claims {
+            claims.close().await;
+        }
+        self.pool.close().await;
+    }
+
     /// The connections the pull claim runs on: its own small pool whose sessions plan it once
     /// when this store opened its pool itself, else [`Self::pool`] (module `claim_pool`).
     pub fn claim_pool(&self) -> &PgPool {
