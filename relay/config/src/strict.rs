@@ -97,7 +97,12 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigEr
     ));
     let own = fields_of::<T>();
     for u in unknown {
-        let full = join(path, &render_ignored(&u));
+        let mut full = join(path, &render_ignored(&u));
+        if full.is_empty() {
+            // A key made only of serde_ignored's `?` marks (the fuzzer found one): still
+            // say where, as a parse error at the top does.
+            full = "<root>".to_string();
+        }
         let last = full.rsplit('.').next().unwrap_or(&full).to_string();
         // A top-level key is first compared with `T`'s own fields; the keys another struct
         // takes out of the same mapping (a source's common keys, NATS login keys) are found
