@@ -86,12 +86,14 @@ fn start_rescuer(w: Worker) -> Arc<Mutex<HashMap<String, u32>>> {
     let seen = done.clone();
     tokio::spawn(async move {
         while let Ok(Some(task)) = w.next().await {
-            task.complete().await.unwrap();
+            // Counted before the completion commits: the test reads this map once the
+            // database shows every row processed, which can be before `complete` returns.
             *seen
                 .lock()
                 .unwrap()
                 .entry(task.message().id.to_string())
                 .or_insert(0) += 1;
+            task.complete().await.unwrap();
         }
     });
     done
