@@ -153,9 +153,8 @@ impl PgStore {
     /// This store for tables and columns named `names`, on the same connections (the claim's
     /// own included, unlike [`Self::with_names`] on its pool).
     pub fn renamed(self, names: Names) -> Self {
-        let claims = self.claims.clone();
         PgStore {
-            claims,
+            claims: self.claims,
             ..Self::with_names(self.pool, names)
         }
     }
