@@ -27,6 +27,12 @@ use clap::{Parser, Subcommand};
 use queuebox_config as config;
 use queuebox_core::backend::{self, DatabaseSettings};
 
+/// mimalloc instead of glibc's malloc: the relay allocates per message (rows, payloads,
+/// headers, futures); an outbox drain to NATS spent 11 % less CPU per row with it
+/// (benchmarks/outbox.md, "The allocator").
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "queuebox",
