@@ -51,7 +51,8 @@ if [ -n "$BEFORE_REF" ]; then
   mkdir -p "$out/before"
   git archive "$BEFORE_REF" clients/go clients/csharp | tar -x -C "$out/before"
   build_wrappers "$out/before" "_before"
-  IMPLS="$IMPLS go_before csharp_before"
+  # The wrappers IMPLS names, as they were at BEFORE_REF.
+  for i in $IMPLS; do case $i in go|csharp) IMPLS="$IMPLS ${i}_before" ;; esac; done
 fi
 
 db=$(ffi_create_db wrappers); trap 'ffi_drop_db "$db"' EXIT

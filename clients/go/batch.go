@@ -13,8 +13,9 @@ static QbStatus qb_go_watch_cancelled(const QbTask *task, uintptr_t key, QbError
 	return qb_task_on_cancelled(task, queueboxGoTaskCancelled, (void *)key, out_error);
 }
 
-static QbTask *qb_go_batch_task(const QbTaskBatch *b, size_t i) { return b->tasks[i]; }
-static char *qb_go_batch_message(const QbTaskBatch *b, size_t i) { return b->messages_json[i]; }
+static QbTask *qb_go_batch_task(const QbMessageBatch *b, size_t i) { return b->tasks[i]; }
+static const QbMessage *qb_go_batch_message(const QbMessageBatch *b, size_t i) { return &b->messages[i]; }
+static const QbHeader *qb_go_header(const QbMessage *m, size_t i) { return &m->headers[i]; }
 */
 import "C"
 
@@ -37,22 +38,59 @@ import (
 const maxBatch = 256
 
 // nativeNextBatch waits for at least one task and returns up to max tasks the core could
-// hand out at once with their message JSON; empty once the worker is stopping. The tasks
-// are the caller's to finish and free; the batch itself is freed here.
-func nativeNextBatch(w *C.QbWorker, max int) ([]*C.QbTask, []string, error) {
-	var b *C.QbTaskBatch
+// hand out at once with their messages; empty once the worker is stopping. The messages
+// cross as C structs of strings (qb_worker_next_messages_blocking) and are copied into Go
+// values here, field by field: no JSON to decode. The tasks are the caller's to finish and
+// free; the batch itself is freed here.
+func nativeNextBatch(w *C.QbWorker, max int) ([]*C.QbTask, []*Message, error) {
+	var b *C.QbMessageBatch
 	var e *C.QbError
-	if err := check(C.qb_worker_next_batch_blocking(w, C.size_t(min(max, maxBatch)), &b, &e), e); err != nil {
+	if err := check(C.qb_worker_next_messages_blocking(w, C.size_t(min(max, maxBatch)), &b, &e), e); err != nil {
 		return nil, nil, err
 	}
-	defer C.qb_task_batch_free(b)
+	defer C.qb_message_batch_free(b)
 	n := int(b.len)
-	tasks, msgs := make([]*C.QbTask, n), make([]string, n)
+	tasks, msgs := make([]*C.QbTask, n), make([]*Message, n)
 	for i := 0; i < n; i++ {
 		tasks[i] = C.qb_go_batch_task(b, C.size_t(i))
-		msgs[i] = C.GoString(C.qb_go_batch_message(b, C.size_t(i)))
+		msgs[i] = messageFromC(C.qb_go_batch_message(b, C.size_t(i)))
 	}
 	return tasks, msgs, nil
+}
+
+// goString copies a library string; goOptString is nil for an absent one (NULL ptr).
+func goString(s C.QbStr) string { return C.GoStringN(s.ptr, C.int(s.len)) }
+
+func goOptString(s C.QbStr) *string {
+	if s.ptr == nil {
+		return nil
+	}
+	v := goString(s)
+	return &v
+}
+
+// messageFromC copies one message out of its batch.
+func messageFromC(m *C.QbMessage) *Message {
+	msg := &Message{
+		ID:             goString(m.id),
+		Source:         goString(m.source),
+		IdempotencyKey: goString(m.idempotency_key),
+		AggregateID:    goOptString(m.aggregate_id),
+		EventType:      goOptString(m.event_type),
+		Payload:        C.GoBytes(unsafe.Pointer(m.payload_json.ptr), C.int(m.payload_json.len)),
+		Headers:        make(map[string]string, int(m.headers_len)),
+		Attempt:        int(m.attempt),
+		CorrelationID:  goOptString(m.correlation_id),
+		CreatedAt:      time.Unix(0, int64(m.created_at_unix_nanos)).UTC(),
+	}
+	for i := 0; i < int(m.headers_len); i++ {
+		h := C.qb_go_header(m, C.size_t(i))
+		msg.Headers[goString(h.name)] = goString(h.value)
+	}
+	if m.traceparent.ptr != nil {
+		msg.Trace = &TraceContext{Traceparent: goString(m.traceparent), Tracestate: goOptString(m.tracestate)}
+	}
+	return msg
 }
 
 // tasksComplete hands every task of the batch to the core's completion with one crossing

@@ -33,14 +33,3 @@ type TraceContext struct {
 
 // UnmarshalPayload decodes the JSON payload into target.
 func (m *Message) UnmarshalPayload(target any) error { return json.Unmarshal(m.Payload, target) }
-
-func parseMessage(text string) (*Message, error) {
-	var m Message
-	if err := json.Unmarshal([]byte(text), &m); err != nil {
-		return nil, &Error{Kind: KindInternal, Message: "cannot decode the message from the native library: " + err.Error()}
-	}
-	if m.Headers == nil {
-		m.Headers = map[string]string{}
-	}
-	return &m, nil
-}

@@ -168,27 +168,19 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 	return failure
 }
 
-// job is a task handed to a handler goroutine, with its message JSON.
+// job is a task handed to a handler goroutine, with its message.
 type job struct {
 	task *C.QbTask
-	msg  string
+	msg  *Message
 }
 
 // runOne runs the handler on one task and finishes the task by its result: a success goes
 // to the completer (which frees the task), every other outcome is finished and freed here.
-func runOne(task *C.QbTask, text string, call func(ctx context.Context, task *Task) error, done *completer) {
+func runOne(task *C.QbTask, msg *Message, call func(ctx context.Context, task *Task) error, done *completer) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	unwatch := watchCancelled(task, cancel)
 
-	msg, err := parseMessage(text)
-	if err != nil {
-		unwatch()
-		_ = taskAbandon(task)
-		taskFree(task)
-		done.gate.release(1)
-		return
-	}
 	t := &Task{Message: msg, native: task}
 	herr := callHandler(ctx, call, t)
 	// Stop watching before the task can be freed below or by the completer.

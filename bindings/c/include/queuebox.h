@@ -138,6 +138,75 @@ typedef void (*QbLogCallback)(void *user_data,
                               const char *message,
                               const char *fields_json);
 
+// UTF-8 text the library owns: `len` bytes at `ptr`, **not** NUL-terminated. `ptr` is NULL
+// for a field the message does not have (an absent aggregate id, no trace context); an
+// empty string has a non-NULL `ptr` and `len == 0`.
+typedef struct QbStr {
+  const char *ptr;
+  size_t len;
+} QbStr;
+
+// One header of a message: name and value (a value that was not a JSON string is its JSON
+// text).
+typedef struct QbHeader {
+  struct QbStr name;
+  struct QbStr value;
+} QbHeader;
+
+// A claimed message, field by field (the fields of `qb_task_message`'s JSON object).
+// Everything it points to belongs to its batch.
+typedef struct QbMessage {
+  // The inbox row id (a UUID, lower-case hyphenated).
+  struct QbStr id;
+  struct QbStr source;
+  struct QbStr idempotency_key;
+  // NULL `ptr` when the row has none.
+  struct QbStr aggregate_id;
+  // NULL `ptr` when the row has none.
+  struct QbStr event_type;
+  // The payload as JSON text.
+  struct QbStr payload_json;
+  // `headers_len` headers (NULL when there are none).
+  const struct QbHeader *headers;
+  size_t headers_len;
+  // Failed deliveries so far (0 on the first).
+  int32_t attempt;
+  // NULL `ptr` when the row has none.
+  struct QbStr correlation_id;
+  // When the row was stored: nanoseconds since the Unix epoch, UTC.
+  int64_t created_at_unix_nanos;
+  // The W3C trace context to continue the message's trace from (`qb_task_message`'s
+  // `trace`): NULL `ptr` when the row has none.
+  struct QbStr traceparent;
+  // NULL `ptr` when there is none (always when `traceparent` is absent).
+  struct QbStr tracestate;
+} QbMessage;
+
+// Tasks handed out by one `qb_worker_next_messages*` call; `len == 0` means the worker is
+// stopping. Ownership as for `QbTaskBatch`:
+// - each `tasks[i]` belongs to the caller from hand-out on: finish it (or not) and release
+//   it with `qb_task_free`;
+// - `tasks`, `messages` and all the text they point to belong to the batch and are released
+//   together by `qb_message_batch_free` (which never frees a task). Copy what is needed
+//   later before freeing the batch.
+typedef struct QbMessageBatch {
+  // Number of tasks (and of messages).
+  size_t len;
+  // `len` task handles.
+  struct QbTask **tasks;
+  // `len` messages, `messages[i]` being the message of `tasks[i]`.
+  const struct QbMessage *messages;
+  // The library's storage behind `messages`; never read or written by the caller.
+  void *storage;
+} QbMessageBatch;
+
+// Fires once with a batch (owned by the receiver, never NULL on `QB_OK`; `len == 0` when
+// the worker is stopping) or with an error and `batch == NULL`.
+typedef void (*QbMessageBatchCallback)(void *user_data,
+                                       QbStatus status,
+                                       struct QbMessageBatch *batch,
+                                       struct QbError *error);
+
 // Fires once: `cancelled` is true when the lease was lost or the shutdown grace ran out,
 // false when the task was finished or freed first.
 typedef void (*QbCancelCallback)(void *user_data, bool cancelled);
@@ -315,6 +384,37 @@ QbStatus qb_set_log_callback(QbLogCallback callback,
                              void *user_data,
                              int32_t min_level,
                              struct QbError **out_error);
+
+// `qb_worker_next_batch` with the messages as [`QbMessage`] structs: waits for at least one
+// claimed row, then hands out up to `max` tasks (the first, plus whatever is already claimed
+// and waiting, as far as free concurrency slots allow). Returns at once; `callback` fires on
+// a runtime thread with the batch (see `QbMessageBatch` for who frees what).
+//
+// # Safety
+// `worker` is live; `user_data` stays valid until the callback fired.
+QbStatus qb_worker_next_messages(const struct QbWorker *worker,
+                                 size_t max,
+                                 QbMessageBatchCallback callback,
+                                 void *user_data,
+                                 struct QbError **out_error);
+
+// Blocking variant of `qb_worker_next_messages`: on `QB_OK`, `*out_batch` is the batch
+// (`len == 0` when the worker is stopping); release it with `qb_message_batch_free` after
+// taking the tasks and reading the messages.
+//
+// # Safety
+// `worker` is live; `out_batch` is writable. Not on a runtime thread.
+QbStatus qb_worker_next_messages_blocking(const struct QbWorker *worker,
+                                          size_t max,
+                                          struct QbMessageBatch **out_batch,
+                                          struct QbError **out_error);
+
+// Releases a message batch: its task array, its messages and all their text, never its
+// tasks (they are the caller's). NULL is ignored. Does not block.
+//
+// # Safety
+// `batch` is NULL or a batch the library returned and not yet freed.
+void qb_message_batch_free(struct QbMessageBatch *batch);
 
 // Starts a runtime with `worker_threads` threads (0: two). Free it with
 // `qb_runtime_free` after every worker and task made on it.

@@ -59,11 +59,17 @@ pub type QbTasksDoneCallback = Option<
 >;
 
 impl QbTaskBatch {
-    fn boxed(tasks: Vec<(Box<QbTask>, String)>) -> Box<QbTaskBatch> {
+    fn boxed(tasks: Vec<Task>, handle: &Handle) -> Box<QbTaskBatch> {
         let len = tasks.len();
         let (handles, messages): (Vec<*mut QbTask>, Vec<*mut c_char>) = tasks
             .into_iter()
-            .map(|(t, json)| (Box::into_raw(t), into_c_string(json)))
+            .map(|task| {
+                let json = queuebox_bridge::json::message_to_text(task.message());
+                (
+                    Box::into_raw(QbTask::boxed(task, handle.clone())),
+                    into_c_string(json),
+                )
+            })
             .unzip();
         Box::new(QbTaskBatch {
             len,
@@ -73,16 +79,42 @@ impl QbTaskBatch {
     }
 }
 
-/// The tasks and their message JSON; made into a `QbTaskBatch` where it is handed over.
-async fn next_batch(w: Worker, handle: Handle, max: usize) -> Outcome<Vec<(Box<QbTask>, String)>> {
-    let tasks = w.next_batch(max).await?;
-    Ok(tasks
-        .into_iter()
-        .map(|task| {
-            let json = queuebox_bridge::json::message_to_text(task.message());
-            (QbTask::boxed(task, handle.clone()), json)
-        })
-        .collect())
+/// A batch the hand-out builds for C: [`QbTaskBatch`] (messages as JSON) or
+/// `QbMessageBatch` (messages as structs). Both hand out the same tasks; only the message
+/// format differs, so the two entry points of each share [`hand_out`] and [`hand_out_blocking`].
+pub(crate) trait HandOut: Sized {
+    /// The batch of `tasks` (taken by the caller from here on), for the runtime of `handle`.
+    fn build(tasks: Vec<Task>, handle: &Handle) -> Box<Self>;
+    /// The tasks of a batch, for freeing a batch nobody received.
+    unsafe fn tasks(batch: &Self) -> &[*mut QbTask];
+    /// Releases the batch, never its tasks.
+    unsafe fn free(batch: *mut Self);
+}
+
+impl HandOut for QbTaskBatch {
+    fn build(tasks: Vec<Task>, handle: &Handle) -> Box<Self> {
+        QbTaskBatch::boxed(tasks, handle)
+    }
+    unsafe fn tasks(b: &Self) -> &[*mut QbTask] {
+        std::slice::from_raw_parts(b.tasks, b.len)
+    }
+    unsafe fn free(batch: *mut Self) {
+        qb_task_batch_free(batch)
+    }
+}
+
+/// The callback a batch of type `B` is delivered to.
+pub(crate) type HandOutCallback<B> = Option<
+    unsafe extern "C" fn(
+        user_data: *mut c_void,
+        status: QbStatus,
+        batch: *mut B,
+        error: *mut QbError,
+    ),
+>;
+
+async fn next_tasks(w: Worker, max: usize) -> Outcome<Vec<Task>> {
+    Ok(w.next_batch(max).await?)
 }
 
 fn max_arg(max: usize) -> Outcome<usize> {
@@ -90,6 +122,65 @@ fn max_arg(max: usize) -> Outcome<usize> {
         return Err(Failure::invalid("max must be at least 1"));
     }
     Ok(max)
+}
+
+/// The async hand-out of either batch type: returns at once; `callback` fires on a runtime
+/// thread with the batch, or, when it is NULL, the tasks are freed (abandoned) and the batch.
+pub(crate) unsafe fn hand_out<B: HandOut + 'static>(
+    worker: *const crate::worker::QbWorker,
+    max: usize,
+    callback: HandOutCallback<B>,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let max = max_arg(max)?;
+        let ud = SendPtr(user_data);
+        let handle = w.handle.clone();
+        spawn(
+            &w.handle,
+            next_tasks(w.worker.clone(), max),
+            move |st, tasks, err| {
+                let ud = ud;
+                let batch = tasks.map_or(ptr::null_mut(), |t| Box::into_raw(B::build(t, &handle)));
+                match callback {
+                    Some(cb) => cb(ud.0, st, batch, err),
+                    None => {
+                        // Nobody takes the tasks: free them (abandoned), then the batch.
+                        if let Some(b) = batch.as_ref() {
+                            for &t in B::tasks(b) {
+                                crate::task::qb_task_free(t);
+                            }
+                        }
+                        B::free(batch);
+                        crate::error::qb_error_free(err);
+                    }
+                }
+            },
+        );
+        Ok(())
+    })
+}
+
+/// The blocking hand-out of either batch type into `*out_batch`.
+pub(crate) unsafe fn hand_out_blocking<B: HandOut>(
+    worker: *const crate::worker::QbWorker,
+    max: usize,
+    out_batch: *mut *mut B,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    crate::boundary::clear_out(out_batch);
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let max = max_arg(max)?;
+        if out_batch.is_null() {
+            return Err(Failure::invalid("out_batch is NULL"));
+        }
+        let tasks = block(&w.handle, next_tasks(w.worker.clone(), max))?;
+        *out_batch = Box::into_raw(B::build(tasks, &w.handle));
+        Ok(())
+    })
 }
 
 /// Waits for at least one claimed row, then hands out up to `max` tasks in one batch: the
@@ -108,28 +199,7 @@ pub unsafe extern "C" fn qb_worker_next_batch(
     user_data: *mut c_void,
     out_error: *mut *mut QbError,
 ) -> QbStatus {
-    guard(out_error, || {
-        let w = handle_ref(worker, "worker")?;
-        let max = max_arg(max)?;
-        let ud = SendPtr(user_data);
-        spawn(
-            &w.handle,
-            next_batch(w.worker.clone(), w.handle.clone(), max),
-            move |st, b, err| {
-                let ud = ud;
-                let batch = b.map_or(ptr::null_mut(), |t| Box::into_raw(QbTaskBatch::boxed(t)));
-                match callback {
-                    Some(cb) => cb(ud.0, st, batch, err),
-                    None => {
-                        // Nobody takes the tasks: free them (abandoned), then the batch.
-                        free_batch_and_tasks(batch);
-                        crate::error::qb_error_free(err);
-                    }
-                }
-            },
-        );
-        Ok(())
-    })
+    hand_out::<QbTaskBatch>(worker, max, callback, user_data, out_error)
 }
 
 /// Blocking variant of `qb_worker_next_batch`: on `QB_OK`, `*out_batch` is the batch
@@ -145,20 +215,7 @@ pub unsafe extern "C" fn qb_worker_next_batch_blocking(
     out_batch: *mut *mut QbTaskBatch,
     out_error: *mut *mut QbError,
 ) -> QbStatus {
-    crate::boundary::clear_out(out_batch);
-    guard(out_error, || {
-        let w = handle_ref(worker, "worker")?;
-        let max = max_arg(max)?;
-        if out_batch.is_null() {
-            return Err(Failure::invalid("out_batch is NULL"));
-        }
-        let b = block(
-            &w.handle,
-            next_batch(w.worker.clone(), w.handle.clone(), max),
-        )?;
-        *out_batch = Box::into_raw(QbTaskBatch::boxed(b));
-        Ok(())
-    })
+    hand_out_blocking(worker, max, out_batch, out_error)
 }
 
 /// Releases a batch: its two arrays and its message strings, never its tasks (they are the
@@ -179,16 +236,6 @@ pub unsafe extern "C" fn qb_task_batch_free(batch: *mut QbTaskBatch) {
         }
         drop(Box::from_raw(ptr::slice_from_raw_parts_mut(b.tasks, b.len)));
     }));
-}
-
-/// A batch nobody received (no callback): its tasks are freed (abandoned), then the batch.
-unsafe fn free_batch_and_tasks(batch: *mut QbTaskBatch) {
-    if let Some(b) = batch.as_ref() {
-        for i in 0..b.len {
-            crate::task::qb_task_free(*b.tasks.add(i));
-        }
-    }
-    qb_task_batch_free(batch);
 }
 
 /// What a batched finish needs from `len` handles: a clone of each core task (each holds

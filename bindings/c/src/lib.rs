@@ -12,6 +12,7 @@
 //! | [`worker`] | `qb_worker_*`: options JSON, connect, next, shutdown, stats |
 //! | [`task`] | `qb_task_*`: message, transaction (execute/query), cancellation, finishes |
 //! | [`batch`] | `qb_worker_next_batch*`, `qb_tasks_complete*`, `qb_task_batch_free`: the boundary crossed once per batch, not per row |
+//! | [`message_batch`] | `qb_worker_next_messages*`, `qb_message_batch_free`: the same hand-out with each message as a C struct of strings, parsed by nobody |
 //! | [`app_tx`] | `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`: SQL for the application's own transaction |
 //! | [`logs`] | `qb_set_log_callback`: the core's log records to one C callback |
 //! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_version` |
@@ -29,6 +30,7 @@ pub mod batch;
 pub mod boundary;
 pub mod error;
 pub mod logs;
+pub mod message_batch;
 pub mod runtime;
 pub mod task;
 pub mod tools;

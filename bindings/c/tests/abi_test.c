@@ -937,6 +937,134 @@ static void batches_hand_out_and_complete_with_one_crossing(QbRuntime *rt) {
   qb_worker_free(w2);
 }
 
+/* ---- message batches: qb_worker_next_messages*, qb_message_batch_free ---- */
+typedef struct {
+  Latch l;
+  QbMessageBatch *batch;
+} MessageLatch;
+
+static void on_messages(void *ud, QbStatus st, QbMessageBatch *b, QbError *e) {
+  MessageLatch *ml = ud; ml->l.status = st; ml->batch = b; ml->l.error = e; latch_fire(&ml->l);
+}
+
+/* A library string equals want (NULL: absent). */
+static int str_is(QbStr s, const char *want) {
+  if (!want) return s.ptr == NULL && s.len == 0;
+  return s.ptr != NULL && s.len == strlen(want) && memcmp(s.ptr, want, s.len) == 0;
+}
+
+static const char *header_of(const QbMessage *m, const char *name, char *buf, size_t n) {
+  for (size_t i = 0; i < m->headers_len; i++) {
+    if (str_is(m->headers[i].name, name)) {
+      size_t len = m->headers[i].value.len < n - 1 ? m->headers[i].value.len : n - 1;
+      memcpy(buf, m->headers[i].value.ptr, len);
+      buf[len] = 0;
+      return buf;
+    }
+  }
+  return NULL;
+}
+
+static void message_batches_carry_every_field_as_structs(QbRuntime *rt) {
+  /* One row with every optional field set (a header that is not a JSON string, an empty
+   * event type, a trace context), one with none. */
+  free(sql(db_url,
+           "INSERT INTO inbox (source, idempotency_key, aggregate_id, event_type, payload, headers, correlation_id, "
+           "traceparent, tracestate, consumption, created_at) VALUES "
+           "('msgs', 'full', 'agg-1', '', '{\"n\": 1, \"big\": 12345678901234567890.5, \"s\": \"a\\u00e9\"}', "
+           "'{\"x-tenant\": \"acme\", \"x-count\": 3}', 'corr-1', "
+           "'00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01', 'vendor=1', 'pull', '2026-01-02T03:04:05.123456Z'),"
+           "('msgs', 'bare', NULL, NULL, 'null', '{}', NULL, NULL, NULL, 'pull', '2026-01-02T03:04:06Z');"));
+  QbWorker *w = new_worker(rt, "{\"source\":\"msgs\",\"concurrency\":4,\"listen\":false,\"pollIntervalMs\":50}");
+  QbError *err = NULL;
+  QbMessageBatch *b = (QbMessageBatch *)0x1;
+  EXPECT(qb_worker_next_messages_blocking(w, 0, &b, &err), QB_ERR_INVALID_INPUT, NULL, "max", "max 0");
+  CHECK(b == NULL, "out_batch cleared on failure");
+  EXPECT(qb_worker_next_messages_blocking(w, 4, NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_batch", "null out_batch");
+  EXPECT(qb_worker_next_messages_blocking(NULL, 4, &b, &err), QB_ERR_INVALID_INPUT, NULL, "worker", "null worker");
+  qb_message_batch_free(NULL);
+
+  /* Both rows, possibly over two hand-outs (the first waits for one claimed row only). */
+  QbTask *tasks[2];
+  size_t got = 0;
+  int seen_full = 0, seen_bare = 0;
+  while (got < 2) {
+    EXPECT(qb_worker_next_messages_blocking(w, 4, &b, &err), QB_OK, NULL, NULL, "next_messages");
+    if (!b || b->len == 0 || got + b->len > 2) { CHECK(0, "unexpected batch of %zu", b ? b->len : 0); exit(1); }
+    for (size_t i = 0; i < b->len; i++) {
+      const QbMessage *m = &b->messages[i];
+      char id[64];
+      CHECK(m->id.len == 36, "id length %zu", m->id.len);
+      CHECK(str_is(m->source, "msgs"), "source");
+      CHECK(m->attempt == 0, "attempt %d", m->attempt);
+      /* The id is the row's: it finds the row by key. */
+      char q[256];
+      snprintf(q, sizeof q, "SELECT idempotency_key FROM inbox WHERE id = '%.*s';", (int)m->id.len, m->id.ptr);
+      snprintf(id, sizeof id, "%.*s", (int)m->idempotency_key.len, m->idempotency_key.ptr);
+      sql_expect(q, id, "id and idempotency key are the same row's");
+      if (str_is(m->idempotency_key, "full")) {
+        seen_full++;
+        char hv[64];
+        CHECK(str_is(m->aggregate_id, "agg-1"), "aggregate id");
+        CHECK(m->event_type.ptr != NULL && m->event_type.len == 0, "an empty event type is present and empty");
+        /* The payload's JSON text, numbers exact (key order is the JSON map's, not asserted). */
+        char payload[128];
+        snprintf(payload, sizeof payload, "%.*s", (int)m->payload_json.len, m->payload_json.ptr);
+        CHECK(m->payload_json.len == 46 && payload[0] == '{' && strstr(payload, "\"n\":1") &&
+                  strstr(payload, "\"big\":12345678901234567890.5") && strstr(payload, "\"s\":\"a\xc3\xa9\""),
+              "payload %s", payload);
+        CHECK(m->headers_len == 2, "headers %zu", m->headers_len);
+        CHECK(header_of(m, "x-tenant", hv, sizeof hv) && strcmp(hv, "acme") == 0, "string header");
+        CHECK(header_of(m, "x-count", hv, sizeof hv) && strcmp(hv, "3") == 0, "a number header as its JSON text");
+        CHECK(str_is(m->correlation_id, "corr-1"), "correlation id");
+        CHECK(m->created_at_unix_nanos == 1767323045123456000LL, "created_at %lld", (long long)m->created_at_unix_nanos);
+        CHECK(str_is(m->traceparent, "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"), "traceparent");
+        CHECK(str_is(m->tracestate, "vendor=1"), "tracestate");
+      } else {
+        seen_bare++;
+        CHECK(str_is(m->idempotency_key, "bare"), "second key");
+        CHECK(str_is(m->aggregate_id, NULL) && str_is(m->event_type, NULL) && str_is(m->correlation_id, NULL),
+              "absent fields have a NULL ptr");
+        CHECK(str_is(m->payload_json, "null"), "null payload");
+        CHECK(m->headers_len == 0 && m->headers == NULL, "no headers");
+        CHECK(m->created_at_unix_nanos == 1767323046000000000LL, "created_at %lld", (long long)m->created_at_unix_nanos);
+        CHECK(str_is(m->traceparent, NULL) && str_is(m->tracestate, NULL), "no trace context");
+      }
+      tasks[got++] = b->tasks[i];
+    }
+    qb_message_batch_free(b); /* the tasks stay the caller's */
+  }
+  CHECK(seen_full == 1 && seen_bare == 1, "each row once: full %d bare %d", seen_full, seen_bare);
+  QbStatus results[2];
+  EXPECT(qb_tasks_complete_blocking((const QbTask *const *)tasks, 2, results, &err), QB_OK, NULL, NULL, "complete");
+  CHECK(results[0] == QB_OK && results[1] == QB_OK, "results %d %d", results[0], results[1]);
+  qb_task_free(tasks[0]);
+  qb_task_free(tasks[1]);
+  sql_expect("SELECT count(*) FROM inbox WHERE source='msgs' AND state='processed';", "2", "both completed");
+
+  /* Async, and a stopping worker's empty batch. */
+  insert_rows("msgs", 1);
+  MessageLatch ml;
+  memset(&ml, 0, sizeof ml);
+  latch_init(&ml.l);
+  EXPECT(qb_worker_next_messages(w, 4, on_messages, &ml, &err), QB_OK, NULL, NULL, "next_messages async");
+  latch_wait(&ml.l);
+  expect_status(ml.l.status, ml.l.error, QB_OK, NULL, NULL, "next_messages callback");
+  latch_destroy(&ml.l);
+  CHECK(ml.batch && ml.batch->len == 1 && str_is(ml.batch->messages[0].idempotency_key, "k1"), "async batch");
+  if (!ml.batch || ml.batch->len != 1) exit(1);
+  QbTask *t = ml.batch->tasks[0];
+  qb_message_batch_free(ml.batch);
+  EXPECT(qb_task_complete_blocking(t, &err), QB_OK, NULL, NULL, "complete async one");
+  qb_task_free(t);
+  uint64_t abandoned = 99;
+  EXPECT(qb_worker_shutdown_blocking(w, &abandoned, &err), QB_OK, NULL, NULL, "shutdown");
+  EXPECT(qb_worker_next_messages_blocking(w, 4, &b, &err), QB_OK, NULL, NULL, "next_messages while stopped");
+  CHECK(b && b->len == 0, "a stopped worker hands out an empty batch");
+  qb_message_batch_free(b);
+  qb_worker_free(w);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s <empty database url> <second empty database url>\n", argv[0]);
@@ -957,6 +1085,7 @@ int main(int argc, char **argv) {
   worker_new_reports_connect_and_schema_errors(rt, argv[2]);
   blocking_calls_finish_rows_in_the_database(rt);
   batches_hand_out_and_complete_with_one_crossing(rt);
+  message_batches_carry_every_field_as_structs(rt);
   callbacks_fire_once_from_runtime_threads(rt);
   shutdown_after_grace_cancels_and_nothing_completes(rt);
   application_transaction_statements(rt);
