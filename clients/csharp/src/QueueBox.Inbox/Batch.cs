@@ -1,34 +1,87 @@
 using System;
 using System.Collections.Concurrent;
+using System.Collections.Generic;
 using System.Runtime.InteropServices;
+using System.Text;
 using System.Threading;
 
 namespace QueueBox.Inbox
 {
     /// <summary>The boundary crossed per batch, not per row (issue 21): tasks come out of the
-    /// library with one qb_worker_next_batch_blocking call and plain completions go back with one
+    /// library with one qb_worker_next_messages_blocking call and plain completions go back with one
     /// qb_tasks_complete call per batch. The core decides everything as for single tasks: each
     /// task keeps its own lease, fence and finish, so a lost claim affects only that task.</summary>
     internal static class NativeBatch
     {
         private const string Lib = "queuebox";
 
-        /// <summary>Mirrors QbTaskBatch: the tasks are the caller's, the arrays and message
-        /// strings the batch's (released by qb_task_batch_free).</summary>
+        /// <summary>Mirrors QbStr: UTF-8 text the batch owns, <c>Len</c> bytes, not
+        /// NUL-terminated; <c>Ptr</c> is zero for an absent field.</summary>
         [StructLayout(LayoutKind.Sequential)]
-        internal struct QbTaskBatch
+        internal struct QbStr
+        {
+            public IntPtr Ptr;
+            public UIntPtr Len;
+
+            /// <summary>The text, copied out (null when absent).</summary>
+            internal string Read()
+            {
+                if (Ptr == IntPtr.Zero) return null;
+                int len = checked((int)Len.ToUInt64());
+                if (len == 0) return "";
+                byte[] bytes = new byte[len];
+                Marshal.Copy(Ptr, bytes, 0, len);
+                return Encoding.UTF8.GetString(bytes);
+            }
+        }
+
+        /// <summary>Mirrors QbHeader.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct QbHeader
+        {
+            public QbStr Name;
+            public QbStr Value;
+        }
+
+        /// <summary>Mirrors QbMessage (proto-docs/ffi.md): the fields of a claimed message.</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct QbMessage
+        {
+            public QbStr Id;
+            public QbStr Source;
+            public QbStr IdempotencyKey;
+            public QbStr AggregateId;
+            public QbStr EventType;
+            public QbStr PayloadJson;
+            public IntPtr Headers;
+            public UIntPtr HeadersLen;
+            public int Attempt;
+            public QbStr CorrelationId;
+            public long CreatedAtUnixNanos;
+            public QbStr Traceparent;
+            public QbStr Tracestate;
+        }
+
+        /// <summary>Mirrors QbMessageBatch: the tasks are the caller's; the task array, the
+        /// messages and their text the batch's (released by qb_message_batch_free).</summary>
+        [StructLayout(LayoutKind.Sequential)]
+        internal struct QbMessageBatch
         {
             public UIntPtr Len;
             public IntPtr Tasks;
-            public IntPtr MessagesJson;
+            public IntPtr Messages;
+            public IntPtr Storage;
         }
+
+        private static readonly int MessageSize = Marshal.SizeOf(typeof(QbMessage));
+        private static readonly int HeaderSize = Marshal.SizeOf(typeof(QbHeader));
 
         [UnmanagedFunctionPointer(CallingConvention.Cdecl)]
         internal delegate void TasksDoneCallback(IntPtr userData, int status, IntPtr results, UIntPtr len, IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
-        internal static extern int qb_worker_next_batch_blocking(IntPtr worker, UIntPtr max, out IntPtr batch, out IntPtr error);
-        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern void qb_task_batch_free(IntPtr batch);
+        internal static extern int qb_worker_next_messages_blocking(IntPtr worker, UIntPtr max, out IntPtr batch, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern void qb_message_batch_free(IntPtr batch);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_tasks_complete(IntPtr[] tasks, UIntPtr len, TasksDoneCallback cb, IntPtr userData, out IntPtr error);
 
@@ -36,23 +89,58 @@ namespace QueueBox.Inbox
         /// free concurrency slots anyway.</summary>
         internal const int MaxBatch = 256;
 
-        /// <summary>Copies a batch's tasks and messages out and frees the batch.</summary>
+        /// <summary>Copies a batch's tasks and messages out and frees the batch. The messages
+        /// arrive as structs of strings (qb_worker_next_messages_blocking): they are copied
+        /// field by field, with no JSON to parse.</summary>
         private static Pending.Next[] Take(IntPtr batch)
         {
-            var b = (QbTaskBatch)Marshal.PtrToStructure(batch, typeof(QbTaskBatch));
-            int n = (int)b.Len.ToUInt32();
+            var b = (QbMessageBatch)Marshal.PtrToStructure(batch, typeof(QbMessageBatch));
+            int n = checked((int)b.Len.ToUInt64());
             var next = new Pending.Next[n];
-            for (int i = 0; i < n; i++)
+            try
             {
-                next[i] = new Pending.Next
+                for (int i = 0; i < n; i++)
                 {
-                    Task = Marshal.ReadIntPtr(b.Tasks, i * IntPtr.Size),
-                    MessageJson = Native.ReadUtf8(Marshal.ReadIntPtr(b.MessagesJson, i * IntPtr.Size)),
-                };
+                    var m = (QbMessage)Marshal.PtrToStructure(IntPtr.Add(b.Messages, i * MessageSize), typeof(QbMessage));
+                    next[i] = new Pending.Next
+                    {
+                        Task = Marshal.ReadIntPtr(b.Tasks, i * IntPtr.Size),
+                        Message = ToMessage(m),
+                    };
+                }
             }
-            qb_task_batch_free(batch);
+            finally
+            {
+                qb_message_batch_free(batch);
+            }
             return next;
         }
+
+        private static InboxMessage ToMessage(QbMessage m)
+        {
+            int count = checked((int)m.HeadersLen.ToUInt64());
+            var headers = new Dictionary<string, string>(count);
+            for (int i = 0; i < count; i++)
+            {
+                var h = (QbHeader)Marshal.PtrToStructure(IntPtr.Add(m.Headers, i * HeaderSize), typeof(QbHeader));
+                headers[h.Name.Read()] = h.Value.Read();
+            }
+            return new InboxMessage(
+                Guid.Parse(m.Id.Read()),
+                m.Source.Read(),
+                m.IdempotencyKey.Read(),
+                m.AggregateId.Read(),
+                m.EventType.Read(),
+                m.PayloadJson.Read(),
+                headers,
+                m.Attempt,
+                m.CorrelationId.Read(),
+                UnixEpoch.AddTicks(m.CreatedAtUnixNanos / 100),
+                m.Traceparent.Read(),
+                m.Tracestate.Read());
+        }
+
+        private static readonly DateTimeOffset UnixEpoch = new DateTimeOffset(1970, 1, 1, 0, 0, 0, TimeSpan.Zero);
 
         /// <summary>Waits for at least one task, blocking the calling thread (never a runtime
         /// thread); an empty array once the worker is stopping. The worker loop's own thread
@@ -61,7 +149,7 @@ namespace QueueBox.Inbox
         internal static Pending.Next[] NextBatch(IntPtr worker)
         {
             IntPtr batch, err;
-            int st = qb_worker_next_batch_blocking(worker, new UIntPtr(MaxBatch), out batch, out err);
+            int st = qb_worker_next_messages_blocking(worker, new UIntPtr(MaxBatch), out batch, out err);
             QueueBoxException e = Native.TakeError(st, err);
             if (e != null) throw e;
             return batch == IntPtr.Zero ? new Pending.Next[0] : Take(batch);

@@ -1,6 +1,5 @@
 using System;
 using System.Collections.Generic;
-using System.Globalization;
 
 namespace QueueBox.Inbox
 {
@@ -16,8 +15,23 @@ namespace QueueBox.Inbox
         /// it (System.Text.Json, Newtonsoft) when numbers must stay exact — an integer beyond
         /// long or a decimal beyond double's precision changes in <see cref="Payload"/>.</summary>
         public string PayloadJson { get; private set; }
-        /// <summary>The payload parsed (see <see cref="Json"/> for the types).</summary>
-        public object Payload { get; private set; }
+        /// <summary>The payload parsed (see <see cref="Json"/> for the types), on first
+        /// use: a handler that reads only <see cref="PayloadJson"/> never pays for it.</summary>
+        public object Payload
+        {
+            get
+            {
+                // Parsing the same text twice on a race gives equal values; no lock needed.
+                if (!_payloadParsed)
+                {
+                    _payload = Json.Parse(PayloadJson);
+                    _payloadParsed = true;
+                }
+                return _payload;
+            }
+        }
+        private object _payload;
+        private volatile bool _payloadParsed;
         public IReadOnlyDictionary<string, string> Headers { get; private set; }
         /// <summary>Failed deliveries so far (0 on the first).</summary>
         public int Attempt { get; private set; }
@@ -30,39 +44,22 @@ namespace QueueBox.Inbox
         public string Traceparent { get; private set; }
         public string Tracestate { get; private set; }
 
-        internal static InboxMessage FromJson(string text)
+        internal InboxMessage(Guid id, string source, string idempotencyKey, string aggregateId, string eventType,
+            string payloadJson, IReadOnlyDictionary<string, string> headers, int attempt, string correlationId,
+            DateTimeOffset createdAt, string traceparent, string tracestate)
         {
-            // PayloadJson is the payload exactly as the core handed it over (numbers and all);
-            // Payload is its object model (integers as long, other numbers as double).
-            string payloadJson;
-            var o = Json.ParseObject(text, "payload", out payloadJson);
-            var headers = new Dictionary<string, string>();
-            var h = Get(o, "headers") as IDictionary<string, object>;
-            if (h != null) foreach (var kv in h) headers[kv.Key] = kv.Value as string;
-            object payload = Get(o, "payload");
-            var trace = Get(o, "trace") as IDictionary<string, object>;
-            return new InboxMessage
-            {
-                Id = Guid.Parse((string)Get(o, "id")),
-                Source = (string)Get(o, "source"),
-                IdempotencyKey = (string)Get(o, "idempotencyKey"),
-                AggregateId = Get(o, "aggregateId") as string,
-                EventType = Get(o, "eventType") as string,
-                Payload = payload,
-                PayloadJson = payloadJson ?? "null",
-                Headers = headers,
-                Attempt = Convert.ToInt32(Get(o, "attempt") ?? 0L, CultureInfo.InvariantCulture),
-                CorrelationId = Get(o, "correlationId") as string,
-                CreatedAt = DateTimeOffset.Parse((string)Get(o, "createdAt"), CultureInfo.InvariantCulture),
-                Traceparent = trace == null ? null : Get(trace, "traceparent") as string,
-                Tracestate = trace == null ? null : Get(trace, "tracestate") as string,
-            };
-        }
-
-        private static object Get(IDictionary<string, object> o, string key)
-        {
-            object v;
-            return o.TryGetValue(key, out v) ? v : null;
+            Id = id;
+            Source = source;
+            IdempotencyKey = idempotencyKey;
+            AggregateId = aggregateId;
+            EventType = eventType;
+            PayloadJson = payloadJson ?? "null";
+            Headers = headers;
+            Attempt = attempt;
+            CorrelationId = correlationId;
+            CreatedAt = createdAt;
+            Traceparent = traceparent;
+            Tracestate = tracestate;
         }
     }
 }

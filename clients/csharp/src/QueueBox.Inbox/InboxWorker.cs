@@ -209,7 +209,7 @@ namespace QueueBox.Inbox
                 Exception failure = null;
                 try
                 {
-                    inboxTask = new InboxTask(task, InboxMessage.FromJson(next.MessageJson));
+                    inboxTask = new InboxTask(task, next.Message);
                     Task running = handler(inboxTask, tx, cts.Token);
                     if (!running.IsCompleted
                         && await Task.WhenAny(running, Task.Delay(WatchDelay)).ConfigureAwait(false) != running)

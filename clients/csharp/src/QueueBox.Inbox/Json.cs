@@ -21,21 +21,6 @@ namespace QueueBox.Inbox
             return v;
         }
 
-        /// <summary>Parses a JSON object like <see cref="Parse"/> and also returns the value of
-        /// <paramref name="member"/> exactly as written (null when absent), for values the object
-        /// model cannot hold unchanged: integers beyond long, decimals beyond double's 17
-        /// digits.</summary>
-        public static IDictionary<string, object> ParseObject(string text, string member, out string raw)
-        {
-            int i = 0;
-            raw = null;
-            SkipWs(text, ref i);
-            var obj = ReadObject(text, ref i, member, ref raw);
-            SkipWs(text, ref i);
-            if (i != text.Length) throw new FormatException("trailing characters in JSON at " + i);
-            return obj;
-        }
-
         public static string Serialize(object value)
         {
             var sb = new StringBuilder();
@@ -86,11 +71,7 @@ namespace QueueBox.Inbox
             SkipWs(s, ref i);
             if (i >= s.Length) throw new FormatException("unexpected end of JSON");
             char c = s[i];
-            if (c == '{')
-            {
-                string unused = null;
-                return ReadObject(s, ref i, null, ref unused);
-            }
+            if (c == '{') return ReadObject(s, ref i);
             if (c == '[')
             {
                 i++;
@@ -119,9 +100,7 @@ namespace QueueBox.Inbox
             return double.Parse(num, NumberStyles.Float, CultureInfo.InvariantCulture);
         }
 
-        /// <summary>An object at <paramref name="i"/>; the text of member <paramref name="rawMember"/>
-        /// (if any) goes to <paramref name="raw"/>.</summary>
-        private static Dictionary<string, object> ReadObject(string s, ref int i, string rawMember, ref string raw)
+        private static Dictionary<string, object> ReadObject(string s, ref int i)
         {
             Expect(s, ref i, '{');
             var obj = new Dictionary<string, object>();
@@ -134,9 +113,7 @@ namespace QueueBox.Inbox
                 SkipWs(s, ref i);
                 Expect(s, ref i, ':');
                 SkipWs(s, ref i);
-                int start = i;
                 obj[key] = ReadValue(s, ref i);
-                if (rawMember != null && key == rawMember) raw = s.Substring(start, i - start);
                 SkipWs(s, ref i);
                 if (i < s.Length && s[i] == ',') { i++; continue; }
                 Expect(s, ref i, '}');

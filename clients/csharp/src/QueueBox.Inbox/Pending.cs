@@ -14,7 +14,7 @@ namespace QueueBox.Inbox
         internal sealed class Next
         {
             public IntPtr Task;
-            public string MessageJson;
+            public InboxMessage Message;
         }
 
         internal static TaskCompletionSource<T> Source<T>()
