@@ -13,9 +13,6 @@ static QbStatus qb_go_watch_cancelled(const QbTask *task, uintptr_t key, QbError
 	return qb_task_on_cancelled(task, queueboxGoTaskCancelled, (void *)key, out_error);
 }
 
-static QbTask *qb_go_batch_task(const QbMessageBatch *b, size_t i) { return b->tasks[i]; }
-static const QbMessage *qb_go_batch_message(const QbMessageBatch *b, size_t i) { return &b->messages[i]; }
-static const QbHeader *qb_go_header(const QbMessage *m, size_t i) { return &m->headers[i]; }
 */
 import "C"
 
@@ -50,10 +47,16 @@ func nativeNextBatch(w *C.QbWorker, max int) ([]*C.QbTask, []*Message, error) {
 	}
 	defer C.qb_message_batch_free(b)
 	n := int(b.len)
-	tasks, msgs := make([]*C.QbTask, n), make([]*Message, n)
-	for i := 0; i < n; i++ {
-		tasks[i] = C.qb_go_batch_task(b, C.size_t(i))
-		msgs[i] = messageFromC(C.qb_go_batch_message(b, C.size_t(i)))
+	if n == 0 {
+		return nil, nil, nil
+	}
+	// The batch's arrays are read in place (unsafe.Slice over C memory, valid until the
+	// free above): no cgo call per element.
+	tasks := append([]*C.QbTask(nil), unsafe.Slice(b.tasks, n)...)
+	cmsgs := unsafe.Slice(b.messages, n)
+	msgs := make([]*Message, n)
+	for i := range cmsgs {
+		msgs[i] = messageFromC(&cmsgs[i])
 	}
 	return tasks, msgs, nil
 }
@@ -83,9 +86,10 @@ func messageFromC(m *C.QbMessage) *Message {
 		CorrelationID:  goOptString(m.correlation_id),
 		CreatedAt:      time.Unix(0, int64(m.created_at_unix_nanos)).UTC(),
 	}
-	for i := 0; i < int(m.headers_len); i++ {
-		h := C.qb_go_header(m, C.size_t(i))
-		msg.Headers[goString(h.name)] = goString(h.value)
+	if m.headers_len > 0 {
+		for _, h := range unsafe.Slice(m.headers, int(m.headers_len)) {
+			msg.Headers[goString(h.name)] = goString(h.value)
+		}
 	}
 	if m.traceparent.ptr != nil {
 		msg.Trace = &TraceContext{Traceparent: goString(m.traceparent), Tracestate: goOptString(m.tracestate)}
