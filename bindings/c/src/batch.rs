@@ -58,8 +58,20 @@ pub type QbTasksDoneCallback = Option<
     ),
 >;
 
-impl QbTaskBatch {
-    fn boxed(tasks: Vec<Task>, handle: &Handle) -> Box<QbTaskBatch> {
+/// A batch the hand-out builds for C: [`QbTaskBatch`] (messages as JSON) or
+/// `QbMessageBatch` (messages as structs). Both hand out the same tasks; only the message
+/// format differs, so the two entry points of each share [`hand_out`] and [`hand_out_blocking`].
+pub(crate) trait HandOut: Sized {
+    /// The batch of `tasks` (taken by the caller from here on), for the runtime of `handle`.
+    fn build(tasks: Vec<Task>, handle: &Handle) -> Box<Self>;
+    /// The tasks of a batch, for freeing a batch nobody received.
+    unsafe fn tasks(batch: &Self) -> &[*mut QbTask];
+    /// Releases the batch, never its tasks.
+    unsafe fn free(batch: *mut Self);
+}
+
+impl HandOut for QbTaskBatch {
+    fn build(tasks: Vec<Task>, handle: &Handle) -> Box<Self> {
         let len = tasks.len();
         let (handles, messages): (Vec<*mut QbTask>, Vec<*mut c_char>) = tasks
             .into_iter()
@@ -76,24 +88,6 @@ impl QbTaskBatch {
             tasks: Box::into_raw(handles.into_boxed_slice()) as *mut *mut QbTask,
             messages_json: Box::into_raw(messages.into_boxed_slice()) as *mut *mut c_char,
         })
-    }
-}
-
-/// A batch the hand-out builds for C: [`QbTaskBatch`] (messages as JSON) or
-/// `QbMessageBatch` (messages as structs). Both hand out the same tasks; only the message
-/// format differs, so the two entry points of each share [`hand_out`] and [`hand_out_blocking`].
-pub(crate) trait HandOut: Sized {
-    /// The batch of `tasks` (taken by the caller from here on), for the runtime of `handle`.
-    fn build(tasks: Vec<Task>, handle: &Handle) -> Box<Self>;
-    /// The tasks of a batch, for freeing a batch nobody received.
-    unsafe fn tasks(batch: &Self) -> &[*mut QbTask];
-    /// Releases the batch, never its tasks.
-    unsafe fn free(batch: *mut Self);
-}
-
-impl HandOut for QbTaskBatch {
-    fn build(tasks: Vec<Task>, handle: &Handle) -> Box<Self> {
-        QbTaskBatch::boxed(tasks, handle)
     }
     unsafe fn tasks(b: &Self) -> &[*mut QbTask] {
         std::slice::from_raw_parts(b.tasks, b.len)
