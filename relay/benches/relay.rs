@@ -465,6 +465,22 @@ fn stats(v: &[f64]) -> serde_json::Value {
     json!({"median": median(v), "min": min, "max": max, "rounds": v})
 }
 
+/// Where the results go: `QB_RELAY_BENCH_OUT` (a file name inside benchmarks/results, or
+/// an absolute path), by default benchmarks/results/relay-<date>.json. Panics on a relative
+/// path with a directory in it, which would land under relay/.
+fn out_path() -> std::path::PathBuf {
+    let dir = std::path::Path::new(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../benchmarks/results"
+    ));
+    match std::env::var("QB_RELAY_BENCH_OUT") {
+        Err(_) => dir.join(format!("relay-{}.json", chrono::Utc::now().format("%Y-%m-%d"))),
+        Ok(v) if std::path::Path::new(&v).is_absolute() => v.into(),
+        Ok(v) if !v.contains('/') => dir.join(v),
+        Ok(v) => panic!("QB_RELAY_BENCH_OUT={v}: give a file name (written to benchmarks/results) or an absolute path"),
+    }
+}
+
 #[tokio::main]
 async fn main() {
     if let Ok(spec) = std::env::var("QB_RELAY_BENCH_BASELINE_SERVE") {
@@ -473,6 +489,8 @@ async fn main() {
     if let Ok(spec) = std::env::var("QB_RELAY_BENCH_CEILING_SERVE") {
         return push::serve_ceiling(&spec).await;
     }
+    // Checked before minutes of measuring, not when the results are written.
+    let _ = out_path();
     // A receiver that answers 200 at once and counts what it received.
     let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rx_port = rx.local_addr().unwrap().port();
@@ -603,15 +621,13 @@ async fn main() {
         "delivery": delivery,
         "pushPath": push,
     });
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/../benchmarks/results");
-    std::fs::create_dir_all(dir).unwrap();
-    let file = std::env::var("QB_RELAY_BENCH_OUT")
-        .unwrap_or_else(|_| format!("relay-{}.json", chrono::Utc::now().format("%Y-%m-%d")));
-    std::fs::write(
-        format!("{dir}/{file}"),
-        serde_json::to_string_pretty(&out).unwrap(),
-    )
-    .unwrap();
+    // QB_RELAY_BENCH_OUT: a file name inside benchmarks/results, or an absolute path. A
+    // relative path would resolve against relay/ (cargo bench's working directory), so it is
+    // refused before the run, not after it (see `out_path`).
+    let path = out_path();
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap())
+        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
 }
 
