@@ -140,11 +140,19 @@ fn push_opt(text: &mut Vec<u8>, s: Option<&str>) -> Span {
     s.map_or(Span::Absent, |s| push(text, s))
 }
 
+/// A JSON value's text, serialized straight into the buffer.
+fn push_json(text: &mut Vec<u8>, v: &Value) -> Span {
+    let at = text.len();
+    // Writing into a Vec cannot fail, and a Value always serializes (as UTF-8).
+    let _ = serde_json::to_writer(&mut *text, v);
+    Span::At(at, text.len() - at)
+}
+
 /// A JSON value as header text: a string as itself, anything else as its JSON.
 fn push_value(text: &mut Vec<u8>, v: &Value) -> Span {
     match v {
         Value::String(s) => push(text, s),
-        other => push(text, &other.to_string()),
+        other => push_json(text, other),
     }
 }
 
@@ -154,12 +162,13 @@ fn spans(text: &mut Vec<u8>, header_spans: &mut Vec<(Span, Span)>, m: &InboxMess
         let name = push(text, k);
         header_spans.push((name, push_value(text, v)));
     }
-    let payload_at = text.len();
-    // Writing into a Vec cannot fail, and a Value always serializes (as UTF-8).
-    let _ = serde_json::to_writer(&mut *text, &m.payload);
-    let payload_json = Span::At(payload_at, text.len() - payload_at);
+    let payload_json = push_json(text, &m.payload);
     Spans {
-        id: push(text, &m.id.to_string()),
+        id: push(
+            text,
+            m.id.hyphenated()
+                .encode_lower(&mut uuid::Uuid::encode_buffer()),
+        ),
         source: push(text, &m.source),
         idempotency_key: push(text, &m.idempotency_key),
         aggregate_id: push_opt(text, m.aggregate_id.as_deref()),
