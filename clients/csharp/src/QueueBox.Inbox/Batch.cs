@@ -2,7 +2,6 @@ using System;
 using System.Collections.Concurrent;
 using System.Collections.Generic;
 using System.Runtime.InteropServices;
-using System.Text;
 using System.Threading;
 
 namespace QueueBox.Inbox
@@ -26,12 +25,7 @@ namespace QueueBox.Inbox
             /// <summary>The text, copied out (null when absent).</summary>
             internal string Read()
             {
-                if (Ptr == IntPtr.Zero) return null;
-                int len = checked((int)Len.ToUInt64());
-                if (len == 0) return "";
-                byte[] bytes = new byte[len];
-                Marshal.Copy(Ptr, bytes, 0, len);
-                return Encoding.UTF8.GetString(bytes);
+                return Ptr == IntPtr.Zero ? null : Native.ReadUtf8(Ptr, checked((int)Len.ToUInt64()));
             }
         }
 

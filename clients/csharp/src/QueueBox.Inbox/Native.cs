@@ -104,6 +104,12 @@ namespace QueueBox.Inbox
             if (p == IntPtr.Zero) return null;
             int len = 0;
             while (Marshal.ReadByte(p, len) != 0) len++;
+            return ReadUtf8(p, len);
+        }
+
+        /// <summary>Copies <paramref name="len"/> bytes of UTF-8 at <paramref name="p"/> into a string.</summary>
+        internal static string ReadUtf8(IntPtr p, int len)
+        {
             byte[] bytes = new byte[len];
             Marshal.Copy(p, bytes, 0, len);
             return Encoding.UTF8.GetString(bytes);
