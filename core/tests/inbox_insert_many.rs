@@ -161,7 +161,7 @@ async fn a_row_the_database_refuses_fails_alone() {
 #[tokio::test]
 async fn an_outage_fails_every_row_and_stores_none() {
     let (store, url) = support::fresh_store("insert_many_outage").await;
-    store.pool().close().await;
+    store.close().await;
     let group: Vec<_> = ["x", "y", "z"]
         .iter()
         .map(|k| NewInboxMessage::new("o", *k, json!({})))

@@ -1523,7 +1523,7 @@ mod pg {
             .execute(store.pool())
             .await
             .expect("business table");
-        store.pool().close().await;
+        store.close().await;
         url
     }
 

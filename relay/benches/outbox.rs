@@ -220,7 +220,7 @@ async fn drain(bin: &str, receiver: u16, keys: u64, batch: u32) -> Drain {
     cpu = cpu.max(cpu_end);
     relay.kill().await.unwrap();
     let _ = relay.wait().await;
-    store.pool().close().await;
+    store.close().await;
     // Exiting backends flush their statistics.
     tokio::time::sleep(Duration::from_millis(1200)).await;
     let x1 = xact_commit(&admin, &db).await;

@@ -162,7 +162,7 @@ async fn round(bin: &str, listen: bool, poll_ms: u64) -> Vec<f64> {
     }
     relay.kill().await.unwrap();
     let _ = relay.wait().await;
-    store.pool().close().await;
+    store.close().await;
     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .execute(admin.pool())
         .await;

@@ -119,7 +119,7 @@ async fn drain(rows: u64, with_transform: bool) -> f64 {
     }
     let rate = (rows - first) as f64 / t1.elapsed().as_secs_f64();
     let _ = child.kill().await;
-    store.pool().close().await;
+    store.close().await;
     let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
         .execute(admin.pool())
         .await;

@@ -74,7 +74,7 @@ async fn fresh_db(tag: &str) -> (String, PgStore) {
 }
 
 async fn drop_db(url: &str, store: PgStore) {
-    store.pool().close().await;
+    store.close().await;
     let name = url.rsplit_once('/').unwrap().1;
     let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
         .await
@@ -489,8 +489,8 @@ async fn main() {
     if let Ok(spec) = std::env::var("QB_RELAY_BENCH_CEILING_SERVE") {
         return push::serve_ceiling(&spec).await;
     }
-    // Checked before minutes of measuring, not when the results are written.
-    let _ = out_path();
+    // Resolved (and checked) before minutes of measuring, not when the results are written.
+    let path = out_path();
     // A receiver that answers 200 at once and counts what it received.
     let rx = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let rx_port = rx.local_addr().unwrap().port();
@@ -621,14 +621,10 @@ async fn main() {
         "delivery": delivery,
         "pushPath": push,
     });
-    // QB_RELAY_BENCH_OUT: a file name inside benchmarks/results, or an absolute path. A
-    // relative path would resolve against relay/ (cargo bench's working directory), so it is
-    // refused before the run, not after it (see `out_path`).
-    let path = out_path();
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-    std::fs::write(&path, serde_json::to_string_pretty(&out).unwrap())
-        .unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
-    println!("{}", serde_json::to_string_pretty(&out).unwrap());
+    let text = serde_json::to_string_pretty(&out).unwrap();
+    std::fs::write(&path, &text).unwrap_or_else(|e| panic!("cannot write {}: {e}", path.display()));
+    println!("{text}");
 }
 
 /// Runs this bench executable again as a server on a free port (`var` = "<port> <arg>",

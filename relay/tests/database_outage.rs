@@ -69,7 +69,7 @@ async fn rows_with_key(cluster: &Cluster, key: &str) -> i64 {
         .fetch_one(store.pool())
         .await
         .unwrap();
-    store.pool().close().await;
+    store.close().await;
     n
 }
 

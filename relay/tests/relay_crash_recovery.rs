@@ -100,7 +100,7 @@ async fn push_rows_of_a_dead_owner_are_forwarded_and_a_live_owners_are_left_alon
         .unwrap();
     }
     drop(dead_conn);
-    dead.pool().close().await;
+    dead.close().await;
     let started = Instant::now();
     let relay = Relay::start(&(long_lease_config(&url, &rx, "/hooks")
         + "sources:\n  hooks:\n    path: /hooks\n    idempotencyKeyPath: $.id\n    topic: hooks.event\n"))

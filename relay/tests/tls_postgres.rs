@@ -89,7 +89,7 @@ impl TlsPg {
         .fetch_all(admin.pool())
         .await
         .unwrap();
-        admin.pool().close().await;
+        admin.close().await;
         rows
     }
 }
@@ -192,7 +192,7 @@ async fn relay_and_migrate_with_a_verify_full_url_ingest_and_their_sessions_are_
             .await
             .unwrap();
     assert_eq!(stored, 1);
-    store.pool().close().await;
+    store.close().await;
 
     let sessions = pg.sessions().await;
     eprintln!("pg_stat_ssl with the relay running (user, ssl, version, client_dn):");

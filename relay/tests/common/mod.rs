@@ -44,7 +44,7 @@ pub async fn empty_db(suite: &str) -> (String, PgStore) {
         .execute(admin.pool())
         .await
         .unwrap();
-    admin.pool().close().await;
+    admin.close().await;
     let url = format!("{}/{name}", server_url());
     let store = PgStore::connect(&url, 4).await.unwrap();
     (url, store)
