@@ -40,6 +40,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 5, "0005_inbox_trace_context"),
     migration!("postgres", 6, "0006_inbox_claim_owner"),
     migration!("postgres", 7, "0007_outbox_claim_owner"),
+    migration!("postgres", 8, "0008_time_ordered_ids"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -52,6 +53,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 5, "0005_inbox_trace_context"),
     migration!("sqlserver", 6, "0006_inbox_claim_owner"),
     migration!("sqlserver", 7, "0007_outbox_claim_owner"),
+    migration!("sqlserver", 8, "0008_time_ordered_ids"),
 ];
 
 /// What a migration run did.

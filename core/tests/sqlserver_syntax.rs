@@ -187,8 +187,9 @@ fn every_backend_statement_parses_as_tsql() {
 fn every_migration_parses_as_tsql() {
     for m in SQLSERVER {
         let stmts = parse_tsql(m.name, m.sql);
-        if m.version == 3 {
-            assert!(stmts.is_empty(), "0003 is comment-only on SQL Server");
+        if m.version == 3 || m.version == 8 {
+            // 0003 (NOTIFY trigger) and 0008 (time-ordered ids) change nothing on SQL Server.
+            assert!(stmts.is_empty(), "{} is comment-only on SQL Server", m.name);
         } else if m.version == 4 {
             // CREATE PROCEDURE must be alone in its batch (the runner sends a file as one).
             assert!(

@@ -245,7 +245,8 @@ pub fn publish_statement_named(
     backend: Backend,
     names: &Names,
 ) -> Result<Statement> {
-    let ids = messages.iter().map(|_| Uuid::new_v4()).collect();
+    // Time-ordered (UUIDv7), like the outbox's column default: migration 0008.
+    let ids = messages.iter().map(|_| Uuid::now_v7()).collect();
     render_publish(messages, style, backend, names, ids)
 }
 

@@ -183,7 +183,8 @@ impl RelayStore for PgStore {
             .iter()
             .map(|(c, _)| match marked.contains(&c.id) {
                 true => Forwarded::Done {
-                    outbox_id: Uuid::new_v4(),
+                    // Time-ordered like the column default (migration 0008).
+                    outbox_id: Uuid::now_v7(),
                 },
                 false => Forwarded::ClaimLost,
             })

@@ -1,0 +1,7 @@
+-- Version 8 on PostgreSQL makes row ids time-ordered (UUIDv7) so that the primary key's
+-- B-tree is written at its right edge: there every state change of a row is a non-HOT update
+-- that adds a primary-key entry at the row's id. SQL Server updates its rows in place and
+-- touches an index only when that index's key changes, and its inbox and outbox cluster on
+-- `sequence` (0001, 0002), so a random NEWID() id costs nothing per state change: this version
+-- is intentionally empty here, so both engines share version numbers. The runner records it
+-- in queuebox_schema_history without sending a batch.
