@@ -13,6 +13,7 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
+use futures::stream::{FuturesUnordered, StreamExt};
 use queuebox_core::{Result, Task};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -57,6 +58,7 @@ impl Handout {
         let first_seq = self
             .next_seq
             .fetch_add(tasks.len() as u32, Ordering::Relaxed);
+        let mut watches = FuturesUnordered::new();
         let out = tasks
             .into_iter()
             .enumerate()
@@ -64,19 +66,27 @@ impl Handout {
                 let done = CancellationToken::new();
                 let (cancel, finished) = (task.cancelled().clone(), done.clone());
                 let seq = first_seq.wrapping_add(i as u32);
-                let report = self.cancelled_tx.clone();
-                // A spawned watch costs the runtime well under a microsecond per task; a
-                // pending Promise or awaitable per task cost the language a crossing.
-                tokio::spawn(async move {
+                watches.push(async move {
                     tokio::select! {
                         biased;
-                        _ = finished.cancelled() => {}
-                        _ = cancel.cancelled() => { let _ = report.send(seq); }
+                        _ = finished.cancelled_owned() => None,
+                        _ = cancel.cancelled_owned() => Some(seq),
                     }
                 });
                 HandedOut { task, done }
             })
             .collect();
+        // One runtime task watches the whole batch rather than one per row: a batch whose
+        // completion fires its `done` tokens together wakes it once, where a task per row
+        // was N spawns and N wake-ups, often of a parked runtime thread.
+        let report = self.cancelled_tx.clone();
+        tokio::spawn(async move {
+            while let Some(ended) = watches.next().await {
+                if let Some(seq) = ended {
+                    let _ = report.send(seq);
+                }
+            }
+        });
         (first_seq, out)
     }
 
