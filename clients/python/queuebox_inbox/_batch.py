@@ -25,8 +25,8 @@ class Completions:
     says handlers are queued to run next: then it waits for up to ``limit`` tasks or
     :data:`HOLD_S`, whichever comes first. At concurrency 1 each turn finishes one handler,
     so without the wait every row would cross (and wake the runtime) on its own (issue 21).
-    The worker calls :meth:`flush` when its queue runs dry, so the core gets its slots back
-    before it is asked for more."""
+    Once the queue runs dry the batch goes at the end of the turn, so the core gets its slots
+    back for the claim the worker's pending ``next_batch`` waits on."""
 
     def __init__(self, native: Any, log: logging.Logger, more_soon: Optional[Callable[[], bool]] = None, limit: int = 1) -> None:
         self._native = native
