@@ -12,8 +12,7 @@ import logging
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
-from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Iterator, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Optional, Sequence, Set, Tuple, Union
 
 from . import _batch, _logs, _native
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
@@ -76,13 +75,21 @@ class Running:
 _handling: Dict[int, Running] = {}
 
 
-@contextmanager
-def _running(message: InboxMessage, task: Any) -> Iterator[None]:
-    _handling[id(message)] = Running(message, task)
-    try:
-        yield
-    finally:
-        _handling.pop(id(message), None)
+class _running:
+    """Registers ``message`` as handled (for ``complete_in``) for the ``with`` block. A class,
+    not a ``@contextmanager``: it is entered once per row, and the generator cost ~0.3 µs more."""
+
+    __slots__ = ("_key", "_entry")
+
+    def __init__(self, message: InboxMessage, task: Any) -> None:
+        self._key = id(message)
+        self._entry = Running(message, task)
+
+    def __enter__(self) -> None:
+        _handling[self._key] = self._entry
+
+    def __exit__(self, *_: Any) -> None:
+        _handling.pop(self._key, None)
 
 
 def running_of(message: InboxMessage) -> Running:
@@ -352,7 +359,7 @@ class Worker:
             # handlers are all busy (or stuck) takes no rows it cannot start.
             return bool(queued) or len(running) < slots
 
-        def start_queued(_: Any = None) -> None:
+        def start_queued() -> None:
             if self._shutdown is not None:
                 release_queued()  # a shutdown begun elsewhere (Worker.shutdown, __aexit__)
             while len(running) < slots and queued:
@@ -482,14 +489,10 @@ class Worker:
 
             await loop.run_in_executor(pool, call)
             return
-        # `_running` spelled out: a @contextmanager costs ~0.8 µs a row.
-        _handling[id(message)] = Running(message, tx._task)
-        try:
+        with _running(message, tx._task):
             r = handler(message, tx)
             if inspect.isawaitable(r):
                 await r
-        finally:
-            _handling.pop(id(message), None)
 
     def _settle(
         self,
