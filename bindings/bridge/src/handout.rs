@@ -6,15 +6,18 @@
 //! - [`Handout::next_cancelled`] reports the cancelled ones for the whole worker, so a
 //!   language keeps one pending call instead of one per task;
 //! - [`complete_all`] completes many tasks in one call ([`Task::complete_all`]: one
-//!   batched statement, each task under its own fence).
+//!   batched statement, each task under its own fence);
+//! - [`handlers_took`] passes on the language's handler times, which size the claims of a
+//!   hand-out worker (`WorkerOptions::hand_out`, set by both bindings).
 //!
 //! Each task stays an ordinary [`Task`]: its transaction, the application's completion
 //! statement and the failure finishes are unchanged.
 
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
 
 use futures::stream::{FuturesUnordered, StreamExt};
-use queuebox_core::{Result, Task};
+use queuebox_core::{Error, Result, Task, Worker};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -109,6 +112,18 @@ impl Handout {
     pub fn close(&self) {
         self.closed.cancel();
     }
+}
+
+/// Passes on how long a language's handlers ran ([`Worker::handlers_took`]): `rows` handlers
+/// for `seconds` in all. A negative or non-finite time is refused naming `handlerSeconds`.
+pub fn handlers_took(worker: &Worker, rows: usize, seconds: f64) -> Result<()> {
+    let total = Duration::try_from_secs_f64(seconds).map_err(|_| {
+        Error::InvalidInput(format!(
+            "handlerSeconds must be a finite number of seconds, at least 0 (got {seconds})"
+        ))
+    })?;
+    worker.handlers_took(rows, total);
+    Ok(())
 }
 
 /// Completes `tasks` together and fires their `done` tokens; one result per task, in order.

@@ -99,6 +99,16 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
     Ok(o)
 }
 
+/// [`worker_options_from_json`] for a worker whose tasks a language's own loop takes in
+/// batches and runs `concurrency` at a time (`WorkerOptions::hand_out`): the Node and Python
+/// bindings' workers, whose resolved options then name that worker's adaptive batch.
+pub fn hand_out_options_from_json(v: &Value) -> Result<WorkerOptions> {
+    Ok(WorkerOptions {
+        hand_out: true,
+        ..worker_options_from_json(v)?
+    })
+}
+
 /// An own schema's names from the options ([`Names::from_json`]); the core names the relay's
 /// keys (`database.columnMapping.inbox.x`), here they are options of their own.
 fn names_from_json(obj: &Map<String, Value>) -> Result<Names> {
@@ -245,6 +255,23 @@ mod tests {
     fn missing_keys_keep_the_reference_defaults() {
         let o = worker_options_from_json(&json!({"source": "orders"})).unwrap();
         assert_eq!(o, WorkerOptions::new("orders"));
+    }
+
+    #[test]
+    fn a_hand_out_worker_reports_its_larger_adaptive_batch_and_keeps_an_explicit_one() {
+        let o = hand_out_options_from_json(&json!({"source": "s", "concurrency": 8})).unwrap();
+        assert_eq!(
+            (o.batch_size, o.batch(), o.handler_slots()),
+            (None, 1024, 8)
+        );
+        assert_eq!(worker_options_to_json(&o)["batchSize"], json!(1024));
+        let o = hand_out_options_from_json(&json!({"source": "s", "batchSize": 50})).unwrap();
+        assert_eq!((o.batch(), o.effective_concurrency()), (50, 50));
+        let e = hand_out_options_from_json(&json!({"source": "s", "batchSize": 0})).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "batchSize"),
+            "{e}"
+        );
     }
 
     #[test]

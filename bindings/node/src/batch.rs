@@ -6,7 +6,9 @@
 //! - `completeAll(tasks)` completes many tasks in one Promise ([`qb::Task::complete_all`]:
 //!   one batched statement, each task keeping its own fence), answering per task;
 //! - `nextCancelled()` reports the tasks whose lease was lost (or whose shutdown grace ran
-//!   out) for the whole worker, instead of one pending `cancelled()` Promise per task.
+//!   out) for the whole worker, instead of one pending `cancelled()` Promise per task;
+//! - `handlersTook(rows, seconds)` reports how long the loop's handlers ran, which sizes
+//!   what the worker claims ahead of them.
 //!
 //! Every task stays an ordinary [`NativeTask`], so its transaction, the application's
 //! completion statement and the failure finishes work exactly as for `next()`.
@@ -93,6 +95,14 @@ impl NativeWorker {
                 })
                 .collect())
         })
+    }
+
+    /// How long `rows` handlers ran in all (`seconds`), which sizes what the worker claims
+    /// ahead of them: the loop runs them out of the core's sight. A negative or non-finite
+    /// time throws, naming `handlerSeconds`.
+    #[napi]
+    pub fn handlers_took(&self, rows: u32, seconds: f64) -> Typed<()> {
+        handout::handlers_took(&self.worker, rows as usize, seconds).into()
     }
 
     /// The sequence numbers of handed-out tasks cancelled since the last call (lease lost

@@ -154,7 +154,7 @@ pub struct NativeWorker {
 #[napi]
 pub async fn connect_worker(database_url: String, options_json: String) -> Typed<NativeWorker> {
     let run = async {
-        let opts = json::worker_options_from_json(&json::parse("options", &options_json)?)?;
+        let opts = json::hand_out_options_from_json(&json::parse("options", &options_json)?)?;
         qb::Worker::connect(&database_url, opts).await
     };
     run.await
@@ -169,7 +169,7 @@ pub async fn connect_worker(database_url: String, options_json: String) -> Typed
 #[napi]
 pub fn resolve_options(options_json: String) -> Typed<String> {
     let opts =
-        json::parse("options", &options_json).and_then(|v| json::worker_options_from_json(&v));
+        json::parse("options", &options_json).and_then(|v| json::hand_out_options_from_json(&v));
     opts.map(|o| json::worker_options_to_json(&o).to_string())
         .into()
 }

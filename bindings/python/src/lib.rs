@@ -147,7 +147,7 @@ fn publish_statement(
 #[pyfunction]
 fn resolve_options(options_json: &str) -> PyResult<String> {
     let opts = json::parse("options", options_json)
-        .and_then(|v| json::worker_options_from_json(&v))
+        .and_then(|v| json::hand_out_options_from_json(&v))
         .map_err(err)?;
     Ok(json::worker_options_to_json(&opts).to_string())
 }
@@ -272,7 +272,7 @@ fn connect_worker(
     options_json: String,
 ) -> PyResult<Bound<'_, PyAny>> {
     let opts = json::parse("options", &options_json)
-        .and_then(|v| json::worker_options_from_json(&v))
+        .and_then(|v| json::hand_out_options_from_json(&v))
         .map_err(err)?;
     future_into_py(py, async move {
         let worker = qb::Worker::connect(&database_url, opts)
@@ -344,6 +344,13 @@ impl NativeWorker {
                 .map(|r| r.err().map(|e| (e.kind().as_str(), e.to_string())))
                 .collect::<Vec<_>>())
         })
+    }
+
+    /// How long `rows` handlers ran in all (`seconds`), which sizes what the worker claims
+    /// ahead of them: the loop runs them out of the core's sight. A negative or non-finite
+    /// time raises `InvalidInput` naming `handlerSeconds`.
+    fn handlers_took(&self, rows: usize, seconds: f64) -> PyResult<()> {
+        handout::handlers_took(&self.worker, rows, seconds).map_err(err)
     }
 
     /// The sequence numbers of handed-out tasks cancelled since the last call (lease lost or

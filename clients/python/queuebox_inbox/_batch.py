@@ -37,6 +37,21 @@ class Completions:
         self._ids: List[str] = []
         self._scheduled: Optional[asyncio.Handle] = None
         self._flushing: "set[asyncio.Future[Any]]" = set()
+        # Handlers finished since the last report, and their time in all (seconds).
+        self._ran = 0
+        self._ran_s = 0.0
+
+    def ran(self, seconds: float) -> None:
+        """Counts one handler's run (any outcome) for the next report to the core, which
+        sizes what it claims ahead of the handlers by their time (the core cannot see it:
+        the handlers run here). Reported with the next batch of completions or failure."""
+        self._ran += 1
+        self._ran_s += seconds
+
+    def _report(self) -> None:
+        if self._ran:
+            self._native.handlers_took(self._ran, self._ran_s)
+            self._ran, self._ran_s = 0, 0.0
 
     def add(self, task: Any, message_id: str) -> None:
         self._tasks.append(task)
@@ -53,6 +68,7 @@ class Completions:
     def track(self, finish: Awaitable[Any]) -> None:
         """Keeps a finish that is not a batched completion (a failure, an abandon) for
         :meth:`idle` to wait for."""
+        self._report()
         f = asyncio.ensure_future(finish)
         self._flushing.add(f)
         f.add_done_callback(self._flushing.discard)
@@ -71,6 +87,7 @@ class Completions:
             self._scheduled = None
         if not self._tasks:
             return
+        self._report()
         tasks, ids = self._tasks, self._ids
         self._tasks, self._ids = [], []
         answer = asyncio.ensure_future(self._native.complete_all(tasks))

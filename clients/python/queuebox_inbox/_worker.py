@@ -11,6 +11,7 @@ import json
 import logging
 import sys
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Optional, Sequence, Set, Tuple, Union
 
@@ -176,8 +177,11 @@ class Worker:
     """A pull worker for one source.
 
     Options left out take the core's defaults: ``batch_size`` adapted to ``concurrency``
-    (8 × ``concurrency``, at least 64, at most 10000; ``options.batch_size`` says the value
-    in force), ``concurrency`` 1,
+    (32 × ``concurrency``, at least 1024, at most 10000: this loop adds its own time per
+    row, so it needs more rows in flight than the Rust worker; ``options.batch_size`` says
+    the value in force; within it the worker holds what the handlers' measured times call
+    for, all of it for fast handlers, about ``concurrency`` rows for slow ones),
+    ``concurrency`` 1,
     ``lease_ms`` 30000, ``poll_interval_ms`` 1000, ``shutdown_grace_ms`` 30000, ``listen``
     True, ``retry`` = ``RetryPolicy()`` (5 attempts, 1 s doubling to 5 min, ±20 %). Invalid
     options raise :class:`QueueBoxError` with ``kind == "config"`` naming the option.
@@ -227,8 +231,11 @@ class Worker:
             column_mapping=column_mapping,
             otlp_endpoint=otlp_endpoint,
         )
+        # What connect() passes: the options as given, so that an unset batch stays the
+        # core's adaptive one (not the resolved number, which the core reads as explicit).
+        self._core_json = json.dumps(core)
         try:
-            self._options_json = _native.resolve_options(json.dumps(core))
+            self._options_json = _native.resolve_options(self._core_json)
         except QueueBoxError as e:
             raise type(e)(_python_names(str(e))) from None
         self.options = ResolvedOptions.from_json(self._options_json)
@@ -243,10 +250,9 @@ class Worker:
     async def connect(self) -> "Worker":
         """Connects (and checks the schema); ``async with`` does it for you."""
         if self._native is None:
-            # The core's slots are the whole batch, so that one crossing hands out many rows
-            # even at concurrency 1; the run loop keeps `concurrency` handlers running.
-            slotted = dict(json.loads(self._options_json), concurrency=self.options.batch_size)
-            self._native = await _native.connect_worker(self._url, json.dumps(slotted))
+            # The native worker hands out up to its whole batch (one crossing carries many rows
+            # even at concurrency 1); the run loop keeps `concurrency` handlers running.
+            self._native = await _native.connect_worker(self._url, self._core_json)
             self._shutdown = None
         return self
 
@@ -369,8 +375,9 @@ class Worker:
                     track(asyncio.ensure_future(task.abandon()))
                     continue
                 rest = None
+                started = time.perf_counter()
                 if inline:
-                    rest = self._call_inline(task, message, handler, completions, track)
+                    rest = self._call_inline(task, message, handler, completions, track, started)
                     if rest is None:
                         continue
                 work = self._start(task, message, seq, handler, pool, running, rest)
@@ -378,11 +385,12 @@ class Worker:
                 # One done callback per handler task: CPython runs each callback as a Handle of
                 # its own on the loop; three (settle, untrack, start the next) made a no-op
                 # task cost ~16 µs here instead of ~8 (CPython 3.11, micro-benchmark).
-                work.add_done_callback(lambda w, t=task, m=message, n=seq: ended(t, m, n, w))
+                work.add_done_callback(lambda w, t=task, m=message, n=seq, s=started: ended(t, m, n, s, w))
             if wants_more():
                 wants_work.set()
 
-        def ended(task: Any, message: InboxMessage, seq: int, work: "asyncio.Future[Any]") -> None:
+        def ended(task: Any, message: InboxMessage, seq: int, started: float, work: "asyncio.Future[Any]") -> None:
+            completions.ran(time.perf_counter() - started)
             self._settle(task, message, seq, work, running, completions)
             in_flight.discard(work)
             start_queued()
@@ -441,18 +449,21 @@ class Worker:
         handler: Callable[..., Any],
         completions: _batch.Completions,
         track: Callable[["asyncio.Future[Any]"], None],
+        started: float,
     ) -> Optional[Awaitable[Any]]:
-        """Calls a plain-function handler in the loop and finishes its task; when the
-        function returned an awaitable (a lambda around a coroutine), returns what is left
-        to await, which needs a task of its own."""
+        """Calls a plain-function handler in the loop (``started`` at ``perf_counter()``)
+        and finishes its task; when the function returned an awaitable (a lambda around a
+        coroutine), returns what is left to await, which needs a task of its own."""
         try:
             with _running(message, task):
                 r = handler(message, Transaction(task))
         except Exception as e:
+            completions.ran(time.perf_counter() - started)
             track(asyncio.ensure_future(self._finish(task, message, e)))
             return None
         if inspect.isawaitable(r):
             return r
+        completions.ran(time.perf_counter() - started)
         completions.add(task, message.id)
         return None
 

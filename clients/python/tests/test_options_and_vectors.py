@@ -14,13 +14,14 @@ DB_ONLY = {"transitions"}  # state transitions need a database; the Rust store t
 def test_missing_options_take_the_cores_defaults():
     o = Worker(URL, "orders").options
     assert (o.source, o.batch_size, o.concurrency, o.lease_ms, o.poll_interval_ms, o.shutdown_grace_ms, o.listen) == (
-        "orders", 64, 1, 30000, 1000, 30000, True)
+        "orders", 1024, 1, 30000, 1000, 30000, True)
     assert o.retry == RetryPolicy(max_attempts=5, base_delay_ms=1000, max_delay_ms=300000, jitter=0.2)
 
 
 def test_an_unset_batch_size_is_the_cores_adapted_to_concurrency():
-    # The core computes it (8 x concurrency, 64..10000); the wrapper only reads it back.
-    assert [Worker(URL, "s", concurrency=c).options.batch_size for c in (1, 8, 32)] == [64, 64, 256]
+    # The core computes it (a hand-out worker's: 32 x concurrency, 1024..10000); the wrapper
+    # only reads it back.
+    assert [Worker(URL, "s", concurrency=c).options.batch_size for c in (1, 8, 32, 64, 400)] == [1024, 1024, 1024, 2048, 10000]
     assert Worker(URL, "s", batch_size=10, concurrency=32).options.batch_size == 10
 
 

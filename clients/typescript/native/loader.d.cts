@@ -44,6 +44,8 @@ declare namespace native {
     /** Completes the tasks together, each under its own fence: `null` per completed task, else why not. */
     completeAll(tasks: NativeTask[]): Promise<Array<FinishError | null>>;
     /** Sequence numbers of handed-out tasks cancelled since the last call; empty after `closeCancelled()`. */
+    /** How long `rows` handlers ran in all (seconds); sizes what the worker claims ahead of them. */
+    handlersTook(rows: number, seconds: number): void;
     nextCancelled(): Promise<number[]>;
     closeCancelled(): void;
     shutdown(): Promise<number>;

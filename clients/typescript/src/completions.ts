@@ -16,6 +16,9 @@ export class Completions {
   private ids: string[] = [];
   private scheduled = false;
   private readonly flushing = new Set<Promise<void>>();
+  /** Handlers finished since the last report, and their time in all (milliseconds). */
+  private ranCount = 0;
+  private ranMs = 0;
 
   constructor(
     private readonly worker: NativeWorker,
@@ -32,6 +35,23 @@ export class Completions {
     }
   }
 
+  /**
+   * Counts one handler's run (any outcome) for the next report to the core, which sizes what
+   * it claims ahead of the handlers by their time (the core cannot see it: they run here).
+   */
+  ran(ms: number): void {
+    this.ranCount++;
+    this.ranMs += ms;
+  }
+
+  /** Reports the runs counted so far (with each batch of completions, and on a failure). */
+  report(): void {
+    if (this.ranCount === 0) return;
+    this.worker.handlersTook(this.ranCount, this.ranMs / 1000);
+    this.ranCount = 0;
+    this.ranMs = 0;
+  }
+
   /** Resolves once every queued completion has been answered. */
   async idle(): Promise<void> {
     while (this.scheduled || this.flushing.size > 0) {
@@ -42,6 +62,7 @@ export class Completions {
 
   private flush(): void {
     this.scheduled = false;
+    this.report();
     const { tasks, ids } = this;
     this.tasks = [];
     this.ids = [];

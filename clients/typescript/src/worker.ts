@@ -77,6 +77,7 @@ export class Worker {
   /** The options in force (defaults filled in, validated by the core). */
   readonly options: ResolvedOptions;
   private readonly databaseUrl: string;
+  private readonly coreJson: string;
   private readonly logger: Logger;
   private native: NativeWorker | undefined;
   private running = false;
@@ -86,7 +87,10 @@ export class Worker {
     if (typeof options.databaseUrl !== "string" || options.databaseUrl.trim() === "") {
       throw new ConfigError("invalid configuration at `databaseUrl`: is required");
     }
-    this.options = JSON.parse(callSync(() => native.resolveOptions(JSON.stringify(core))));
+    // What run() passes: the options as given, so that an unset batch stays the core's
+    // adaptive one (not the resolved number, which the core reads as explicit).
+    this.coreJson = JSON.stringify(core);
+    this.options = JSON.parse(callSync(() => native.resolveOptions(this.coreJson)));
     this.databaseUrl = options.databaseUrl;
     this.logger = options.logger ?? consoleLogger;
     registerLogger(this.options.source, options.logger);
@@ -121,10 +125,9 @@ export class Worker {
     this.running = true;
     try {
       if (signal?.aborted) return;
-      // The core's slots are the whole batch, so that one crossing hands out many rows even
-      // at concurrency 1; this loop runs at most `concurrency` handlers at once.
-      const slotted = { ...coreOptions({ ...this.options, databaseUrl: this.databaseUrl }), concurrency: this.options.batchSize };
-      const w = await call(native.connectWorker(this.databaseUrl, JSON.stringify(slotted)));
+      // The native worker hands out up to its whole batch (one crossing carries many rows
+      // even at concurrency 1); this loop runs at most `concurrency` handlers at once.
+      const w = await call(native.connectWorker(this.databaseUrl, this.coreJson));
       this.native = w;
       // Handlers still running and finishes other than a batched completion.
       const inFlight = new Set<Promise<void>>();
@@ -212,13 +215,17 @@ export class Worker {
   ): Promise<void> | undefined {
     tasks.set(message, task);
     const controller = new AbortController();
+    const started = performance.now();
     let returned: unknown;
     try {
       returned = handler(message, new TaskTransaction(task), controller.signal);
     } catch (error) {
+      completions.ran(performance.now() - started);
+      completions.report();
       return this.finish(task, message, { ok: false, error });
     }
     if (!isThenable(returned)) {
+      completions.ran(performance.now() - started);
       completions.add(task, message.id);
       return undefined;
     }
@@ -234,10 +241,12 @@ export class Worker {
     );
     return Promise.race([work, cancelled]).then((result) => {
       aborts.delete(seq);
+      completions.ran(performance.now() - started);
       if (result !== CANCELLED && result.ok) {
         completions.add(task, message.id);
         return undefined;
       }
+      completions.report();
       return this.finish(task, message, result);
     });
   }

@@ -8,7 +8,7 @@ test("missing options take the core's defaults", () => {
   const w = new Worker({ databaseUrl: url, source: "orders" });
   assert.deepEqual(w.options, {
     source: "orders",
-    batchSize: 64,
+    batchSize: 1024,
     concurrency: 1,
     leaseMs: 30000,
     pollIntervalMs: 1000,
@@ -19,9 +19,10 @@ test("missing options take the core's defaults", () => {
 });
 
 test("an unset batchSize is the core's, adapted to concurrency", () => {
-  // The core computes it (8 × concurrency, 10..10000); the wrapper only reads it back.
-  const batches = [1, 8, 32].map((concurrency) => new Worker({ databaseUrl: url, source: "s", concurrency }).options.batchSize);
-  assert.deepEqual(batches, [64, 64, 256]);
+  // The core computes it (a hand-out worker's: 32 × concurrency, 1024..10000); the wrapper
+  // only reads it back.
+  const batches = [1, 8, 32, 64, 400].map((concurrency) => new Worker({ databaseUrl: url, source: "s", concurrency }).options.batchSize);
+  assert.deepEqual(batches, [1024, 1024, 1024, 2048, 10000]);
   assert.equal(new Worker({ databaseUrl: url, source: "s", batchSize: 10, concurrency: 32 }).options.batchSize, 10);
 });
 

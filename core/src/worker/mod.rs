@@ -22,7 +22,10 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 pub use metrics::{WorkerMetrics, WorkerStats};
-pub use options::{default_batch, WorkerOptions, MAX_BATCH_SIZE, MIN_DEFAULT_BATCH};
+pub use options::{
+    default_batch, default_hand_out_batch, WorkerOptions, MAX_BATCH_SIZE, MIN_DEFAULT_BATCH,
+    MIN_HAND_OUT_BATCH,
+};
 pub use run::{HandlerError, Outcome};
 pub use task::{Task, TxGuard};
 
@@ -182,10 +185,9 @@ impl Worker {
     /// which polls).
     pub async fn connect(database_url: &str, opts: WorkerOptions) -> Result<Worker> {
         opts.validate()?;
-        // Handlers' transactions, the claim, the renewer and the listener each need one (on
-        // PostgreSQL the claim runs on up to two connections of its own besides: claim_pool).
-        let mut settings = crate::backend::DatabaseSettings::new(database_url)
-            .pool_size(opts.effective_concurrency() + 3);
+        // On PostgreSQL the claim runs on up to two connections of its own besides: claim_pool.
+        let mut settings =
+            crate::backend::DatabaseSettings::new(database_url).pool_size(opts.pool_size());
         settings.names = opts.names.clone();
         let db = match crate::backend::connect(&settings).await {
             Ok(db) => db,
@@ -237,6 +239,22 @@ impl Worker {
         }
     }
 
+    /// How long `rows` handlers ran in all, reported by a [`WorkerOptions::hand_out`]
+    /// worker's language loop, whose handlers run out of the core's sight (what the core sees
+    /// from hand-out to finish includes the wait in that loop's queue). It sizes the claims as
+    /// the measured handler time does for the Rust worker (`prefetch`); until a report
+    /// arrives such a worker holds what a cold worker holds. Ignored by other workers and
+    /// for `rows == 0`.
+    pub fn handlers_took(&self, rows: usize, total: Duration) {
+        if self.inner.opts.hand_out && rows > 0 {
+            self.inner
+                .pace
+                .lock()
+                .unwrap()
+                .handler_took(total / u32::try_from(rows).unwrap_or(u32::MAX));
+        }
+    }
+
     /// True once [`Worker::shutdown`] has begun.
     pub fn is_stopping(&self) -> bool {
         self.inner.stopping.is_cancelled()
@@ -271,7 +289,7 @@ impl Worker {
                 .pace
                 .lock()
                 .unwrap()
-                .plan(inner.opts.effective_concurrency(), inner.opts.batch());
+                .plan(inner.opts.handler_slots(), inner.opts.batch());
             let (room, running) = {
                 let st = inner.state.lock().unwrap();
                 let (held, running) =

@@ -20,6 +20,8 @@ pub struct WorkerOptions {
     /// with [`WorkerOptions::batch`]. Within it a worker holds what its handlers consume
     /// while claims run, measured as it goes: the whole batch for fast handlers, about
     /// `concurrency` rows for slow ones (`worker::prefetch`).
+    /// A [`WorkerOptions::hand_out`] worker's adaptive batch is larger
+    /// ([`default_hand_out_batch`]).
     pub batch_size: Option<u32>,
     /// Handlers running at once (default 1); effectively at most [`WorkerOptions::batch`].
     pub concurrency: u32,
@@ -43,6 +45,18 @@ pub struct WorkerOptions {
     /// when set, each task runs in a `handle` span exported there (`crate::otlp`). Unset:
     /// no exporter, no span.
     pub otlp_endpoint: Option<String>,
+    /// Tasks go out in batches to a language's own handler loop, which queues them and runs
+    /// `concurrency` handlers at once (the Node and Python bindings set this; default false).
+    /// Up to the whole batch may then be handed out, so that one crossing carries many rows
+    /// even at concurrency 1; `concurrency` stays the handlers' count, which sizes the
+    /// adaptive batch ([`default_hand_out_batch`]) and the prefetch within it, from the
+    /// handler times the loop reports ([`crate::Worker::handlers_took`]); an unset
+    /// `batch_size` stays adaptive, with completions beside it. (Before this flag those
+    /// wrappers passed the batch as `concurrency` and the resolved batch as an explicit
+    /// `batch_size`: their completing rows counted against the batch, so each claim waited
+    /// for the previous batch's completion statements, and slow handlers held the whole
+    /// batch.)
+    pub hand_out: bool,
 }
 
 /// The largest batch, explicit or adaptive.
@@ -77,6 +91,30 @@ pub fn default_batch(concurrency: u32) -> u32 {
         .clamp(MIN_DEFAULT_BATCH, MAX_BATCH_SIZE)
 }
 
+/// The smallest adaptive batch of a [`WorkerOptions::hand_out`] worker.
+pub const MIN_HAND_OUT_BATCH: u32 = 1024;
+
+/// The batch of a [`WorkerOptions::hand_out`] worker that sets none:
+/// `clamp(32 × concurrency, 1024, 10000)`.
+///
+/// A language's loop adds its own time per row (the Python client ~30 µs of CPython per
+/// no-op row, against microseconds for the Rust worker), so while it works through one
+/// hand-out the next claim and the previous completions must already be on their way: the
+/// pipeline needs more rows than the Rust worker's. No-op handlers, 20,000 rows, 3 rounds,
+/// ratio to the Rust worker at its default (benchmarks/results/nodepy-2026-12-05-hand-out-batch.json):
+/// at 8 × concurrency (64, 64, 256) Python read 0.76 / 0.62 / 0.67 and TypeScript
+/// 1.05 / 0.82 / 0.76 at concurrency 1 / 8 / 32; at 256 Python 0.81 at 8, at 1024 Python
+/// 0.86 / 0.76 and TypeScript 1.24 / 0.90 at 8 / 32. As shipped, with the handler-time
+/// reports: Python 1.25–1.43 / 1.08–1.17 / 0.82–0.89, TypeScript 1.58–1.74 / 1.29–1.39 /
+/// 0.87–0.94 (benchmarks/results/nodepy-2026-12-05-hand-out.json). Only fast handlers fill
+/// it: within the batch the worker holds what its reported handler times call for
+/// (`worker::prefetch`), about `concurrency` rows for slow ones.
+pub fn default_hand_out_batch(concurrency: u32) -> u32 {
+    concurrency
+        .saturating_mul(32)
+        .clamp(MIN_HAND_OUT_BATCH, MAX_BATCH_SIZE)
+}
+
 impl WorkerOptions {
     pub fn new(source: impl Into<String>) -> Self {
         WorkerOptions {
@@ -90,6 +128,7 @@ impl WorkerOptions {
             listen: true,
             names: Default::default(),
             otlp_endpoint: None,
+            hand_out: false,
         }
     }
 
@@ -128,10 +167,12 @@ impl WorkerOptions {
     }
 
     /// The batch in force: the explicit `batch_size`, else [`default_batch`] of
-    /// `concurrency`.
+    /// `concurrency` ([`default_hand_out_batch`] for a hand-out worker).
     pub fn batch(&self) -> u32 {
-        self.batch_size
-            .unwrap_or_else(|| default_batch(self.concurrency))
+        self.batch_size.unwrap_or_else(|| match self.hand_out {
+            true => default_hand_out_batch(self.concurrency),
+            false => default_batch(self.concurrency),
+        })
     }
 
     /// How many rows being completed a worker may hold beside its batch: none with an
@@ -143,9 +184,36 @@ impl WorkerOptions {
         }
     }
 
-    /// Handlers that can run at once: `min(concurrency, batch())`.
+    /// Tasks that can be out at once: [`WorkerOptions::handler_slots`], or the whole batch
+    /// for a [`WorkerOptions::hand_out`] worker.
     pub fn effective_concurrency(&self) -> u32 {
+        match self.hand_out {
+            true => self.batch(),
+            false => self.handler_slots(),
+        }
+    }
+
+    /// Handlers that can run at once: `min(concurrency, batch())`.
+    pub fn handler_slots(&self) -> u32 {
         self.concurrency.min(self.batch())
+    }
+
+    /// The connections of the pool [`crate::Worker::connect`] opens: a transaction per
+    /// running handler, plus the claim, the renewer and the listener. A hand-out worker's
+    /// loop keeps a finished handler's transaction open until the batched completion it waits
+    /// for commits it (the Python loop gathers up to `max(16, concurrency)` successes), so it
+    /// gets `2 × concurrency + 16` for transactions, within its batch; not the whole batch,
+    /// which would let a shutdown's release of hundreds of queued rows open a connection each.
+    pub fn pool_size(&self) -> u32 {
+        let transactions = match self.hand_out {
+            true => self
+                .handler_slots()
+                .saturating_mul(2)
+                .saturating_add(16)
+                .min(self.batch()),
+            false => self.handler_slots(),
+        };
+        transactions.saturating_add(3)
     }
 
     /// How often the leases are renewed: a third of the lease.
@@ -189,6 +257,43 @@ mod tests {
         o.validate().unwrap();
         assert_eq!((o.batch(), o.effective_concurrency()), (10, 10));
         assert_eq!(with(Some(10_000), 1).batch(), 10_000);
+    }
+
+    #[test]
+    fn a_hand_out_worker_can_hand_out_its_whole_batch_which_stays_adaptive() {
+        let hand_out = |batch_size, concurrency| WorkerOptions {
+            hand_out: true,
+            ..with(batch_size, concurrency)
+        };
+        let got: Vec<u32> = [1, 8, 32, 64, 313, 1000]
+            .iter()
+            .map(|&c| hand_out(None, c).batch())
+            .collect();
+        assert_eq!(got, [1024, 1024, 1024, 2048, 10_000, 10_000]);
+        let o = hand_out(None, 8);
+        assert_eq!(
+            (o.effective_concurrency(), o.handler_slots()),
+            (1024, 8),
+            "the batch goes out, 8 handlers run"
+        );
+        assert_eq!(
+            o.pool_size(),
+            2 * 8 + 16 + 3,
+            "connections for handlers, not the batch"
+        );
+        assert_eq!(hand_out(Some(4), 4).pool_size(), 4 + 3, "within the batch");
+        assert_eq!(with(None, 8).pool_size(), 8 + 3);
+        assert_eq!(
+            o.completions_beside_batch(),
+            1024,
+            "an unset batch stays adaptive"
+        );
+        let o = hand_out(Some(10), 1);
+        assert_eq!(
+            (o.batch(), o.effective_concurrency(), o.handler_slots()),
+            (10, 10, 1)
+        );
+        assert_eq!(o.completions_beside_batch(), 0);
     }
 
     #[test]

@@ -26,10 +26,10 @@
 //! "Handler time" is what the core sees: from a task's hand-out (`next`/`next_batch`) to the
 //! start of its first finish. For the Rust worker and the Go and C# wrappers, whose core
 //! concurrency is their handler count, that is the handler plus the boundary crossing. The
-//! TypeScript and Python wrappers give the core as many slots as the batch and run their
-//! handlers in their own language, so their time includes the wait in the wrapper's queue
-//! and the core's concurrency equals the batch: their target is always the batch, as
-//! before, and only the wait rule above can claim earlier.
+//! TypeScript and Python wrappers take whole batches and queue them in their own loop
+//! (`WorkerOptions::hand_out`), so what the core sees would include that queue's wait: their
+//! loops report the handlers' own times instead (`Worker::handlers_took`), and
+//! `concurrency` is their handler count, as for the others.
 //!
 //! Both times are exponentially weighted moving averages, so the target follows a queue
 //! whose handlers slow down or speed up within a few tasks.

@@ -257,7 +257,11 @@ impl Task {
         let w = &self.inner.worker;
         let took = self.inner.started.elapsed();
         w.stats.handler_duration.observe(took.as_secs_f64());
-        w.pace.lock().unwrap().handler_took(took);
+        // A hand-out worker's handlers run in a language's loop, which reports their times
+        // (`Worker::handlers_took`): this one includes the wait in that loop's queue.
+        if !w.opts.hand_out {
+            w.pace.lock().unwrap().handler_took(took);
+        }
     }
 
     /// Claims the right to finish with a write (complete, retry, dead, release). A
