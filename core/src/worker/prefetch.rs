@@ -160,7 +160,7 @@ mod tests {
 
     #[test]
     fn concurrency_above_the_batch_holds_the_batch() {
-        // The TypeScript and Python wrappers' shape: core slots = batch.
+        // Handlers at or above the batch: the slots are the batch.
         for h in [None, Some(0.02 * MS), Some(5000.0 * MS)] {
             assert_eq!(plan(64, 64, h, Some(MS)).target, 64);
             assert_eq!(plan(100, 64, h, Some(MS)).target, 64);
