@@ -30,9 +30,13 @@ import (
 // together (the core batches the statements), and cancellation reaches
 // Go through a callback instead of a blocked OS thread per task.
 
-// maxBatch bounds the tasks one next_batch crossing takes; the core hands out no more than
-// its free concurrency slots anyway.
-const maxBatch = 256
+// maxBatch bounds the tasks one next_batch crossing takes (a claim of the default batch at
+// concurrency 32 or less is half of 1024); the core hands out no more than it holds.
+const maxBatch = 1024
+
+// handOutQueue is how many handed-out tasks Run's queue holds before its loop waits for the
+// handlers to take some (only a batch above it fills it).
+const handOutQueue = 2 * maxBatch
 
 // nativeNextBatch waits for at least one task and returns up to max tasks the core could
 // hand out at once with their messages; empty once the worker is stopping. The messages
@@ -182,8 +186,31 @@ type completer struct {
 	mu       sync.Mutex
 	queue    []*C.QbTask
 	flushing bool
-	// gate is told of the slots each hand-over freed (nil when Run runs tasks serially).
+	// gate is told of the slots each hand-over freed.
 	gate *slotGate
+	// worker takes the handlers' times (report); ranN and ranNanos count those not yet
+	// reported.
+	worker   *C.QbWorker
+	ranN     atomic.Int64
+	ranNanos atomic.Int64
+}
+
+// ran counts one handler's run (any outcome) for the next report.
+func (c *completer) ran(d time.Duration) {
+	c.ranNanos.Add(int64(d))
+	c.ranN.Add(1)
+}
+
+// report passes the runs counted so far to the core (qb_worker_handlers_took), which sizes
+// what it claims ahead of the handlers by their time: they run here, out of its sight. Sent
+// with each hand-over of completions and with each failure. A run counted between the two
+// swaps below lands its time in this report and its count in the next: a skew of one run.
+func (c *completer) report() {
+	n := c.ranN.Swap(0)
+	if n == 0 {
+		return
+	}
+	nativeHandlersTook(c.worker, n, time.Duration(c.ranNanos.Swap(0)))
 }
 
 // add hands over a task whose handler succeeded; the completer frees it.
@@ -199,6 +226,7 @@ func (c *completer) add(t *C.QbTask) {
 		batch := c.queue
 		c.queue = nil
 		c.mu.Unlock()
+		c.report()
 		tasksComplete(batch)
 		for _, t := range batch {
 			taskFree(t)
@@ -210,18 +238,12 @@ func (c *completer) add(t *C.QbTask) {
 	c.mu.Unlock()
 }
 
-// slotGate keeps Run's loop from asking the core for tasks while every handler slot is
-// busy. Such a call blocks inside the library until a slot frees, and a goroutine blocked in
-// a cgo call soon has its P handed to another thread by the Go scheduler (sysmon's retake):
-// a thread switch and a futex wake-up for nearly every hand-over (issue 21, the Go wrapper
-// at concurrency 8 spent 8 % of its CPU in sysmon alone). The loop waits here instead, on
-// a channel, and asks for as many tasks as slots are free, so the crossing returns at once
-// whenever the core has rows waiting.
-//
-// Slots are counted as the core counts them: a task's slot is free once its finish began
-// (the completer's hand-over returned) or the task was freed. The gate has Concurrency
-// slots; with an explicit BatchSize below it the core hands out at most BatchSize tasks, and
-// the loop then waits inside the library as it did before, which is correct, only slower.
+// slotGate keeps Run's loop from asking the core for tasks while every handler is busy and
+// no task waits in the queue: a worker whose handlers are stuck must not take rows it cannot
+// start (they would wait behind the stuck ones while other workers could run them). While
+// tasks wait, the loop asks at once, so the core claims the next rows while these run; with
+// a free handler and an empty queue it asks too. A task counts from its hand-out until its
+// finish began (the completer's hand-over returned) or it was freed.
 type slotGate struct {
 	slots int64
 	// out is how many tasks the loop took; only the loop reads or writes it.
@@ -236,18 +258,19 @@ func newSlotGate(slots int) *slotGate {
 	return &slotGate{slots: int64(slots), wake: make(chan struct{}, 1)}
 }
 
-// wait returns how many slots are free, waiting for one when none is. Once ctx is done it
-// returns 1 without waiting: the core then hands out nothing more (it is shutting down) and
-// the loop ends.
-func (g *slotGate) wait(ctx context.Context) int {
+// wait returns once the loop may ask for tasks: queued() tasks wait in the queue, or a
+// handler is free. Once ctx is done it returns without waiting: the core then hands out
+// nothing more (it is shutting down) and the loop ends.
+func (g *slotGate) wait(ctx context.Context, queued func() int) {
 	for {
-		if free := g.slots - (g.out - g.finished.Load()); free > 0 {
-			return int(free)
+		q := int64(queued())
+		if q > 0 || g.out-g.finished.Load()-q < g.slots {
+			return
 		}
 		select {
 		case <-g.wake:
 		case <-ctx.Done():
-			return 1
+			return
 		}
 	}
 }
@@ -255,9 +278,9 @@ func (g *slotGate) wait(ctx context.Context) int {
 // took records tasks the loop took.
 func (g *slotGate) took(n int) { g.out += int64(n) }
 
-// release gives back the slots of n finished tasks. A nil gate ignores it.
+// release gives back the slots of n finished tasks.
 func (g *slotGate) release(n int) {
-	if g == nil || n == 0 {
+	if n == 0 {
 		return
 	}
 	g.finished.Add(int64(n))

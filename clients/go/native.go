@@ -12,7 +12,10 @@ package queuebox
 */
 import "C"
 
-import "unsafe"
+import (
+	"time"
+	"unsafe"
+)
 
 // queuebox.h is a copy of bindings/c/include/queuebox.h kept inside the module so that the
 // package compiles after `go get` (scripts/test.d/31-go.sh fails when the copy is stale).
@@ -168,7 +171,18 @@ func taskAbandon(t *C.QbTask) error {
 	return check(C.qb_task_abandon_blocking(t, &e), e)
 }
 
+func taskRelease(t *C.QbTask) error {
+	var e *C.QbError
+	return check(C.qb_task_release_blocking(t, &e), e)
+}
+
 func taskFree(t *C.QbTask) { C.qb_task_free(t) }
+
+// nativeHandlersTook tells the core how long n handlers ran in all (qb_worker_handlers_took).
+func nativeHandlersTook(w *C.QbWorker, n int64, total time.Duration) {
+	var e *C.QbError
+	_ = check(C.qb_worker_handlers_took(w, C.uint64_t(n), C.double(total.Seconds()), &e), e)
+}
 
 func workerFree(w *C.QbWorker) { C.qb_worker_free(w) }
 

@@ -11,10 +11,13 @@ import (
 type Options struct {
 	// Source whose pull rows the worker claims (required).
 	Source string
-	// BatchSize: rows claimed per claim statement and the most held at once. Zero leaves it
-	// to the core, which adapts it to Concurrency (8 × Concurrency, at least 64, at most
-	// 10000) and lets up to a batch more finish their completion statement while the next
-	// claim runs (README "Worker options").
+	// BatchSize: the most rows the worker holds at once, queued for a handler or running.
+	// Zero leaves it to the core, which adapts it to Concurrency (32 × Concurrency, at least
+	// 1024, at most 10000: Run's loop adds its own time per row, so it needs more rows in
+	// flight than the Rust worker) and lets up to a batch more finish their completion
+	// statement while the next claim runs. Within it the worker holds what the handlers'
+	// measured times call for: all of it for fast handlers, about Concurrency rows for slow
+	// ones (README "Worker options").
 	BatchSize int
 	// Concurrency: handlers running at once, at most BatchSize (default 1).
 	Concurrency int
@@ -73,7 +76,9 @@ func millis(d time.Duration) int64 { return d.Milliseconds() }
 
 // optionsJSON renders the options in the native library's JSON (proto-docs/ffi.md).
 func (o Options) optionsJSON() (string, error) {
-	m := map[string]any{"source": o.Source}
+	// handOut: Run queues the batches the core hands out and runs Concurrency handlers on
+	// them itself, reporting their times (WorkerOptions::hand_out in the core).
+	m := map[string]any{"source": o.Source, "handOut": true}
 	if o.BatchSize != 0 {
 		m["batchSize"] = o.BatchSize
 	}

@@ -26,5 +26,8 @@ func TestAZeroBatchSizeIsLeftToTheCore(t *testing.T) {
 		if got := m["batchSize"]; got != c.want {
 			t.Errorf("%+v: batchSize %v, want %v (%s)", c.opts, got, c.want, js)
 		}
+		if m["handOut"] != true {
+			t.Errorf("%+v: the worker must be a hand-out worker (%s)", c.opts, js)
+		}
 	}
 }

@@ -744,6 +744,19 @@ QbStatus qb_worker_shutdown_blocking(const struct QbWorker *worker,
                                      uint64_t *out_abandoned,
                                      struct QbError **out_error);
 
+// How long `rows` handlers ran in all (`seconds`), for a worker created with the `handOut`
+// option: its wrapper queues handed-out batches and runs the handlers itself, out of the
+// core's sight, and this sizes what the worker claims ahead of them (about `concurrency`
+// rows for slow handlers, the whole batch for fast ones). Ignored by other workers and for
+// `rows == 0`; a negative or non-finite `seconds` is `QB_ERR_INVALID_INPUT`. Does not block.
+//
+// # Safety
+// `worker` is live.
+QbStatus qb_worker_handlers_took(const struct QbWorker *worker,
+                                 uint64_t rows,
+                                 double seconds,
+                                 struct QbError **out_error);
+
 // Copies the worker's counters into `*out_stats`. Does not block.
 //
 // # Safety

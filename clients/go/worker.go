@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // Handler processes one message. Return nil to complete the row (together with the
@@ -110,62 +112,73 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 		}
 	}()
 
-	// One crossing hands out a batch of tasks (as many as the core has claimed and free
-	// slots allow); plain completions go back in batches through the completer (batch.go).
-	// With one slot (Concurrency 1, the default) the next task cannot start before this
-	// one finished, so the loop runs it itself; otherwise a fixed set of handler goroutines
-	// takes the tasks. Both avoid a new goroutine (and its stack growth) per task, and the
-	// serial loop does not call next_batch only to wait for the slot (issue 21).
+	// One crossing hands out a batch of tasks: whatever the core has claimed, up to its
+	// whole batch (the worker is a hand-out worker, options.go). They wait in jobs for one
+	// of Concurrency handler goroutines (a fixed set: no goroutine, and no stack growth, per
+	// task); plain completions go back in batches through the completer (batch.go), with the
+	// handlers' times, which size what the core claims ahead of them (issue 21).
 	var handlers sync.WaitGroup
 	var failure error
-	done := &completer{}
-	var jobs chan job
-	if w.slots > 1 {
-		done.gate = newSlotGate(w.slots)
-		// The core never has more than Concurrency tasks out, so sends never block.
-		jobs = make(chan job, w.slots)
-		handlers.Add(w.slots)
-		for i := 0; i < w.slots; i++ {
-			go func() {
-				defer handlers.Done()
-				for j := range jobs {
-					runOne(j.task, j.msg, call, done)
+	gate := newSlotGate(w.slots)
+	done := &completer{gate: gate, worker: w.w}
+	jobs := make(chan job, handOutQueue)
+	// Set once the loop ended (shutdown): tasks still queued are released, not run.
+	var stopping atomic.Bool
+	handlers.Add(w.slots)
+	for i := 0; i < w.slots; i++ {
+		go func() {
+			defer handlers.Done()
+			for j := range jobs {
+				if stopping.Load() {
+					releaseUnstarted(j.task, gate)
+					continue
 				}
-			}()
-		}
+				// The time a task holds its handler goroutine, the wrapper's own work on it
+				// included (as the Rust worker's handler time includes its task's): what
+				// the core sizes its claims by (completer.report).
+				started := time.Now()
+				runOne(j.task, j.msg, call, done)
+				done.ran(time.Since(started))
+			}
+		}()
 	}
 	for {
-		ask := maxBatch
-		if done.gate != nil {
-			ask = done.gate.wait(ctx)
-		}
-		tasks, msgs, err := nativeNextBatch(w.w, ask)
+		gate.wait(ctx, func() int { return len(jobs) })
+		tasks, msgs, err := nativeNextBatch(w.w, maxBatch)
 		if err != nil {
 			failure = err
 			break
 		}
-		if done.gate != nil {
-			done.gate.took(len(tasks))
-		}
+		gate.took(len(tasks))
 		if len(tasks) == 0 {
 			break
 		}
 		for i := range tasks {
-			if jobs == nil {
-				runOne(tasks[i], msgs[i], call, done)
-			} else {
-				jobs <- job{tasks[i], msgs[i]}
-			}
+			// Blocks only when handOutQueue tasks wait already (a batch above it).
+			jobs <- job{tasks[i], msgs[i]}
 		}
 	}
-	if jobs != nil {
-		close(jobs)
+	// Stopped: the tasks still queued go back at once, here as well as in any handler
+	// goroutine that comes free (all of them may be busy for the whole grace).
+	stopping.Store(true)
+	close(jobs)
+	for j := range jobs {
+		releaseUnstarted(j.task, gate)
 	}
 	close(stopped)
 	shutdown()
 	handlers.Wait() // a handler that sends completions returns once they are all sent
 	<-shutdownDone
 	return failure
+}
+
+// releaseUnstarted gives back a task that waited in the queue when the run stopped: pending
+// again at once, no attempt spent (as the core does with rows it claimed and never handed
+// out).
+func releaseUnstarted(task *C.QbTask, gate *slotGate) {
+	_ = taskRelease(task)
+	taskFree(task)
+	gate.release(1)
 }
 
 // job is a task handed to a handler goroutine, with its message.
@@ -193,6 +206,7 @@ func runOne(task *C.QbTask, msg *Message, call func(ctx context.Context, task *T
 	}
 	defer done.gate.release(1) // deferred first, so it runs after taskFree
 	defer taskFree(task)
+	done.report()
 	switch {
 	case t.lost.Load():
 		// CompleteTx found the claim lost (and told the core): the row has a new owner.

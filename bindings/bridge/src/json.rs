@@ -46,7 +46,9 @@ fn config(path: impl Into<String>, reason: &str) -> Error {
 
 /// Worker options from a JSON object with the client option names (`source`, `batchSize`,
 /// `concurrency`, `leaseMs`, `pollIntervalMs`, `shutdownGraceMs`, `listen`, `retry:
-/// {maxAttempts, baseDelayMs, maxDelayMs, jitter}`, `otlpEndpoint`). Missing keys keep the defaults; an
+/// {maxAttempts, baseDelayMs, maxDelayMs, jitter}`, `otlpEndpoint`, `handOut`: a wrapper whose
+/// loop queues handed-out batches and reports handler times, `WorkerOptions::hand_out`).
+/// Missing keys keep the defaults; an
 /// unknown key or a value of the wrong type is an [`Error::Config`] naming it. The result
 /// is validated.
 pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
@@ -81,6 +83,11 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
                     .ok_or_else(|| config(key.as_str(), "must be a boolean"))?
             }
             "retry" => o.retry = retry_from_json(val)?,
+            "handOut" => {
+                o.hand_out = val
+                    .as_bool()
+                    .ok_or_else(|| config(key.as_str(), "must be a boolean"))?
+            }
             // Checked by `WorkerOptions::validate`, naming the option.
             "otlpEndpoint" => {
                 o.otlp_endpoint = Some(
@@ -101,7 +108,8 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
 
 /// [`worker_options_from_json`] for a worker whose tasks a language's own loop takes in
 /// batches and runs `concurrency` at a time (`WorkerOptions::hand_out`): the Node and Python
-/// bindings' workers, whose resolved options then name that worker's adaptive batch.
+/// bindings' workers, whose resolved options then name that worker's adaptive batch. (A C
+/// ABI wrapper asks for the same with the `handOut` option.)
 pub fn hand_out_options_from_json(v: &Value) -> Result<WorkerOptions> {
     Ok(WorkerOptions {
         hand_out: true,
@@ -173,6 +181,9 @@ pub fn worker_options_to_json(o: &WorkerOptions) -> Value {
         obj.extend(o.names.to_json());
         if let Some(e) = &o.otlp_endpoint {
             obj.insert("otlpEndpoint".into(), e.clone().into());
+        }
+        if o.hand_out {
+            obj.insert("handOut".into(), true.into());
         }
     }
     v
@@ -267,6 +278,23 @@ mod tests {
         assert_eq!(worker_options_to_json(&o)["batchSize"], json!(1024));
         let o = hand_out_options_from_json(&json!({"source": "s", "batchSize": 50})).unwrap();
         assert_eq!((o.batch(), o.effective_concurrency()), (50, 50));
+        let o = worker_options_from_json(&json!({"source": "s", "handOut": true})).unwrap();
+        assert_eq!((o.hand_out, o.batch()), (true, 1024));
+        assert_eq!(worker_options_to_json(&o)["handOut"], json!(true));
+        assert_eq!(
+            worker_options_from_json(&worker_options_to_json(&o)).unwrap(),
+            WorkerOptions {
+                batch_size: Some(1024),
+                ..o
+            }
+        );
+        let plain = worker_options_from_json(&json!({"source": "s", "handOut": false})).unwrap();
+        assert!(!plain.hand_out && worker_options_to_json(&plain).get("handOut").is_none());
+        let e = worker_options_from_json(&json!({"source": "s", "handOut": 1})).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "handOut"),
+            "{e}"
+        );
         let e = hand_out_options_from_json(&json!({"source": "s", "batchSize": 0})).unwrap_err();
         assert!(
             matches!(&e, Error::Config { path, .. } if path == "batchSize"),

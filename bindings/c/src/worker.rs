@@ -312,6 +312,30 @@ pub unsafe extern "C" fn qb_worker_shutdown_blocking(
     })
 }
 
+/// How long `rows` handlers ran in all (`seconds`), for a worker created with the `handOut`
+/// option: its wrapper queues handed-out batches and runs the handlers itself, out of the
+/// core's sight, and this sizes what the worker claims ahead of them (about `concurrency`
+/// rows for slow handlers, the whole batch for fast ones). Ignored by other workers and for
+/// `rows == 0`; a negative or non-finite `seconds` is `QB_ERR_INVALID_INPUT`. Does not block.
+///
+/// # Safety
+/// `worker` is live.
+#[no_mangle]
+pub unsafe extern "C" fn qb_worker_handlers_took(
+    worker: *const QbWorker,
+    rows: u64,
+    seconds: f64,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    guard(out_error, || {
+        let w = handle_ref(worker, "worker")?;
+        let rows = usize::try_from(rows).unwrap_or(usize::MAX);
+        Ok(queuebox_bridge::handout::handlers_took(
+            &w.worker, rows, seconds,
+        )?)
+    })
+}
+
 /// Copies the worker's counters into `*out_stats`. Does not block.
 ///
 /// # Safety

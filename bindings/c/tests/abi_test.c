@@ -3,6 +3,7 @@
  * after free. Usage: abi_test <url of an empty database> <url of a second empty database>
  * The test part (scripts/test.d/30-c-abi.sh) creates both databases and runs this under
  * valgrind. Rows are inserted and checked with psql, never through the library under test. */
+#include <math.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -228,6 +229,7 @@ static void worker_options_errors_name_the_field(QbRuntime *rt) {
       {"{\"source\":\"s\",\"retry\":{\"jitter\":2}}", "retry.jitter"},
       {"{\"source\":\"s\",\"retry\":{\"tries\":2}}", "retry.tries"},
       {"{\"source\":\"s\",\"batchsize\":2}", "batchsize"},
+      {"{\"source\":\"s\",\"handOut\":\"yes\"}", "handOut"},
       {"[1]", "options"},
       {"{oops", "options"},
   };
@@ -371,6 +373,12 @@ static void blocking_calls_finish_rows_in_the_database(QbRuntime *rt) {
         (unsigned long long)s.completed, (unsigned long long)s.retried, (unsigned long long)s.dead, (unsigned long long)s.released,
         (unsigned long long)s.in_flight);
   EXPECT(qb_worker_stats(w, NULL, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "stats null out");
+  /* Handler times: taken (ignored by a worker without handOut), checked at the boundary. */
+  EXPECT(qb_worker_handlers_took(w, 3, 0.25, &err), QB_OK, NULL, NULL, "handlers took");
+  EXPECT(qb_worker_handlers_took(w, 0, 0.0, &err), QB_OK, NULL, NULL, "handlers took, none");
+  EXPECT(qb_worker_handlers_took(w, 1, -1.0, &err), QB_ERR_INVALID_INPUT, NULL, "handlerSeconds", "handlers took negative");
+  EXPECT(qb_worker_handlers_took(w, 1, NAN, &err), QB_ERR_INVALID_INPUT, NULL, "handlerSeconds", "handlers took NaN");
+  EXPECT(qb_worker_handlers_took(NULL, 1, 0.1, &err), QB_ERR_INVALID_INPUT, NULL, NULL, "handlers took null worker");
   /* The same counts in the worker's Prometheus text, with the handler histogram. */
   char *metrics = NULL;
   EXPECT(qb_worker_metrics_text(w, &metrics, &err), QB_OK, NULL, NULL, "metrics text");
