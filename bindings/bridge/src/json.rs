@@ -117,6 +117,16 @@ pub fn hand_out_options_from_json(v: &Value) -> Result<WorkerOptions> {
     })
 }
 
+/// The effective options a binding's user reads ([`worker_options_to_json`]): without
+/// `handOut`, which the Node and Python bindings set themselves and their users never do.
+pub fn hand_out_options_to_json(o: &WorkerOptions) -> Value {
+    let mut v = worker_options_to_json(o);
+    if let Value::Object(obj) = &mut v {
+        obj.remove("handOut");
+    }
+    v
+}
+
 /// An own schema's names from the options ([`Names::from_json`]); the core names the relay's
 /// keys (`database.columnMapping.inbox.x`), here they are options of their own.
 fn names_from_json(obj: &Map<String, Value>) -> Result<Names> {
@@ -276,6 +286,12 @@ mod tests {
             (None, 1024, 8)
         );
         assert_eq!(worker_options_to_json(&o)["batchSize"], json!(1024));
+        let shown = hand_out_options_to_json(&o);
+        assert!(
+            shown.get("handOut").is_none(),
+            "the binding's own flag: {shown}"
+        );
+        assert_eq!(shown["batchSize"], json!(1024));
         let o = hand_out_options_from_json(&json!({"source": "s", "batchSize": 50})).unwrap();
         assert_eq!((o.batch(), o.effective_concurrency()), (50, 50));
         let o = worker_options_from_json(&json!({"source": "s", "handOut": true})).unwrap();

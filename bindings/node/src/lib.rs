@@ -170,7 +170,7 @@ pub async fn connect_worker(database_url: String, options_json: String) -> Typed
 pub fn resolve_options(options_json: String) -> Typed<String> {
     let opts =
         json::parse("options", &options_json).and_then(|v| json::hand_out_options_from_json(&v));
-    opts.map(|o| json::worker_options_to_json(&o).to_string())
+    opts.map(|o| json::hand_out_options_to_json(&o).to_string())
         .into()
 }
 

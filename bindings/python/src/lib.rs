@@ -149,7 +149,7 @@ fn resolve_options(options_json: &str) -> PyResult<String> {
     let opts = json::parse("options", options_json)
         .and_then(|v| json::hand_out_options_from_json(&v))
         .map_err(err)?;
-    Ok(json::worker_options_to_json(&opts).to_string())
+    Ok(json::hand_out_options_to_json(&opts).to_string())
 }
 
 /// Applies the embedded migrations; resolves to the names applied now.
