@@ -79,9 +79,9 @@ namespace QueueBox.Inbox
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_tasks_complete(IntPtr[] tasks, UIntPtr len, TasksDoneCallback cb, IntPtr userData, out IntPtr error);
 
-        /// <summary>The most tasks one crossing takes; the core hands out no more than its
-        /// free concurrency slots anyway.</summary>
-        internal const int MaxBatch = 256;
+        /// <summary>The most tasks one crossing takes (a claim of the default batch at
+        /// MaxConcurrency 32 or less is 1024); the core hands out no more than it holds.</summary>
+        internal const int MaxBatch = 1024;
 
         /// <summary>Copies a batch's tasks and messages out and frees the batch. The messages
         /// arrive as structs of strings (qb_worker_next_messages_blocking): they are copied
@@ -163,6 +163,14 @@ namespace QueueBox.Inbox
     {
         private readonly ConcurrentQueue<IntPtr> _queue = new ConcurrentQueue<IntPtr>();
         private int _flushing;
+        private readonly SlotGate _gate;
+        private readonly HandlerTimes _times;
+
+        internal Completer(SlotGate gate, HandlerTimes times)
+        {
+            _gate = gate;
+            _times = times;
+        }
 
         /// <summary>Completes and frees <paramref name="task"/>: the caller must not use the
         /// handle after this call.</summary>
@@ -185,7 +193,9 @@ namespace QueueBox.Inbox
                 while (handles.Count < NativeBatch.MaxBatch && _queue.TryDequeue(out h)) handles.Add(h);
                 if (handles.Count > 0)
                 {
+                    _times.Report();
                     Send(handles.ToArray());
+                    _gate.Release(handles.Count);
                     continue;
                 }
                 Volatile.Write(ref _flushing, 0);

@@ -11,7 +11,8 @@ namespace QueueBox.Inbox
         /// <summary>The source whose pull rows the worker claims (required).</summary>
         public string Source { get; set; }
         /// <summary>Rows per claim and the most held at once. Null leaves it to the core, which
-        /// adapts it to MaxConcurrency (8 × MaxConcurrency, at least 64, at most 10 000).</summary>
+        /// adapts it to MaxConcurrency (32 × MaxConcurrency, at least 1024, at most 10 000) and
+        /// keeps about MaxConcurrency rows claimed ahead of slow handlers.</summary>
         public int? BatchSize { get; set; }
         /// <summary>Handlers running at once, at most BatchSize (core default 1).</summary>
         public int? MaxConcurrency { get; set; }
@@ -48,6 +49,9 @@ namespace QueueBox.Inbox
         {
             var m = new Dictionary<string, object>();
             m["source"] = Source;
+            // The worker's loop queues what the core hands out and runs MaxConcurrency
+            // handlers itself (InboxWorker.RunLoopAsync, HandOut.cs).
+            m["handOut"] = true;
             if (BatchSize.HasValue) m["batchSize"] = (long)BatchSize.Value;
             if (MaxConcurrency.HasValue) m["concurrency"] = (long)MaxConcurrency.Value;
             if (LeaseMs.HasValue) m["leaseMs"] = (long)LeaseMs.Value;

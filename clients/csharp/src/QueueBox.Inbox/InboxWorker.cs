@@ -2,6 +2,7 @@ using System;
 using System.Collections.Generic;
 using System.Data;
 using System.Data.Common;
+using System.Diagnostics;
 using System.Threading;
 using System.Threading.Tasks;
 
@@ -28,11 +29,16 @@ namespace QueueBox.Inbox
         private readonly object _gate = new object();
         private Task<ulong> _shutdown;
         private Task _run;
+        // MaxConcurrency (at least 1): how many handler loops a run keeps.
+        private readonly int _slots;
+        // The running loop's gate, woken by shutdown (set by the run).
+        private SlotGate _slotGate;
         // Stops routing this worker's log records to InboxOptions.Logger.
         private readonly Action _unlog;
 
-        private InboxWorker(IntPtr runtime, IntPtr worker, Action unlog)
+        private InboxWorker(IntPtr runtime, IntPtr worker, int slots, Action unlog)
         {
+            _slots = slots;
             _runtime = runtime;
             _worker = worker;
             _unlog = unlog;
@@ -61,7 +67,7 @@ namespace QueueBox.Inbox
                     Native.FreeUtf8(copts);
                 }
                 IntPtr worker = await tcs.Task.ConfigureAwait(false);
-                return new InboxWorker(runtime, worker, unlog);
+                return new InboxWorker(runtime, worker, Math.Max(options.MaxConcurrency ?? 1, 1), unlog);
             }
             catch
             {
@@ -148,44 +154,94 @@ namespace QueueBox.Inbox
         private async Task RunLoopAsync(TaskBody handler, CancellationToken cancellationToken)
         {
             await Task.Yield();
-            var running = new List<Task>();
-            var completer = new Completer();
+            // One crossing hands out a batch of tasks: whatever the core has claimed, up to its
+            // whole batch (the worker is a hand-out worker, InboxOptions.ToJson). They wait in
+            // the queue for one of MaxConcurrency handler loops; plain completions go back in
+            // batches through the completer, with the handlers' times, which size what the core
+            // claims ahead of them (HandOut.cs, issue 21).
+            IntPtr worker = Handle;
+            var queue = new HandOutQueue();
+            var gate = new SlotGate(_slots);
+            var times = new HandlerTimes(worker);
+            var completer = new Completer(gate, times);
+            var handlers = new Task[_slots];
+            for (int i = 0; i < handlers.Length; i++)
+                handlers[i] = Task.Run(() => HandlerLoopAsync(queue, handler, completer, gate, times));
             Exception failure = null;
+            lock (_gate)
+            {
+                _slotGate = gate;
+                if (_shutdown != null) gate.Stop();
+            }
             using (cancellationToken.Register(() => StartShutdown()))
             {
-                // The hand-over loop runs on a thread of its own, blocked in the library until
-                // a handler slot is free and rows are claimed (the Go wrapper's loop goroutine
-                // does the same); shutdown ends the wait with an empty batch.
-                IntPtr worker = Handle;
+                // The hand-out loop runs on a thread of its own, blocked in the library until
+                // rows are claimed (the Go wrapper's loop goroutine does the same); shutdown
+                // ends the wait with an empty batch.
                 failure = await Task.Factory.StartNew(() =>
                 {
                     try
                     {
                         while (true)
                         {
-                            // One crossing hands out every task the core can give now (Batch.cs).
+                            gate.Wait(() => queue.Count);
                             Pending.Next[] batch = NativeBatch.NextBatch(worker);
+                            gate.Took(batch.Length);
                             if (batch.Length == 0) return null;
-                            lock (running)
-                            {
-                                running.RemoveAll(x => x.IsCompleted);
-                                foreach (Pending.Next next in batch)
-                                    running.Add(Task.Run(() => RunOneAsync(next, handler, completer)));
-                            }
+                            foreach (Pending.Next next in batch) queue.Add(next);
                         }
                     }
                     catch (Exception e)
                     {
                         return e;
                     }
+                    finally
+                    {
+                        // Stopped: the tasks still queued go back at once, here as well as in
+                        // any handler loop that comes free (all of them may be busy for the
+                        // whole grace).
+                        queue.Close(handlers.Length);
+                        Pending.Next rest;
+                        while (queue.TryTake(out rest)) ReleaseUnstarted(rest, gate);
+                    }
                 }, CancellationToken.None, TaskCreationOptions.LongRunning, TaskScheduler.Default).ConfigureAwait(false);
             }
             Task<ulong> shutdown = StartShutdown();
-            Task[] rest;
-            lock (running) rest = running.ToArray();
-            await Task.WhenAll(rest).ConfigureAwait(false);
+            await Task.WhenAll(handlers).ConfigureAwait(false);
             await shutdown.ConfigureAwait(false);
             if (failure != null) throw failure;
+        }
+
+        /// <summary>One of MaxConcurrency loops that run the handler on queued tasks, one at a
+        /// time, until the queue closes.</summary>
+        private static async Task HandlerLoopAsync(HandOutQueue queue, TaskBody handler, Completer completer, SlotGate gate, HandlerTimes times)
+        {
+            Pending.Next next;
+            while ((next = await queue.TakeAsync().ConfigureAwait(false)) != null)
+            {
+                if (queue.Closed)
+                {
+                    ReleaseUnstarted(next, gate);
+                    continue;
+                }
+                // The time a task holds its handler loop, the wrapper's own work on it
+                // included (as the Rust worker's handler time includes its task's).
+                long started = Stopwatch.GetTimestamp();
+                await RunOneAsync(next, handler, completer, gate, times).ConfigureAwait(false);
+                times.Ran(Stopwatch.GetTimestamp() - started);
+            }
+        }
+
+        /// <summary>Gives back a task that waited in the queue when the run stopped: pending
+        /// again at once, no attempt spent (as the core does with rows it claimed and never
+        /// handed out).</summary>
+        private static void ReleaseUnstarted(Pending.Next next, SlotGate gate)
+        {
+            IntPtr err;
+            // A failure (the database is gone) leaves the row to its lease.
+            Native.TakeError(Native.qb_task_release_blocking(next.Task, out err), err);
+            Native.qb_task_free(next.Task);
+            gate.Release(1);
         }
 
         /// <summary>How long a handler runs before its cancellation is watched. Most handlers
@@ -196,7 +252,7 @@ namespace QueueBox.Inbox
         /// the delay only postpones a rare signal by a few milliseconds.</summary>
         private static readonly TimeSpan WatchDelay = TimeSpan.FromMilliseconds(5);
 
-        private static async Task RunOneAsync(Pending.Next next, TaskBody handler, Completer completer)
+        private static async Task RunOneAsync(Pending.Next next, TaskBody handler, Completer completer, SlotGate gate, HandlerTimes times)
         {
             IntPtr task = next.Task;
             var tx = new InboxTransaction(task);
@@ -223,6 +279,9 @@ namespace QueueBox.Inbox
                 {
                     failure = e;
                 }
+                // The handlers' times so far go with every other finish, as with each
+                // completion batch.
+                if (failure != null) times.Report();
                 // A cancelled task is abandoned by the library whatever is asked here.
                 var retry = failure as RetryLaterException;
                 var dead = failure as DeadLetterException;
@@ -253,6 +312,7 @@ namespace QueueBox.Inbox
                     tx.Close();
                     if (inboxTask != null) inboxTask.Close();
                     Native.qb_task_free(task);
+                    gate.Release(1);
                 }
             }
         }
@@ -296,6 +356,9 @@ namespace QueueBox.Inbox
             lock (_gate)
             {
                 if (_shutdown != null) return _shutdown;
+                // A hand-out loop waiting for a free handler asks the core once more, and
+                // gets the empty batch that ends it.
+                if (_slotGate != null) _slotGate.Stop();
                 var tcs = Pending.Source<ulong>();
                 IntPtr ud = Pending.Pin(tcs), err;
                 Pending.Started(Native.qb_worker_shutdown(Handle, Pending.Count, ud, out err), err, ud);

@@ -55,6 +55,7 @@ namespace QueueBox.Inbox
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_shutdown(IntPtr worker, CountCallback cb, IntPtr userData, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_stats(IntPtr worker, out QbStats stats, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_metrics_text(IntPtr worker, out IntPtr text, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_worker_handlers_took(IntPtr worker, ulong rows, double seconds, out IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern void qb_task_free(IntPtr task);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_on_cancelled(IntPtr task, CancelCallback cb, IntPtr userData, out IntPtr error);
@@ -68,6 +69,7 @@ namespace QueueBox.Inbox
         internal static extern int qb_task_retry(IntPtr task, ulong delayMs, IntPtr errorText, DoneCallback cb, IntPtr userData, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_dead(IntPtr task, IntPtr reason, DoneCallback cb, IntPtr userData, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_abandon(IntPtr task, DoneCallback cb, IntPtr userData, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_release_blocking(IntPtr task, out IntPtr error);
 
         // The application's own transaction (issue 14): statements the wrapper runs with the
         // application's driver; synchronous, they do no I/O.
