@@ -120,7 +120,7 @@ for line in open(path):
 res = {
     "benchmark": "wrappers_vs_rust_worker_noop_handler",
     "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-    "rows_per_run": rows, "rounds": rounds, "batch_size": batch or "unset: the core's adaptive batch, clamp(8 x concurrency, 64, 10000)",
+    "rows_per_run": rows, "rounds": rounds, "batch_size": batch or "unset: the core's adaptive batch (the Rust worker clamp(8 x concurrency, 64, 10000); hand-out wrappers clamp(32 x concurrency, 1024, 10000))",
     "before_ref": before or None,
     "machine": f"{os.cpu_count()} CPUs, {platform.machine()}, shared with other engineers' builds",
     "load_average_1m": {"min": min(loads), "median": statistics.median(loads), "max": max(loads)},
