@@ -218,10 +218,10 @@ impl NativeWorker {
         self.worker.metrics_text()
     }
 
-    /// The effective options as JSON text.
+    /// The effective options as JSON text, as `resolveOptions` shows them.
     #[napi]
     pub fn options_json(&self) -> String {
-        json::worker_options_to_json(self.worker.options()).to_string()
+        json::hand_out_options_to_json(self.worker.options()).to_string()
     }
 }
 

@@ -389,8 +389,9 @@ impl NativeWorker {
         self.worker.metrics_text()
     }
 
+    /// The effective options as JSON text, as `resolve_options` shows them.
     fn options_json(&self) -> String {
-        json::worker_options_to_json(self.worker.options()).to_string()
+        json::hand_out_options_to_json(self.worker.options()).to_string()
     }
 }
 

@@ -32,6 +32,19 @@ def test_given_options_are_kept():
     assert Worker(URL, "s", retry={"max_attempts": 0, "jitter": 0}).options.retry == RetryPolicy(0, 1000, 300000, 0.0)
 
 
+def test_the_connected_worker_shows_the_options_resolve_options_shows(database_url):
+    # Both are the core's effective options; neither names `handOut`, which the binding sets
+    # on every worker and its users never do.
+    async def go():
+        w = Worker(database_url, "s", concurrency=4, lease_ms=900)
+        async with w:
+            return json.loads(w._native.options_json()), json.loads(w._options_json)
+
+    native, resolved = asyncio.run(go())
+    assert native == resolved
+    assert "handOut" not in native and native["batchSize"] == 1024
+
+
 @pytest.mark.parametrize(
     "kwargs,name",
     [

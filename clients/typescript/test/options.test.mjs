@@ -59,3 +59,25 @@ test("an unreachable database rejects run with a connect error that hides the pa
   const w = new Worker({ databaseUrl: "postgres://app:s3cret-pw@127.0.0.1:1/none", source: "s" });
   await assert.rejects(w.run(() => {}), (e) => e instanceof QueueBoxError && e.kind === "connect" && !e.message.includes("s3cret-pw"));
 });
+
+test("a connected native worker shows the options resolveOptions shows", async () => {
+  // Both are the core's effective options; neither names `handOut`, which the binding sets on
+  // every worker and its users never do.
+  const { default: native } = await import("../dist/esm/native.js");
+  const { freshDatabase } = await import("./helpers.mjs");
+  const env = await freshDatabase("options");
+  try {
+    const given = JSON.stringify({ source: "s", concurrency: 4, leaseMs: 900 });
+    const worker = await native.connectWorker(env.url, given);
+    try {
+      const shown = JSON.parse(worker.optionsJson());
+      assert.deepEqual(shown, JSON.parse(native.resolveOptions(given)));
+      assert.equal(shown.handOut, undefined);
+      assert.equal(shown.batchSize, 1024);
+    } finally {
+      await worker.shutdown();
+    }
+  } finally {
+    await env.drop();
+  }
+});
