@@ -2,7 +2,8 @@
 # Outbox relay vs a peer outbox relay and the bare-SQL ceiling (issue 21, "The outbox relay"):
 # pre-inserted outbox rows drained to NATS JetStream, same PostgreSQL, same NATS, same run.
 #   queuebox : the real `queuebox` binary (release), default outbox settings (batchSize 100,
-#              concurrency 8) except outbox.batchSize when a cell sets another batch; one
+#              concurrency unset: 64 publishes in flight to a broker; 8 before 2026-12-05
+#              night) except outbox.batchSize when a cell sets another batch; one
 #              NATS destination (JetStream, acked) and a route for every topic.
 #   peer     : benchmarks/outbox-peer -mode peer: LOOPS loops, each claims BATCH rows
 #              FOR UPDATE SKIP LOCKED in a transaction, publishes them one at a time to
@@ -216,7 +217,7 @@ doc = {"benchmark": "outbox relay drain to NATS JetStream: queuebox vs a Go peer
        "command": "bash benchmarks/outbox_peer.sh",
        "settings": {"rows": int(rows), "rounds": int(rounds), "statistic": "median", "loops": int(loops),
                     "secondsLimit": int(limit), "implementations": impls, "cpus": int(cpus),
-                    "queuebox": "release binary, default outbox settings (batchSize 100, concurrency 8) except batchSize when the cell's batch differs; JetStream destination, acked",
+                    "queuebox": "release binary, default outbox settings (batchSize 100; concurrency unset: up to 64 publishes in flight, 8 before 2026-12-05 night) except batchSize when the cell's batch differs; JetStream destination, acked",
                     "peer": "benchmarks/outbox-peer -mode peer: loops x (BEGIN; SELECT batch FOR UPDATE SKIP LOCKED; per row: JetStream publish, await ack, UPDATE sent; COMMIT), Nats-Msg-Id = row id",
                     "ceiling": "benchmarks/outbox-peer -mode ceiling: loops x (BEGIN; same SELECT; one UPDATE sent WHERE id = ANY; COMMIT), no publish",
                     "jsonly": "benchmarks/outbox-peer -mode jsonly: the same messages published to JetStream asynchronously (256 unacknowledged at most), no database",

@@ -1,6 +1,7 @@
 //! The outbox relay: claims due rows in batches (leased for `outbox.claimTimeoutMs`),
 //! routes each by topic (first matching glob), publishes with at most
-//! `outbox.concurrency` in flight, and records the outcome with fenced writes. While a
+//! `outbox.concurrency` in flight (unset: 64 rows, of them at most 8 HTTP requests; see
+//! `OutboxConfig::concurrency`), and records the outcome with fenced writes. While a
 //! batch is being published, one background ticker renews its live claims every
 //! `claimTimeoutMs / 3` (one statement on the pool, outside any transaction; the round is
 //! `queuebox_core::lease`, shared with the pull worker); a claim the
@@ -34,7 +35,7 @@ use queuebox_core::lease::{self, Leases};
 use queuebox_core::message::ClaimRef;
 use queuebox_core::metrics::{claim_lost, Component};
 use queuebox_core::store::relay::{ClaimedOutbox, OutboxRow, RelayStore};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
@@ -62,6 +63,7 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let publish_allowance = longest_publish(&st.cfg);
     relay_loop::run(
         &OutboxRelay {
+            requests: Arc::new(Semaphore::new(oc.http_requests() as usize)),
             lease: pace.lease,
             publish_allowance,
             st,
@@ -88,6 +90,9 @@ fn longest_publish(cfg: &queuebox_config::Config) -> Duration {
 
 struct OutboxRelay {
     st: AppState,
+    /// Requests at once to HTTP destinations (`OutboxConfig::http_requests`), across
+    /// batches; a row waiting for one keeps its place among the rows in flight.
+    requests: Arc<Semaphore>,
     lease: Duration,
     /// How long the loop may go without a message completing (see [`longest_publish`]).
     publish_allowance: Duration,
@@ -225,10 +230,10 @@ impl Relay for OutboxRelay {
         hb.beat(self.publish_allowance);
         let delivered: Delivered = Mutex::new(Vec::new());
         futures::stream::iter(batch)
-            .for_each_concurrent(st.cfg.outbox.concurrency as usize, |(c, t)| {
+            .for_each_concurrent(st.cfg.outbox.in_flight() as usize, |(c, t)| {
                 let (live, delivered) = (&live, &delivered);
                 async move {
-                    if let Some(c) = process(st, c, t, live).await {
+                    if let Some(c) = process(st, &self.requests, c, t, live).await {
                         let full = {
                             let mut d = delivered.lock().unwrap();
                             d.push(c);
@@ -376,6 +381,7 @@ fn lost_unpublished(row: &queuebox_core::store::relay::OutboxRow, started: bool)
 /// delivered, for [`mark_delivered`].
 async fn process(
     st: &AppState,
+    requests: &Semaphore,
     c: ClaimedOutbox,
     lost: CancellationToken,
     live: &Live,
@@ -439,13 +445,21 @@ async fn process(
     }
     st.metrics
         .gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], 1.0);
-    let p0 = Instant::now();
+    let publish = async {
+        // The semaphore is never closed, so acquiring fails never.
+        let _request = match publisher.is_request() {
+            true => Some(requests.acquire().await.expect("never closed")),
+            false => None,
+        };
+        let p0 = Instant::now();
+        (publisher.publish(&msg).await, p0.elapsed())
+    };
     let result = tokio::select! {
         biased;
-        r = publisher.publish(&msg) => Some(r),
+        r = publish => Some(r),
         _ = lost.cancelled() => None,
     };
-    if !matches!(result, Some(Ok(()))) {
+    if !matches!(result, Some((Ok(()), _))) {
         // A delivered row stays renewed until its sent mark (`mark_delivered`).
         live.lock().unwrap().remove(&row.id);
     }
@@ -454,7 +468,7 @@ async fn process(
         &[("destination", dest)],
         -1.0,
     );
-    let Some(result) = result else {
+    let Some((result, took)) = result else {
         span.end("claim_lost", None);
         lost_unpublished(row, true);
         return None;
@@ -462,7 +476,7 @@ async fn process(
     st.metrics.observe(
         "queuebox_outbox_publish_duration_seconds",
         &[("destination_type", publisher.destination_type())],
-        p0.elapsed(),
+        took,
     );
     match result {
         Ok(()) => {

@@ -447,3 +447,84 @@ async fn relay_binary_applies_key_expressions_and_the_source_transform_to_rabbit
         1.0
     );
 }
+
+/// `outbox.concurrency` unset: a broker's publishes are not held behind HTTP requests (all 8
+/// of which a slow receiver holds here); set, it bounds every destination's publishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "needs real brokers: scripts/test.d/20-brokers.sh starts them and runs it with --ignored"]
+async fn broker_publishes_pass_held_http_requests_unless_concurrency_is_set() {
+    use std::sync::atomic::Ordering::SeqCst;
+    // (setting, HTTP rows claimed before the broker's 20)
+    for (concurrency, http_rows) in [(None, 16i64), (Some(2u32), 2)] {
+        let (db_url, store) = fresh_db("inflight_mixed").await;
+        let rx = Receiver::start().await;
+        rx.behaviour.lock().unwrap().first_delay = Some(Duration::from_secs(4));
+        let (_c, ch) = channel().await;
+        let (exchange, q) = (unique("qb_inflight_ex"), unique("qb_inflight_q"));
+        amqp_bound_queue(&ch, &exchange, &q, "#").await.unwrap();
+        // Claimed in this order (scheduled_at, sequence): the HTTP rows first.
+        for (topic, n) in [("t.http", http_rows), ("t.bus", 20)] {
+            sqlx::query("INSERT INTO outbox (topic, payload) SELECT $1, jsonb_build_object('n', g) FROM generate_series(1, $2) g")
+                .bind(topic)
+                .bind(n)
+                .execute(store.pool())
+                .await
+                .unwrap();
+        }
+        // The receiver holds each request 4 s, within the destination's timeout.
+        let mut y = base_config(&db_url, &rx.url()).replace("timeoutMs: 3000", "timeoutMs: 10000");
+        if let Some(n) = concurrency {
+            y = y.replace(
+                "maxAttempts: 2",
+                &format!("maxAttempts: 2\n  concurrency: {n}"),
+            );
+        }
+        y += &format!(
+            "  bus:\n    type: rabbitmq\n    url: {}\n    exchange: {exchange}\nroutes:\n  - topicPattern: t.http\n    destination: rx\n  - topicPattern: t.bus\n    destination: bus\n",
+            amqp_url()
+        );
+        let _relay = Relay::start(&y).await;
+        let held = concurrency.unwrap_or(8) as usize;
+        eventually("the receiver holds its requests", 30, || async {
+            rx.in_flight.load(SeqCst) == held
+        })
+        .await;
+        match concurrency {
+            None => {
+                // Every broker row goes out while the receiver still holds all 8 requests.
+                eventually("the broker's rows published", 3, || async {
+                    queue_depth(&ch, &q).await == 20
+                })
+                .await;
+                assert_eq!(
+                    rx.in_flight.load(SeqCst),
+                    8,
+                    "the HTTP requests were still held"
+                );
+            }
+            Some(_) => {
+                // Both slots are held: nothing reaches the broker until a request ends.
+                tokio::time::sleep(Duration::from_millis(1000)).await;
+                assert_eq!(rx.in_flight.load(SeqCst), held);
+                assert_eq!(
+                    queue_depth(&ch, &q).await,
+                    0,
+                    "no publish beside the held requests"
+                );
+                eventually("the broker's rows published after them", 30, || async {
+                    queue_depth(&ch, &q).await == 20
+                })
+                .await;
+            }
+        }
+        eventually("every row sent", 30, || async {
+            scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await
+                == 20 + http_rows
+        })
+        .await;
+        assert!(
+            rx.max_in_flight.load(SeqCst) <= held,
+            "at most {held} requests at once"
+        );
+    }
+}

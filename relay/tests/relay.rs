@@ -649,6 +649,32 @@ async fn rows_of_one_key_arrive_in_insert_order_when_the_batch_exceeds_the_keys(
     assert_eq!(last.len(), 8);
 }
 
+/// With `outbox.concurrency` unset the relay publishes up to 64 rows of a batch at once (for
+/// brokers), but an HTTP receiver still gets at most 8 requests at once, the reference's
+/// default (`relay/tests/brokers_relay.rs` has the broker side).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_concurrency_unset_an_http_receiver_gets_at_most_8_requests_at_once() {
+    let (url, store) = fresh_db("inflight_http").await;
+    let rx = Receiver::start().await;
+    rx.behaviour.lock().unwrap().first_delay = Some(Duration::from_millis(400));
+    sqlx::query(
+        "INSERT INTO outbox (topic, payload) SELECT 't', jsonb_build_object('n', g) FROM generate_series(1, 40) g",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    let y = base_config(&url, &rx.url()) + "routes:\n  - topicPattern: '**'\n    destination: rx\n";
+    assert!(!y.contains("concurrency"), "the default is under test");
+    let _relay = Relay::start(&y).await;
+    eventually("every row sent", 60, || async {
+        scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 40
+    })
+    .await;
+    let max = rx.max_in_flight.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(max <= 8, "{max} requests at once");
+    assert!(max >= 6, "the bound is used ({max} at once)");
+}
+
 /// The relay's LISTEN backend for the outbox channel, once it is listening.
 async fn outbox_listener_pid(store: &queuebox_core::store::postgres::PgStore) -> Option<i32> {
     sqlx::query_scalar(

@@ -177,7 +177,16 @@ pub struct OutboxConfig {
     pub retry_base_delay_ms: u64,
     /// Stamped on rows QueueBox itself writes (relayed rows).
     pub max_attempts: u32,
-    pub concurrency: u32,
+    /// How many rows of a batch are published at once. Set, it is exact for every
+    /// destination (reference contract 17: `concurrency: 4`, never more than 4 requests at
+    /// once). Unset (the default), HTTP destinations get at most
+    /// [`DEFAULT_OUTBOX_CONCURRENCY`] requests at once, as in the reference, and up to
+    /// [`DEFAULT_OUTBOX_PUBLISHES_IN_FLIGHT`] rows are published at once in all: a broker's
+    /// client sends publishes on one connection and waits for each acknowledgement, so the
+    /// receivers' bound would only keep a broker destination waiting for round trips
+    /// (benchmarks/outbox.md). Read the values in force with [`OutboxConfig::in_flight`]
+    /// and [`OutboxConfig::http_requests`].
+    pub concurrency: Option<u32>,
     /// The lease of one claim (visibility timeout); keep it above the slowest publish.
     pub claim_timeout_ms: u64,
     pub pending_gauge_interval_ms: u64,
@@ -196,12 +205,34 @@ impl Default for OutboxConfig {
             batch_size: 100,
             retry_base_delay_ms: 1000,
             max_attempts: 5,
-            concurrency: 8,
+            concurrency: None,
             claim_timeout_ms: 300_000,
             pending_gauge_interval_ms: 5000,
             shutdown_timeout_ms: 30_000,
             retry_unreachable_forever: false,
         }
+    }
+}
+
+/// The reference's `outbox.concurrency`: with it unset, the most requests at once to HTTP
+/// destinations.
+pub const DEFAULT_OUTBOX_CONCURRENCY: u32 = 8;
+
+/// With `outbox.concurrency` unset, the most rows of a batch published at once in all.
+pub const DEFAULT_OUTBOX_PUBLISHES_IN_FLIGHT: u32 = 64;
+
+impl OutboxConfig {
+    /// How many rows of a batch are published at once: `concurrency`, else
+    /// [`DEFAULT_OUTBOX_PUBLISHES_IN_FLIGHT`].
+    pub fn in_flight(&self) -> u32 {
+        self.concurrency
+            .unwrap_or(DEFAULT_OUTBOX_PUBLISHES_IN_FLIGHT)
+    }
+
+    /// How many requests go to HTTP destinations at once: `concurrency`, else
+    /// [`DEFAULT_OUTBOX_CONCURRENCY`].
+    pub fn http_requests(&self) -> u32 {
+        self.concurrency.unwrap_or(DEFAULT_OUTBOX_CONCURRENCY)
     }
 }
 

@@ -59,6 +59,26 @@ fn retry_unreachable_forever_is_off_unless_asked_for() {
 }
 
 #[test]
+fn outbox_concurrency_unset_caps_http_requests_at_8_and_publishes_at_64_set_caps_both() {
+    let c = from_yaml_with_env(BASE, &[]).unwrap().outbox;
+    assert_eq!(c.concurrency, None);
+    assert_eq!((c.in_flight(), c.http_requests()), (64, 8));
+    let y = format!("{BASE}outbox:\n  concurrency: 4\n");
+    let c = from_yaml_with_env(&y, &[]).unwrap().outbox;
+    assert_eq!(
+        (c.in_flight(), c.http_requests()),
+        (4, 4),
+        "exact for every destination"
+    );
+    let e = env(&[("QUEUEBOX_OUTBOX_CONCURRENCY", "16")]);
+    let c = from_yaml_with_env(BASE, &e).unwrap().outbox;
+    assert_eq!((c.in_flight(), c.http_requests()), (16, 16));
+    let y = format!("{BASE}outbox:\n  concurrency: 0\n");
+    let text = from_yaml_with_env(&y, &[]).unwrap_err().to_string();
+    assert!(text.contains("outbox.concurrency"), "{text}");
+}
+
+#[test]
 fn every_mistake_is_listed_with_its_path_and_a_hint() {
     let y = format!("{BASE}outbox:\n  batchSzie: 3\nserver:\n  htpPort: 1\n");
     let mut y = y.replace("destination: hooks", "destination: hookz");

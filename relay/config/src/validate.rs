@@ -31,7 +31,9 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     );
     positive(errs, "outbox.pollIntervalMs", c.outbox.poll_interval_ms);
     positive(errs, "outbox.batchSize", c.outbox.batch_size as u64);
-    positive(errs, "outbox.concurrency", c.outbox.concurrency as u64);
+    if let Some(n) = c.outbox.concurrency {
+        positive(errs, "outbox.concurrency", n as u64);
+    }
     positive(errs, "outbox.claimTimeoutMs", c.outbox.claim_timeout_ms);
     positive(
         errs,

@@ -52,6 +52,10 @@ impl Publisher for BrokerPublisher {
         })
     }
 
+    fn is_request(&self) -> bool {
+        false
+    }
+
     async fn ready(&self) -> bool {
         // Down only after a publish failed on a lost connection; a destination that has
         // not published yet is not down.

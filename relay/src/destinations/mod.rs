@@ -61,6 +61,15 @@ pub trait Publisher: Send + Sync {
     /// Publishes one message; returns only after the destination confirmed it.
     async fn publish(&self, msg: &OutboundMessage) -> Result<(), PublishError>;
 
+    /// True when each publish is a request of its own to a receiver (HTTP, and the safe
+    /// default for a new kind): such publishes count against `outbox.concurrency`'s bound on
+    /// requests at once ([`queuebox_config::OutboxConfig::http_requests`]). A broker's
+    /// client sends publishes on one connection and waits for each acknowledgement; its
+    /// publishes count only against the rows in flight.
+    fn is_request(&self) -> bool {
+        true
+    }
+
     /// True when the publisher can currently publish (readiness).
     async fn ready(&self) -> bool {
         true
