@@ -63,7 +63,7 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let publish_allowance = longest_publish(&st.cfg);
     relay_loop::run(
         &OutboxRelay {
-            requests: Arc::new(Semaphore::new(oc.http_requests() as usize)),
+            requests: Semaphore::new(oc.http_requests() as usize),
             lease: pace.lease,
             publish_allowance,
             st,
@@ -92,7 +92,7 @@ struct OutboxRelay {
     st: AppState,
     /// Requests at once to HTTP destinations (`OutboxConfig::http_requests`), across
     /// batches; a row waiting for one keeps its place among the rows in flight.
-    requests: Arc<Semaphore>,
+    requests: Semaphore,
     lease: Duration,
     /// How long the loop may go without a message completing (see [`longest_publish`]).
     publish_allowance: Duration,
