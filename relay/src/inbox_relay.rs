@@ -19,6 +19,7 @@ use queuebox_core::{ClaimedRow, InboxMessage};
 use tokio_util::sync::CancellationToken;
 
 use crate::app::AppState;
+use crate::batch_size::BatchSize;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
 use queuebox_core::otlp::{KeyValue, SpanKind};
@@ -27,7 +28,7 @@ use queuebox_core::trace::TraceContext;
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let rc = &st.cfg.inbox.relay;
     let pace = Pace {
-        batch_size: rc.batch_size,
+        batch: BatchSize::fixed(rc.batch_size),
         lease: Duration::from_millis(rc.claim_timeout_ms),
         poll_interval: Duration::from_millis(rc.poll_interval_ms),
         gauge_interval: Duration::from_millis(rc.pending_gauge_interval_ms),

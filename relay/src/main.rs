@@ -6,6 +6,7 @@
 
 mod admin;
 mod app;
+mod batch_size;
 mod destinations;
 mod inbox_relay;
 mod listener_tls;

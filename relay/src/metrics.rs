@@ -119,6 +119,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Publishes per destination and outcome",
     ),
     (
+        "queuebox_outbox_batch_size",
+        Kind::Gauge,
+        "Rows the outbox relay's next claim asks for (outbox.batchSize, or the adapting size when it is unset)",
+    ),
+    (
         "queuebox_outbox_queue_depth",
         Kind::Gauge,
         "Messages being published to a destination now",

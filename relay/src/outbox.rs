@@ -1,4 +1,5 @@
-//! The outbox relay: claims due rows in batches (leased for `outbox.claimTimeoutMs`),
+//! The outbox relay: claims due rows in batches (leased for `outbox.claimTimeoutMs`; of
+//! `outbox.batchSize` rows, or, unset, 100 to 1,000 as the batches allow: `batch_size`),
 //! routes each by topic (first matching glob), publishes with at most
 //! `outbox.concurrency` in flight (unset: 64 rows, of them at most 8 HTTP requests; see
 //! `OutboxConfig::concurrency`), and records the outcome with fenced writes. While a
@@ -40,6 +41,7 @@ use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
 use crate::app::AppState;
+use crate::batch_size::BatchSize;
 use crate::destinations::OutboundMessage;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
@@ -54,8 +56,9 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
         stop.clone(),
     ));
     let oc = &st.cfg.outbox;
+    let (min, max) = oc.batch_sizes();
     let pace = Pace {
-        batch_size: oc.batch_size,
+        batch: BatchSize { min, max },
         lease: Duration::from_millis(oc.claim_timeout_ms),
         poll_interval: Duration::from_millis(oc.poll_interval_ms),
         gauge_interval: Duration::from_millis(oc.pending_gauge_interval_ms),
@@ -192,6 +195,21 @@ impl Relay for OutboxRelay {
         }
     }
 
+    /// Payloads and headers as JSON text: what the batch holds, give or take the parsed
+    /// values' overhead.
+    fn bytes(&self, rows: &[ClaimedOutbox]) -> usize {
+        rows.iter()
+            .map(|c| json_len(&c.row.payload) + json_len(&c.row.headers))
+            .sum()
+    }
+
+    fn resized(&self, n: u32) {
+        self.st
+            .metrics
+            .set("queuebox_outbox_batch_size", &[], n as f64);
+        tracing::debug!(rows = n, "outbox claims now ask for {n} rows");
+    }
+
     /// Claims ahead: the next claim runs while this batch publishes. Its leases count from
     /// its claim, so a batch that waited for the one before is renewed before it publishes
     /// when a renewal fell due meanwhile.
@@ -250,6 +268,24 @@ impl Relay for OutboxRelay {
         let rest = std::mem::take(&mut *delivered.lock().unwrap());
         mark_delivered(st, rest, &live).await;
     }
+}
+
+/// The length of `v` as JSON text, counted without writing it anywhere.
+fn json_len(v: &impl serde::Serialize) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0 += b.len();
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut n = Count(0);
+    // Writing to a counter cannot fail, and a JSON value always serializes.
+    let _ = serde_json::to_writer(&mut n, v);
+    n.0
 }
 
 /// The claims of the batch still being published, each with the token that cancels its

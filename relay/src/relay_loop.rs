@@ -15,6 +15,9 @@
 //! renewed while it waits, and behind slow batches its lease would run out and another
 //! replica take its rows (claims lost, though nothing is sent twice).
 //!
+//! Each claim asks for the [`Sizer`]'s size: `batchSize` when it was set, else a size that
+//! follows the batches (the outbox relay's default; see [`crate::batch_size`]).
+//!
 //! Each relay supplies its table's steps through [`Relay`]. The loop beats its [`Heartbeat`]
 //! before every step and every sleep, so `/health/ready` sees a loop stuck inside a step.
 
@@ -22,11 +25,12 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use crate::batch_size::{BatchSize, Outcome, Sizer};
 use crate::liveness::Heartbeat;
 
-/// How often one relay claims, reclaims and refreshes its gauges.
+/// How much and how often one relay claims, reclaims and refreshes its gauges.
 pub(crate) struct Pace {
-    pub batch_size: u32,
+    pub batch: BatchSize,
     /// The claim lease; expired leases are reclaimed every `lease / 5`.
     pub lease: Duration,
     pub poll_interval: Duration,
@@ -51,6 +55,14 @@ pub(crate) trait Relay {
     /// `hb` as rows complete, so a long batch that makes progress is not taken for a stuck loop.
     async fn process(&self, batch: Vec<Self::Row>, claimed: Instant, hb: &Heartbeat);
 
+    /// The bytes `rows` hold in memory, for a [`BatchSize`] that adapts; 0 when not counted.
+    fn bytes(&self, _rows: &[Self::Row]) -> usize {
+        0
+    }
+
+    /// The next claims ask for `n` rows (an adapting [`BatchSize`] changed).
+    fn resized(&self, _n: u32) {}
+
     /// Claim the next batch while this one is processed. Only for a relay whose `process`
     /// renews a batch's leases counted from `claimed`, since a batch claimed ahead waits.
     fn claims_ahead(&self) -> bool {
@@ -70,8 +82,11 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
     let mut last_reclaim: Option<Instant> = None;
     let mut last_gauge: Option<Instant> = None;
     let mut failures = 0u32;
-    // A batch claimed while the previous one was processed, with its claim's time.
-    let mut ahead: Option<(Vec<R::Row>, Instant)> = None;
+    let mut size = Sizer::new(pace.batch);
+    relay.resized(size.next());
+    // A batch claimed while the previous one was processed, with its claim's time, the rows
+    // it asked for and the rows of the batch processed meanwhile.
+    let mut ahead: Option<(Vec<R::Row>, Instant, u32, usize)> = None;
     // How long the last non-empty batch took to process.
     let mut last_batch: Option<Duration> = None;
     // The last claim ahead found nothing: claim the next batch after this one instead.
@@ -88,14 +103,15 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
             last_gauge = Some(Instant::now());
         }
         hb.beat(Duration::ZERO);
-        let (claimed, at) = match ahead.take() {
+        let (claimed, at, asked, held) = match ahead.take() {
             Some(batch) => batch,
             None => {
                 let at = Instant::now();
-                match relay.claim(pace.batch_size, pace.lease).await {
+                let asked = size.next();
+                match relay.claim(asked, pace.lease).await {
                     Ok(c) => {
                         failures = 0;
-                        (c, at)
+                        (c, at, asked, 0)
                     }
                     Err(_) => {
                         failures += 1;
@@ -107,12 +123,18 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
                 }
             }
         };
-        let idle = claimed.is_empty();
-        let full = claimed.len() >= pace.batch_size as usize;
+        let got = claimed.len();
+        let idle = got == 0;
+        let full = got >= asked as usize;
+        let bytes = if size.adapts() && !idle {
+            relay.bytes(&claimed)
+        } else {
+            0
+        };
         hb.beat(Duration::ZERO);
         let started = Instant::now();
         // Tokio's clock for the batch's duration (the tests pause it).
-        let took = tokio::time::Instant::now();
+        let began = tokio::time::Instant::now();
         if full
             && !std::mem::take(&mut ahead_empty)
             && relay.claims_ahead()
@@ -123,20 +145,33 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
             // claimable when it is done (waiting the poll interval after each batch made
             // ~900 rows/s of ~5,800 before the full-batch rule), so the next turn claims
             // again at once, and the turn after it does not claim ahead.
+            let next_asked = size.next();
             let ((), next) = tokio::join!(
                 relay.process(claimed, at, hb),
-                relay.claim(pace.batch_size, pace.lease)
+                relay.claim(next_asked, pace.lease)
             );
             ahead = next
                 .ok()
                 .filter(|rows| !rows.is_empty())
-                .map(|rows| (rows, started));
+                .map(|rows| (rows, started, next_asked, got));
             ahead_empty = ahead.is_none();
         } else {
             relay.process(claimed, at, hb).await;
         }
+        let took = began.elapsed();
         if !idle {
-            last_batch = Some(took.elapsed());
+            last_batch = Some(took);
+        }
+        // An empty claim counts too: it lifts the limit keys had set.
+        let outcome = Outcome {
+            asked,
+            got,
+            took,
+            bytes,
+            held,
+        };
+        if let Some(n) = size.processed(outcome) {
+            relay.resized(n);
         }
         if idle {
             hb.beat(pace.poll_interval);
@@ -144,7 +179,7 @@ pub(crate) async fn run<R: Relay>(relay: &R, pace: Pace, stop: &CancellationToke
         }
     }
     // Claimed before the stop (never empty): delivered like a batch in progress.
-    if let Some((rows, at)) = ahead {
+    if let Some((rows, at, ..)) = ahead {
         hb.beat(Duration::ZERO);
         relay.process(rows, at, hb).await;
     }
@@ -210,7 +245,7 @@ mod tests {
             stop_at: (stop_at, stop.clone()),
         };
         let pace = Pace {
-            batch_size: 1,
+            batch: BatchSize::fixed(1),
             lease,
             poll_interval: Duration::from_millis(10),
             gauge_interval: Duration::from_secs(60),
@@ -272,7 +307,7 @@ mod tests {
             false.into(),
         );
         let pace = Pace {
-            batch_size: 1,
+            batch: BatchSize::fixed(1),
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_millis(10),
             gauge_interval: Duration::from_secs(60),
@@ -303,6 +338,71 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn an_adapting_batch_grows_while_claims_come_back_full_and_follows_a_short_one() {
+        // 3,000 rows, claimed as asked; the relay reports each new size.
+        struct Rows {
+            left: Mutex<usize>,
+            log: Mutex<Vec<String>>,
+            stop: CancellationToken,
+        }
+        impl Relay for Rows {
+            type Row = u32;
+            async fn reclaim(&self) {}
+            async fn update_gauges(&self) {}
+            async fn claim(&self, n: u32, _lease: Duration) -> queuebox_core::Result<Vec<u32>> {
+                let mut left = self.left.lock().unwrap();
+                let got = (n as usize).min(*left);
+                *left -= got;
+                self.log.lock().unwrap().push(format!("claim {n}: {got}"));
+                if got == 0 {
+                    self.stop.cancel();
+                }
+                Ok(vec![0; got])
+            }
+            async fn process(&self, _batch: Vec<u32>, _claimed: Instant, _hb: &Heartbeat) {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            fn resized(&self, n: u32) {
+                self.log.lock().unwrap().push(format!("size {n}"));
+            }
+        }
+        let stop = CancellationToken::new();
+        let rows = Rows {
+            left: Mutex::new(3000),
+            log: Mutex::new(Vec::new()),
+            stop: stop.clone(),
+        };
+        let pace = Pace {
+            batch: BatchSize {
+                min: 100,
+                max: 1000,
+            },
+            lease: Duration::from_secs(30),
+            poll_interval: Duration::from_millis(10),
+            gauge_interval: Duration::from_secs(60),
+        };
+        run(&rows, pace, &stop, &Heartbeat::unwatched()).await;
+        assert_eq!(
+            rows.log.into_inner().unwrap(),
+            [
+                "size 100",
+                "claim 100: 100",
+                "size 200",
+                "claim 200: 200",
+                "size 400",
+                "claim 400: 400",
+                "size 800",
+                "claim 800: 800",
+                "size 1000",
+                "claim 1000: 1000",
+                "claim 1000: 500",
+                "size 500",
+                "claim 500: 0",
+            ]
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn no_claim_ahead_after_a_batch_that_was_not_full() {
         // Batch size 2, batches of one row: each claim took all there was.
         let stop = CancellationToken::new();
@@ -313,7 +413,7 @@ mod tests {
             stop_at: (3, stop.clone()),
         };
         let pace = Pace {
-            batch_size: 2,
+            batch: BatchSize::fixed(2),
             lease: Duration::from_secs(30),
             poll_interval: Duration::from_millis(10),
             gauge_interval: Duration::from_secs(60),

@@ -617,12 +617,19 @@ async fn the_relay_waits_for_the_database_and_recovers_when_it_returns() {
 
 #[tokio::test]
 async fn rows_of_one_key_arrive_in_insert_order_when_the_batch_exceeds_the_keys() {
+    // Fewer keys than the batch, many publishes at once: the shape of the old cliff; with
+    // `batchSize` unset the claims adapt to the keys.
+    for batch in ["\n  batchSize: 500", ""] {
+        keyed_rows_arrive_in_order(batch).await;
+    }
+}
+
+async fn keyed_rows_arrive_in_order(batch_size: &str) {
     let (url, store) = fresh_db("keyorder").await;
     let rx = Receiver::start().await;
-    // Fewer keys than the batch, many publishes at once: the shape of the old cliff.
     let y = base_config(&url, &rx.url()).replace(
         "claimTimeoutMs: 5000\n  maxAttempts: 2",
-        "claimTimeoutMs: 5000\n  maxAttempts: 2\n  batchSize: 500\n  concurrency: 32",
+        &format!("claimTimeoutMs: 5000\n  maxAttempts: 2{batch_size}\n  concurrency: 32"),
     ) + "routes:\n  - topicPattern: '**'\n    destination: rx\n";
     sqlx::query(
         "INSERT INTO outbox (topic, key, payload)
@@ -647,6 +654,51 @@ async fn rows_of_one_key_arrive_in_insert_order_when_the_batch_exceeds_the_keys(
         }
     }
     assert_eq!(last.len(), 8);
+}
+
+/// `outbox.batchSize` unset: claims start at 100 rows and double while they come back full
+/// (and quick), so 3,000 pending rows take a handful of claims; set, every claim asks for
+/// exactly that many. Counted from the relay's own claim histogram; an idle relay claims only
+/// when notified here (a poll interval no test waits for).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_batch_size_unset_claims_grow_while_they_come_back_full_and_a_set_size_is_kept() {
+    async fn claims_to_drain(batch_size: &str) -> (f64, f64) {
+        let (url, store) = fresh_db("adaptive_batch").await;
+        let rx = Receiver::start().await;
+        sqlx::query(
+            "INSERT INTO outbox (topic, payload) SELECT 't', jsonb_build_object('n', g) FROM generate_series(1, 3000) g",
+        )
+        .execute(store.pool())
+        .await
+        .unwrap();
+        let y = base_config(&url, &rx.url()).replace(
+            "outbox:\n  pollIntervalMs: 20",
+            &format!("outbox:\n  pollIntervalMs: 600000{batch_size}"),
+        ) + "routes:\n  - topicPattern: '**'\n    destination: rx\n";
+        let relay = Relay::start(&y).await;
+        eventually("every row sent", 120, || async {
+            scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 3000
+        })
+        .await;
+        assert_eq!(rx.to("/hooks").len(), 3000, "each row delivered once");
+        (
+            relay
+                .metric("queuebox_outbox_claim_duration_seconds_count")
+                .await,
+            relay.metric("queuebox_outbox_batch_size").await,
+        )
+    }
+    let (adapting, _) = claims_to_drain("").await;
+    let (fixed, size) = claims_to_drain("\n  batchSize: 100").await;
+    assert!(
+        fixed >= 30.0,
+        "batchSize 100: {fixed} claims for 3,000 rows"
+    );
+    assert_eq!(size, 100.0, "a set batchSize is the size in force");
+    assert!(
+        adapting <= 15.0,
+        "batchSize unset: {adapting} claims for 3,000 rows (100, 200, 400, 800, 1000, ...)"
+    );
 }
 
 /// With `outbox.concurrency` unset the relay publishes up to 64 rows of a batch at once (for

@@ -173,7 +173,13 @@ pub struct OutboxConfig {
     /// Run the outbox poller in this process.
     pub enabled: bool,
     pub poll_interval_ms: u64,
-    pub batch_size: u32,
+    /// The rows one claim asks for. Set, every claim asks for exactly that many (the
+    /// reference's `batchSize`). Unset (the default), claims start at
+    /// [`DEFAULT_OUTBOX_BATCH_SIZE`] and double while batches come back full and are
+    /// quick and light, up to [`MAX_ADAPTIVE_OUTBOX_BATCH_SIZE`]; a short batch brings the
+    /// size down to what it returned (the relay's `batch_size` module has the rules). Read
+    /// the range in force with [`OutboxConfig::batch_sizes`].
+    pub batch_size: Option<u32>,
     pub retry_base_delay_ms: u64,
     /// Stamped on rows QueueBox itself writes (relayed rows).
     pub max_attempts: u32,
@@ -202,7 +208,7 @@ impl Default for OutboxConfig {
         OutboxConfig {
             enabled: true,
             poll_interval_ms: 100,
-            batch_size: 100,
+            batch_size: None,
             retry_base_delay_ms: 1000,
             max_attempts: 5,
             concurrency: None,
@@ -214,6 +220,13 @@ impl Default for OutboxConfig {
     }
 }
 
+/// The reference's `outbox.batchSize`: with it unset, the first claim's size and the least
+/// an adapting claim asks for.
+pub const DEFAULT_OUTBOX_BATCH_SIZE: u32 = 100;
+
+/// With `outbox.batchSize` unset, the most rows one claim asks for.
+pub const MAX_ADAPTIVE_OUTBOX_BATCH_SIZE: u32 = 1000;
+
 /// The reference's `outbox.concurrency`: with it unset, the most requests at once to HTTP
 /// destinations.
 pub const DEFAULT_OUTBOX_CONCURRENCY: u32 = 8;
@@ -222,6 +235,15 @@ pub const DEFAULT_OUTBOX_CONCURRENCY: u32 = 8;
 pub const DEFAULT_OUTBOX_PUBLISHES_IN_FLIGHT: u32 = 64;
 
 impl OutboxConfig {
+    /// The least and the most rows one claim asks for: `batchSize` twice when it is set,
+    /// else [`DEFAULT_OUTBOX_BATCH_SIZE`] and [`MAX_ADAPTIVE_OUTBOX_BATCH_SIZE`].
+    pub fn batch_sizes(&self) -> (u32, u32) {
+        match self.batch_size {
+            Some(n) => (n, n),
+            None => (DEFAULT_OUTBOX_BATCH_SIZE, MAX_ADAPTIVE_OUTBOX_BATCH_SIZE),
+        }
+    }
+
     /// How many rows of a batch are published at once: `concurrency`, else
     /// [`DEFAULT_OUTBOX_PUBLISHES_IN_FLIGHT`].
     pub fn in_flight(&self) -> u32 {

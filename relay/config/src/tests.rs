@@ -27,7 +27,7 @@ sources:
 #[test]
 fn a_valid_file_loads_with_defaults() {
     let c = from_yaml_with_env(BASE, &[]).unwrap();
-    assert_eq!(c.outbox.batch_size, 100);
+    assert_eq!(c.outbox.batch_size, None);
     assert_eq!(
         c.route_for("orders.created.v1").unwrap().destination,
         "hooks"
@@ -56,6 +56,21 @@ fn retry_unreachable_forever_is_off_unless_asked_for() {
             .outbox
             .retry_unreachable_forever
     );
+}
+
+#[test]
+fn outbox_batch_size_unset_adapts_from_100_to_1000_set_is_exact() {
+    let c = from_yaml_with_env(BASE, &[]).unwrap().outbox;
+    assert_eq!(c.batch_sizes(), (100, 1000));
+    let y = format!("{BASE}outbox:\n  batchSize: 100\n");
+    let c = from_yaml_with_env(&y, &[]).unwrap().outbox;
+    assert_eq!(c.batch_sizes(), (100, 100), "a set size does not adapt");
+    let e = env(&[("QUEUEBOX_OUTBOX_BATCHSIZE", "2500")]);
+    let c = from_yaml_with_env(BASE, &e).unwrap().outbox;
+    assert_eq!(c.batch_sizes(), (2500, 2500));
+    let y = format!("{BASE}outbox:\n  batchSize: 0\n");
+    let text = from_yaml_with_env(&y, &[]).unwrap_err().to_string();
+    assert!(text.contains("outbox.batchSize"), "{text}");
 }
 
 #[test]

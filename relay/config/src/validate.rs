@@ -30,7 +30,9 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
         c.server.max_connections as u64,
     );
     positive(errs, "outbox.pollIntervalMs", c.outbox.poll_interval_ms);
-    positive(errs, "outbox.batchSize", c.outbox.batch_size as u64);
+    if let Some(n) = c.outbox.batch_size {
+        positive(errs, "outbox.batchSize", n as u64);
+    }
     if let Some(n) = c.outbox.concurrency {
         positive(errs, "outbox.concurrency", n as u64);
     }
