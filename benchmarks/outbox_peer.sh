@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Outbox relay vs a peer outbox relay and the bare-SQL ceiling (issue 21, "The outbox relay"):
 # pre-inserted outbox rows drained to NATS JetStream, same PostgreSQL, same NATS, same run.
-#   queuebox : the real `queuebox` binary (release), default outbox settings (batchSize 100,
-#              concurrency unset: 64 publishes in flight to a broker; 8 before 2026-12-05
-#              night) except outbox.batchSize when a cell sets another batch; one
-#              NATS destination (JetStream, acked) and a route for every topic.
+#   queuebox : the real `queuebox` binary (release), default outbox settings (concurrency
+#              unset: 64 publishes in flight to a broker, 8 before 2026-12-05 night;
+#              batchSize unset: claims of 100 to 1,000 rows as the batches allow, a fixed
+#              100 before 2026-12-05, late) except outbox.batchSize when a cell sets a
+#              batch; one NATS destination (JetStream, acked) and a route for every topic.
 #   peer     : benchmarks/outbox-peer -mode peer: LOOPS loops, each claims BATCH rows
 #              FOR UPDATE SKIP LOCKED in a transaction, publishes them one at a time to
 #              JetStream waiting for each ack, UPDATEs each sent, commits.
@@ -12,7 +13,8 @@
 #              marked sent in one UPDATE, LOOPS loops.
 #   jsonly   : the broker alone, no database: ROWS messages like the peer's published to the
 #              same stream asynchronously (at most 256 unacknowledged), timed by the program.
-# peer@l<N> / ceiling@l<N> run them with N loops instead of LOOPS.
+# peer@l<N> / ceiling@l<N> run them with N loops instead of LOOPS; peer@b<N> / ceiling@b<N>
+# claim N rows whatever the cell's batch (e.g. the ceiling at QueueBox's adapted 1,000).
 # Each drain gets a fresh database (migrated by the queuebox binary) and an empty stream.
 # Rate = rows / (last row's sent mark (updated_at, database clock) - the moment the process
 # was started): process start-up is inside every drain. A drain stops after LIMIT seconds.
@@ -21,7 +23,9 @@
 # per row = the drainer's own; NATS CPU per row = the nats-server's (ours alone) over the drain. Transactions per row from pg_stat_database.xact_commit minus
 # the script's polls. Rounds rotate the order of the implementations.
 # Usage: bash benchmarks/outbox_peer.sh
-#   env: ROWS (100000) ROUNDS (3) CELLS ("0x100": keys x batch, keys 0 = rows without a key)
+#   env: ROWS (100000) ROUNDS (3) CELLS ("0xauto": keys x batch, keys 0 = rows without a key;
+#        batch "auto" leaves outbox.batchSize unset and gives the peer and the ceiling
+#        AUTO_BATCH (100), a number sets it for everyone)
 #        LOOPS (8: the peer's and the ceiling's loops, QueueBox's default concurrency)
 #        IMPLS ("queuebox peer ceiling"; queuebox=<path> adds a labelled binary, e.g.
 #        "before=/tmp/qb-old queuebox peer ceiling"; a trailing @c<N> sets outbox.concurrency,
@@ -30,7 +34,8 @@
 # Writes benchmarks/results/outbox-peer-<TAG>.json; the write-up is benchmarks/outbox.md.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-ROWS="${ROWS:-100000}" ROUNDS="${ROUNDS:-3}" CELLS="${CELLS:-0x100}" LOOPS="${LOOPS:-8}"
+ROWS="${ROWS:-100000}" ROUNDS="${ROUNDS:-3}" CELLS="${CELLS:-0xauto}" LOOPS="${LOOPS:-8}"
+AUTO_BATCH="${AUTO_BATCH:-100}"
 IMPLS="${IMPLS:-queuebox peer ceiling}" LIMIT="${LIMIT:-240}" TAG="${TAG:-$(date -u +%Y-%m-%d)}"
 QB_BIN="$(realpath "${QB_BIN:-target/release/queuebox}")"
 [ -x /usr/local/go/bin/go ] && export PATH="/usr/local/go/bin:$PATH"
@@ -75,10 +80,13 @@ drain() {
   q "$server/postgres" "CREATE DATABASE $db" >/dev/null
   local url="$server/$db" cfg="$work/$db.yaml" port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
-  local batch_line=""
-  if [ "$batch" != 100 ] || [ -n "$conc" ]; then
-    batch_line="outbox:
-  batchSize: $batch${conc:+
+  local batch_line="" set_batch="" peer_batch=$batch
+  # A cell's number is everyone's batch; "auto" is QueueBox's default and the others' AUTO_BATCH.
+  if [ "$batch" = auto ]; then peer_batch=$AUTO_BATCH; else set_batch=$batch; fi
+  case "$kind" in *@b*) peer_batch="${kind##*@b}"; kind="${kind%@b*}" ;; esac
+  if [ -n "$set_batch" ] || [ -n "$conc" ]; then
+    batch_line="outbox:${set_batch:+
+  batchSize: $set_batch}${conc:+
   concurrency: $conc}"
   fi
   cat >"$cfg" <<YAML
@@ -122,8 +130,8 @@ YAML
   else
     case "$kind" in
       queuebox) env -u QUEUEBOX_CONFIG_FILE RUST_LOG=error "$bin" --config "$cfg" run >"$work/$db.log" 2>&1 & ;;
-      peer) "$peer" -mode peer -db "$url" -nats "$nats_url" -batch "$batch" -loops "$loops" >"$work/$db.log" 2>&1 & ;;
-      ceiling) "$peer" -mode ceiling -db "$url" -batch "$batch" -loops "$loops" >"$work/$db.log" 2>&1 & ;;
+      peer) "$peer" -mode peer -db "$url" -nats "$nats_url" -batch "$peer_batch" -loops "$loops" >"$work/$db.log" 2>&1 & ;;
+      ceiling) "$peer" -mode ceiling -db "$url" -batch "$peer_batch" -loops "$loops" >"$work/$db.log" 2>&1 & ;;
       *) echo "unknown implementation $kind" >&2; exit 2 ;;
     esac
     pid=$!
@@ -176,9 +184,9 @@ for cell in $CELLS; do
 done
 
 out="benchmarks/results/outbox-peer-$TAG.json"
-python3 - "$raw" "$out" "$ROWS" "$ROUNDS" "$LOOPS" "$LIMIT" "$IMPLS" "$(nproc)" <<'PY'
+python3 - "$raw" "$out" "$ROWS" "$ROUNDS" "$LOOPS" "$LIMIT" "$IMPLS" "$(nproc)" "$AUTO_BATCH" <<'PY'
 import json, statistics, sys, collections
-raw, out, rows, rounds, loops, limit, impls, cpus = sys.argv[1:]
+raw, out, rows, rounds, loops, limit, impls, cpus, auto_batch = sys.argv[1:]
 cells = collections.OrderedDict()
 for line in open(raw):
     l, k, b, r, t0, te, sent, msgs, dbt, pt, xacts, load, nt = line.rstrip("\n").split("\t")
@@ -188,7 +196,7 @@ for line in open(raw):
          "processCpuMicrosPerRow": round(int(pt) * 1e4 / max(sent, 1)),
          "natsCpuMicrosPerRow": round(int(nt) * 1e4 / max(sent, 1)),
          "xactsPerRow": round(max(int(xacts), 0) / max(sent, 1), 3), "loadAverage1m": float(load)}
-    cells.setdefault((int(k), int(b)), collections.OrderedDict()).setdefault(l, []).append(d)
+    cells.setdefault((int(k), b if b == "auto" else int(b)), collections.OrderedDict()).setdefault(l, []).append(d)
 result = []
 for (k, b), by in cells.items():
     cell = {"keys": k, "batch": b}
@@ -199,7 +207,7 @@ for (k, b), by in cells.items():
         cell[l] = {**m, "rounds": ds}
     # Ratios of medians, and per round (same round = nearest in time).
     for a in med:
-        for base in [x for x in med if x.startswith("peer")] + ["ceiling"]:
+        for base in [x for x in med if x.startswith(("peer", "ceiling"))]:
             if a != base and base in med and not a.startswith(("peer", "ceiling", "jsonly")):
                 cell[f"{a}Over{base.capitalize()}"] = round(med[a] / med[base], 2)
                 cell[f"{a}Over{base.capitalize()}PerRound"] = [round(x["rowsPerSecond"] / y["rowsPerSecond"], 2)
@@ -217,7 +225,8 @@ doc = {"benchmark": "outbox relay drain to NATS JetStream: queuebox vs a Go peer
        "command": "bash benchmarks/outbox_peer.sh",
        "settings": {"rows": int(rows), "rounds": int(rounds), "statistic": "median", "loops": int(loops),
                     "secondsLimit": int(limit), "implementations": impls, "cpus": int(cpus),
-                    "queuebox": "release binary, default outbox settings (batchSize 100; concurrency unset: up to 64 publishes in flight, 8 before 2026-12-05 night) except batchSize when the cell's batch differs; JetStream destination, acked",
+                    "queuebox": "release binary, default outbox settings (batchSize unset: 100 to 1,000 rows per claim as the batches allow, a fixed 100 before 2026-12-05 late; concurrency unset: up to 64 publishes in flight, 8 before 2026-12-05 night) except batchSize when the cell's batch is a number; JetStream destination, acked",
+                    "autoBatch": "cells with batch 'auto' leave QueueBox's batchSize unset; the peer and the ceiling claim %s rows" % auto_batch,
                     "peer": "benchmarks/outbox-peer -mode peer: loops x (BEGIN; SELECT batch FOR UPDATE SKIP LOCKED; per row: JetStream publish, await ack, UPDATE sent; COMMIT), Nats-Msg-Id = row id",
                     "ceiling": "benchmarks/outbox-peer -mode ceiling: loops x (BEGIN; same SELECT; one UPDATE sent WHERE id = ANY; COMMIT), no publish",
                     "jsonly": "benchmarks/outbox-peer -mode jsonly: the same messages published to JetStream asynchronously (256 unacknowledged at most), no database",
