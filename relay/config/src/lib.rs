@@ -182,9 +182,26 @@ pub fn from_yaml_with_env(yaml: &str, vars: &[(String, String)]) -> Result<Confi
 
 impl Config {
     /// The resolved configuration as YAML with every secret shown as `***` and passwords
-    /// in URLs masked (what `queuebox check-config` prints).
+    /// in URLs masked (what `queuebox check-config` prints), followed by comments saying what
+    /// an unset optional setting (printed `null`) means in force.
     pub fn to_redacted_yaml(&self) -> String {
-        serde_yaml::to_string(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"))
+        let mut out =
+            serde_yaml::to_string(self).unwrap_or_else(|e| format!("# cannot render: {e}\n"));
+        let o = &self.outbox;
+        if o.batch_size.is_none() {
+            let (min, max) = o.batch_sizes();
+            out += &format!(
+                "# outbox.batchSize unset: claims of {min} to {max} rows, as the batches allow\n"
+            );
+        }
+        if o.concurrency.is_none() {
+            out += &format!(
+                "# outbox.concurrency unset: up to {} publishes at once, at most {} of them HTTP requests\n",
+                o.in_flight(),
+                o.http_requests()
+            );
+        }
+        out
     }
 
     /// The first route whose pattern matches `topic`, in configuration order.

@@ -74,6 +74,27 @@ fn outbox_batch_size_unset_adapts_from_100_to_1000_set_is_exact() {
 }
 
 #[test]
+fn the_printed_configuration_says_what_unset_outbox_settings_mean() {
+    let shown = from_yaml_with_env(BASE, &[]).unwrap().to_redacted_yaml();
+    assert!(shown.contains("  batchSize: null\n"), "{shown}");
+    assert!(
+        shown
+            .contains("# outbox.batchSize unset: claims of 100 to 1000 rows, as the batches allow"),
+        "{shown}"
+    );
+    assert!(
+        shown.contains("# outbox.concurrency unset: up to 64 publishes at once, at most 8 of them HTTP requests"),
+        "{shown}"
+    );
+    // Still YAML, and silent about settings that were given.
+    let y = format!("{BASE}outbox:\n  batchSize: 300\n  concurrency: 4\n");
+    let shown = from_yaml_with_env(&y, &[]).unwrap().to_redacted_yaml();
+    assert!(!shown.contains("unset"), "{shown}");
+    let back: serde_yaml::Value = serde_yaml::from_str(&shown).unwrap();
+    assert_eq!(back["outbox"]["batchSize"], 300);
+}
+
+#[test]
 fn outbox_concurrency_unset_caps_http_requests_at_8_and_publishes_at_64_set_caps_both() {
     let c = from_yaml_with_env(BASE, &[]).unwrap().outbox;
     assert_eq!(c.concurrency, None);
