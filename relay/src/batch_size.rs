@@ -15,15 +15,14 @@
 //!   keys: about `held + got` keys have rows, and two batches of half that each fill while
 //!   the other is published, so the size and the limit become `(held + got) / 2` (1,000 keys
 //!   drained 22,248 rows/s at a fixed 500 and ~16,500 alternating full batches of 800 with
-//!   short ones of 200).
-//!
-//! The limit stands until [`PROBE_AFTER`] full batches at it (rows may have spread over more
-//! keys since) or a claim that finds nothing (the backlog is gone).
+//!   short ones of 200);
 //! - it took longer than [`STEP_LIMIT`] or held more than [`BYTES_LIMIT`]: halve, down to
 //!   `min`, so a slow destination or large payloads bring it back to the configured floor.
 //!
-//! An empty claim changes no size: the relay is idle, and its next batch starts where the
-//! last one left off (a trickle of rows shrinks it back to `min` on its first short claim).
+//! The limit stands until [`PROBE_AFTER`] full batches at it (rows may have spread over more
+//! keys since) or a claim that finds nothing (the backlog is gone). An empty claim changes no
+//! size: the relay is idle, and its next batch starts where the last one left off (a trickle
+//! of rows shrinks it back to `min` on its first short claim).
 
 use std::time::Duration;
 
@@ -64,8 +63,8 @@ impl BatchSize {
 pub(crate) struct Sizer {
     range: BatchSize,
     next: u32,
-    /// The most the size grows to: `max`, or what short claims made ahead showed the keys
-    /// allow.
+    /// The most the size grows to: `max`, or what the last short claim showed the rows (or
+    /// their keys) allow.
     limit: u32,
     /// Full batches in a row at `limit` (below `max`).
     at_limit: u32,

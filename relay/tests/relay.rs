@@ -695,9 +695,12 @@ async fn with_batch_size_unset_claims_grow_while_they_come_back_full_and_a_set_s
         "batchSize 100: {fixed} claims for 3,000 rows"
     );
     assert_eq!(size, 100.0, "a set batchSize is the size in force");
+    // 100, 200, 400, 800, ... while a doubled batch stays under a second: 9 claims here. Half
+    // the fixed size's claims needs batches of 400, i.e. a relay delivering 400 rows/s to the
+    // receiver (this debug build does over 1,000 on a loaded 2-core machine).
     assert!(
-        adapting <= 15.0,
-        "batchSize unset: {adapting} claims for 3,000 rows (100, 200, 400, 800, 1000, ...)"
+        adapting * 2.0 <= fixed,
+        "batchSize unset: {adapting} claims for 3,000 rows, {fixed} with batchSize 100"
     );
 }
 

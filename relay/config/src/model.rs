@@ -177,7 +177,8 @@ pub struct OutboxConfig {
     /// reference's `batchSize`). Unset (the default), claims start at
     /// [`DEFAULT_OUTBOX_BATCH_SIZE`] and double while batches come back full and are
     /// quick and light, up to [`MAX_ADAPTIVE_OUTBOX_BATCH_SIZE`]; a short batch brings the
-    /// size down to what it returned (the relay's `batch_size` module has the rules). Read
+    /// size down to what it returned, or to half the keys seen when keys bound it (the
+    /// relay's `batch_size` module has the rules). Read
     /// the range in force with [`OutboxConfig::batch_sizes`].
     pub batch_size: Option<u32>,
     pub retry_base_delay_ms: u64,
