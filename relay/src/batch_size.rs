@@ -108,10 +108,12 @@ impl Sizer {
     /// Follows one processed batch; returns the new size when it changed.
     pub(crate) fn processed(&mut self, b: Outcome) -> Option<u32> {
         let BatchSize { min, max } = self.range;
-        if b.got == 0 || min == max {
-            if b.held == 0 {
-                self.limit = max;
-            }
+        if min == max {
+            return None;
+        }
+        if b.got == 0 {
+            // Only a claim made alone comes back empty (an empty claim ahead is not a batch).
+            self.limit = max;
             return None;
         }
         let got = u32::try_from(b.got).unwrap_or(u32::MAX);
