@@ -313,8 +313,14 @@ sources:
         with ThreadPoolExecutor(self.ctx.concurrency) as pool:
             list(pool.map(one, bodies))
         for c in opened:
-            if c.is_open:
-                c.close()
+            # A connection whose broker a fault restarted after its last publish still says
+            # is_open until it touches the socket; closing it then raises StreamLostError.
+            # It is gone either way, and every publish on it was confirmed or retried.
+            try:
+                if c.is_open:
+                    c.close()
+            except (pika.exceptions.AMQPError, OSError):
+                pass
 
     def teardown(self):
         super().teardown()
@@ -326,14 +332,20 @@ sources:
 
 
 class KafkaReader:
-    """Reads a topic from its beginning in a thread and records each record as a delivery."""
+    """Reads a topic's one partition from its beginning in a thread and records each record
+    as a delivery.
+
+    The partition is assigned, not subscribed to: a group member has to rejoin its group
+    after a Kafka restart, and that rejoin once stalled past the drain window (seed 7: 166
+    of the 505 records in the log read, none after the restart for 60 s). An assigned
+    partition has no group to rejoin; librdkafka just fetches again from the next offset."""
 
     def __init__(self, brokers, topic, ledger):
-        from confluent_kafka import Consumer
+        from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
         self.ledger, self.stop = ledger, threading.Event()
-        self.c = Consumer({"bootstrap.servers": brokers, "group.id": f"{topic}-reader", "auto.offset.reset": "earliest", "enable.auto.commit": False, "logger": QUIET})
-        self.c.subscribe([topic])
+        self.c = Consumer({"bootstrap.servers": brokers, "group.id": f"{topic}-reader", "enable.auto.commit": False, "logger": QUIET})
+        self.c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
         self.thread = threading.Thread(target=self._loop, daemon=True)
         self.thread.start()
 
