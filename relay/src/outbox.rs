@@ -418,11 +418,14 @@ fn lost_unpublished(row: &queuebox_core::store::relay::OutboxRow, started: bool)
 async fn process(
     st: &AppState,
     requests: &Semaphore,
-    c: ClaimedOutbox,
+    mut c: ClaimedOutbox,
     lost: CancellationToken,
     live: &Live,
 ) -> Option<ClaimedOutbox> {
     let t0 = Instant::now();
+    // Only the message needs the payload (the outcome writes read the row's id, attempts and
+    // headers): moved into it, not copied, which was the relay's largest allocation per row.
+    let payload = std::mem::take(&mut c.row.payload);
     let row = &c.row;
     if lost.is_cancelled() {
         lost_unpublished(row, false);
@@ -449,8 +452,14 @@ async fn process(
         &st.cfg,
         &st.metrics,
         route,
-        st.route_keys
-            .apply(&st.cfg, route, OutboundMessage::from(row)),
+        st.route_keys.apply(
+            &st.cfg,
+            route,
+            OutboundMessage {
+                payload,
+                ..OutboundMessage::from(row)
+            },
+        ),
     )
     .await
     {

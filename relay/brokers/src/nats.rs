@@ -413,14 +413,12 @@ impl NatsPublisher {
         for (k, v) in msg.header_pairs() {
             headers.insert(k, v.as_str());
         }
-        headers.insert("x-message-id", msg.id.to_string().as_str());
+        let id = msg.id.to_string();
+        headers.insert("x-message-id", id.as_str());
         // JetStream's deduplication id: a re-publish of the same row within the stream's
         // duplicate window (a crash between the publish and the sent mark, an ack that timed
         // out) is stored once. Set after the row headers, so a row cannot override it.
-        headers.insert(
-            async_nats::header::NATS_MESSAGE_ID,
-            msg.id.to_string().as_str(),
-        );
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, id.as_str());
         headers.insert("x-topic", msg.topic.as_str());
         headers.insert("x-attempt", msg.attempt.to_string().as_str());
         if let Some(k) = &msg.key {
@@ -432,7 +430,10 @@ impl NatsPublisher {
         let client = self.client().await?;
         let budget = Duration::from_millis(self.config.timeout_ms.max(1000));
         if self.config.jet_stream {
-            let js = self.jetstream.get_or_init(|| async { jetstream::new(client.clone()) }).await;
+            let js = self
+                .jetstream
+                .get_or_init(|| async { jetstream::new(client.clone()) })
+                .await;
             let fut = async {
                 let ack = js
                     .publish_with_headers(subject.clone(), headers, body)
