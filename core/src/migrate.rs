@@ -41,6 +41,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 6, "0006_inbox_claim_owner"),
     migration!("postgres", 7, "0007_outbox_claim_owner"),
     migration!("postgres", 8, "0008_time_ordered_ids"),
+    migration!("postgres", 9, "0009_outbox_claim_indexes"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -54,6 +55,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 6, "0006_inbox_claim_owner"),
     migration!("sqlserver", 7, "0007_outbox_claim_owner"),
     migration!("sqlserver", 8, "0008_time_ordered_ids"),
+    migration!("sqlserver", 9, "0009_outbox_claim_indexes"),
 ];
 
 /// What a migration run did.
