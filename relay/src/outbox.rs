@@ -322,12 +322,18 @@ async fn mark_delivered(st: &AppState, rows: Vec<ClaimedOutbox>, live: &Live) {
     match result {
         Ok(marked) => {
             let marked: std::collections::HashSet<Uuid> = marked.into_iter().collect();
+            // One counter update per mark, not per row (a labelled series appears only once
+            // something was counted in it).
+            if !marked.is_empty() {
+                st.metrics.add(
+                    "queuebox_outbox_messages_total",
+                    &[("status", "sent")],
+                    marked.len() as u64,
+                );
+            }
             for c in &rows {
                 let row = &c.row;
-                if marked.contains(&row.id) {
-                    st.metrics
-                        .inc("queuebox_outbox_messages_total", &[("status", "sent")]);
-                } else {
+                if !marked.contains(&row.id) {
                     claim_lost(Component::Outbox);
                     tracing::error!(
                         messageId = %row.id, topic = %row.topic, attempt = row.attempt,
@@ -435,7 +441,6 @@ async fn process(
         lost_unpublished(row, false);
         return None;
     }
-    let secrets: Vec<&str> = st.secrets.iter().map(String::as_str).collect();
     let Some(route) = st.cfg.route_for(&row.topic) else {
         live.lock().unwrap().remove(&row.id);
         let why = format!("No route matches topic '{}'", row.topic);
@@ -546,6 +551,7 @@ async fn process(
                 "queuebox_outbox_destination_messages_total",
                 &[("destination", dest), ("outcome", "failure")],
             );
+            let secrets: Vec<&str> = st.secrets.iter().map(String::as_str).collect();
             let why = redact_error(&e.to_string(), &secrets);
             span.end("failure", Some(&why));
             match after_publish_failure(st, row, &e) {
