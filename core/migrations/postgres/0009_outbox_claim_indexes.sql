@@ -18,8 +18,8 @@
 --    admin replay) looks at `sent` and `dead` rows, so a live row's insert and claim no
 --    longer add an entry.
 --
--- Both indexes are rebuilt in this migration's transaction, which blocks writes to the outbox
--- while they build: the first two over the live rows (few), the last over the sent and dead
+-- The three indexes are built in this migration's transaction, which blocks writes to the
+-- outbox while they build: the first two over the live rows (few), the last over the sent and dead
 -- rows that retention keeps, in time proportional to them. On an outbox that keeps millions
 -- of terminal rows, run `queuebox migrate` at a quiet moment.
 DROP INDEX idx_outbox_key_sequence;

@@ -427,7 +427,8 @@ RETURNING {=outbox.id}";
 // under a LIMIT stops reading its branches once it has enough):
 // - `oldest`: the head-rule rows among the `$1` oldest due pending rows (time order);
 // - `unkeyed`: due rows without a key (NULL), by sequence, at most half a batch, so a hot key
-//   filling the oldest window cannot hold unkeyed rows back;
+//   filling the oldest window cannot hold unkeyed rows back (`idx_outbox_unkeyed_pending`
+//   since migration 9; on a schema of one's own, a key index that holds NULL keys);
 // - `heads`: a walk over the distinct live keys of `idx_outbox_key_sequence` (one index
 //   probe per key), taking each key's head when it is due and pending. The walk starts after
 //   `$3`, the last key the previous walk took, and wraps around, so keys take turns.
