@@ -51,19 +51,33 @@ pub enum Backend {
 }
 
 /// A parameter bound to a statement run through a [`StoreTx`].
+///
+/// Each variant has one database type, whatever its value: a backend that caches prepared
+/// statements keys them by the SQL text *and* the variants of its parameters, so a statement
+/// run first with an integer and then with a fraction is never decoded with the other call's
+/// types.
 #[derive(Debug, Clone, PartialEq)]
 pub enum SqlValue {
+    /// Bound without a type (PostgreSQL infers it from the statement).
     Null,
     Bool(bool),
+    /// `int8` / `bigint`.
     Int(i64),
+    /// `float8` / `float`.
     Float(f64),
+    /// A number kept as its exact decimal text (`4.25`, `1e-400`, an integer beyond 64 bits):
+    /// `numeric` on PostgreSQL, converted by SQL Server from its text. No digit is lost; a
+    /// value outside the database's range is an error naming the parameter.
+    Decimal(String),
     Text(String),
     /// Bound as JSON (`jsonb` on PostgreSQL, text on SQL Server).
     Json(Value),
 }
 
 impl SqlValue {
-    /// JSON → parameter: strings are text, integers are 64-bit, objects and arrays are JSON.
+    /// JSON → parameter: strings are text, integers that fit 64 bits are `Int`, every other
+    /// number is `Decimal` with the exact text the sender wrote (serde_json's
+    /// `arbitrary_precision` keeps it), objects and arrays are JSON.
     pub fn from_json(v: &Value) -> SqlValue {
         match v {
             Value::Null => SqlValue::Null,
@@ -71,9 +85,22 @@ impl SqlValue {
             Value::Number(n) => n
                 .as_i64()
                 .map(SqlValue::Int)
-                .unwrap_or_else(|| SqlValue::Float(n.as_f64().unwrap_or(0.0))),
+                .unwrap_or_else(|| SqlValue::Decimal(n.to_string())),
             Value::String(s) => SqlValue::Text(s.clone()),
             other => SqlValue::Json(other.clone()),
+        }
+    }
+
+    /// One letter per variant: the parameter types a statement is prepared with.
+    pub fn type_code(&self) -> char {
+        match self {
+            SqlValue::Null => 'u',
+            SqlValue::Bool(_) => 'b',
+            SqlValue::Int(_) => 'i',
+            SqlValue::Float(_) => 'f',
+            SqlValue::Decimal(_) => 'd',
+            SqlValue::Text(_) => 't',
+            SqlValue::Json(_) => 'j',
         }
     }
 }

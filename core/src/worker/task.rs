@@ -372,7 +372,9 @@ impl Task {
             .await;
         self.settle(r, "retry", Some(&text), |s| &s.retried)?;
         let m = &self.inner.message;
-        tracing::info!(message_id = %m.id, source = %m.source, topic = m.event_type.as_deref().unwrap_or(""),
+        // A warning, once per failed attempt: a failing handler must show under every
+        // language's default logging (Python's and .NET's hide info).
+        tracing::warn!(message_id = %m.id, source = %m.source, topic = m.event_type.as_deref().unwrap_or(""),
             attempt = m.attempt + 1, delay_ms = delay.as_millis() as u64, error = %text,
             "handler failed; retry scheduled");
         Ok(())

@@ -15,6 +15,7 @@ mod schema_guard;
 pub mod sql;
 mod tls;
 mod tx;
+mod value;
 
 use std::time::Duration;
 

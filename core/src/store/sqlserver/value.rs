@@ -25,6 +25,9 @@ impl ToSql for Param<'_> {
             SqlValue::Bool(b) => ColumnData::Bit(Some(*b)),
             SqlValue::Int(i) => ColumnData::I64(Some(*i)),
             SqlValue::Float(f) => ColumnData::F64(Some(*f)),
+            // SQL Server converts the text exactly into the column's decimal, float or int
+            // type, and refuses a value outside it (tiberius' Numeric stops at 38 digits).
+            SqlValue::Decimal(d) => ColumnData::String(Some(Cow::Borrowed(d.as_str()))),
             SqlValue::Text(s) => ColumnData::String(Some(Cow::Borrowed(s.as_str()))),
             SqlValue::Json(v) => ColumnData::String(Some(Cow::Owned(v.to_string()))),
         }
@@ -142,6 +145,10 @@ mod tests {
         assert_eq!(bound(SqlValue::Bool(true)), ColumnData::Bit(Some(true)));
         assert_eq!(bound(SqlValue::Int(-7)), ColumnData::I64(Some(-7)));
         assert_eq!(bound(SqlValue::Float(1.5)), ColumnData::F64(Some(1.5)));
+        assert_eq!(
+            bound(SqlValue::Decimal("1e-400".into())),
+            ColumnData::String(Some("1e-400".into()))
+        );
         assert_eq!(
             bound(SqlValue::Text("héllo".into())),
             ColumnData::String(Some("héllo".into()))
