@@ -7,6 +7,9 @@
 //! differences (HTTP tries its key header first and falls back to the digest only when the
 //! source declares no key; brokers try the message id, then the digest) are the chains.
 
+use std::str::FromStr;
+
+use bigdecimal::BigDecimal;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
@@ -200,17 +203,32 @@ pub fn scalar_text(v: &Value) -> Option<String> {
             } else if let Some(u) = n.as_u64() {
                 u.to_string()
             } else {
-                let f = n.as_f64()?;
-                if f.fract() == 0.0 && f.abs() < 9.0e15 {
-                    format!("{}", f as i64)
-                } else {
-                    format!("{f}")
-                }
+                exact_decimal_text(&n.to_string())?
             }
         }
         _ => return None,
     };
     (!s.is_empty()).then_some(s)
+}
+
+/// Longest plain text a number's key is written as; past it, scientific notation.
+const MAX_PLAIN_NUMBER_DIGITS: i64 = 1_000;
+
+/// A JSON number's exact value as plain decimal text without trailing zeros (`515725.0` →
+/// `515725`, `1E+2` → `100`, `1e-7` → `0.0000001`). Exact, not through `f64`: two numbers
+/// that differ in any digit (`12345678901234567890123` and `…124`) must not make one key, or
+/// the second message would be dropped as the first's duplicate. A number whose plain text
+/// would pass 1,000 digits (a hostile `1e999999999`) is written in scientific notation, as
+/// short as its literal.
+fn exact_decimal_text(literal: &str) -> Option<String> {
+    let d = BigDecimal::from_str(literal).ok()?.normalized();
+    let (_, scale) = d.as_bigint_and_exponent();
+    let plain = i64::try_from(d.digits()).unwrap_or(i64::MAX).saturating_add(scale.abs());
+    Some(if plain <= MAX_PLAIN_NUMBER_DIGITS {
+        d.to_plain_string()
+    } else {
+        d.to_scientific_notation()
+    })
 }
 
 /// The JSONPath subset QueueBox accepts: `$` followed by `.name`, `['name']` or `[index]`.
@@ -443,6 +461,34 @@ mod tests {
         let v = json!({"a": {"b c": [1, {"d": 515725.0}]}});
         let p = JsonPath::parse("$.a['b c'][1].d").unwrap();
         assert_eq!(p.select(&v).and_then(scalar_text), Some("515725".into()));
+    }
+
+    #[test]
+    fn number_keys_are_exact_so_different_numbers_never_share_a_key() {
+        let text = |literal: &str| scalar_text(&serde_json::from_str(literal).unwrap());
+        // Every digit counts: through f64 each pair made one key.
+        for (a, b) in [
+            ("12345678901234567890123", "12345678901234567890124"),
+            ("0.10000000000000000001", "0.1"),
+            ("9007199254740993.0", "9007199254740992.0"),
+        ] {
+            assert_ne!(text(a), text(b), "{a} and {b}");
+        }
+        // The normal forms the reference gives stay as they were.
+        for (literal, key) in [
+            ("515725.0", "515725"),
+            ("4.25", "4.25"),
+            ("1E+2", "100"),
+            ("1e-7", "0.0000001"),
+            ("-0.0", "0"),
+            ("18446744073709551615", "18446744073709551615"),
+        ] {
+            assert_eq!(text(literal).as_deref(), Some(key), "{literal}");
+        }
+        // A hostile exponent stays short.
+        let huge = text("1e999999999").unwrap();
+        assert!(huge.len() < 20, "{huge}");
+        assert_ne!(text("2e999999999"), Some(huge));
         assert!(JsonPath::parse("a.b").is_err());
         assert!(JsonPath::parse("$.a[").is_err());
     }
