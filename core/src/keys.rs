@@ -223,7 +223,9 @@ const MAX_PLAIN_NUMBER_DIGITS: i64 = 1_000;
 fn exact_decimal_text(literal: &str) -> Option<String> {
     let d = BigDecimal::from_str(literal).ok()?.normalized();
     let (_, scale) = d.as_bigint_and_exponent();
-    let plain = i64::try_from(d.digits()).unwrap_or(i64::MAX).saturating_add(scale.abs());
+    let plain = i64::try_from(d.digits())
+        .unwrap_or(i64::MAX)
+        .saturating_add(scale.abs());
     Some(if plain <= MAX_PLAIN_NUMBER_DIGITS {
         d.to_plain_string()
     } else {
