@@ -145,6 +145,17 @@ fn log_origin(origin: &config::Origin) {
     }
 }
 
+/// A failed command's error with passwords masked, every line of it: a start-up or
+/// configuration error lists one problem a line, and all of them are printed (`redact_error`
+/// cuts one text at `MAX_ERROR_CHARS`, a bound meant for a row's `last_error`, so it is
+/// applied to each line, not to the list).
+fn fatal_text(text: &str) -> String {
+    text.lines()
+        .map(|l| queuebox_core::headers::redact_error(l, &[]))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 #[tokio::main]
 async fn main() -> std::process::ExitCode {
     // One rustls provider for every TLS client of the process (see queuebox_core::tls).
@@ -225,10 +236,7 @@ async fn main() -> std::process::ExitCode {
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,
         Err(e) => {
-            logging::fatal(
-                log_format,
-                &queuebox_core::headers::redact_error(&e.to_string(), &[]),
-            );
+            logging::fatal(log_format, &fatal_text(&e.to_string()));
             std::process::ExitCode::FAILURE
         }
     }

@@ -104,3 +104,24 @@ sources:
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn a_long_list_of_problems_is_printed_whole() {
+    // 60 problems take ~4,000 characters: every one is printed, none cut off with "…"
+    // (issue 37, item 6; the list was cut at 2,000 characters).
+    let mut yaml = BASE[..BASE.find("routes:").unwrap()].to_string();
+    for i in 0..60 {
+        yaml += &format!(
+            "  d{i:02}:\n    type: http\n    baseUrl: http://127.0.0.1:9000\n    timeotMs: 5\n"
+        );
+    }
+    yaml += "routes:\n  - topicPattern: 'a.*'\n    destination: hooks\n";
+    let (p, err) = problems_of(&yaml).await;
+    assert!(err.contains("the configuration has 60 problems"), "{err}");
+    assert!(!err.contains('…'), "the list is cut: {err}");
+    assert_eq!(p.len(), 60, "{err}");
+    assert!(
+        p[59].starts_with("- destinations.d59.timeotMs: unknown key; did you mean timeoutMs?"),
+        "{err}"
+    );
+}
