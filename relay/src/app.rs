@@ -78,14 +78,7 @@ async fn connect(cfg: &Config) -> anyhow::Result<Arc<dyn Database>> {
 pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let cfg = Arc::new(cfg);
     // Before the database: a destination that may not be reached is a configuration mistake.
-    let blocked = destinations::address_guard::check_startup(&cfg).await;
-    if !blocked.is_empty() {
-        let list: Vec<String> = blocked.iter().map(|b| format!("\n  - {b}")).collect();
-        anyhow::bail!(
-            "QueueBox refuses to start: a destination host is private.{}",
-            list.concat()
-        );
-    }
+    destinations::address_guard::refuse_blocked(&cfg).await?;
     let db = connect(&cfg).await?;
     if cfg.database.migrate {
         let report = db.migrate().await.map_err(|e| {

@@ -195,7 +195,15 @@ async fn main() -> std::process::ExitCode {
             .await
         }
         Command::CheckConfig => {
-            load(cli.config.as_deref()).map(|c| print!("{}", c.to_redacted_yaml()))
+            async {
+                let cfg = load(cli.config.as_deref())?;
+                // The start-up check of `run` (http.blockPrivateAddresses), so a destination
+                // `run` would refuse is refused here too.
+                destinations::address_guard::refuse_blocked(&cfg).await?;
+                print!("{}", cfg.to_redacted_yaml());
+                Ok(())
+            }
+            .await
         }
         Command::Migrate {
             database_url,

@@ -500,7 +500,7 @@ http:
     .unwrap();
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "start-up must fail: {stderr}");
-    assert!(stderr.contains("destinations.rx.baseUrl: 127.0.0.1 is a private address (loopback) and http.blockPrivateAddresses is true"), "{stderr}");
+    assert!(stderr.contains("destinations.rx.baseUrl: 127.0.0.1 is a private address (loopback 127.0.0.0/8, RFC 1122 §3.2.1.3) and http.blockPrivateAddresses is true"), "{stderr}");
     assert!(
         stderr.contains("destinations.named.auth.tokenUrl: localhost resolves to"),
         "a name is resolved and checked: {stderr}"
