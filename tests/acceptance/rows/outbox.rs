@@ -209,7 +209,8 @@ pub async fn a_topic_without_a_route_is_dead() -> Outcome {
     Ok(())
 }
 
-/// Row 13: `*` is one segment, `**` any; the first matching route wins, once.
+/// Row 13: `*` is one segment, `**` any; the first matching route wins, once, and alone
+/// (no fan-out to later matches); a topic no glob matches is dead.
 pub async fn route_globs_match_whole_segments_and_the_first_route_wins() -> Outcome {
     let (url, store) = empty_db("acc_r13").await;
     let rx = Receiver::start().await;
@@ -247,6 +248,34 @@ pub async fn route_globs_match_whole_segments_and_the_first_route_wins() -> Outc
     assert!(
         !ids("/one").contains(&bare.to_string()),
         "order.* does not take 'order'"
+    );
+    // The first matching route wins, alone: the second `order.*` route (and `order.**`,
+    // which does not match it) never sees order.created; a fan-out to every match would.
+    assert!(
+        !ids("/two").contains(&created.to_string()),
+        "order.created goes to the first matching route only, not also to /two"
+    );
+    assert_eq!(
+        ids("/two"),
+        vec![added.to_string()],
+        "/two gets order.item.added, once, and nothing else"
+    );
+    // 'order' matches neither `order.*` nor `order.**`: no route, so it is dead and
+    // delivered nowhere.
+    let (state, _, error) = outbox_row(&store, bare).await;
+    assert_eq!(state, "dead", "'order' matches no route: {error:?}");
+    assert!(
+        error
+            .unwrap_or_default()
+            .to_lowercase()
+            .contains("no route"),
+        "'order' is dead for want of a route"
+    );
+    assert!(
+        rx.deliveries()
+            .iter()
+            .all(|d| d.h("x-message-id") != Some(bare.to_string().as_str())),
+        "'order' is delivered nowhere"
     );
     Ok(())
 }
