@@ -238,37 +238,91 @@ pub async fn the_relay_never_touches_pull_rows() -> Outcome {
     Ok(())
 }
 
-/// Row 49: `initialDelay: 30s` → scheduled_at ≈ receipt + 30 s and the relay leaves the row
-/// alone; `30` and `-5s` are refused at start-up.
+/// Row 49: `initialDelay: 30s` → scheduled_at ≈ receipt + 30 s; the push relay leaves the row
+/// alone and a pull client's claim does not take it (though it takes a due row of the same
+/// source, and the held row once its time has come); `30` and `-5s` are refused at start-up.
 pub async fn initial_delay_holds_rows_back() -> Outcome {
-    let delayed = STRIPE.replace(
-        "    topic: other.event\n",
-        "    topic: other.event\n    initialDelay: 30s\n",
-    );
-    let (relay, rx, store) = start("acc_r49", &delayed).await;
-    assert_eq!(
-        relay
-            .post("/inbox/other", r#"{"id":"d1","customer":"c"}"#, &[])
-            .await
-            .0,
-        202
-    );
-    let secs: f64 = sqlx::query_scalar(
-        "SELECT EXTRACT(EPOCH FROM scheduled_at - created_at)::float8 FROM inbox",
+    let delayed = STRIPE
+        .replace(
+            "    topic: other.event\n",
+            "    topic: other.event\n    initialDelay: 30s\n",
+        )
+        .replace(
+            "    consumption: pull\n",
+            "    consumption: pull\n    initialDelay: 30s\n",
+        );
+    let (url, store) = empty_db("acc_r49").await;
+    let rx = Receiver::start().await;
+    let relay = Relay::start(&format!("{}{delayed}", base_config(&url, &rx.url()))).await;
+    for (path, body) in [
+        ("/inbox/other", r#"{"id":"d1","customer":"c"}"#),
+        ("/inbox/jobs", r#"{"id":"p1"}"#),
+    ] {
+        assert_eq!(relay.post(path, body, &[]).await.0, 202, "{body}");
+    }
+    for key in ["d1", "p1"] {
+        let secs: f64 = sqlx::query_scalar(
+            "SELECT EXTRACT(EPOCH FROM scheduled_at - created_at)::float8 FROM inbox WHERE idempotency_key = $1",
+        )
+        .bind(key)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert!(
+            (29.0..=31.0).contains(&secs),
+            "{key} scheduled {secs} s after receipt"
+        );
+    }
+    // A due pull row of the same source: the client's claims run, and take only this one.
+    sqlx::query(
+        "INSERT INTO inbox (source, idempotency_key, payload, consumption) VALUES ('jobs', 'due', '{}', 'pull')",
     )
-    .fetch_one(store.pool())
+    .execute(store.pool())
     .await
     .unwrap();
+    let mut o = queuebox_core::WorkerOptions::new("jobs");
+    o.poll_interval = Duration::from_millis(20);
+    let worker = queuebox_core::Worker::connect(&url, o)
+        .await
+        .expect("worker connects");
+    let first = tokio::time::timeout(Duration::from_secs(10), worker.next())
+        .await
+        .expect("the due row is claimed")
+        .unwrap()
+        .expect("a task");
+    assert_eq!(first.message().idempotency_key, "due");
+    first.complete().await.unwrap();
+    // A second of claims (20 ms polls) by the pull client, and of the push relay's.
+    let early = tokio::time::timeout(Duration::from_millis(1000), worker.next()).await;
     assert!(
-        (29.0..=31.0).contains(&secs),
-        "scheduled {secs} s after receipt"
+        early.is_err(),
+        "a pull claim took a row before its initialDelay: {:?}",
+        early.map(|t| t.map(|t| t.map(|t| t.message().idempotency_key.clone())))
     );
-    tokio::time::sleep(Duration::from_millis(1000)).await;
     assert_eq!(
-        scalar_i64(&store, "SELECT count(*) FROM inbox WHERE state = 'pending'").await,
-        1
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key IN ('d1', 'p1') AND state = 'pending' AND attempt = 0"
+        )
+        .await,
+        2,
+        "both delayed rows untouched"
     );
+    assert_eq!(scalar_i64(&store, "SELECT count(*) FROM outbox").await, 0);
     assert!(rx.deliveries().is_empty());
+    // Its time come, the held pull row is claimed.
+    sqlx::query("UPDATE inbox SET scheduled_at = now() WHERE idempotency_key = 'p1'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let held = tokio::time::timeout(Duration::from_secs(10), worker.next())
+        .await
+        .expect("claimed once due")
+        .unwrap()
+        .expect("a task");
+    assert_eq!(held.message().idempotency_key, "p1");
+    held.complete().await.unwrap();
+    worker.shutdown().await;
     for bad in ["30", "-5s"] {
         let (url, _) = empty_db("acc_r49b").await;
         let yaml = format!(
@@ -444,7 +498,8 @@ pub async fn a_failed_forward_is_retried_after_the_lease() -> Outcome {
 }
 
 /// Row 45: push rows of one aggregate, across two sources, are forwarded in the order they
-/// arrived.
+/// arrived; while a row of an aggregate is claimed (`processing`) or an earlier one is pending,
+/// the relays' claims take none of that aggregate's later rows, though other aggregates pass.
 pub async fn one_aggregate_is_forwarded_in_arrival_order_across_sources() -> Outcome {
     let (url, store) = empty_db("acc_r45").await;
     let rx = Receiver::start().await;
@@ -464,7 +519,7 @@ pub async fn one_aggregate_is_forwarded_in_arrival_order_across_sources() -> Out
             }
         })
         .collect();
-    let _replicas = pile_up_then_two_replicas(&url, &rx, &posts).await;
+    let replicas = pile_up_then_two_replicas(&url, &rx, &posts).await;
     eventually("8 delivered", 30, || async { rx.to("/hooks").len() == 8 }).await;
     let forwarded: Vec<i64> =
         sqlx::query_scalar("SELECT (payload->>'n')::bigint FROM outbox ORDER BY sequence")
@@ -486,5 +541,84 @@ pub async fn one_aggregate_is_forwarded_in_arrival_order_across_sources() -> Out
         (0..8).collect::<Vec<i64>>(),
         "and delivered in that order (key = aggregate)"
     );
+    // A claim while a row of an aggregate is `processing` returns none of that aggregate,
+    // and an earlier pending row (not due yet) holds the later ones back too: `held` has its
+    // head claimed by a replica that stopped (a lease of an hour), `later` a head due in an
+    // hour; their next rows arrive now, with one of an aggregate nobody holds.
+    sqlx::query(
+        "INSERT INTO inbox (source, idempotency_key, aggregate_id, payload, state, claim_token, claimed_at, lease_expires_at) \
+         VALUES ('other', 'h0', 'held', '{\"id\":\"h0\",\"customer\":\"held\"}', 'processing', gen_random_uuid(), now(), now() + interval '1 hour')",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO inbox (source, idempotency_key, aggregate_id, payload, scheduled_at) \
+         VALUES ('other', 'l0', 'later', '{\"id\":\"l0\",\"customer\":\"later\"}', now() + interval '1 hour')",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    for (id, customer) in [
+        ("h1", "held"),
+        ("l1", "later"),
+        ("h2", "held"),
+        ("free", "free"),
+    ] {
+        let body = format!(r#"{{"id":"{id}","customer":"{customer}"}}"#);
+        assert_eq!(replicas[0].post("/inbox/other", &body, &[]).await.0, 202);
+    }
+    // The forwarded rows of an aggregate (the outbox row's key), in forward order.
+    async fn forwarded_of(
+        store: &queuebox_core::store::postgres::PgStore,
+        aggregate: &str,
+    ) -> Vec<String> {
+        sqlx::query_scalar("SELECT payload->>'id' FROM outbox WHERE key = $1 ORDER BY sequence")
+            .bind(aggregate)
+            .fetch_all(store.pool())
+            .await
+            .unwrap()
+    }
+    let keys = |aggregate: &'static str| forwarded_of(&store, aggregate);
+    eventually("the free aggregate forwarded", 20, || async {
+        keys("free").await.len() == 1
+    })
+    .await;
+    // Many claims later (20 ms polls, two replicas), still nothing of the held ones.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        keys("held").await,
+        Vec::<String>::new(),
+        "no row of an aggregate is forwarded while another of its rows is processing"
+    );
+    assert_eq!(
+        keys("later").await,
+        Vec::<String>::new(),
+        "no row of an aggregate is forwarded past an earlier pending row"
+    );
+    assert_eq!(
+        scalar_i64(
+            &store,
+            "SELECT count(*) FROM inbox WHERE idempotency_key IN ('h1', 'h2', 'l1') AND state = 'pending'"
+        )
+        .await,
+        3,
+        "the rows behind the heads are left pending, not claimed"
+    );
+    // The heads free up (the lease runs out, the delay is over): the rows follow, in order.
+    sqlx::query("UPDATE inbox SET lease_expires_at = now() - interval '1 second' WHERE idempotency_key = 'h0'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    sqlx::query("UPDATE inbox SET scheduled_at = now() WHERE idempotency_key = 'l0'")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    eventually("the held aggregates forwarded", 20, || async {
+        keys("held").await.len() == 3 && keys("later").await.len() == 2
+    })
+    .await;
+    assert_eq!(keys("held").await, ["h0", "h1", "h2"]);
+    assert_eq!(keys("later").await, ["l0", "l1"]);
     Ok(())
 }
