@@ -287,12 +287,13 @@ pub async fn bad_outbound_urls_are_refused_at_startup() -> Outcome {
 
 /// Row 75 (the reference's change-data-capture wake-up is optional; QueueBox wakes the
 /// outbox relay with LISTEN/NOTIFY instead): with a 10 s poll interval an inserted row is
-/// delivered well within a second.
+/// delivered well within a second; and with the wake-up gone (its trigger dropped, the
+/// reference's "capture stopped") polling still delivers, within a poll interval.
 pub async fn an_insert_wakes_the_outbox_relay_before_the_poll_interval() -> Outcome {
     let (url, store) = empty_db("acc_r75").await;
     let rx = Receiver::start().await;
     let yaml = outbox_setting(base_config(&url, &rx.url()), "pollIntervalMs", "10000");
-    let _relay = Relay::start(&format!("{yaml}{ROUTE_ALL}")).await;
+    let mut relay = Relay::start(&format!("{yaml}{ROUTE_ALL}")).await;
     // Past the first poll after start-up, so only a wake-up can explain a fast delivery.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let t0 = Instant::now();
@@ -303,13 +304,50 @@ pub async fn an_insert_wakes_the_outbox_relay_before_the_poll_interval() -> Outc
         took < Duration::from_secs(2),
         "delivered after {took:?} with a 10 s poll interval"
     );
+    // No wake-up any more: the trigger that notifies is gone. A relay polling every second
+    // still delivers a new row, within about one poll interval.
+    relay.kill();
+    let _ = relay.child.wait().await;
+    sqlx::query("DROP TRIGGER trg_outbox_notify ON outbox")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    // Its LISTEN session (the first relay's gone first): the wake-up it sends when it
+    // subscribes (for rows inserted while nobody listened) must be over before the insert.
+    let listening = "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND query ILIKE 'LISTEN%'";
+    eventually("the first relay's LISTEN session gone", 10, || async {
+        scalar_i64(&store, listening).await == 0
+    })
+    .await;
+    let yaml = outbox_setting(base_config(&url, &rx.url()), "pollIntervalMs", "1000");
+    let _polling = Relay::start(&format!("{yaml}{ROUTE_ALL}")).await;
+    eventually("the relay listening", 10, || async {
+        scalar_i64(&store, listening).await >= 1
+    })
+    .await;
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let t0 = Instant::now();
+    insert(&store, "t.polled", None).await;
+    eventually("delivered by polling, without a wake-up", 10, || async {
+        rx.to("/hooks").len() == 2
+    })
+    .await;
+    let took = rx.to("/hooks")[1].at.duration_since(t0);
+    assert!(
+        took < Duration::from_millis(2500),
+        "delivered after {took:?} with a 1 s poll interval and no wake-up"
+    );
     Ok(())
 }
 
 /// Row 57: after traffic the scrape holds every `queuebox_*` family of §9 with its labels,
-/// and `queuebox{version=…} 1`. Not here: the header-filter family (not built, issue 16), and
-/// the families whose traffic other rows make and check: transform failures (22), lost claims
-/// (16), relay errors (44).
+/// and `queuebox{version=…} 1`; the error families count what happened: an outbox row
+/// published but not markable sent (a trigger refuses the mark) counts
+/// `queuebox_outbox_process_errors_total`, a source transform that throws and an insert the
+/// database refuses count `queuebox_inbox_rejections_total` with `transform_failed` and
+/// `storage_failed`, and a header filter counts `queuebox_inbox_filtered_total{source}`. Not
+/// here: the families whose traffic other rows make and check: transform failures (22), lost
+/// claims (16), relay errors (44).
 pub async fn every_metric_family_appears_after_traffic() -> Outcome {
     let (url, store) = empty_db("acc_r57").await;
     let rx = Receiver::start().await;
@@ -317,7 +355,9 @@ pub async fn every_metric_family_appears_after_traffic() -> Outcome {
     let yaml = outbox_setting(base_config(&url, &rx.url()), "pendingGaugeIntervalMs", "100")
         .replacen("  relay:\n", "  relay:\n    pendingGaugeIntervalMs: 100\n", 1)
         + "retention:\n  enabled: true\n  outbox:\n    policy: AGE\n    maxAge: 1h\n    cleanupInterval: 1s\n  inbox:\n    policy: AGE\n    maxAge: 1h\n    cleanupInterval: 1s\n"
-        + "routes:\n  - topicPattern: '**'\n    destination: rx\nsources:\n  hooks:\n    path: /hooks\n    idempotencyKeyPath: $.id\n    topic: hooked\n";
+        + "routes:\n  - topicPattern: '**'\n    destination: rx\nsources:\n  hooks:\n    path: /hooks\n    idempotencyKeyPath: $.id\n    topic: hooked\n"
+        + "  shaped:\n    path: /shaped\n    consumption: pull\n    idempotencyKeyPath: $.id\n    transform:\n      expression: '$error(\"no\")'\n"
+        + "  tenants:\n    path: /tenants\n    consumption: pull\n    idempotencyKeyPath: $.id\n    filter:\n      require:\n        - header: x-tenant\n          equals: acme\n";
     let relay = Relay::start(&yaml).await;
     assert_eq!(
         relay.post("/inbox/hooks", r#"{"id":"m1"}"#, &[]).await.0,
@@ -343,6 +383,41 @@ pub async fn every_metric_family_appears_after_traffic() -> Outcome {
         scalar_i64(&store, "SELECT count(*) FROM outbox WHERE state = 'sent'").await == 2
     })
     .await;
+    // The error traffic: a throwing source transform (422), a filtered message (202
+    // filtered), an insert the database refuses (500), and a row delivered whose sent mark
+    // the database refuses (it stays claimed and comes back after its lease).
+    assert_eq!(
+        relay.post("/inbox/shaped", r#"{"id":"s1"}"#, &[]).await.0,
+        422
+    );
+    let (code, body) = relay.post("/inbox/tenants", r#"{"id":"t1"}"#, &[]).await;
+    assert_eq!((code, body.as_str()), (202, r#"{"status":"filtered"}"#));
+    refuse_inserts(&store, "inbox").await;
+    assert_eq!(
+        relay.post("/inbox/hooks", r#"{"id":"m2"}"#, &[]).await.0,
+        500
+    );
+    allow_inserts(&store, "inbox").await;
+    sqlx::raw_sql(
+        "CREATE FUNCTION refuse_mark() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no sent mark'; END $$;
+         CREATE TRIGGER refuse_mark BEFORE UPDATE ON outbox FOR EACH ROW
+           WHEN (NEW.state = 'sent' AND NEW.topic = 't.unmarkable') EXECUTE FUNCTION refuse_mark();
+         INSERT INTO outbox (topic, payload) VALUES ('t.unmarkable', '{}');",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
+    for series in [
+        "queuebox_outbox_process_errors_total",
+        "queuebox_inbox_rejections_total{reason=\"transform_failed\"}",
+        "queuebox_inbox_rejections_total{reason=\"storage_failed\"}",
+        "queuebox_inbox_filtered_total{source=\"tenants\"}",
+    ] {
+        eventually(&format!("{series} counted"), 20, || async {
+            relay.metric(series).await >= 1.0
+        })
+        .await;
+    }
     // (family, a label it must carry): a line of the family with the label, whatever its
     // suffix (`_total`, `_max`, `_bucket`, `_sum`, …).
     let expected = [
@@ -419,9 +494,9 @@ pub async fn every_metric_family_appears_after_traffic() -> Outcome {
     Ok(())
 }
 
-/// Row 63: AGE retention deletes old terminal rows in batches and keeps pending and
-/// processing ones; COUNT keeps N per state; COUNT on the inbox is refused naming the key;
-/// the cleanup metrics appear.
+/// Row 63: AGE retention deletes old terminal rows in batches of `batchSize` (a statement
+/// trigger counts the rows each DELETE removes) and keeps pending and processing ones; COUNT
+/// keeps N per state; COUNT on the inbox is refused naming the key; the cleanup metrics appear.
 pub async fn retention_deletes_old_terminal_rows_only() -> Outcome {
     let (url, store) = empty_db("acc_r63").await;
     let rx = Receiver::start().await;
@@ -431,6 +506,20 @@ pub async fn retention_deletes_old_terminal_rows_only() -> Outcome {
     // The schema first (retention starts with the binary), then old and new rows of every state.
     let (code, out) = run_to_exit("database:\n  url: {db}\n", &url, &["migrate"]).await;
     assert_eq!(code, 0, "{out}");
+    // Every DELETE statement on the two tables logs how many rows it removed (a statement
+    // trigger over the deleted rows), so the batches can be counted.
+    sqlx::raw_sql(
+        "CREATE TABLE deletes (tbl text NOT NULL, n bigint NOT NULL);
+         CREATE FUNCTION log_deletes() RETURNS trigger LANGUAGE plpgsql AS $$
+           BEGIN INSERT INTO deletes SELECT TG_TABLE_NAME, count(*) FROM gone; RETURN NULL; END $$;
+         CREATE TRIGGER log_outbox_deletes AFTER DELETE ON outbox REFERENCING OLD TABLE AS gone
+           FOR EACH STATEMENT EXECUTE FUNCTION log_deletes();
+         CREATE TRIGGER log_inbox_deletes AFTER DELETE ON inbox REFERENCING OLD TABLE AS gone
+           FOR EACH STATEMENT EXECUTE FUNCTION log_deletes();",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
     for (state, old) in [
         ("sent", true),
         ("sent", true),
@@ -459,6 +548,7 @@ pub async fn retention_deletes_old_terminal_rows_only() -> Outcome {
     .await
     .unwrap();
     for (i, (state, old)) in [
+        ("processed", true),
         ("processed", true),
         ("dead", true),
         ("pending", true),
@@ -499,6 +589,22 @@ pub async fn retention_deletes_old_terminal_rows_only() -> Outcome {
         .await
         .unwrap();
     assert_eq!(inbox_left, ["pending", "processed"]);
+    // In batches of batchSize 2: 4 old outbox rows and 3 old inbox rows take at least two
+    // DELETE statements each, none of them removing more than 2 rows.
+    for (table, rows) in [("outbox", 4i64), ("inbox", 3)] {
+        let (statements, largest, total): (i64, Option<i64>, Option<i64>) = sqlx::query_as(
+            "SELECT count(*), max(n), sum(n)::int8 FROM deletes WHERE tbl = $1 AND n > 0",
+        )
+        .bind(table)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        assert_eq!(total, Some(rows), "{table}: rows deleted");
+        assert!(
+            largest <= Some(2) && statements >= 2,
+            "{table}: {rows} rows deleted in {statements} statements of up to {largest:?} rows; batchSize is 2"
+        );
+    }
     eventually("cleanup metrics", 10, || async {
         relay
             .metric("queuebox_cleanup_messages_deleted_total{table=\"outbox\"}")
@@ -675,20 +781,73 @@ pub async fn configuration_from_the_environment_alone_works() -> Outcome {
 }
 
 /// Row 67: `file:` secrets are read (trailing newline dropped): the database password, and a
-/// source's bearer token that a request must match; `database.url: file:…` is refused.
+/// source's bearer token that a request must match; `database.url: file:…` is refused. The
+/// database is a cluster of the row's own whose role `app` must give its password
+/// (scram-sha-256): the binary connects with the file's password, and not with a wrong one.
 pub async fn file_secrets_are_read_and_a_file_url_is_refused() -> Outcome {
-    let (url, store) = empty_db("acc_r67").await;
+    let cluster = Cluster::new(free_port(), "acc-r67");
+    cluster.script_async("start").await;
+    let admin = queuebox_core::store::postgres::PgStore::connect(&cluster.url(), 2)
+        .await
+        .unwrap();
+    // One statement each: CREATE DATABASE cannot run in the transaction a script runs in.
+    for sql in [
+        "CREATE ROLE app LOGIN PASSWORD 'pw-from-file'",
+        "CREATE DATABASE app OWNER app",
+    ] {
+        sqlx::query(sql).execute(admin.pool()).await.unwrap();
+    }
+    // Password authentication for `app` over TCP (the first matching line wins), the
+    // superuser keeps trust.
+    let hba = std::path::Path::new(&cluster.dir).join("pg_hba.conf");
+    let rest = std::fs::read_to_string(&hba).unwrap();
+    std::fs::write(
+        &hba,
+        format!("host all app 127.0.0.1/32 scram-sha-256\n{rest}"),
+    )
+    .unwrap();
+    sqlx::query("SELECT pg_reload_conf()")
+        .execute(admin.pool())
+        .await
+        .unwrap();
+    let url = format!("postgres://app@127.0.0.1:{}/app", cluster.port);
+    assert!(
+        queuebox_core::store::postgres::PgStore::connect(&url, 1)
+            .await
+            .is_err(),
+        "the role needs its password"
+    );
+    let store = queuebox_core::store::postgres::PgStore::connect(
+        &format!("postgres://postgres@127.0.0.1:{}/app", cluster.port),
+        2,
+    )
+    .await
+    .unwrap();
     let rx = Receiver::start().await;
     let dir = tempfile::tempdir().unwrap();
     let pw = dir.path().join("pw");
-    std::fs::write(&pw, "unused-with-trust-auth\n").unwrap();
+    std::fs::write(&pw, "pw-from-file\n").unwrap();
     let token = dir.path().join("token");
     std::fs::write(&token, "tok-from-file\n").unwrap();
-    let yaml = base_config(&url, &rx.url()).replacen(
-        "  startupTimeoutMs: 60000\n",
-        &format!("  startupTimeoutMs: 60000\n  password: file:{}\n", pw.display()),
-        1,
-    ) + &format!(
+    let with_password = |file: &std::path::Path| {
+        base_config(&url, &rx.url()).replacen(
+            "  startupTimeoutMs: 60000\n",
+            &format!(
+                "  startupTimeoutMs: 3000\n  password: file:{}\n",
+                file.display()
+            ),
+            1,
+        )
+    };
+    // A wrong password in the file: the database refuses the binary, which gives up.
+    let wrong = dir.path().join("wrong");
+    std::fs::write(&wrong, "pw-from-fil\n").unwrap();
+    let (code, out) = run_to_exit(&with_password(&wrong), "", &["run"]).await;
+    assert_ne!(
+        code, 0,
+        "a wrong password in the file must not connect: {out}"
+    );
+    let yaml = with_password(&pw) + &format!(
         "sources:\n  s:\n    path: /s\n    consumption: pull\n    idempotencyKeyPath: $.id\n    auth:\n      type: bearer\n      token: file:{}\n",
         token.display()
     );
@@ -817,16 +976,20 @@ pub async fn startup_waits_for_the_database() -> Outcome {
 }
 
 /// Row 72: SIGTERM with a slow webhook in flight: that request still gets 202 and its row;
-/// new requests during the whole drain get 503 `{"error":"QueueBox is shutting down"}`.
+/// new requests during the whole drain get 503 `{"error":"QueueBox is shutting down"}`; an
+/// outbox publish in flight when the background loops stop (a receiver answering after
+/// 1.5 s, within `outbox.shutdownTimeoutMs`) finishes: the row is sent, delivered once, before
+/// the process exits.
 pub async fn sigterm_finishes_requests_in_flight_and_refuses_new_ones() -> Outcome {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let (url, store) = empty_db("acc_r72").await;
     let rx = Receiver::start().await;
+    rx.behaviour.lock().unwrap().first_delay = Some(Duration::from_millis(1500));
     let yaml = base_config(&url, &rx.url()).replacen(
         "  drainTimeoutMs: 2000\n",
         "  drainTimeoutMs: 8000\n",
         1,
-    )
+    ) + ROUTE_ALL
         + "sources:\n  s:\n    path: /s\n    consumption: pull\n    idempotencyKeyPath: $.id\n";
     let mut relay = Relay::start(&yaml).await;
     let body = r#"{"id":"slow-1"}"#;
@@ -860,6 +1023,12 @@ pub async fn sigterm_finishes_requests_in_flight_and_refuses_new_ones() -> Outco
             "{probe_at:?} into the drain"
         );
     }
+    // An outbox row whose publish is in flight when the drain ends and the loops stop.
+    let published = insert(&store, "t.in-flight", None).await;
+    eventually("the publish in flight", 10, || async {
+        rx.in_flight.load(std::sync::atomic::Ordering::SeqCst) == 1
+    })
+    .await;
     conn.write_all(&body.as_bytes()[5..]).await.unwrap();
     let mut answer = vec![0u8; 1024];
     let n = conn.read(&mut answer).await.unwrap();
@@ -889,6 +1058,12 @@ pub async fn sigterm_finishes_requests_in_flight_and_refuses_new_ones() -> Outco
         .expect("exits after the drain")
         .unwrap();
     assert!(status.success(), "a clean exit: {status:?}");
+    assert_eq!(
+        outbox_row(&store, published).await.0,
+        "sent",
+        "the publish in flight at shutdown finished and was marked sent before the exit"
+    );
+    assert_eq!(rx.to("/hooks").len(), 1, "delivered once");
     Ok(())
 }
 
