@@ -3,13 +3,16 @@
 use std::time::Duration;
 
 use super::kit::*;
-use super::Outcome;
+use super::{NotRun, Outcome};
 
 /// Row 1: the binary migrates an empty database at start-up, and a restart finds nothing to do.
 /// The reference's `queuebox_capture_state` belongs to its change-data-capture wake-up;
 /// QueueBox wakes its relays with LISTEN/NOTIFY instead (row 75), so the row checks the
-/// NOTIFY triggers in its place. The SQL Server half (`queuebox migrate` on
-/// `QUEUEBOX_TEST_MSSQL_URL`, applied once, nothing the second time) runs when that is set.
+/// NOTIFY triggers in its place. The SQL Server half (`queuebox migrate` on a fresh database
+/// of `QUEUEBOX_TEST_MSSQL_URL`'s server: the tables, sequences, constraint and indexes exist;
+/// a second run applies nothing) runs when that is set; without it the row is *not run*
+/// (the PostgreSQL half has passed by then), never passed. Written without a SQL Server to
+/// run it on: unproved until it runs on one.
 pub async fn migrations_at_startup_create_the_schema_and_a_restart_is_clean() -> Outcome {
     let (url, store) = empty_db("acc_r1").await;
     let rx = Receiver::start().await;
@@ -61,15 +64,125 @@ pub async fn migrations_at_startup_create_the_schema_and_a_restart_is_clean() ->
     // A restart against the migrated database starts and serves.
     let again = Relay::start(&base_config(&url, &rx.url())).await;
     assert_eq!(again.get("/health/ready").await.0, 200);
-    // SQL Server: the same binary migrates it, and a second run finds nothing to apply.
-    if let Ok(mssql) = std::env::var("QUEUEBOX_TEST_MSSQL_URL") {
-        for (run, expect) in [(1, "applied"), (2, "(0 applied now")] {
-            let (code, out) = run_to_exit("{db}", "", &["migrate", "--database-url", &mssql]).await;
-            assert_eq!(code, 0, "SQL Server migrate run {run}: {out}");
-            assert!(out.contains(expect), "SQL Server migrate run {run}: {out}");
+    // SQL Server: the same binary migrates a fresh database of its own; the tables, the
+    // constraint and the indexes are there; a second run applies nothing and changes nothing.
+    let Some(mssql) = std::env::var("QUEUEBOX_TEST_MSSQL_URL")
+        .ok()
+        .filter(|u| !u.trim().is_empty())
+    else {
+        return Err(NotRun(
+            "the PostgreSQL half passed; the SQL Server half needs QUEUEBOX_TEST_MSSQL_URL".into(),
+        ));
+    };
+    sqlserver_migrations_at_startup(&mssql).await;
+    Ok(())
+}
+
+/// Row 1's SQL Server half on the server `mssql` names (any accepted URL form).
+async fn sqlserver_migrations_at_startup(mssql: &str) {
+    use queuebox_core::backend::{self, DatabaseSettings};
+    let name = format!(
+        "qb_acc_r1_{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    );
+    let admin = backend::connect(&DatabaseSettings::new(mssql))
+        .await
+        .expect("connect to QUEUEBOX_TEST_MSSQL_URL");
+    admin
+        .execute_script(&format!("CREATE DATABASE [{name}]"))
+        .await
+        .expect("create the row's database");
+    admin.close().await;
+    let url = url_of_database(mssql, &name);
+    let count = |sql: String| {
+        let url = url.clone();
+        async move {
+            let db = backend::connect(&DatabaseSettings::new(url)).await.unwrap();
+            let mut tx = db.store().begin().await.unwrap();
+            let rows = tx.query(&sql, &[]).await.unwrap();
+            tx.commit().await.unwrap();
+            db.close().await;
+            rows[0]["n"].as_i64().unwrap()
+        }
+    };
+    let mut history = 0;
+    for run in [1, 2] {
+        let (code, out) = run_to_exit("{db}", "", &["migrate", "--database-url", &url]).await;
+        assert_eq!(code, 0, "SQL Server migrate run {run}: {out}");
+        for table in ["outbox", "inbox", "queuebox_schema_history"] {
+            let n = count(format!(
+                "SELECT COUNT(*) AS n FROM sys.tables WHERE name = '{table}'"
+            ))
+            .await;
+            assert_eq!(n, 1, "SQL Server run {run}: table {table} exists");
+        }
+        for seq in ["outbox_sequence_seq", "inbox_sequence_seq"] {
+            let n = count(format!(
+                "SELECT COUNT(*) AS n FROM sys.sequences WHERE name = '{seq}'"
+            ))
+            .await;
+            assert_eq!(n, 1, "SQL Server run {run}: sequence {seq} exists");
+        }
+        let uq = count(
+            "SELECT COUNT(*) AS n FROM sys.key_constraints WHERE name = 'uq_inbox_source_idempotency'"
+                .into(),
+        )
+        .await;
+        assert_eq!(
+            uq, 1,
+            "SQL Server run {run}: uq_inbox_source_idempotency exists"
+        );
+        for index in [
+            "idx_outbox_pending_scheduled",
+            "idx_outbox_processing_lease",
+            "idx_outbox_key_sequence",
+            "idx_inbox_push_pending",
+            "idx_inbox_pull_pending",
+        ] {
+            let n = count(format!(
+                "SELECT COUNT(*) AS n FROM sys.indexes WHERE name = '{index}'"
+            ))
+            .await;
+            assert_eq!(n, 1, "SQL Server run {run}: index {index} exists");
+        }
+        let versions = count("SELECT COUNT(*) AS n FROM queuebox_schema_history".into()).await;
+        if run == 1 {
+            assert!(
+                versions >= 9,
+                "SQL Server run 1: {versions} versions recorded: {out}"
+            );
+            history = versions;
+        } else {
+            assert_eq!(
+                versions, history,
+                "SQL Server run 2 records nothing new: {out}"
+            );
+            assert!(
+                out.contains("(0 applied now"),
+                "SQL Server run 2 applies nothing: {out}"
+            );
         }
     }
-    Ok(())
+}
+
+/// `url` (any SQL Server form) naming database `name`: the path of a `sqlserver://` or
+/// `mssql://` URL, else a `database=` key (tiberius reads it first, the last one wins).
+fn url_of_database(url: &str, name: &str) -> String {
+    let url = url.trim();
+    let lower = url.to_ascii_lowercase();
+    if lower.starts_with("sqlserver://") || lower.starts_with("mssql://") {
+        let (base, query) = match url.split_once('?') {
+            Some((b, q)) => (b, format!("?{q}")),
+            None => (url, String::new()),
+        };
+        let after_scheme = base.find("://").unwrap() + 3;
+        let host_end = base[after_scheme..]
+            .find('/')
+            .map_or(base.len(), |i| after_scheme + i);
+        format!("{}/{name}{query}", &base[..host_end])
+    } else {
+        format!("{};database={name}", url.trim_end_matches(';'))
+    }
 }
 
 /// Row 2: `migrate` applies everything once (exit 0), a second run applies nothing (exit 0),
