@@ -11,9 +11,15 @@ import (
 
 // Tx is the handler's transaction. It opens on first use; its writes commit together with
 // the row's completion when the handler returns nil, and roll back on any other outcome.
-// The handler must neither commit nor roll back. Parameters bind to $1, $2, ...: strings
-// as text, integers as bigint, floats as double precision, bools, nil as NULL, and
-// anything else as jsonb (after encoding/json).
+// The handler must neither commit nor roll back. Parameters bind to $1, $2, ... after
+// encoding/json, by the JSON text: an integer that fits 64 bits as bigint (a whole float64
+// such as 4.0 is written 4); every other number (a float64 with a fraction, a json.Number
+// such as "0.1234567890123456789012345", a *big.Int beyond int64) as exact numeric from its
+// JSON text, never through a double; strings as text; bools as boolean;
+// nil as a NULL whose type the statement decides; maps, slices and structs as jsonb.
+// PostgreSQL's own assignment rules then apply, as they would from psql: a fraction into
+// a bigint column rounds (4.5 stores 5), a number into a double precision column is the
+// nearest double.
 type Tx struct {
 	task *C.QbTask
 }
@@ -38,8 +44,10 @@ func (tx *Tx) Exec(sql string, args ...any) (int64, error) {
 	return taskExecute(tx.task, sql, params)
 }
 
-// Query runs a query and returns its rows as column name → JSON-decoded value (numbers
-// are json.Number).
+// Query runs a query and returns its rows as column name → JSON-decoded value. Numbers
+// are json.Number, so a numeric column comes back exactly, every digit (trailing zeros of
+// the fraction dropped: 12.50 is 12.5); parse it with math/big or a decimal package, as
+// Float64 rounds to the nearest double.
 func (tx *Tx) Query(sql string, args ...any) ([]map[string]any, error) {
 	var rows []map[string]any
 	if err := tx.QueryInto(&rows, sql, args...); err != nil {
