@@ -24,6 +24,12 @@ namespace QueueBox.Inbox.Tests
             {
                 lock (Records) return Records.Where(r => r.Item1 == level && r.Item2.Contains(message)).Select(r => r.Item3).FirstOrDefault();
             }
+
+            /// <summary>Every record whose message contains <paramref name="message"/>, at any level.</summary>
+            public List<Tuple<QueueBoxLogLevel, string, IReadOnlyDictionary<string, object>>> All(string message)
+            {
+                lock (Records) return Records.Where(r => r.Item2.Contains(message)).ToList();
+            }
         }
 
         [Test]
@@ -66,6 +72,55 @@ namespace QueueBox.Inbox.Tests
                 Assert.Equal(id, (string)fields["message_id"], "message_id field");
                 Assert.Equal("cs-logs-dead", (string)fields["source"], "source field");
                 Assert.Equal("poison pill", (string)fields["reason"], "reason field");
+            }
+            finally { Db.Drop(url); }
+        }
+
+        /// <summary>A failing handler shows at Warning, once per attempt that schedules a retry,
+        /// naming the message and the error (at Information it was hidden by the default logger
+        /// and by .NET's usual configuration).</summary>
+        [Test]
+        public static async Task FailedHandlerIsLoggedAtWarningOncePerAttempt()
+        {
+            string url = await Db.CreateAsync();
+            try
+            {
+                Db.InsertRows(url, "cs-logs-fail", 1);
+                string id = Db.Psql(url, "SELECT id FROM inbox WHERE source = 'cs-logs-fail'");
+                var logs = new Captured();
+                var options = new InboxOptions
+                {
+                    Source = "cs-logs-fail", PollInterval = TimeSpan.FromMilliseconds(50),
+                    ShutdownGrace = TimeSpan.FromSeconds(2), Logger = logs.Logger(),
+                    RetryPolicy = new InboxRetryPolicy { MaxAttempts = 3, BaseDelay = TimeSpan.FromMilliseconds(50), MaxDelay = TimeSpan.FromSeconds(1), Jitter = 0 },
+                };
+                int calls = 0;
+                using (var w = await InboxWorker.ConnectAsync(url, options))
+                using (var cts = new CancellationTokenSource())
+                {
+                    Task run = w.RunAsync((m, tx, ct) =>
+                    {
+                        Interlocked.Increment(ref calls);
+                        throw new InvalidOperationException("downstream unavailable");
+                    }, cts.Token);
+                    await Db.WaitForAsync("the row to be dead", () => run.IsFaulted || Db.Psql(url, "SELECT state FROM inbox") == "dead");
+                    cts.Cancel();
+                    await run;
+                }
+                // Every call but the last schedules a retry; the last dead-letters the row.
+                int retried = calls - 1;
+                var all = logs.All("handler failed; retry scheduled");
+                var warnings = all.Where(r => r.Item1 == QueueBoxLogLevel.Warning).Select(r => r.Item3).ToList();
+                Assert.True(retried >= 2 && warnings.Count == retried,
+                    warnings.Count + " warnings of a failed handler after " + retried + " retried calls, want one per retried call; records with that message: " +
+                    string.Join(", ", all.Select(r => r.Item1 + " " + Json.Serialize(r.Item3))));
+                for (int i = 0; i < warnings.Count; i++)
+                {
+                    Assert.Equal(id, (string)warnings[i]["message_id"], "message_id field of record " + i);
+                    Assert.Equal("cs-logs-fail", (string)warnings[i]["source"], "source field of record " + i);
+                    Assert.True(((string)warnings[i]["error"]).Contains("downstream unavailable"), "error field of record " + i + ": " + warnings[i]["error"]);
+                    Assert.Equal((long)(i + 1), Convert.ToInt64(warnings[i]["attempt"]), "attempt field of record " + i);
+                }
             }
             finally { Db.Drop(url); }
         }

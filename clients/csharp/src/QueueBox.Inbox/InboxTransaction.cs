@@ -6,9 +6,15 @@ namespace QueueBox.Inbox
 {
     /// <summary>The handler's transaction, opened on first use. Its writes commit together
     /// with the row's completion when the handler returns, and roll back on any other
-    /// outcome; the handler never commits or rolls back itself. Parameters bind to $1, $2, …:
-    /// strings as text, integers as bigint, floating point as double precision, bools,
-    /// null as NULL, dictionaries and lists as jsonb. Valid only while the handler runs.</summary>
+    /// outcome; the handler never commits or rolls back itself. Parameters bind to $1, $2, …
+    /// as their JSON text (<see cref="Json"/>): an integer that fits 64 bits as bigint (a whole
+    /// double such as 4.0 is written 4); every other number (a double with a fraction, a
+    /// decimal, written with its scale, ulong above long.MaxValue, BigInteger beyond long) as
+    /// exact numeric from its text, never through a double; strings as text; bools as boolean;
+    /// null as a NULL whose type the statement decides; dictionaries and lists as jsonb.
+    /// PostgreSQL's own assignment rules then apply, as they would from psql: a fraction into
+    /// a bigint column rounds (4.5 stores 5), a number into a double precision column is the
+    /// nearest double. Valid only while the handler runs.</summary>
     public sealed class InboxTransaction
     {
         private IntPtr _task;
@@ -50,7 +56,9 @@ namespace QueueBox.Inbox
             return tcs.Task;
         }
 
-        /// <summary>Runs a query; each row is a dictionary of column name → value.</summary>
+        /// <summary>Runs a query; each row is a dictionary of column name → value, read by
+        /// <see cref="Json.Parse"/>: an integer that fits as long, any other number as double
+        /// (nearest). For every digit of a numeric column, select it as text (<c>v::text</c>).</summary>
         public async Task<IReadOnlyList<IDictionary<string, object>>> QueryAsync(string sql, params object[] parameters)
         {
             var tcs = Pending.Source<string>();

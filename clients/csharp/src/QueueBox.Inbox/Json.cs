@@ -9,7 +9,9 @@ namespace QueueBox.Inbox
     /// <summary>A small JSON reader and writer for the library's boundary (options, messages,
     /// parameters, rows), so that the package needs no JSON dependency on netstandard2.0
     /// or mono. Objects read as Dictionary&lt;string, object&gt;, arrays as List&lt;object&gt;,
-    /// integers as long, other numbers as double.</summary>
+    /// integers that fit as long, other numbers as double. Numbers are written exactly:
+    /// integers (including ulong and System.Numerics.BigInteger) digit for digit, decimal
+    /// with its digits and scale, double and float as their shortest round-trip text.</summary>
     public static class Json
     {
         public static object Parse(string text)
@@ -178,6 +180,13 @@ namespace QueueBox.Inbox
                 return;
             }
             if (v is decimal) { sb.Append(((decimal)v).ToString(CultureInfo.InvariantCulture)); return; }
+            // System.Numerics.BigInteger, every digit; matched by name so that the library needs
+            // no reference to System.Numerics.dll (mono's mcs does not add one by default).
+            if (v.GetType().FullName == "System.Numerics.BigInteger")
+            {
+                sb.Append(((IFormattable)v).ToString("R", CultureInfo.InvariantCulture));
+                return;
+            }
             if (v is sbyte || v is byte || v is short || v is ushort || v is int || v is uint || v is long || v is ulong)
             {
                 sb.Append(Convert.ToString(v, CultureInfo.InvariantCulture));
