@@ -100,6 +100,9 @@ pub trait BrokerSourceKeys {
 pub trait BrokerDestinationKeys {
     /// `timeoutMs`: the whole budget of one publish.
     fn timeout_ms(&self) -> u64;
+    /// `headers:`, the static headers of every publish: masked in log lines and `last_error`
+    /// and printed `***` by `check-config`, like the credentials.
+    fn static_headers(&self) -> &BTreeMap<String, String>;
     /// The credentials to mask in log lines.
     fn secrets(&self) -> Vec<&Secret> {
         Vec::new()
@@ -302,7 +305,7 @@ pub struct RabbitMqDestinationConfig {
     pub routing_key_template: String,
     #[serde(default)]
     pub delivery_mode: DeliveryMode,
-    #[serde(default)]
+    #[serde(default, serialize_with = "crate::secret::masked_values")]
     pub headers: BTreeMap<String, String>,
     #[serde(default = "thirty_seconds")]
     pub timeout_ms: u64,
@@ -324,7 +327,7 @@ pub struct NatsDestinationConfig {
     /// beside the others in `check-config`'s output (deserialising skips the field).
     #[serde(flatten, skip_deserializing)]
     pub login: NatsLogin,
-    #[serde(default)]
+    #[serde(default, serialize_with = "crate::secret::masked_values")]
     pub headers: BTreeMap<String, String>,
 }
 
@@ -351,7 +354,7 @@ pub struct KafkaDestinationConfig {
     /// CA, client certificate and key for `securityProtocol: SSL` or `SASL_SSL`.
     #[serde(default)]
     pub tls: Option<BrokerTls>,
-    #[serde(default)]
+    #[serde(default, serialize_with = "crate::secret::masked_values")]
     pub headers: BTreeMap<String, String>,
 }
 
@@ -370,6 +373,9 @@ impl BrokerSourceKeys for RabbitMqSourceConfig {
 impl BrokerDestinationKeys for RabbitMqDestinationConfig {
     fn timeout_ms(&self) -> u64 {
         self.timeout_ms
+    }
+    fn static_headers(&self) -> &BTreeMap<String, String> {
+        &self.headers
     }
     fn validate(&self, path: &str, errs: &mut ConfigErrors) {
         // A zero publish budget times every publish out: each row would go dead.
@@ -413,6 +419,9 @@ impl BrokerSourceKeys for KafkaSourceConfig {
 impl BrokerDestinationKeys for KafkaDestinationConfig {
     fn timeout_ms(&self) -> u64 {
         self.timeout_ms
+    }
+    fn static_headers(&self) -> &BTreeMap<String, String> {
+        &self.headers
     }
     fn secrets(&self) -> Vec<&Secret> {
         self.sasl_password.iter().collect()
@@ -461,6 +470,9 @@ impl BrokerSourceKeys for NatsSourceConfig {
 impl BrokerDestinationKeys for NatsDestinationConfig {
     fn timeout_ms(&self) -> u64 {
         self.timeout_ms
+    }
+    fn static_headers(&self) -> &BTreeMap<String, String> {
+        &self.headers
     }
     fn secrets(&self) -> Vec<&Secret> {
         self.login.secrets()

@@ -267,9 +267,14 @@ impl Config {
         for d in self.destinations.values() {
             match (&d.kind, d.kind.broker()) {
                 (DestinationKind::Http(h), _) => {
-                    extra.extend(h.auth.iter().flat_map(|a| a.secrets()))
+                    extra.extend(h.auth.iter().flat_map(|a| a.secrets()));
+                    // Every static header value (issue 37: `Authorization`, API keys).
+                    extra.extend(h.headers.values().map(|v| v.expose().to_string()));
                 }
-                (_, Some(b)) => extra.extend(b.secrets().iter().map(|s| s.expose().to_string())),
+                (_, Some(b)) => {
+                    extra.extend(b.secrets().iter().map(|s| s.expose().to_string()));
+                    extra.extend(b.static_headers().values().cloned());
+                }
                 (_, None) => {}
             }
         }

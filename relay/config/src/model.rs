@@ -529,8 +529,11 @@ pub struct HttpDestination {
     pub path: String,
     #[serde(default = "thirty_seconds")]
     pub timeout_ms: u64,
+    /// Static request headers. Every value is a [`Secret`] (users put `Authorization` and API
+    /// keys here): `***` in `check-config`, masked in logs and `last_error`, and a value may be
+    /// `file:/path` (read once at start-up) or `${VAR}` like any other secret.
     #[serde(default)]
-    pub headers: BTreeMap<String, String>,
+    pub headers: BTreeMap<String, Secret>,
     /// Outbound authentication, typed in `crate::parse` (kinds: [`crate::DestinationAuth`]).
     #[serde(skip_deserializing)]
     pub auth: Option<crate::DestinationAuth>,

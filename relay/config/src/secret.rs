@@ -56,3 +56,17 @@ impl<'de> Deserialize<'de> for Secret {
         }
     }
 }
+
+/// A map of plain values printed as [`Secret`]s are: every value `***` (a broker
+/// destination's static `headers:`).
+pub(crate) fn masked_values<S: Serializer>(
+    map: &std::collections::BTreeMap<String, String>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    use serde::ser::SerializeMap;
+    let mut m = s.serialize_map(Some(map.len()))?;
+    for k in map.keys() {
+        m.serialize_entry(k, "***")?;
+    }
+    m.end()
+}

@@ -73,7 +73,7 @@ impl HttpPublisher {
             .headers
             .iter()
             .filter(|(k, _)| !auth_headers.contains(&k.to_ascii_lowercase()))
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .map(|(k, v)| (k.clone(), v.expose().to_string()))
             .collect();
         let auth = match &d.auth {
             None => Auth::Fixed,
