@@ -43,6 +43,7 @@ mod env;
 mod glob;
 mod model;
 mod parse;
+pub mod reference;
 mod secret;
 mod strict;
 mod substitute;
