@@ -139,6 +139,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Inbox messages a source's header filter dropped, by source",
     ),
     (
+        "queuebox_inbox_headers_dropped_total",
+        Kind::Counter,
+        "Received HTTP header values not stored on an inbox row because they are not valid UTF-8, by source",
+    ),
+    (
         "queuebox_inbox_messages_total",
         Kind::Counter,
         "Inbox outcomes: new, duplicate, forwarded",

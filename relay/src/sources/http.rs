@@ -161,15 +161,31 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
         }
         Err(false) => return error(StatusCode::BAD_REQUEST, "The request body broke off"),
     };
+    // Every header value that is UTF-8 text is kept as sent (a UTF-8 X-Idempotency-Key, a
+    // name with accents): HTTP allows bytes above 0x7F (RFC 9110 `obs-text`), and the
+    // stored headers are JSON text. A value that is not UTF-8 (Latin-1 bytes) cannot be
+    // stored as text: it is left out, counted by source and logged at debug by name only
+    // (a sender controls how often, so not at warn).
+    let mut not_utf8: Vec<&str> = Vec::new();
     let hs: Vec<(String, String)> = parts
         .headers
         .iter()
-        .filter_map(|(k, v)| {
-            v.to_str()
-                .ok()
-                .map(|v| (k.as_str().to_string(), v.to_string()))
+        .filter_map(|(k, v)| match std::str::from_utf8(v.as_bytes()) {
+            Ok(v) => Some((k.as_str().to_string(), v.to_string())),
+            Err(_) => {
+                not_utf8.push(k.as_str());
+                None
+            }
         })
         .collect();
+    if !not_utf8.is_empty() {
+        st.metrics.add(
+            "queuebox_inbox_headers_dropped_total",
+            &[("source", &source.name)],
+            not_utf8.len() as u64,
+        );
+        tracing::debug!(source = %source.name, headers = ?not_utf8, "header values that are not UTF-8 are not stored");
+    }
     let SourceKind::Http(h) = &source.kind else {
         return error(StatusCode::NOT_FOUND, "Not an HTTP source");
     };
@@ -209,6 +225,10 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
         Err(Rejected::NotJson) => {
             tracing::warn!(source = %source.name, "inbox request refused: the body is not JSON");
             return error(StatusCode::BAD_REQUEST, "Invalid JSON");
+        }
+        Err(e @ Rejected::TooDeep) => {
+            tracing::warn!(source = %source.name, "inbox request refused: the body nests too deep");
+            return error(StatusCode::BAD_REQUEST, &e.to_string());
         }
         Err(Rejected::Invalid(why)) => {
             tracing::warn!(source = %source.name, reason = %why, "inbox request refused: a value that cannot be stored or sent");

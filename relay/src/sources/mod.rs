@@ -33,6 +33,38 @@ use uuid::Uuid;
 use crate::metrics::Metrics;
 use queuebox_core::otlp::{KeyValue, SpanKind};
 
+/// The deepest nesting of arrays and objects an HTTP source accepts, checked before parsing
+/// so the answer can say why. serde_json's recursion limit refuses 128 levels (127 parse);
+/// 126 leaves a level for every reader that embeds the payload in a JSON document of its
+/// own (a transform's input, a client library's row), and is the limit issue 37 asked for.
+pub const MAX_JSON_DEPTH: usize = 126;
+
+/// The deepest nesting of `[` and `{` in `body`, outside strings (the text need not be JSON).
+pub fn json_depth(body: &[u8]) -> usize {
+    let (mut depth, mut max, mut in_string, mut escaped) = (0usize, 0usize, false, false);
+    for &b in body {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                max = max.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    max
+}
+
 /// A message as a source received it.
 #[derive(Debug, Clone, Default)]
 pub struct Received {
@@ -75,6 +107,9 @@ impl Stored {
 pub enum Rejected {
     #[error("Invalid JSON")]
     NotJson,
+    /// JSON nested deeper than [`MAX_JSON_DEPTH`]: HTTP 400 saying so.
+    #[error("Invalid JSON: nesting deeper than {MAX_JSON_DEPTH} levels")]
+    TooDeep,
     /// The source declares a key source and the message carries no key.
     #[error("{0}")]
     MissingKey(String),
@@ -128,6 +163,9 @@ impl Inbox {
         let correlation_id = headers::correlation_id(
             keys::header(&msg.headers, headers::X_CORRELATION_ID).as_deref(),
         );
+        if json_depth(&msg.body) > MAX_JSON_DEPTH {
+            return Err(self.reject("extraction_failed", Rejected::TooDeep));
+        }
         let Ok(json) = serde_json::from_slice::<Value>(&msg.body) else {
             return Err(self.reject("extraction_failed", Rejected::NotJson));
         };
