@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any, Dict, Optional, Sequence
 
-from . import _native
+from . import _native, _params
 from ._types import Rows
 
 
@@ -44,11 +44,12 @@ class Database:
         return json.loads(await self._db.enqueue(json.dumps(msg)))
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        """One statement in its own transaction; returns the affected row count."""
-        return await self._db.execute(sql, json.dumps(list(params)))
+        """One statement in its own transaction; returns the affected row count. Parameters
+        bind as in :class:`Transaction` (``Decimal`` and ints of any size as exact numeric)."""
+        return await self._db.execute(sql, _params.encode(params))
 
     async def query(self, sql: str, params: Sequence[Any] = ()) -> Rows:
-        return json.loads(await self._db.query(sql, json.dumps(list(params))))
+        return json.loads(await self._db.query(sql, _params.encode(params)))
 
     async def execute_script(self, sql: str) -> int:
         """SQL text outside a transaction (several statements, no parameters)."""

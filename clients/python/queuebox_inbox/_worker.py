@@ -15,7 +15,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Optional, Sequence, Set, Tuple, Union
 
-from . import _batch, _logs, _native
+from . import _batch, _logs, _native, _params
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
 from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
 
@@ -25,16 +25,21 @@ _log = logging.getLogger("queuebox_inbox")
 class Transaction:
     """The handler's transaction, opened on first use. Writes made through it commit with
     the message's completion and roll back with every other outcome. Placeholders are
-    positional (``$1``); parameters are JSON values (str → text, int → int8, dict/list → jsonb)."""
+    positional (``$1``). Parameters: ``None`` is NULL typed by the statement, ``bool``
+    boolean, ``str`` text, an ``int`` that fits 64 bits bigint, every other number (larger
+    ints, floats, ``decimal.Decimal``) exact ``numeric``, ``dict``/``list`` jsonb; PostgreSQL's
+    assignment rules then convert to the column's type. Rows come back as ``json.loads``
+    reads them: a ``numeric`` value is an ``int`` when whole, else the nearest ``float``
+    (select ``v::text`` and build a ``Decimal`` for every digit)."""
 
     def __init__(self, task: Any) -> None:
         self._task = task
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return await self._task.execute(sql, json.dumps(list(params)))
+        return await self._task.execute(sql, _params.encode(params))
 
     async def query(self, sql: str, params: Sequence[Any] = ()) -> Rows:
-        return json.loads(await self._task.query(sql, json.dumps(list(params))))
+        return json.loads(await self._task.query(sql, _params.encode(params)))
 
     @property
     def cancelled(self) -> bool:
