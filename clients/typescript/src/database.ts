@@ -1,5 +1,6 @@
 import native, { type NativeDatabase } from "./native.js";
 import { call, callSync } from "./errors.js";
+import { encodeParams } from "./params.js";
 import type { QueryResult } from "./types.js";
 
 /** A pull row to store (see `Database.enqueue`). */
@@ -29,13 +30,16 @@ export class Database {
     return JSON.parse(await call(this.db.enqueue(JSON.stringify(message))));
   }
 
-  /** One statement in its own transaction; resolves to the affected row count. */
-  execute(sql: string, params: unknown[] = []): Promise<number> {
-    return call(this.db.execute(sql, JSON.stringify(params)));
+  /**
+   * One statement in its own transaction; resolves to the affected row count. Parameters
+   * bind as in a handler's `Transaction` (a `bigint` as its exact integer).
+   */
+  async execute(sql: string, params: readonly unknown[] = []): Promise<number> {
+    return call(this.db.execute(sql, encodeParams(params)));
   }
 
-  async query<Row = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<QueryResult<Row>> {
-    const rows = JSON.parse(await call(this.db.query(sql, JSON.stringify(params)))) as Row[];
+  async query<Row = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
+    const rows = JSON.parse(await call(this.db.query(sql, encodeParams(params)))) as Row[];
     return { rows, rowCount: rows.length };
   }
 

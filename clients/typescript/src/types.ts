@@ -30,12 +30,18 @@ export interface QueryResult<Row = Record<string, unknown>> {
 /**
  * The handler's transaction, opened on first use. Writes made through it commit together
  * with the message's completion, or roll back when the handler throws. Placeholders are
- * positional (`$1`, `$2`, ...); parameters are JSON values (strings are text, integers are
- * int8, objects and arrays are jsonb).
+ * positional (`$1`, `$2`, ...). Parameters are JSON values, each bound by its kind whatever
+ * the same statement ran with before: `null` is NULL typed by the statement, booleans
+ * boolean, strings text, an integer that fits 64 bits bigint, every other number (a
+ * fraction, a `bigint` beyond 64 bits) exact `numeric` from its literal digits, objects and
+ * arrays jsonb (a `bigint` inside keeps its digits too); PostgreSQL's assignment rules then
+ * convert to the column's type. `bigint` values are accepted anywhere in `params`. Rows come
+ * back through `JSON.parse`: a `numeric` column is a `number` (the nearest double; select
+ * `v::text` to keep every digit).
  */
 export interface Transaction {
-  execute(sql: string, params?: unknown[]): Promise<number>;
-  query<Row = Record<string, unknown>>(sql: string, params?: unknown[]): Promise<QueryResult<Row>>;
+  execute(sql: string, params?: readonly unknown[]): Promise<number>;
+  query<Row = Record<string, unknown>>(sql: string, params?: readonly unknown[]): Promise<QueryResult<Row>>;
 }
 
 /**

@@ -2,6 +2,7 @@ import native, { type NativeTask, type NativeWorker } from "./native.js";
 import { Completions } from "./completions.js";
 import { call, callSync, Cancelled, ConfigError, Dead, InvalidInput, QueueBoxError, Retry } from "./errors.js";
 import { consoleLogger, registerLogger } from "./logging.js";
+import { encodeParams } from "./params.js";
 import type { Handler, InboxMessage, Logger, QueryResult, ResolvedOptions, RunOptions, Transaction, WorkerOptions, WorkerStats } from "./types.js";
 
 
@@ -29,11 +30,11 @@ function parseMessages(json: string): InboxMessage[] {
 
 class TaskTransaction implements Transaction {
   constructor(private readonly task: NativeTask) {}
-  execute(sql: string, params: unknown[] = []): Promise<number> {
-    return call(this.task.execute(sql, JSON.stringify(params)));
+  async execute(sql: string, params: readonly unknown[] = []): Promise<number> {
+    return call(this.task.execute(sql, encodeParams(params)));
   }
-  async query<Row = Record<string, unknown>>(sql: string, params: unknown[] = []): Promise<QueryResult<Row>> {
-    const rows = JSON.parse(await call(this.task.query(sql, JSON.stringify(params)))) as Row[];
+  async query<Row = Record<string, unknown>>(sql: string, params: readonly unknown[] = []): Promise<QueryResult<Row>> {
+    const rows = JSON.parse(await call(this.task.query(sql, encodeParams(params)))) as Row[];
     return { rows, rowCount: rows.length };
   }
 }
