@@ -12,8 +12,10 @@
 #   dist/npm/      @alternayte/queuebox-inbox and one package per platform (napi-rs layout)
 #   dist/nuget/    QueueBox.Inbox.<v>.nupkg   (lib/net45 built by mono, runtimes/<rid>/native/)
 #   dist/relay/    queuebox-<v>-<triple>.tar.gz                 (binary, LICENSE, example, migrations)
+#   dist/image/    queuebox-<v>-oci/ (an OCI image layout, tag <v>) and queuebox-<v>-oci.tar
+#                  (the same as an oci-archive): the relay, non-root, no shell (pkg_image)
 #   dist/SHA256SUMS, dist/MANIFEST.txt (every artifact, its size, its platform)
-# Usage: [QB_PACKAGE_TARGETS="<triple> ..."|all] bash scripts/package.sh [crates c go python npm nuget relay ...]
+# Usage: [QB_PACKAGE_TARGETS="<triple> ..."|all] bash scripts/package.sh [crates c go python npm nuget relay image ...]
 # (default: every part). Targets, Rust triples:
 #   x86_64-unknown-linux-gnu   the host. The libraries (c, go, python, npm, nuget) with
 #                              cargo-zigbuild for glibc 2.17, like aarch64; the relay with
@@ -500,19 +502,105 @@ relay_tarball() {
   tar -C "$stage/relay" -czf "$dist/relay/$name.tar.gz" "$name"
 }
 
+# pkg_image: the relay as an OCI image (dist/image/queuebox-<v>-oci, tag <v>, and the same
+# layout as an oci-archive tar that `podman load`, `skopeo copy oci-archive:` and
+# `docker load`-compatible tools take), built with Debian's umoci: no daemon, no Dockerfile.
+# From the x86_64 musl relay tarball when dist/relay has it (static: the image holds the
+# binary and nothing it links), else from the host's glibc relay, with the shared libraries
+# it needs (ldd: the loader, libc, libm, libgcc_s, OpenSSL 3) copied from this machine.
+# Either way no shell and no package manager: /usr/local/bin/queuebox, CA certificates,
+# /etc/passwd and /etc/group naming the non-root user 65532, an empty /tmp, LICENSE and the
+# migrations. Config: Entrypoint [queuebox], Cmd [run], User 65532:65532, WorkingDir /,
+# ports 8080 (ingest) and 9090 (the management port the Helm chart sets), OCI labels. No
+# HEALTHCHECK (an OCI image has none; Kubernetes ignores Docker's): orchestrators probe
+# /health/live and /health/ready (deploy/, docs/operations.md). tests/install/image runs it.
+pkg_image() {
+  need_apt umoci umoci
+  local tarball t src img="$dist/image" tag="$version" rootfs="$stage/image-bundle/rootfs"
+  tarball=$(ls "$dist/relay/queuebox-$version-x86_64-unknown-linux-musl.tar.gz" 2>/dev/null ||
+    ls "$dist/relay/queuebox-$version-$host.tar.gz" 2>/dev/null) ||
+    { echo "package: image: no x86_64 relay tarball in dist/relay (run the relay part first)" >&2; exit 1; }
+  t=$(basename "$tarball" .tar.gz); t=${t#queuebox-"$version"-}
+  rm -rf "$img" "$stage/image-src"; mkdir -p "$img" "$stage/image-src"
+  tar -xzf "$tarball" -C "$stage/image-src"
+  src="$stage/image-src/queuebox-$version-$t"
+  log "image from $(basename "$tarball")"
+  umoci init --layout "$img/queuebox-$version-oci"
+  umoci new --image "$img/queuebox-$version-oci:$tag"
+  umoci unpack --image "$img/queuebox-$version-oci:$tag" "$stage/image-bundle" >/dev/null
+  install -D -m 0755 "$src/queuebox" "$rootfs/usr/local/bin/queuebox"
+  mkdir -p "$rootfs/usr/share/queuebox" "$rootfs/etc/ssl/certs" "$rootfs/etc/queuebox"
+  cp -r "$src/migrations" "$src/LICENSE" "$src/relay.example.yml" "$rootfs/usr/share/queuebox/"
+  cp /etc/ssl/certs/ca-certificates.crt "$rootfs/etc/ssl/certs/"
+  install -d -m 1777 "$rootfs/tmp"
+  printf 'root:x:0:0:root:/root:/sbin/nologin\nqueuebox:x:65532:65532:queuebox:/nonexistent:/sbin/nologin\n' >"$rootfs/etc/passwd"
+  printf 'root:x:0:\nqueuebox:x:65532:\n' >"$rootfs/etc/group"
+  if [ "$t" = "$host" ]; then
+    # The glibc build: its libraries and loader at the paths the binary names.
+    local lib
+    for lib in $(ldd "$src/queuebox" | grep -oE '/[^ ]+' | sort -u); do
+      cp -L --parents "$lib" "$rootfs/"
+    done
+  fi
+  # No shell or anything else came with the empty image (umoci new): the rootfs is this.
+  [ ! -e "$rootfs/bin/sh" ] && [ ! -e "$rootfs/usr/bin/sh" ] ||
+    { echo "package: image: a shell got into the image" >&2; exit 1; }
+  umoci repack --image "$img/queuebox-$version-oci:$tag" "$stage/image-bundle" >/dev/null
+  local created revision
+  created=$(git log -1 --format=%cI)
+  revision=$(git rev-parse HEAD)
+  umoci config --image "$img/queuebox-$version-oci:$tag" \
+    --os linux --architecture amd64 --author "QueueBox" --created "$created" \
+    --config.entrypoint /usr/local/bin/queuebox --config.cmd run \
+    --config.user 65532:65532 --config.workingdir / \
+    --config.env PATH=/usr/local/bin --config.env SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt \
+    --config.exposedports 8080/tcp --config.exposedports 9090/tcp \
+    --config.label "org.opencontainers.image.title=queuebox" \
+    --config.label "org.opencontainers.image.description=QueueBox relay: a safe inbox and outbox in your own database. Probes: GET /health/live (process up), GET /health/ready (database, schema and loops)" \
+    --config.label "org.opencontainers.image.version=$version" \
+    --config.label "org.opencontainers.image.revision=$revision" \
+    --config.label "org.opencontainers.image.created=$created" \
+    --config.label "org.opencontainers.image.source=https://github.com/alternayte/queuebox" \
+    --config.label "org.opencontainers.image.url=https://github.com/alternayte/queuebox" \
+    --config.label "org.opencontainers.image.documentation=https://github.com/alternayte/queuebox/blob/main/docs/operations.md" \
+    --config.label "org.opencontainers.image.licenses=Apache-2.0" \
+    --config.label "org.opencontainers.image.base.name=scratch" \
+    --config.label "io.queuebox.relay.target=$t"
+  umoci gc --layout "$img/queuebox-$version-oci"
+  (cd "$img/queuebox-$version-oci" && tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="$created" -cf "../queuebox-$version-oci.tar" .)
+  # The sizes MANIFEST.txt records: the layer as pulled (compressed) and as unpacked.
+  local layer unpacked
+  layer=$(python3 - "$img/queuebox-$version-oci" <<'PY'
+import json, sys, os
+d = sys.argv[1]
+idx = json.load(open(os.path.join(d, "index.json")))
+def blob(digest):
+    return os.path.join(d, "blobs", *digest.split(":"))
+m = json.load(open(blob(idx["manifests"][0]["digest"])))
+print(sum(l["size"] for l in m["layers"]))
+PY
+)
+  unpacked=$(du -sb "$rootfs" | cut -f1)
+  echo "image queuebox:$tag ($t relay): layers $layer bytes compressed ($((layer / 1024 / 1024)) MiB), rootfs $unpacked bytes unpacked ($((unpacked / 1024 / 1024)) MiB)" >"$stage/image-size"
+  log "$(cat "$stage/image-size")"
+}
+
 manifest() {
   (cd "$dist" && find . -type f ! -name SHA256SUMS ! -name MANIFEST.txt ! -path './go/*/@v/list' \
-    ! -name '*.info' ! -name '*.mod' | sort | sed 's#^\./##' >"$stage/files")
+    ! -name '*.info' ! -name '*.mod' ! -path './image/*-oci/*' | sort | sed 's#^\./##' >"$stage/files")
   (cd "$dist" && xargs -a "$stage/files" sha256sum >SHA256SUMS)
   {
     echo "QueueBox $version artifacts, built on $host for $targets ($(date -u +%Y-%m-%dT%H:%M:%SZ))"
     (cd "$dist" && xargs -a "$stage/files" du -h --apparent-size)
+    # The image: its sizes (pkg_image), this run's or the last one's.
+    if [ -f "$stage/image-size" ]; then cp "$stage/image-size" "$dist/image/SIZE"; fi
+    if [ -f "$dist/image/SIZE" ]; then cat "$dist/image/SIZE"; fi
   } >"$dist/MANIFEST.txt"
   cat "$dist/MANIFEST.txt"
 }
 
 parts=("$@")
-[ ${#parts[@]} -eq 0 ] && parts=(crates c go python npm nuget relay)
+[ ${#parts[@]} -eq 0 ] && parts=(crates c go python npm nuget relay image)
 mkdir -p "$dist"
 for p in "${parts[@]}"; do
   t0=$(date +%s)

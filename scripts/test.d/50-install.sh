@@ -21,7 +21,7 @@ if [ -n "${QB_DROP_DEBUG_TREE:-}" ]; then
   done
   echo "install: $(df -h --output=avail . | tail -1 | tr -d ' ') free for packaging"
 fi
-langs=(${QB_INSTALL_ONLY:-crate c go python node csharp relay platforms})
+langs=(${QB_INSTALL_ONLY:-crate c go python node csharp relay image platforms})
 if [ -z "${QB_INSTALL_SKIP_PACKAGE:-}" ]; then
   t0=$(date +%s)
   parts=()
