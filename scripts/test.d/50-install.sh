@@ -8,7 +8,7 @@
 # program can use them (C, Go, relay); "platforms" checks the machine and glibc version of
 # every native file in dist/. QB_INSTALL_ONLY="c go" runs some; QB_INSTALL_SKIP_PACKAGE=1
 # tests dist/ as it is. QB_DROP_DEBUG_TREE=1 (.ci/run) first deletes the build trees of the
-# earlier parts, target/debug and fuzz/target: this is the last part, no later one needs them,
+# earlier parts, target/debug and fuzz/target: no later part needs them (52-deploy uses the release relay),
 # and the crate test rebuilds the few crates it uses (a clean-clone run here freed 5.6 GB and
 # 2.4 GB; stop 25's CI had 1.2 GB left when packaging began, and its cold trees did not fit).
 set -euo pipefail

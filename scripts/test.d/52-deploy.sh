@@ -90,8 +90,13 @@ echo "deploy: validation took $(($(date +%s) - t0))s"
 
 t0=$(date +%s)
 step "the chart's configuration passes queuebox check-config"
-relay=${CARGO_TARGET_DIR:-$root/target}/debug/queuebox
-[ -x "$relay" ] || cargo build --quiet -p queuebox --bin queuebox
+# The relay 50-install packaged (target/release; CI's 50-install drops target/debug with
+# QB_DROP_DEBUG_TREE), else the one 10-rust built, else a debug build now.
+relay=
+for b in release debug; do
+  [ -x "${CARGO_TARGET_DIR:-$root/target}/$b/queuebox" ] && { relay=${CARGO_TARGET_DIR:-$root/target}/$b/queuebox; break; }
+done
+[ -n "$relay" ] || { cargo build --quiet -p queuebox --bin queuebox; relay=${CARGO_TARGET_DIR:-$root/target}/debug/queuebox; }
 "$helm" template queuebox "$chart" --show-only templates/configmap.yaml |
   sed -n '/^  queuebox.yml: |$/,$p' | tail -n +2 | sed 's/^    //' |
   sed "s#file:/etc/queuebox/secrets/#file:$work/#" >"$work/queuebox.yml"
