@@ -7,18 +7,21 @@
  * bits bigint, and every other number as exact `numeric` from its literal text.
  * `JSON.stringify` throws on a `bigint`; here a bigint is written as its exact integer
  * literal, at top level and inside objects and arrays. Everything else is written as
- * `JSON.stringify` writes it (`toJSON`, `undefined` in an array as `null`, ...).
- * `JSON.rawJSON` would do this, but Node 20 does not have it.
+ * `JSON.stringify` writes it (`toJSON`, `undefined` in an array as `null`, ...), except a
+ * `NaN` or infinite number: JSON.stringify writes `null`, which would store a NULL where the
+ * application meant a number, so it is refused with an `InvalidInput` naming the parameter.
+ * `JSON.rawJSON` would do the bigints, but Node 20 does not have it.
  */
+import { InvalidInput } from "./errors.js";
 
 /** `params` (JSON values; a `bigint` anywhere in them) as one JSON array text, each `bigint` as its exact digits. */
 export function encodeParams(params: readonly unknown[]): string {
   if (!Array.isArray(params)) throw new TypeError("params must be an array");
-  return value("", params, []) ?? "null";
+  return value("", params, [], "") ?? "null";
 }
 
 /** One value as `JSON.stringify` serializes a property (undefined: left out), bigints exact. */
-function value(key: string, v: unknown, stack: object[]): string | undefined {
+function value(key: string, v: unknown, stack: object[], path: string): string | undefined {
   // Before toJSON: a `BigInt.prototype.toJSON` patched in by an application (a common
   // workaround) would otherwise make the number a string.
   if (typeof v === "bigint") return v.toString();
@@ -30,8 +33,12 @@ function value(key: string, v: unknown, stack: object[]): string | undefined {
   switch (typeof v) {
     case "bigint":
       return v.toString();
-    case "string":
     case "number":
+      if (!Number.isFinite(v)) {
+        throw new InvalidInput(`parameter ${path} is ${v}: JSON has no such number, and sending null would store a NULL`);
+      }
+      return JSON.stringify(v);
+    case "string":
     case "boolean":
       return JSON.stringify(v);
     case "undefined":
@@ -47,12 +54,16 @@ function value(key: string, v: unknown, stack: object[]): string | undefined {
     if (Array.isArray(obj)) {
       const items: string[] = [];
       // An index loop, not map: a hole in a sparse array is `null`, as JSON.stringify writes it.
-      for (let i = 0; i < obj.length; i++) items.push(value(String(i), obj[i], stack) ?? "null");
+      // The outermost array is the parameter list: its items are $1, $2, ...
+      for (let i = 0; i < obj.length; i++) {
+        const at = stack.length === 1 ? `$${i + 1}` : `${path}[${i}]`;
+        items.push(value(String(i), obj[i], stack, at) ?? "null");
+      }
       return `[${items.join(",")}]`;
     }
     const parts: string[] = [];
     for (const k of Object.keys(obj)) {
-      const s = value(k, (obj as Record<string, unknown>)[k], stack);
+      const s = value(k, (obj as Record<string, unknown>)[k], stack, `${path}[${JSON.stringify(k)}]`);
       if (s !== undefined) parts.push(`${JSON.stringify(k)}:${s}`);
     }
     return `{${parts.join(",")}}`;

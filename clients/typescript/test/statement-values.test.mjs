@@ -210,9 +210,15 @@ test("a failing handler is a warning through the default logger, once per attemp
 test("without a bigint, parameters are the text JSON.stringify writes", async () => {
   const { encodeParams } = await import("../dist/esm/params.js");
   const date = new Date(Date.UTC(2026, 0, 2, 3, 4, 5));
-  const values = [[1, "a", null, true, 4.25], [undefined, () => 1, NaN, -0, 1e21], [{ a: undefined, b: [undefined], d: date, s: new String("x"), n: new Number(2) }], [{ toJSON: (k) => ({ key: k }) }], [[1, , 3]], []];
+  const values = [[1, "a", null, true, 4.25], [undefined, () => 1, -0, 1e21], [{ a: undefined, b: [undefined], d: date, s: new String("x"), n: new Number(2) }], [{ toJSON: (k) => ({ key: k }) }], [[1, , 3]], []];
   for (const params of values) assert.equal(encodeParams(params), JSON.stringify(params));
   assert.equal(encodeParams([1n, [2n], { a: -3n }, Object(4n)]), '[1,[2],{"a":-3},4]');
+  // NaN and infinities: JSON.stringify's null would store NULL where a number was meant.
+  const { InvalidInput } = await import("../dist/esm/index.js");
+  for (const [params, at] of [[[NaN], "$1"], [[1, { a: [0, Infinity] }], '$2["a"][1]'], [[-Infinity], "$1"]]) {
+    assert.throws(() => encodeParams(params), (e) => e instanceof InvalidInput && e.message.includes(`parameter ${at} is`), at);
+  }
+  await assert.rejects(env.db.execute("SELECT $1::float8", [NaN]), InvalidInput);
   const loop = [];
   loop.push(loop);
   assert.throws(() => encodeParams([loop]), TypeError);
