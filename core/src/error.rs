@@ -209,7 +209,44 @@ impl ErrorKind {
 
 #[cfg(test)]
 mod tests {
-    use super::ErrorKind;
+    use super::{Error, ErrorKind};
+
+    fn db(code: Option<&str>) -> Error {
+        Error::Database {
+            operation: "claim",
+            message: "x".into(),
+            code: code.map(String::from),
+        }
+    }
+
+    /// Contract item 19: SQL Server's claim-lock failure (Msg 51000) is transient, as are
+    /// deadlocks, lock and serialisation failures and a lost connection on either database;
+    /// a statement the database refused for good (a constraint, a syntax error, a missing
+    /// column) and the errors a caller must act on are not.
+    #[test]
+    fn transient_errors_are_the_ones_a_retry_may_cure() {
+        for code in [
+            "51000", "1205", "1222", "40001", "40P01", "55P03", "57P01", "08006",
+        ] {
+            assert!(db(Some(code)).is_transient(), "{code}");
+        }
+        assert!(db(None).is_transient(), "no code at all: an I/O error");
+        for code in ["23505", "42601", "42703", "P0001", "client", "208"] {
+            assert!(!db(Some(code)).is_transient(), "{code}");
+        }
+        let unavailable = Error::Unavailable {
+            operation: "claim",
+            reason: "connection refused".into(),
+        };
+        assert!(unavailable.is_transient());
+        let lost = Error::ClaimLost {
+            id: uuid::Uuid::nil(),
+            operation: "complete",
+        };
+        assert!(!lost.is_transient());
+        assert!(!Error::Cancelled.is_transient());
+        assert!(!Error::config("worker.batchSize", "0").is_transient());
+    }
 
     /// proto-docs/error-kinds.json is the table every wrapper's tests compare with; it must be
     /// exactly what [`ErrorKind`] says. `QB_BLESS=1` rewrites it after a deliberate change.

@@ -321,9 +321,15 @@ impl Worker {
                 Ok(Ok(n)) if n > 0 => continue,
                 Ok(Ok(_)) => self.idle_wait(inner.opts.poll_interval).await,
                 Ok(Err(e @ Error::SchemaMissing { .. })) => return Err(e),
+                // A failed claim changed no row: whatever the error, the whole claim is tried
+                // again after the poll interval, and no row is failed or dead-lettered for it.
                 Ok(Err(e)) => {
                     inner.stats.claim_errors.inc();
-                    if !e.is_unavailable() {
+                    if !e.is_unavailable() && e.is_transient() {
+                        // A lock timeout (SQL Server's claim lock, Msg 51000), a deadlock or a
+                        // serialisation failure: expected under contention, retried as is.
+                        tracing::info!(source = %inner.opts.source, error = %e, "pull claim failed with a transient error; retrying after the poll interval");
+                    } else if !e.is_unavailable() {
                         tracing::warn!(source = %inner.opts.source, error = %e, "pull claim failed; retrying after the poll interval");
                     } else if !inner.db_down.swap(true, Ordering::Relaxed) {
                         // Warn, once per outage: the worker recovers by itself when the

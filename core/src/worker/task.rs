@@ -10,6 +10,11 @@ use tokio::sync::{MutexGuard, OwnedSemaphorePermit};
 use tokio_util::sync::CancellationToken;
 
 use super::Inner;
+
+/// How often [`Task::complete`] tries its batched statement when it fails with a transient
+/// error, and the pause before the second try (doubling after each): 50 + 100 + 200 + 400 ms.
+const COMPLETE_TRIES: u32 = 5;
+const COMPLETE_RETRY_PAUSE: Duration = Duration::from_millis(50);
 use crate::backoff::Decision;
 use crate::error::{Error, Result};
 use crate::headers::redact_error;
@@ -327,10 +332,39 @@ impl Task {
                 // next claim need not wait for this statement.
                 drop(self.inner.permit.lock().unwrap().take());
                 let _completing = Completing::start(w);
-                w.completer.complete(claim).await
+                self.complete_batched(claim).await
             }
         };
         self.settle(r, "complete", None, |s| &s.completed)
+    }
+
+    /// The batched completion statement, tried again while it fails with a transient error
+    /// ([`Error::is_transient`]: a deadlock, a serialisation failure, a lock timeout such as
+    /// SQL Server's claim-lock Msg 51000, a dropped connection) and the claim is live: up to
+    /// [`COMPLETE_TRIES`] tries with a doubling pause, so such an error neither sends the row
+    /// back to be handled again after its lease nor, ever, fails or dead-letters it. A retry
+    /// after a completion that did commit (its answer lost with the connection) finds the
+    /// fence gone and reports the claim lost; nothing changes either way. (A completion
+    /// inside the handler's own transaction is not retried: its business writes rolled back
+    /// with it, so the row comes back after its lease to be handled again.)
+    async fn complete_batched(&self, claim: ClaimRef) -> Result<bool> {
+        let completer = &self.inner.worker.completer;
+        let mut pause = COMPLETE_RETRY_PAUSE;
+        for _ in 1..COMPLETE_TRIES {
+            match completer.complete(claim).await {
+                Err(e) if e.is_transient() && !self.inner.cancel.is_cancelled() => {
+                    tracing::debug!(message_id = %claim.id, source = %self.inner.message.source, error = %e,
+                        "completion failed with a transient error; trying again");
+                    tokio::select! {
+                        _ = tokio::time::sleep(pause) => {}
+                        _ = self.inner.cancel.cancelled() => {}
+                    }
+                    pause *= 2;
+                }
+                r => return r,
+            }
+        }
+        completer.complete(claim).await
     }
 
     /// Completes several tasks at once, as if [`Task::complete`] were called on each at the
