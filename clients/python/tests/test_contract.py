@@ -1,9 +1,9 @@
 """The client contract of the reference (§10.4, 19 items) that test_worker.py does not
 already cover. Where the others are: 1-10 and 12 in test_worker.py; the application-owned
 transaction's 2, 3, 4 in test_app_tx.py; 14 (the README examples run) in test_readme.py;
-15 (no password in errors) in test_options_and_vectors.py. Not here: 13 (mapped
-table/column names: the core has one fixed schema) and 19 (SQL Server's Msg 51000: no SQL
-Server in this suite; the core's store contract covers it)."""
+15 (no password in errors) in test_options_and_vectors.py; 13 (mapped table/column names) in
+test_names.py. Not here: 19 (SQL Server's Msg 51000: no SQL Server in this suite; the core's
+core/tests/client_contract.rs covers it, with PostgreSQL raising 51000)."""
 
 import asyncio
 import time

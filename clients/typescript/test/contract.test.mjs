@@ -2,9 +2,9 @@
 // cover. Where the others are: 1-7, 9, 10 and 12 (and 8, an abandoned row redelivered after
 // its lease) in worker.test.mjs; the application-owned transaction's 2, 3, 4 in
 // app-tx.test.mjs; 14 (the README examples build) in readme.test.mjs; 15 (no password in
-// errors) in options.test.mjs. Not here: 13 (mapped table/column names: the core has one
-// fixed schema) and 19 (SQL Server's Msg 51000: no SQL Server in this suite; the core's
-// store contract covers it).
+// errors) in options.test.mjs; 13 (mapped table/column names) in names.test.mjs. Not here: 19
+// (SQL Server's Msg 51000: no SQL Server in this suite; the core's
+// core/tests/client_contract.rs covers it, with PostgreSQL raising 51000).
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
 import { setTimeout as sleep } from "node:timers/promises";
