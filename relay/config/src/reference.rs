@@ -352,9 +352,10 @@ pub fn markdown() -> String {
                 "required".to_string()
             } else {
                 match defs.as_ref().and_then(|d| d.get(k.as_str())) {
-                    Some(v) if !info.secret => show(v),
-                    Some(Value::Null) | None => "unset".into(),
-                    Some(_) => "unset".into(),
+                    // A secret serialises as `***`: no default worth showing.
+                    Some(Value::String(s)) if info.secret && s == "***" => "unset".into(),
+                    Some(v) => show(v),
+                    None => "unset".into(),
                 }
             };
             let env = if ty.starts_with("block") || ty.starts_with("list of blocks") {
