@@ -247,7 +247,7 @@ fn v6_special(v6: Ipv6Addr) -> Option<Special> {
     let Some(rule) = V6_RULES.iter().find(|r| r.net.contains(&v6)) else {
         let (net, source) = IPV6_GLOBAL_UNICAST;
         let global: Ipv6Net = net.parse().expect("2000::/3");
-        return (!global.contains(&v6)).then(|| Special {
+        return (!global.contains(&v6)).then_some(Special {
             name: "outside the global unicast space",
             net,
             source,
