@@ -6,6 +6,7 @@
 
 mod admin;
 mod app;
+mod app_name;
 mod batch_size;
 mod destinations;
 mod inbox_relay;
@@ -21,6 +22,7 @@ mod retention;
 mod sources;
 mod telemetry;
 mod transforms;
+mod warn_limit;
 
 use std::path::PathBuf;
 

@@ -139,6 +139,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Inbox messages a source's header filter dropped, by source",
     ),
     (
+        "queuebox_repeated_warnings_total",
+        Kind::Counter,
+        "Warnings of a rate-limited kind (one line, then a summary per 10 s), every one counted, by kind",
+    ),
+    (
         "queuebox_inbox_headers_dropped_total",
         Kind::Counter,
         "Received HTTP header values not stored on an inbox row because they are not valid UTF-8, by source",

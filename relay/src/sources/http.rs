@@ -246,7 +246,12 @@ async fn handle(st: &AppState, source: &queuebox_config::SourceConfig, req: Requ
             return error(StatusCode::BAD_REQUEST, &why);
         }
         Err(Rejected::Storage(e)) if e.is_unavailable() => {
-            tracing::warn!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "inbox insert: the database is unreachable");
+            // One line per outage, then a summary per interval: every refused request of an
+            // outage would otherwise log the same line (counted in the metric either way).
+            const UNREACHABLE: &str = "inbox insert: the database is unreachable";
+            if crate::warn_limit::admit(&st.metrics, "inbox_database_unreachable", UNREACHABLE) {
+                tracing::warn!(source = %source.name, error = %headers::redact_error(&e.to_string(), &[]), "{UNREACHABLE}");
+            }
             let mut resp = error(StatusCode::SERVICE_UNAVAILABLE, "Database unavailable");
             resp.headers_mut().insert(
                 axum::http::header::RETRY_AFTER,
