@@ -811,12 +811,13 @@ pub async fn file_secrets_are_read_and_a_file_url_is_refused() -> Outcome {
         .await
         .unwrap();
     let url = format!("postgres://app@127.0.0.1:{}/app", cluster.port);
-    assert!(
+    // The reload is asynchronous: wait until the role is refused without its password.
+    eventually("password authentication for app", 10, || async {
         queuebox_core::store::postgres::PgStore::connect(&url, 1)
             .await
-            .is_err(),
-        "the role needs its password"
-    );
+            .is_err()
+    })
+    .await;
     let store = queuebox_core::store::postgres::PgStore::connect(
         &format!("postgres://postgres@127.0.0.1:{}/app", cluster.port),
         2,
@@ -842,10 +843,16 @@ pub async fn file_secrets_are_read_and_a_file_url_is_refused() -> Outcome {
     // A wrong password in the file: the database refuses the binary, which gives up.
     let wrong = dir.path().join("wrong");
     std::fs::write(&wrong, "pw-from-fil\n").unwrap();
-    let (code, out) = run_to_exit(&with_password(&wrong), "", &["run"]).await;
+    let wrong_yaml =
+        with_password(&wrong).replace("startupTimeoutMs: 3000", "startupTimeoutMs: 1000");
+    let (code, out) = run_to_exit(&wrong_yaml, "", &["run"]).await;
     assert_ne!(
         code, 0,
         "a wrong password in the file must not connect: {out}"
+    );
+    assert!(
+        out.contains("password authentication failed"),
+        "refused for its password: {out}"
     );
     let yaml = with_password(&pw) + &format!(
         "sources:\n  s:\n    path: /s\n    consumption: pull\n    idempotencyKeyPath: $.id\n    auth:\n      type: bearer\n      token: file:{}\n",
