@@ -12,7 +12,8 @@
 //! with a private `/etc/hosts` (`unshare --mount`, bind-mounted), reaching PostgreSQL over
 //! its Unix socket: a relay whose guard failed could not reach the address either, and the
 //! test sees "Network is unreachable" instead of the guard's refusal. Those tests need root
-//! (or the capabilities for `unshare`); without them they say so and pass vacuously.
+//! (or the capabilities for `unshare`), as CI has; without them they fail saying NOT RUN,
+//! never pass untested.
 
 mod common;
 
@@ -142,8 +143,9 @@ fn socket_dir() -> Option<(PathBuf, u16)> {
         .then_some((dir, port))
 }
 
-/// Whether this process may make network and mount namespaces.
-async fn can_sandbox() -> bool {
+/// Panics with NOT RUN unless this process may make network and mount namespaces and the
+/// test PostgreSQL has a Unix socket: a test that could not run must not pass.
+async fn require_sandbox() {
     let ok = Command::new("unshare")
         .args(["--mount", "--net", "--", "true"])
         .stdout(Stdio::null())
@@ -151,13 +153,14 @@ async fn can_sandbox() -> bool {
         .status()
         .await
         .is_ok_and(|s| s.success());
-    if !ok {
-        eprintln!("SKIPPED: `unshare --mount --net` is not permitted here (needs root)");
-    } else if socket_dir().is_none() {
-        eprintln!("SKIPPED: no PostgreSQL Unix socket under /tmp/queuebox-pg-<port>");
-        return false;
-    }
-    ok
+    assert!(
+        ok,
+        "NOT RUN: `unshare --mount --net` is not permitted here (needs root)"
+    );
+    assert!(
+        socket_dir().is_some(),
+        "NOT RUN: no PostgreSQL Unix socket under /tmp/queuebox-pg-<port>"
+    );
 }
 
 /// `queuebox --config <config> <args>` in a network namespace with only a loopback
@@ -201,9 +204,7 @@ fn hosts_file(names: bool) -> String {
 
 #[tokio::test]
 async fn check_config_and_run_refuse_a_name_that_resolves_to_a_special_purpose_address() {
-    if !can_sandbox().await {
-        return;
-    }
+    require_sandbox().await;
     let (url, _store) = fresh_db("guard_names").await;
     let hosts = write_config(&hosts_file(true));
     let yaml = config(&over_socket(&url), |name, _| {
@@ -218,9 +219,7 @@ async fn check_config_and_run_refuse_a_name_that_resolves_to_a_special_purpose_a
 
 #[tokio::test]
 async fn a_name_that_resolves_to_a_special_purpose_address_after_start_up_is_never_connected_to() {
-    if !can_sandbox().await {
-        return;
-    }
+    require_sandbox().await;
     let (url, store) = fresh_db("guard_rebind").await;
     // No name resolves at start-up, so the relay starts (each name is only warned about).
     let hosts = write_config(&hosts_file(false));
