@@ -225,6 +225,27 @@ pub struct PoolGauges {
     pub idle: u64,
 }
 
+/// What a store's pool cannot get and why (issue 37): the relay's readiness and
+/// `queuebox_db_pool_*` metrics. PostgreSQL only; another backend reports all well.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolHealth {
+    /// The last connect attempt's failure in the server's words (`sorry, too many clients
+    /// already (SQLSTATE 53300)`, `Connection refused (os error 111)`); `None` once one
+    /// succeeded.
+    pub last_connect_error: Option<String>,
+    /// The last connect attempt found the server unreachable (refused, no answer, shutting
+    /// down or starting up): statements fail at once instead of waiting for a connection.
+    pub unreachable: bool,
+    /// Connecting fails and a statement got no connection within the last 10 s: the pool
+    /// cannot get the connections it needs (readiness reports the database down).
+    pub starved: bool,
+    /// Statements that got no connection (timed out, failed fast, or past their caller's
+    /// deadline) since start.
+    pub acquire_failures: u64,
+    /// Failed connect attempts seen since start.
+    pub connect_failures: u64,
+}
+
 /// One connected database: everything the relay, a worker and `queuebox migrate` need from
 /// it, whatever the backend. Made by [`connect`].
 #[async_trait]
@@ -247,6 +268,10 @@ pub trait Database: Send + Sync + 'static {
     /// Fails with [`Error::SchemaMissing`] unless the QueueBox tables exist.
     async fn check_schema(&self) -> Result<()>;
     fn pool_gauges(&self) -> PoolGauges;
+    /// What the pool cannot get and why; all well unless the backend watches its pool.
+    fn pool_health(&self) -> PoolHealth {
+        PoolHealth::default()
+    }
     /// Runs SQL text outside any transaction, without parameters, as one batch (several
     /// statements allowed): `CREATE DATABASE`, set-up scripts of the bindings' pool. Returns
     /// the rows affected.
@@ -399,6 +424,9 @@ pub mod postgres {
                 active: (pool.size() as u64).saturating_sub(idle),
                 idle,
             }
+        }
+        fn pool_health(&self) -> PoolHealth {
+            self.store.pool_health()
         }
         async fn execute_script(&self, sql: &str) -> Result<u64> {
             // The simple query protocol: several statements, no implicit transaction.

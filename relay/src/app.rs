@@ -108,7 +108,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     );
     let st = AppState {
         inbox: Inbox {
-            group: crate::sources::group::InsertGroup::start(db.store(), metrics.clone()),
+            group: crate::sources::group::InsertGroup::start(
+                db.clone(),
+                metrics.clone(),
+                Duration::from_millis(cfg.database.connection_timeout_ms),
+            ),
             metrics: metrics.clone(),
             max_header_bytes: cfg.inbox.max_header_bytes,
             transforms: transforms.clone(),
@@ -389,6 +393,23 @@ async fn metrics(State(st): State<AppState>) -> Response {
         &[("state", "idle")],
         pool.idle as f64,
     );
+    let health = st.db.pool_health();
+    let flag = |b: bool| if b { 1.0 } else { 0.0 };
+    st.metrics.set(
+        "queuebox_db_pool_connect_failing",
+        &[],
+        flag(health.last_connect_error.is_some()),
+    );
+    st.metrics
+        .set("queuebox_db_pool_starved", &[], flag(health.starved));
+    // The store counts since start; the counter takes what is new since the last scrape.
+    static COUNTED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let before = COUNTED.fetch_max(health.acquire_failures, Ordering::SeqCst);
+    st.metrics.add(
+        "queuebox_db_pool_acquire_failures_total",
+        &[],
+        health.acquire_failures.saturating_sub(before),
+    );
     (
         [(
             axum::http::header::CONTENT_TYPE,
@@ -400,16 +421,22 @@ async fn metrics(State(st): State<AppState>) -> Response {
 }
 
 /// 200 when the database answers, the schema is at this build's version and every
-/// background loop is making progress (or is disabled), else 503.
+/// background loop is making progress (or is disabled), else 503. The database counts as
+/// down also while its pool is starved (`PoolHealth::starved`: connecting fails and a
+/// statement got no connection within the last 10 s, as when PostgreSQL's connection table
+/// is full), with the server's refusal as `database.lastConnectError`: the replica cannot do
+/// its work, whatever the probe's own statement got.
 async fn ready(State(st): State<AppState>) -> Response {
     let check = async {
         let current = st.db.schema_version().await?;
         Ok::<_, queuebox_core::Error>(current >= st.db.latest_version())
     };
-    let (db, schema) = match tokio::time::timeout(Duration::from_secs(2), check).await {
+    let (answers, schema) = match tokio::time::timeout(Duration::from_secs(2), check).await {
         Ok(Ok(current)) => (true, current),
         _ => (false, false),
     };
+    let pool = st.db.pool_health();
+    let db = answers && !pool.starved;
     let mut publishers_up = true;
     for p in st.publishers.values() {
         publishers_up &= p.ready().await;
@@ -427,8 +454,13 @@ async fn ready(State(st): State<AppState>) -> Response {
     let loops = st.loops.statuses();
     let loops_up = loops.values().all(|s| s.ready());
     let all = db && schema && publishers_up && brokers_up && loops_up;
+    let mut database = up(db);
+    if let Some(e) = &pool.last_connect_error {
+        database["lastConnectError"] = json!(e);
+        database["poolStarved"] = json!(pool.starved);
+    }
     let mut components = json!({
-        "database": up(db),
+        "database": database,
         "migrations": up(schema),
         "destinations": up(publishers_up),
         "brokers": json!({"status": if brokers_up { "up" } else { "down" }, "down": brokers_down}),

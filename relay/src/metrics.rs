@@ -84,6 +84,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Unexpected errors processing one outbox message",
     ),
     (
+        "queuebox_outbox_mark_retries_total",
+        Kind::Counter,
+        "Sent marks tried again after the mark could not be written (no database connection)",
+    ),
+    (
         "queuebox_outbox_processing_duration_seconds",
         Kind::Timer,
         "Time to process one outbox message",
@@ -187,6 +192,21 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "queuebox_db_pool_connections",
         Kind::Gauge,
         "Database pool connections by state",
+    ),
+    (
+        "queuebox_db_pool_connect_failing",
+        Kind::Gauge,
+        "1 while the database pool's last attempt to open a connection failed (its cause is in the log and in /health/ready)",
+    ),
+    (
+        "queuebox_db_pool_starved",
+        Kind::Gauge,
+        "1 while the database pool cannot get connections: connecting fails and a statement got none within the last 10 s (/health/ready reports the database down)",
+    ),
+    (
+        "queuebox_db_pool_acquire_failures_total",
+        Kind::Counter,
+        "Statements that got no database connection since start (timed out, failed fast while the database was unreachable, or past their request's deadline)",
     ),
 ];
 

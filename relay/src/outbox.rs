@@ -24,6 +24,14 @@
 //! was most of the database's work per row. A delivered row stays in the renewed set until
 //! its mark, so its claim stays live; a crash before the mark delivers it again (same
 //! message id, which the NATS destination also sends as `Nats-Msg-Id`).
+//!
+//! A mark that fails only because it could not be written (no database connection: a full
+//! connection table, an outage; `Error::is_unavailable`) is retried, not abandoned (issue 37:
+//! such rows stayed `processing` and were delivered again after the claim timeout): the
+//! rows stay in the renewed set, so their claims stay live and fenced to this relay, and the
+//! mark is tried again after 0.2 s, doubling to 5 s, until it is written, the rows' claims
+//! are lost, or `outbox.claimTimeoutMs` has passed since the first failure ([`retry_mark`]).
+//! The batch ends only then, so the next batch waits for it.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -258,7 +266,7 @@ impl Relay for OutboxRelay {
                             (d.len() >= MARK_EVERY).then(|| std::mem::take(&mut *d))
                         };
                         if let Some(rows) = full {
-                            mark_delivered(st, rows, live).await;
+                            mark_delivered(st, rows, live, &self.marking(hb)).await;
                         }
                     }
                     hb.beat(self.publish_allowance);
@@ -266,9 +274,32 @@ impl Relay for OutboxRelay {
             })
             .await;
         let rest = std::mem::take(&mut *delivered.lock().unwrap());
-        mark_delivered(st, rest, &live).await;
+        mark_delivered(st, rest, &live, &self.marking(hb)).await;
     }
 }
+
+impl OutboxRelay {
+    fn marking<'a>(&self, hb: &'a Heartbeat) -> Marking<'a> {
+        Marking {
+            hb,
+            publish_allowance: self.publish_allowance,
+            give_up_after: self.lease,
+        }
+    }
+}
+
+/// How [`mark_delivered`] retries a mark that could not be written.
+struct Marking<'a> {
+    hb: &'a Heartbeat,
+    /// What the batch's other publishes may take between beats: a retry never shortens it.
+    publish_allowance: Duration,
+    /// `outbox.claimTimeoutMs`: past it, a claim nobody could renew has expired.
+    give_up_after: Duration,
+}
+
+/// The first wait before a failed mark is tried again, and the longest.
+const MARK_RETRY_FIRST: Duration = Duration::from_millis(200);
+const MARK_RETRY_MAX: Duration = Duration::from_secs(5);
 
 /// The length of `v` as JSON text, counted without writing it anywhere.
 fn json_len(v: &impl serde::Serialize) -> usize {
@@ -307,12 +338,17 @@ const MARK_EVERY: usize = 512;
 /// Marks `rows` sent in one fenced statement; a row it did not match lost its claim after
 /// the publish (a duplicate delivery: logged and counted once). The rows leave the renewed
 /// set only now, so their claims stay live until the mark.
-async fn mark_delivered(st: &AppState, rows: Vec<ClaimedOutbox>, live: &Live) {
+async fn mark_delivered(st: &AppState, rows: Vec<ClaimedOutbox>, live: &Live, how: &Marking<'_>) {
     if rows.is_empty() {
         return;
     }
     let claims: Vec<ClaimRef> = rows.iter().map(|c| c.claim).collect();
-    let result = st.store.mark_sent_many(&claims).await;
+    let mut result = st.store.mark_sent_many(&claims).await;
+    let mut retried = false;
+    if matches!(&result, Err(e) if e.is_unavailable()) {
+        retried = true;
+        result = retry_mark(st, &claims, result, live, how).await;
+    }
     {
         let mut l = live.lock().unwrap();
         for c in &claims {
@@ -337,7 +373,8 @@ async fn mark_delivered(st: &AppState, rows: Vec<ClaimedOutbox>, live: &Live) {
                     claim_lost(Component::Outbox);
                     tracing::error!(
                         messageId = %row.id, topic = %row.topic, attempt = row.attempt,
-                        "published after the claim was lost: another replica owns the row, so this is a duplicate delivery; raise outbox.claimTimeoutMs above the slowest publish"
+                        "published after the claim was lost: another replica owns the row, so this is a duplicate delivery; raise outbox.claimTimeoutMs above the slowest publish{}",
+                        if retried { " (or a failed attempt of its sent mark, whose answer was lost, wrote it)" } else { "" }
                     );
                 }
             }
@@ -345,10 +382,61 @@ async fn mark_delivered(st: &AppState, rows: Vec<ClaimedOutbox>, live: &Live) {
         Err(e) => {
             for c in &rows {
                 st.metrics.inc("queuebox_outbox_process_errors_total", &[]);
-                tracing::error!(messageId = %c.row.id, error = %e, "published but could not mark the row sent; it is delivered again after its lease");
+                tracing::error!(messageId = %c.row.id, error = %e, retried, "published but could not mark the row sent; it is delivered again after its lease");
             }
         }
     }
+}
+
+/// Tries a mark that could not be written (`first`, an unavailable error) again with
+/// backoff while the rows' claims hold: they stay in `live`, so the batch's renewal keeps
+/// them fenced to this relay. Stops at the first answer that is not "unavailable" (the
+/// rows it matched are marked; the caller reports the rest as it reports any mark), when
+/// every row's claim was reported lost (`Ok` of nothing: each is reported a duplicate), or
+/// after `outbox.claimTimeoutMs` (the last error: the rows are delivered again after their
+/// lease, as before).
+async fn retry_mark(
+    st: &AppState,
+    claims: &[ClaimRef],
+    first: queuebox_core::Result<Vec<Uuid>>,
+    live: &Live,
+    how: &Marking<'_>,
+) -> queuebox_core::Result<Vec<Uuid>> {
+    let started = Instant::now();
+    let mut wait = MARK_RETRY_FIRST;
+    let mut result = first;
+    if let Err(e) = &result {
+        tracing::warn!(rows = claims.len(), error = %e, "published but could not mark the rows sent; retrying the mark while their claims hold");
+    }
+    let mut attempts = 1u32;
+    while matches!(&result, Err(e) if e.is_unavailable()) && started.elapsed() < how.give_up_after {
+        how.hb.beat(how.publish_allowance.max(wait));
+        tokio::time::sleep(wait).await;
+        wait = (wait * 2).min(MARK_RETRY_MAX);
+        // A claim the renewal reported lost has left `live`: another relay owns that row.
+        let held: Vec<ClaimRef> = {
+            let l = live.lock().unwrap();
+            claims
+                .iter()
+                .filter(|c| l.contains_key(&c.id))
+                .copied()
+                .collect()
+        };
+        if held.is_empty() {
+            return Ok(Vec::new());
+        }
+        st.metrics.inc("queuebox_outbox_mark_retries_total", &[]);
+        result = st.store.mark_sent_many(&held).await;
+        attempts += 1;
+    }
+    if let Ok(marked) = &result {
+        tracing::info!(
+            rows = marked.len(),
+            attempts,
+            "the delayed sent mark was written"
+        );
+    }
+    result
 }
 
 struct AbortOnDrop(tokio::task::JoinHandle<()>);

@@ -2,10 +2,14 @@
 //! their lease). The relay holds one [`queuebox_core::store::OwnerSession`] — on PostgreSQL a
 //! session advisory lock on a random key, on a connection of its own — and the outbox relay and
 //! the inbox relay record its key on every row they claim. Once a second this keeper
-//! - checks the session and, if its connection broke, opens a new one under a new key (claims
-//!   made meanwhile carry no key and wait for their lease);
-//! - puts the rows of relays whose session is gone back to pending
-//!   ([`RelayStore::expire_dead_relay_owners`]), counted as reclaimed like expired leases.
+//! - checks the session and, if its connection broke, opens a new one under the same key
+//!   when it is free (issue 37: under a new key, the relay's own rows of the old one, still
+//!   being published or waiting for their sent mark, were put back to pending as a dead
+//!   relay's and delivered again), else under a new key (claims made meanwhile carry no key
+//!   and wait for their lease);
+//! - while it holds its session, puts the rows of relays whose session is gone back to
+//!   pending ([`RelayStore::expire_dead_relay_owners`]), counted as reclaimed like expired
+//!   leases.
 //!
 //! A relay that is alive but hung keeps its session, so its rows still wait for the lease; a
 //! relay shutting down keeps its session until its loops have finished their in-flight rows.
@@ -50,10 +54,20 @@ pub fn spawn(
     let keeper = owner.clone();
     let task = tokio::spawn(async move {
         let mut session: Option<Box<dyn OwnerSession>> = None;
+        // The key of the last session, taken back when a broken session is reopened.
+        let mut last_key = 0i64;
         loop {
             if session.is_none() {
-                match store.open_owner_session().await {
+                let opened = match last_key {
+                    0 => store.open_owner_session().await,
+                    k => store.reopen_owner_session(k).await,
+                };
+                match opened {
                     Ok(Some(s)) => {
+                        if last_key != 0 && s.key() != last_key {
+                            tracing::warn!("the relay's owner key was taken meanwhile; its rows claimed under the old key are put back to pending");
+                        }
+                        last_key = s.key();
                         keeper.key.store(s.key(), Ordering::SeqCst);
                         session = Some(s);
                     }
@@ -68,6 +82,15 @@ pub fn spawn(
                     keeper.key.store(0, Ordering::SeqCst);
                     session = None;
                 }
+            }
+            // Only while holding its session: without it, this relay's own rows would be
+            // taken for a dead relay's before it takes its key back.
+            if session.is_none() {
+                tokio::select! {
+                    _ = stop.cancelled() => return,
+                    _ = tokio::time::sleep(CHECK_INTERVAL) => {}
+                }
+                continue;
             }
             match relay_store.expire_dead_relay_owners().await {
                 Ok(e) => {

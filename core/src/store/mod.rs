@@ -14,6 +14,7 @@ use serde_json::{Map, Value};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
 
+pub mod deadline;
 pub mod names;
 #[cfg(feature = "postgres")]
 pub mod postgres;
@@ -165,6 +166,15 @@ pub trait Store: Send + Sync + 'static {
     /// rows wait for their lease.
     async fn open_owner_session(&self) -> Result<Option<Box<dyn OwnerSession>>> {
         Ok(None)
+    }
+
+    /// [`Self::open_owner_session`] on `key` again if it is free, else on a fresh key: a
+    /// holder whose session broke (its connection was closed, the connection table was full)
+    /// keeps its key, so the rows it claimed under it (and may still be publishing or
+    /// marking) are not taken for a dead holder's.
+    async fn reopen_owner_session(&self, key: i64) -> Result<Option<Box<dyn OwnerSession>>> {
+        let _ = key;
+        self.open_owner_session().await
     }
 
     /// Expires the live leases of `source`'s pull rows whose owner session has ended, so the

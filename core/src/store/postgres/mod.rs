@@ -9,6 +9,7 @@
 mod claim_pool;
 mod claim_start;
 mod owner;
+mod pool_watch;
 mod pull;
 mod relay;
 mod schema_guard;
@@ -28,6 +29,7 @@ use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
 use crate::store::names::{Names, Rendered, Table};
 use crate::store::{Backend, OwnerSession, Store, StoreTx, Wakeup};
 
+pub use pool_watch::WatchedPool;
 pub use tx::PgStoreTx;
 
 /// The channel the inbox trigger notifies on insert of a pull row (payload: the source).
@@ -61,9 +63,11 @@ impl Default for PoolSettings {
 #[derive(Clone, Debug)]
 pub struct PgStore {
     pool: PgPool,
-    /// The pull claim's own connections (`claim_pool`); `None` on a pool the application
-    /// handed over, where claims run on `pool`.
-    claims: Option<PgPool>,
+    /// `pool` with its acquires watched (`pool_watch`): what the store's statements run on.
+    db: WatchedPool,
+    /// The pull claim's own connections (`claim_pool`), watched with `db`'s watch; `None`
+    /// on a pool the application handed over, where claims run on `db`.
+    claims: Option<WatchedPool>,
     /// Where the outbox claim's walk over keys resumes (`sql::CLAIM_OUTBOX`): the last key
     /// it took, so keys take turns when the oldest rows are all blocked by their keys.
     outbox_walk: std::sync::Arc<std::sync::Mutex<String>>,
@@ -123,8 +127,10 @@ impl PgStore {
             .connect_with(opts.clone())
             .await
             .map_err(|e| tls::connect_error(url, opts.get_host(), e))?;
+        let watch = pool_watch::PoolWatch::new(opts.clone(), wait);
         let mut store = Self::from_pool(pool);
-        store.claims = Some(claim_pool::open(opts, wait));
+        store.db = WatchedPool::new(store.pool.clone(), watch.clone());
+        store.claims = Some(WatchedPool::new(claim_pool::open(opts, wait), watch));
         Ok(store)
     }
 
@@ -137,7 +143,13 @@ impl PgStore {
     /// every statement is rendered here, once.
     pub fn with_names(pool: PgPool, names: Names) -> Self {
         let sql = Rendered::new(&names, Backend::Postgres, &sql::statements());
+        // A handed-over pool is watched with its own connect options.
+        let watch = pool_watch::PoolWatch::new(
+            (*pool.connect_options()).clone(),
+            pool.options().get_acquire_timeout(),
+        );
         PgStore {
+            db: WatchedPool::new(pool.clone(), watch),
             pool,
             claims: None,
             outbox_walk: Default::default(),
@@ -147,8 +159,20 @@ impl PgStore {
         }
     }
 
+    /// The pool itself, unwatched (migrations, tests, an application's own statements).
     pub fn pool(&self) -> &PgPool {
         &self.pool
+    }
+
+    /// The pool with its acquires watched (`pool_watch`): what the store's statements run
+    /// on, so a statement that gets no connection says why.
+    pub fn db(&self) -> &WatchedPool {
+        &self.db
+    }
+
+    /// What the pool cannot get and why (the relay's readiness and metrics).
+    pub fn pool_health(&self) -> crate::backend::PoolHealth {
+        self.db.health()
     }
 
     /// This store for tables and columns named `names`, on the same connections (the claim's
@@ -156,6 +180,7 @@ impl PgStore {
     pub fn renamed(self, names: Names) -> Self {
         PgStore {
             claims: self.claims,
+            db: self.db,
             ..Self::with_names(self.pool, names)
         }
     }
@@ -163,7 +188,7 @@ impl PgStore {
     /// Closes the store's connections (the claim's own too); statements afterwards fail.
     pub async fn close(&self) {
         if let Some(claims) = &self.claims {
-            claims.close().await;
+            claims.raw().close().await;
         }
         self.pool.close().await;
     }
@@ -171,7 +196,12 @@ impl PgStore {
     /// The connections the pull claim runs on: its own small pool whose sessions plan it once
     /// when this store opened its pool itself, else [`Self::pool`] (module `claim_pool`).
     pub fn claim_pool(&self) -> &PgPool {
-        self.claims.as_ref().unwrap_or(&self.pool)
+        self.claim_db().raw()
+    }
+
+    /// [`Self::claim_pool`] with its acquires watched: what the claim runs on.
+    pub fn claim_db(&self) -> &WatchedPool {
+        self.claims.as_ref().unwrap_or(&self.db)
     }
 
     /// The table and column names this store uses.
@@ -297,7 +327,11 @@ impl Store for PgStore {
     }
 
     async fn open_owner_session(&self) -> Result<Option<Box<dyn OwnerSession>>> {
-        Ok(Some(Box::new(owner::open(&self.pool).await?)))
+        Ok(Some(Box::new(owner::open(&self.db, None).await?)))
+    }
+
+    async fn reopen_owner_session(&self, key: i64) -> Result<Option<Box<dyn OwnerSession>>> {
+        Ok(Some(Box::new(owner::open(&self.db, Some(key)).await?)))
     }
 
     async fn expire_dead_owners(&self, source: &str) -> Result<u64> {
@@ -339,14 +373,14 @@ impl Store for PgStore {
     }
 
     async fn begin(&self) -> Result<Box<dyn StoreTx>> {
-        let tx = self.pool.begin().await.map_err(|e| db_err("begin", e))?;
+        let tx = self.db.begin().await.map_err(|e| db_err("begin", e))?;
         Ok(Box::new(PgStoreTx::new(tx, self.sql(sql::COMPLETE))))
     }
 
     async fn listen(&self, source: &str) -> Result<Option<Box<dyn Wakeup>>> {
         let mut listener = sqlx::postgres::PgListener::connect_with(&self.pool)
             .await
-            .map_err(|e| db_err("listen", e))?;
+            .map_err(|e| db_err("listen", self.db.explain(e)))?;
         listener
             .listen(PULL_CHANNEL)
             .await
@@ -382,6 +416,17 @@ impl Wakeup for PgWakeup {
 /// Maps a sqlx error to [`Error`], recognising a missing table and telling a database that
 /// cannot be reached ([`Error::Unavailable`]) from a statement it refused.
 pub(crate) fn db_err(operation: &'static str, e: sqlx::Error) -> Error {
+    if let sqlx::Error::Io(io) = &e {
+        if let Some(no) = io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<pool_watch::NoConnection>())
+        {
+            return Error::Unavailable {
+                operation,
+                reason: no.0.clone(),
+            };
+        }
+    }
     if let sqlx::Error::Database(d) = &e {
         if d.code().as_deref() == Some("42P01") {
             // Only QueueBox's own tables mean "not migrated"; a handler's missing table is
@@ -452,7 +497,7 @@ fn is_unavailable_sqlstate(code: &str) -> bool {
 /// Runs a lease-renewal statement (`$1` claim ids, `$2` claim tokens, `$3` lease in ms) for
 /// `claims`; returns the ids whose claim still held and was extended.
 pub(crate) async fn renew_leases(
-    pool: &PgPool,
+    pool: &WatchedPool,
     sql: &str,
     operation: &'static str,
     claims: &[ClaimRef],

@@ -8,7 +8,7 @@
 
 use async_trait::async_trait;
 use sqlx::pool::PoolConnection;
-use sqlx::{PgConnection, PgPool, Postgres};
+use sqlx::{PgConnection, Postgres};
 
 use super::{db_err, sql};
 use crate::error::Result;
@@ -22,17 +22,21 @@ pub(super) struct PgOwnerSession {
 }
 
 /// Opens a session on a connection detached from `pool` (the pool opens another in its place)
-/// and takes a fresh random key on it. A key someone else holds (another worker, or an
-/// application's own advisory lock) is not ours to take: draw again.
-pub(super) async fn open(pool: &PgPool) -> Result<PgOwnerSession> {
+/// and takes `prefer` on it if it is free (a holder taking its key back), else a fresh random
+/// key. A key someone else holds (another worker, or an application's own advisory lock) is
+/// not ours to take: draw again.
+pub(super) async fn open(pool: &super::WatchedPool, prefer: Option<i64>) -> Result<PgOwnerSession> {
     let conn: PoolConnection<Postgres> = pool
         .acquire()
         .await
         .map_err(|e| db_err("owner session", e))?;
     let mut conn = conn.detach();
+    let mut prefer = prefer.filter(|k| *k != 0);
     loop {
         // 64 random bits; 0 is kept out so it can mean "no key" to the worker.
-        let key = uuid::Uuid::new_v4().as_u64_pair().0 as i64;
+        let key = prefer
+            .take()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().as_u64_pair().0 as i64);
         if key == 0 {
             continue;
         }
@@ -67,7 +71,7 @@ impl OwnerSession for PgOwnerSession {
 pub(super) async fn expire_dead_owners(store: &super::PgStore, source: &str) -> Result<u64> {
     let r = sqlx::query(store.sql(sql::EXPIRE_DEAD_OWNERS))
         .bind(source)
-        .execute(store.pool())
+        .execute(store.db())
         .await
         .map_err(|e| db_err("expire dead owners", e))?;
     Ok(r.rows_affected())

@@ -30,7 +30,7 @@ pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result
         .bind(delay_ms(m))
         .bind(m.trace.as_ref().map(|t| t.traceparent.as_str()))
         .bind(m.trace.as_ref().and_then(|t| t.tracestate.as_deref()))
-        .fetch_optional(store.pool())
+        .fetch_optional(store.db())
         .await
         .map_err(|e| db_err("inbox insert", e))?;
     match row {
@@ -41,7 +41,7 @@ pub(super) async fn insert_inbox(store: &PgStore, m: &NewInboxMessage) -> Result
             let existing: Uuid = sqlx::query_scalar(store.sql(sql::LOOKUP_ID))
                 .bind(&m.source)
                 .bind(&m.idempotency_key)
-                .fetch_one(store.pool())
+                .fetch_one(store.db())
                 .await
                 .map_err(|e| db_err("inbox duplicate lookup", e))?;
             Ok(InsertOutcome::Duplicate(existing))
@@ -79,7 +79,7 @@ pub(super) async fn insert_inbox_many(
         .bind(text(|m| {
             m.trace.as_ref().and_then(|t| t.tracestate.as_deref())
         }))
-        .fetch_all(store.pool())
+        .fetch_all(store.db())
         .await
         .map_err(|e| db_err("inbox insert", e))?;
     // The stored id of each key and whether this statement inserted it: the rows inserted,
@@ -109,7 +109,7 @@ pub(super) async fn insert_inbox_many(
             sqlx::query_as(store.sql(sql::LOOKUP_IDS))
                 .bind(unknown.iter().map(|k| k.0).collect::<Vec<_>>())
                 .bind(unknown.iter().map(|k| k.1).collect::<Vec<_>>())
-                .fetch_all(store.pool())
+                .fetch_all(store.db())
                 .await;
         match found {
             Ok(rows) => {
@@ -173,7 +173,7 @@ pub(super) async fn claim(
     }
     let started = Instant::now();
     let rows = query
-        .fetch_all(store.claim_pool())
+        .fetch_all(store.claim_db())
         .await
         .map_err(|e| db_err("pull claim", e))?;
     // Every row carries the same first candidate not taken (NULL when it took them all). The
@@ -234,7 +234,7 @@ pub(super) async fn renew(
     lease: Duration,
 ) -> Result<Vec<Uuid>> {
     super::renew_leases(
-        store.pool(),
+        store.db(),
         store.sql(sql::RENEW),
         "pull renew",
         claims,
@@ -247,7 +247,7 @@ pub(super) async fn complete(store: &PgStore, c: &ClaimRef) -> Result<bool> {
     let r = sqlx::query(store.sql(sql::COMPLETE))
         .bind(c.id)
         .bind(c.token)
-        .execute(store.pool())
+        .execute(store.db())
         .await
         .map_err(|e| db_err("pull complete", e))?;
     Ok(r.rows_affected() == 1)
@@ -259,7 +259,7 @@ pub(super) async fn complete_many(store: &PgStore, claims: &[ClaimRef]) -> Resul
     sqlx::query_scalar(store.sql(sql::COMPLETE_MANY))
         .bind(ids)
         .bind(tokens)
-        .fetch_all(store.pool())
+        .fetch_all(store.db())
         .await
         .map_err(|e| db_err("pull complete", e))
 }
@@ -275,7 +275,7 @@ pub(super) async fn retry(
         .bind(c.token)
         .bind(error)
         .bind(delay.as_millis() as f64)
-        .execute(store.pool())
+        .execute(store.db())
         .await
         .map_err(|e| db_err("pull retry", e))?;
     Ok(r.rows_affected() == 1)
@@ -286,7 +286,7 @@ pub(super) async fn dead(store: &PgStore, c: &ClaimRef, error: &str) -> Result<b
         .bind(c.id)
         .bind(c.token)
         .bind(error)
-        .execute(store.pool())
+        .execute(store.db())
         .await
         .map_err(|e| db_err("pull dead", e))?;
     Ok(r.rows_affected() == 1)
@@ -296,7 +296,7 @@ pub(super) async fn release(store: &PgStore, c: &ClaimRef) -> Result<bool> {
     let r = sqlx::query(store.sql(sql::RELEASE))
         .bind(c.id)
         .bind(c.token)
-        .execute(store.pool())
+        .execute(store.db())
         .await
         .map_err(|e| db_err("pull release", e))?;
     Ok(r.rows_affected() == 1)

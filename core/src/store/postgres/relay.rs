@@ -103,7 +103,7 @@ impl PgStore {
         if let Some(d) = delay {
             q = q.bind(ms(d));
         }
-        let r = q.execute(self.pool()).await.map_err(|e| db_err(op, e))?;
+        let r = q.execute(self.db()).await.map_err(|e| db_err(op, e))?;
         Ok(r.rows_affected() == 1)
     }
 }
@@ -112,7 +112,7 @@ impl PgStore {
 impl RelayStore for PgStore {
     async fn reclaim_push(&self) -> Result<u64> {
         let r = sqlx::query(self.sql(sql::RECLAIM_PUSH))
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("push reclaim", e))?;
         Ok(r.rows_affected())
@@ -128,7 +128,7 @@ impl RelayStore for PgStore {
             .bind(batch as i64)
             .bind(ms(lease))
             .bind(owner)
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("push claim", e))?;
         Ok(in_claim_order(&rows, |r| ClaimedRow {
@@ -142,7 +142,7 @@ impl RelayStore for PgStore {
 
     async fn forward_push(&self, claim: &ClaimRef, row: &NewOutboxRow) -> Result<Forwarded> {
         let mut tx = self
-            .pool()
+            .db()
             .begin()
             .await
             .map_err(|e| db_err("push forward", e))?;
@@ -168,7 +168,7 @@ impl RelayStore for PgStore {
 
     async fn forward_push_many(&self, rows: &[(ClaimRef, NewOutboxRow)]) -> Result<Vec<Forwarded>> {
         let err = |e| db_err("push forward", e);
-        let mut tx = self.pool().begin().await.map_err(err)?;
+        let mut tx = self.db().begin().await.map_err(err)?;
         // The fenced marks first: they lock the inbox rows, so the inserts below can only
         // commit together with live claims.
         let marked: HashSet<Uuid> = sqlx::query_scalar(self.sql(sql::FORWARD_PUSH_MANY))
@@ -231,7 +231,7 @@ impl RelayStore for PgStore {
 
     async fn renew_push(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
         super::renew_leases(
-            self.pool(),
+            self.db(),
             self.sql(sql::RENEW_PUSH),
             "push renew",
             claims,
@@ -258,7 +258,7 @@ impl RelayStore for PgStore {
             (sql::EXPIRE_DEAD_RELAY_PUSH, &mut expired.push),
         ] {
             *count = sqlx::query(self.sql(statement))
-                .execute(self.pool())
+                .execute(self.db())
                 .await
                 .map_err(|e| db_err("expire dead relay owners", e))?
                 .rows_affected();
@@ -268,7 +268,7 @@ impl RelayStore for PgStore {
 
     async fn reclaim_outbox(&self) -> Result<u64> {
         let r = sqlx::query(self.sql(sql::RECLAIM_OUTBOX))
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("outbox reclaim", e))?;
         Ok(r.rows_affected())
@@ -286,7 +286,7 @@ impl RelayStore for PgStore {
             .bind(ms(lease))
             .bind(&cursor)
             .bind(owner)
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("outbox claim", e))?;
         let walked: Vec<String> = rows
@@ -308,7 +308,7 @@ impl RelayStore for PgStore {
 
     async fn renew_outbox(&self, claims: &[ClaimRef], lease: Duration) -> Result<Vec<Uuid>> {
         super::renew_leases(
-            self.pool(),
+            self.db(),
             self.sql(sql::RENEW_OUTBOX),
             "outbox renew",
             claims,
@@ -330,7 +330,7 @@ impl RelayStore for PgStore {
         sqlx::query_scalar(self.sql(sql::MARK_SENT_MANY))
             .bind(ids)
             .bind(tokens)
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("outbox sent", e))
     }
@@ -338,7 +338,7 @@ impl RelayStore for PgStore {
     async fn listen_outbox(&self) -> Result<Option<Box<dyn Wakeup>>> {
         let mut listener = sqlx::postgres::PgListener::connect_with(self.pool())
             .await
-            .map_err(|e| db_err("listen", e))?;
+            .map_err(|e| db_err("listen", self.db().explain(e)))?;
         listener
             .listen(OUTBOX_CHANNEL)
             .await
@@ -370,7 +370,7 @@ impl RelayStore for PgStore {
 
     async fn outbox_backlog(&self) -> Result<OutboxBacklog> {
         let row = sqlx::query(self.sql(sql::OUTBOX_BACKLOG))
-            .fetch_one(self.pool())
+            .fetch_one(self.db())
             .await
             .map_err(|e| db_err("outbox backlog", e))?;
         Ok(OutboxBacklog {
@@ -381,7 +381,7 @@ impl RelayStore for PgStore {
 
     async fn inbox_backlog(&self) -> Result<InboxBacklog> {
         let row = sqlx::query(self.sql(sql::INBOX_BACKLOG))
-            .fetch_one(self.pool())
+            .fetch_one(self.db())
             .await
             .map_err(|e| db_err("inbox backlog", e))?;
         Ok(InboxBacklog {
@@ -394,7 +394,7 @@ impl RelayStore for PgStore {
         let r = sqlx::query(self.sql(sql::DELETE_OLD_OUTBOX))
             .bind(ms(max_age))
             .bind(batch as i64)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("outbox retention", e))?;
         Ok(r.rows_affected())
@@ -404,7 +404,7 @@ impl RelayStore for PgStore {
         let r = sqlx::query(self.sql(sql::DELETE_EXCESS_OUTBOX))
             .bind(keep as i64)
             .bind(batch as i64)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("outbox retention", e))?;
         Ok(r.rows_affected())
@@ -414,7 +414,7 @@ impl RelayStore for PgStore {
         let r = sqlx::query(self.sql(sql::DELETE_OLD_INBOX))
             .bind(ms(max_age))
             .bind(batch as i64)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("inbox retention", e))?;
         Ok(r.rows_affected())
@@ -423,7 +423,7 @@ impl RelayStore for PgStore {
     async fn list_dead_outbox(&self, limit: u32) -> Result<Vec<DeadRow>> {
         let rows = sqlx::query(self.sql(sql::LIST_DEAD_OUTBOX))
             .bind(limit as i64)
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("list dead outbox", e))?;
         Ok(rows.iter().map(decode_dead).collect())
@@ -432,7 +432,7 @@ impl RelayStore for PgStore {
     async fn list_dead_inbox(&self, limit: u32) -> Result<Vec<DeadRow>> {
         let rows = sqlx::query(self.sql(sql::LIST_DEAD_INBOX))
             .bind(limit as i64)
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("list dead inbox", e))?;
         Ok(rows.iter().map(decode_dead).collect())
@@ -441,7 +441,7 @@ impl RelayStore for PgStore {
     async fn inbox_row(&self, id: Uuid) -> Result<Option<InboxMessage>> {
         let row = sqlx::query(self.sql(sql::INBOX_ROW))
             .bind(id)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await
             .map_err(|e| db_err("inbox row", e))?;
         Ok(row.as_ref().map(decode_inbox))
@@ -449,7 +449,7 @@ impl RelayStore for PgStore {
 
     async fn insert_outbox(&self, row: &NewOutboxRow) -> Result<Uuid> {
         bind_outbox(sqlx::query_scalar(self.sql(sql::INSERT_OUTBOX)), row)
-            .fetch_one(self.pool())
+            .fetch_one(self.db())
             .await
             .map_err(|e| db_err("outbox insert", e))
     }
@@ -467,7 +467,7 @@ impl RelayStore for PgStore {
             .bind(&f.source)
             .bind(f.created_after)
             .bind(f.created_before)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("outbox replay", e))?;
         Ok(r.rows_affected())
@@ -476,7 +476,7 @@ impl RelayStore for PgStore {
     async fn delete_outbox(&self, ids: &[Uuid]) -> Result<u64> {
         let r = sqlx::query(self.sql(sql::DELETE_OUTBOX))
             .bind(ids)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("outbox delete", e))?;
         Ok(r.rows_affected())
@@ -503,7 +503,7 @@ impl RelayStore for PgStore {
         let rows = q
             .bind(f.older_than.map(|d| d.as_millis() as f64))
             .bind(f.limit as i64)
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("find dead rows", e))?;
         Ok(rows.iter().map(decode_dead).collect())
@@ -516,7 +516,7 @@ impl RelayStore for PgStore {
         };
         let r = sqlx::query(statement)
             .bind(ids)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("dead row delete", e))?;
         Ok(r.rows_affected())
@@ -525,7 +525,7 @@ impl RelayStore for PgStore {
     async fn requeue_dead_inbox(&self, ids: &[Uuid]) -> Result<u64> {
         let r = sqlx::query(self.sql(sql::REQUEUE_DEAD_INBOX))
             .bind(ids)
-            .execute(self.pool())
+            .execute(self.db())
             .await
             .map_err(|e| db_err("dead inbox requeue", e))?;
         Ok(r.rows_affected())
@@ -540,7 +540,7 @@ impl RelayStore for PgStore {
             .bind(id)
             .bind(source)
             .bind(key)
-            .fetch_optional(self.pool())
+            .fetch_optional(self.db())
             .await
             .map_err(|e| db_err("journey inbox", e))?
             .as_ref()
@@ -548,7 +548,7 @@ impl RelayStore for PgStore {
         let outbox = sqlx::query(self.sql(sql::JOURNEY_OUTBOX))
             .bind(id)
             .bind(inbox.as_ref().map(|r| r.id.to_string()))
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("journey outbox", e))?;
         Ok(Journey {
@@ -559,7 +559,7 @@ impl RelayStore for PgStore {
 
     async fn state_counts(&self) -> Result<Vec<StateCounts>> {
         let rows = sqlx::query(self.sql(sql::STATE_COUNTS))
-            .fetch_all(self.pool())
+            .fetch_all(self.db())
             .await
             .map_err(|e| db_err("state counts", e))?;
         Ok(rows
