@@ -58,8 +58,7 @@ async fn connect(cfg: &Config) -> anyhow::Result<Arc<dyn Database>> {
     let deadline = Instant::now() + Duration::from_millis(cfg.database.startup_timeout_ms);
     let mut wait = Duration::from_millis(200);
     // Sessions named for pg_stat_activity, unless the URL (or PGAPPNAME) names them.
-    let settings =
-        crate::app_name::apply(cfg.database_settings(), &crate::app_name::relay_name());
+    let settings = crate::app_name::apply(cfg.database_settings(), &crate::app_name::relay_name());
     loop {
         match backend::connect(&settings).await {
             Ok(db) => return Ok(db),
