@@ -36,6 +36,8 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     relay_loop::run(&InboxRelay(st), pace, &stop, &hb).await;
 }
 
+const PUSH_CLAIM_FAILED: &str = "push claim failed; retrying";
+
 /// The relay's state.
 struct InboxRelay(AppState);
 
@@ -84,7 +86,10 @@ impl Relay for InboxRelay {
             .observe("queuebox_inbox_claim_duration_seconds", &[], t0.elapsed());
         claimed.inspect_err(|e| {
             self.0.metrics.inc("queuebox_inbox_relay_errors_total", &[]);
-            tracing::warn!(error = %e, "push claim failed; retrying");
+            // Every poll interval during an outage: the first in full, then a count per 10 s.
+            if crate::warn_limit::admit(&self.0.metrics, "push_claim_failed", PUSH_CLAIM_FAILED) {
+                tracing::warn!(error = %e, "{PUSH_CLAIM_FAILED}");
+            }
         })
     }
 

@@ -55,6 +55,8 @@ use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
 use queuebox_core::otlp::{KeyValue, SpanKind};
 
+const OUTBOX_CLAIM_FAILED: &str = "outbox claim failed; retrying";
+
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     let wake = Arc::new(Notify::new());
     let _listener = AbortOnDrop(spawn_listener(
@@ -193,7 +195,16 @@ impl Relay for OutboxRelay {
         self.st
             .metrics
             .observe("queuebox_outbox_claim_duration_seconds", &[], t0.elapsed());
-        claimed.inspect_err(|e| tracing::warn!(error = %e, "outbox claim failed; retrying"))
+        claimed.inspect_err(|e| {
+            // Every poll interval during an outage: the first in full, then a count per 10 s.
+            if crate::warn_limit::admit(
+                &self.st.metrics,
+                "outbox_claim_failed",
+                OUTBOX_CLAIM_FAILED,
+            ) {
+                tracing::warn!(error = %e, "{OUTBOX_CLAIM_FAILED}");
+            }
+        })
     }
 
     async fn idle(&self, stop: &CancellationToken, d: Duration) {

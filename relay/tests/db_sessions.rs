@@ -142,6 +142,18 @@ async fn an_outage_logs_one_warning_and_a_counted_summary_not_one_per_refused_re
         text.contains(&summary),
         "a summary line with the count:\n{text}"
     );
+    // The relay loops retry their claims every poll interval during the outage (more than
+    // ten times in these seconds): each logs its first failure in full, then only counts.
+    for claim in ["push claim failed", "outbox claim failed"] {
+        let full = text
+            .lines()
+            .filter(|l| l.contains(claim) && !l.contains("more in the last"))
+            .count();
+        assert!(
+            full <= 1,
+            "{full} full '{claim}' warnings in one outage:\n{text}"
+        );
+    }
     let metric = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
         .await
         .unwrap()
