@@ -221,6 +221,12 @@ const MAX_PLAIN_NUMBER_DIGITS: i64 = 1_000;
 /// would pass 1,000 digits (a hostile `1e999999999`) is written in scientific notation, as
 /// short as its literal.
 fn exact_decimal_text(literal: &str) -> Option<String> {
+    // Parsing and normalising take time quadratic in the digits (2 s for a million, which a
+    // sender's body can hold); a literal this long makes a key past the 255-character limit
+    // whatever its form, so it is refused as too long instead of being parsed.
+    if literal.len() > MAX_PLAIN_NUMBER_DIGITS as usize {
+        return Some(literal.to_string());
+    }
     let d = BigDecimal::from_str(literal).ok()?.normalized();
     let (_, scale) = d.as_bigint_and_exponent();
     let plain = i64::try_from(d.digits())
@@ -487,6 +493,12 @@ mod tests {
         ] {
             assert_eq!(text(literal).as_deref(), Some(key), "{literal}");
         }
+        // A literal of a million digits is not parsed (quadratic): it stays as it is, and
+        // is refused as a key longer than 255 characters.
+        let long = format!("1{}", "0".repeat(1_000_000));
+        let started = std::time::Instant::now();
+        assert_eq!(text(&long).map(|k| k.len()), Some(1_000_001));
+        assert!(started.elapsed() < std::time::Duration::from_millis(500));
         // A hostile exponent stays short.
         let huge = text("1e999999999").unwrap();
         assert!(huge.len() < 20, "{huge}");

@@ -65,7 +65,19 @@ const NUMERIC_MAX_SCALE: i64 = 16_383;
 /// an out-of-range value as a sentinel the server refuses with a message naming nothing, and
 /// a hostile `1e999999999` would expand into a vector of that many digits first.
 fn numeric(position: usize, text: &str) -> Result<BigDecimal> {
-    let bad = |why: &str| Error::InvalidInput(format!("parameter ${position} ({text}) {why}"));
+    let bad = |why: &str| {
+        let shown: String = text.chars().take(40).collect();
+        let more = if shown.len() < text.len() { "…" } else { "" };
+        Error::InvalidInput(format!("parameter ${position} ({shown}{more}) {why}"))
+    };
+    // More digits than numeric's two limits together can never fit; refused before parsing,
+    // which takes time quadratic in the digits.
+    if text.len() > (NUMERIC_MAX_INTEGER_DIGITS + NUMERIC_MAX_SCALE) as usize + 32 {
+        return Err(bad(&format!(
+            "has {} characters, more digits than PostgreSQL's numeric holds",
+            text.len()
+        )));
+    }
     let value = BigDecimal::from_str(text).map_err(|_| bad("is not a decimal number"))?;
     let (_, scale) = value.as_bigint_and_exponent();
     let digits = i64::try_from(value.digits()).unwrap_or(i64::MAX);
@@ -152,6 +164,22 @@ fn exact_number(value: &BigDecimal) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_numeric_text_too_long_for_any_numeric_is_refused_before_parsing() {
+        let long = format!("1{}", "0".repeat(1_000_000));
+        let started = std::time::Instant::now();
+        let e = numeric(3, &long).unwrap_err().to_string();
+        assert!(started.elapsed() < std::time::Duration::from_millis(100));
+        assert!(
+            e.contains("parameter $3 (1000") && e.contains("1000001 characters"),
+            "{e}"
+        );
+        assert!(
+            e.len() < 200,
+            "the message shows the start of the value, not all of it"
+        );
+    }
 
     #[test]
     fn keyed_text_differs_by_parameter_types_only() {
