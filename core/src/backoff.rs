@@ -159,6 +159,36 @@ mod tests {
     use super::*;
 
     #[test]
+    fn validate_refuses_each_unworkable_policy_naming_its_field() {
+        let ms = Duration::from_millis;
+        let with = |base: u64, max: u64, jitter: f64| RetryPolicy {
+            base_delay: ms(base),
+            max_delay: ms(max),
+            jitter,
+            ..Default::default()
+        };
+        for (p, field) in [
+            (with(0, 10, 0.2), "retry.baseDelayMs"),
+            (with(10, 9, 0.2), "retry.maxDelayMs"),
+            (with(10, 10, -0.1), "retry.jitter"),
+            (with(10, 10, 1.5), "retry.jitter"),
+            (with(10, 10, f64::NAN), "retry.jitter"),
+        ] {
+            let e = p.validate().unwrap_err().to_string();
+            assert!(e.contains(field), "{p:?}: {e}");
+        }
+        // The edges are allowed: max equal to base, jitter 0 and 1; and both defaults.
+        for p in [
+            with(10, 10, 0.0),
+            with(10, 11, 1.0),
+            RetryPolicy::default(),
+            RetryPolicy::relay_default(),
+        ] {
+            assert!(p.validate().is_ok(), "{p:?}");
+        }
+    }
+
+    #[test]
     fn dead_once_attempts_reach_the_ceiling() {
         let p = RetryPolicy {
             max_attempts: 2,
