@@ -46,8 +46,8 @@ pub enum Formula {
     #[default]
     Client,
     /// The relay's outbox deliveries: `exp = base × 2^min(attempt, 20)`, plus a uniform integer
-    /// in `[0, max(⌊exp × jitter⌋, 1)]` ms, then `min(…, max)`: never shorter than `exp`,
-    /// never longer than `max`.
+    /// in `[0, max(⌊exp × jitter⌋, 1)]` ms (none at all when `jitter` is 0), then
+    /// `min(…, max)`: never shorter than `exp`, never longer than `max`.
     Server,
 }
 
@@ -157,6 +157,29 @@ mod millis {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_server_formula_adds_no_jitter_when_jitter_is_zero() {
+        let p = RetryPolicy {
+            jitter: 0.0,
+            ..RetryPolicy::relay_default()
+        };
+        for u in [0.0, 0.5, 1.0] {
+            assert_eq!(p.delay(1, u), Duration::from_secs(2), "u = {u}");
+        }
+    }
+
+    #[test]
+    fn a_policy_round_trips_through_json_in_milliseconds() {
+        let p = RetryPolicy {
+            base_delay: Duration::from_millis(1500),
+            max_delay: Duration::from_millis(90_000),
+            ..RetryPolicy::relay_default()
+        };
+        let text = serde_json::to_string(&p).unwrap();
+        assert!(text.contains("\"baseDelay\":1500"), "{text}");
+        assert_eq!(serde_json::from_str::<RetryPolicy>(&text).unwrap(), p);
+    }
 
     #[test]
     fn validate_refuses_each_unworkable_policy_naming_its_field() {

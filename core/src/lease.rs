@@ -50,3 +50,20 @@ pub async fn renew_once(leases: &dyn Leases, lease: Duration) {
         Err(e) => leases.failed(claims.len(), &e),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lease_is_renewed_every_third_of_it() {
+        assert_eq!(
+            renewal_interval(Duration::from_secs(30)),
+            Duration::from_secs(10)
+        );
+        assert_eq!(
+            renewal_interval(Duration::from_millis(900)),
+            Duration::from_millis(300)
+        );
+    }
+}
