@@ -55,6 +55,80 @@ pub async fn renew_once(leases: &dyn Leases, lease: Duration) {
 mod tests {
     use super::*;
 
+    use std::sync::Mutex;
+
+    /// Leases in memory: `held` are the claims a renewal still finds; every call is recorded.
+    struct Fake {
+        live: Vec<ClaimRef>,
+        held: Option<Vec<Uuid>>,
+        calls: Mutex<Vec<String>>,
+    }
+
+    #[async_trait]
+    impl Leases for Fake {
+        fn live(&self) -> Vec<ClaimRef> {
+            self.live.clone()
+        }
+        async fn renew(&self, claims: &[ClaimRef], _: Duration) -> Result<Vec<Uuid>> {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("renew {}", claims.len()));
+            self.held
+                .clone()
+                .ok_or_else(|| Error::InvalidInput("the database is gone".into()))
+        }
+        fn lost(&self, claim: &ClaimRef) {
+            self.calls
+                .lock()
+                .unwrap()
+                .push(format!("lost {}", claim.id));
+        }
+        fn failed(&self, claims: usize, _: &Error) {
+            self.calls.lock().unwrap().push(format!("failed {claims}"));
+        }
+    }
+
+    fn claim() -> ClaimRef {
+        ClaimRef {
+            id: Uuid::new_v4(),
+            token: Uuid::new_v4(),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_round_reports_lost_exactly_the_claims_the_renewal_did_not_find() {
+        let (a, b) = (claim(), claim());
+        let fake = Fake {
+            live: vec![a, b],
+            held: Some(vec![a.id]),
+            calls: Mutex::default(),
+        };
+        renew_once(&fake, Duration::from_secs(30)).await;
+        assert_eq!(
+            *fake.calls.lock().unwrap(),
+            ["renew 2".to_string(), format!("lost {}", b.id)]
+        );
+    }
+
+    #[tokio::test]
+    async fn a_failed_round_loses_nothing_and_an_empty_one_asks_nothing() {
+        let failing = Fake {
+            live: vec![claim(), claim()],
+            held: None,
+            calls: Mutex::default(),
+        };
+        renew_once(&failing, Duration::from_secs(30)).await;
+        assert_eq!(*failing.calls.lock().unwrap(), ["renew 2", "failed 2"]);
+        let idle = Fake {
+            live: vec![],
+            held: Some(vec![]),
+            calls: Mutex::default(),
+        };
+        renew_once(&idle, Duration::from_secs(30)).await;
+        assert!(idle.calls.lock().unwrap().is_empty());
+    }
+
     #[test]
     fn a_lease_is_renewed_every_third_of_it() {
         assert_eq!(
