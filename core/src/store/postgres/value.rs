@@ -43,13 +43,13 @@ pub(super) fn keyed<'a>(sql: &'a str, params: &[SqlValue]) -> Cow<'a, str> {
 /// Binds `params` in order; a `Decimal` that is not a number, or lies outside `numeric`'s
 /// range, is an [`Error::InvalidInput`] naming its parameter (`$2`).
 pub(super) fn bind_all<'q>(mut q: Query<'q>, params: &'q [SqlValue]) -> Result<Query<'q>> {
-    for (i, p) in params.iter().enumerate() {
+    for (index, p) in params.iter().enumerate() {
         q = match p {
             SqlValue::Null => q.bind(UntypedNull),
             SqlValue::Bool(b) => q.bind(*b),
             SqlValue::Int(i) => q.bind(*i),
             SqlValue::Float(f) => q.bind(*f),
-            SqlValue::Decimal(text) => q.bind(numeric(i + 1, text)?),
+            SqlValue::Decimal(text) => q.bind(numeric(index + 1, text)?),
             SqlValue::Text(s) => q.bind(s.as_str()),
             SqlValue::Json(v) => q.bind(v),
         };
