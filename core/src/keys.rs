@@ -222,8 +222,9 @@ const MAX_PLAIN_NUMBER_DIGITS: i64 = 1_000;
 /// short as its literal.
 fn exact_decimal_text(literal: &str) -> Option<String> {
     // Parsing and normalising take time quadratic in the digits (2 s for a million, which a
-    // sender's body can hold); a literal this long makes a key past the 255-character limit
-    // whatever its form, so it is refused as too long instead of being parsed.
+    // sender's body can hold). A literal this long is kept as written, and so refused as a key
+    // longer than 255 characters, instead of being parsed: only a contrived one (`1.` and a
+    // thousand zeros) would have normalised to a shorter key.
     if literal.len() > MAX_PLAIN_NUMBER_DIGITS as usize {
         return Some(literal.to_string());
     }
