@@ -1,10 +1,11 @@
 //! Retry backoff: exponential with a cap and jitter. One function serves the relay, the pull
-//! worker and every language wrapper, so a schedule is the same everywhere. It has the two
-//! formulas of the reference product, each a named [`RetryPolicy`]:
+//! worker and every language wrapper, so a schedule is the same everywhere. It has two
+//! formulas, each a named [`RetryPolicy`]:
 //!
-//! - [`RetryPolicy::default`], the client retry policy of pull workers (reference §10):
+//! - [`RetryPolicy::default`], the client retry policy of pull workers:
 //!   `min(base × 2^attempt, max)`, then ±`jitter` (±20 %, up to 5 min by default);
-//! - [`RetryPolicy::relay_default`], the server formula of the outbox relay (reference §3.1):
+//! - [`RetryPolicy::relay_default`], the server formula of the outbox relay
+//!   (proto-docs/states.md#outbox):
 //!   `exp = base × 2^min(attempt, 20)`, plus a uniform integer in `[0, max(exp × jitter, 1)]`
 //!   ms (+0–25 %), then capped at 60 s.
 
@@ -18,7 +19,7 @@ use crate::error::{Error, Result};
 ///
 /// `attempt` counts failed deliveries so far, starting at 0. While `attempt < max_attempts`
 /// a failure schedules another delivery, so a row gets `max_attempts + 1` deliveries and a
-/// dead row shows `attempt == max_attempts` (the reference product's rule, kept on purpose).
+/// dead row shows `attempt == max_attempts` (kept on purpose: `attempt` then reads as "failures so far" in every state).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {
@@ -72,7 +73,7 @@ impl Default for RetryPolicy {
 }
 
 impl RetryPolicy {
-    /// The relay's default for outbox deliveries, the server formula of reference §3.1:
+    /// The relay's default for outbox deliveries, the server formula (proto-docs/states.md#outbox):
     /// 1 s doubling, +0–25 % jitter, never above 60 s (`outbox.retryBaseDelayMs` sets the base).
     pub fn relay_default() -> Self {
         RetryPolicy {

@@ -483,7 +483,7 @@ mod tests {
         ] {
             assert_ne!(text(a), text(b), "{a} and {b}");
         }
-        // The normal forms the reference gives stay as they were.
+        // Keys already in their normal form stay as they were.
         for (literal, key) in [
             ("515725.0", "515725"),
             ("4.25", "4.25"),

@@ -14,7 +14,7 @@ use prometheus_client::registry::Registry;
 /// span a local insert (ms) to a slow publish (s), plus 30 s and 60 s for the longest
 /// destination timeouts, handlers and retention runs. `+Inf` is implied. Fixed buckets add
 /// up across replicas (`sum by (le) (rate(..._bucket[5m]))`); quantiles of a window of
-/// recent samples (the reference's summaries) cannot.
+/// recent samples (summaries) cannot.
 pub const BUCKETS: [f64; 13] = [
     0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0,
 ];

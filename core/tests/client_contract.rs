@@ -1,4 +1,4 @@
-//! Items of the client contract (reference §10.4) that the Rust suite had no test of its own
+//! Items of the client contract (proto-docs/client-contract.md) that the Rust suite had no test of its own
 //! for: 16 (no polling storm on an empty table) and 19 (a claim-lock failure, SQL Server's Msg
 //! 51000, is transient: back off, retry the whole call, never mark the row failed or dead),
 //! with the completion half of 19: a transient error of the completion statement is retried

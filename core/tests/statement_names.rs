@@ -1,4 +1,4 @@
-//! Custom table and column names (reference §2.6, `store::names`): the default names render
+//! Custom table and column names (proto-docs/own-schema.md, `store::names`): the default names render
 //! exactly the statements of earlier releases, every statement rendered for a schema with
 //! renamed tables and columns (reserved words, its own PostgreSQL schema) prepares on such a
 //! schema, a pull row goes in, is claimed and completed there, and the schema guards name

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use queuebox_core::store::postgres::PgStore;
 use serde_json::json;
 
-/// A transform of the kind the reference's docs show: pick fields, compute a total, add the
+/// A transform of the usual kind: pick fields, compute a total, add the
 /// context variables.
 const TRANSFORM: &str = r#"{"orderId": id, "customer": customer.name, "total": $sum(items.(price * qty)), "lines": $count(items), "attempt": $attempt, "topic": $topic, "at": $timestamp}"#;
 

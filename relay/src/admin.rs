@@ -21,7 +21,7 @@ use crate::inbox_relay::outbox_row;
 
 /// The admin routes. Every request body is read under `admin.maxPayloadBytes` (413 above
 /// it) before the admin auth check, so an oversized unauthenticated request is refused
-/// early and an HMAC check sees the whole body (reference §5.2).
+/// early and an HMAC check sees the whole body (docs/relay.md, "Admin API").
 pub fn router(max_payload_bytes: u64) -> Router<AppState> {
     let limit = usize::try_from(max_payload_bytes).unwrap_or(usize::MAX);
     Router::new()
@@ -38,7 +38,7 @@ pub fn router(max_payload_bytes: u64) -> Router<AppState> {
         .layer(axum::extract::DefaultBodyLimit::max(limit))
 }
 
-/// `POST /admin/transform/test` (reference §5.2): the body is read under
+/// `POST /admin/transform/test` (docs/relay.md, "Transforms and key expressions"): the body is read under
 /// `admin.maxPayloadBytes` before the auth check (413 above it, and HMAC signs the exact
 /// bytes); the answer is `queuebox_transform::run_transform_test`'s, evaluated on the
 /// blocking pool with `timeoutMs` clamped to `admin.maxTransformTimeoutMs`.

@@ -58,7 +58,7 @@ impl Relay for InboxRelay {
     }
 
     async fn update_gauges(&self) {
-        // Push rows only in the reference's family: pull rows wait for application workers,
+        // Push rows only in `queuebox_inbox_oldest_pending_age_seconds`: pull rows wait for application workers,
         // not for this relay, and have their own family.
         if let Ok(b) = self.0.store.inbox_backlog().await {
             self.0.metrics.set(

@@ -85,7 +85,7 @@ enum Command {
     },
 }
 
-/// Exit code of a usage mistake (the reference's §11.1: 0 success, 1 failure, 2 usage).
+/// Exit code of a usage mistake (0 success, 1 failure, 2 usage: docs/migrations.md).
 const USAGE: u8 = 2;
 
 /// Parses the command line. An unknown argument prints "Unknown arguments: …" and the usage

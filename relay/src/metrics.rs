@@ -1,6 +1,6 @@
-//! The Prometheus registry of the relay (reference §9) on the Prometheus org's
-//! `prometheus-client` crate: one registered family per reference name, its series created
-//! at first use (a labelled series appears after its first use, as in the reference), and
+//! The Prometheus registry of the relay (docs/observability.md#metrics) on the Prometheus org's
+//! `prometheus-client` crate: one registered family per documented name, its series created
+//! at first use (a labelled series appears after its first use), and
 //! the Prometheus text format 0.0.4 at `/metrics`.
 //!
 //! Timers are histograms with fixed buckets ([`queuebox_core::metrics::BUCKETS`]), not the
@@ -331,7 +331,7 @@ fn raise(bits: &AtomicU64, v: f64) {
     }
 }
 
-/// The series read at each scrape: the build (`queuebox{version} 1`, the reference's
+/// The series read at each scrape: the build (`queuebox{version} 1`, registered as
 /// `queuebox_info`), the uptime, and the core's process-wide lost-claim counters.
 #[derive(Debug)]
 struct Process {

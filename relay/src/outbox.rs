@@ -695,7 +695,7 @@ pub(crate) fn after_failure(st: &AppState, row: &OutboxRow) -> Decision {
 }
 
 /// What a failed publish of `row` leads to: [`after_failure`] (dead once the row's attempts
-/// are spent, as the reference has it), except with `outbox.retryUnreachableForever`: then a
+/// are spent: proto-docs/states.md#outbox), except with `outbox.retryUnreachableForever`: then a
 /// destination that could not be reached never makes the row dead, because the message is
 /// not at fault while a broker is down or restarting; the row keeps waiting on the capped
 /// backoff until the destination is back (a rejection still makes it dead). Issue 18's chaos
@@ -770,7 +770,7 @@ mod publish_failure_tests {
     }
 
     // `unreachable` below is "unreachable, with outbox.retryUnreachableForever on"; off (the
-    // default), every failure takes the reference's rule, which the second test pins.
+    // default), every failure takes the spent-attempts rule, which the second test pins.
     #[test]
     fn an_unreachable_destination_never_makes_a_row_dead_when_asked() {
         let p = policy(5);

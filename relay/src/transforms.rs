@@ -1,4 +1,4 @@
-//! Transforms and key expressions in the relay (reference §4.3, §4.5, §6.3): every
+//! Transforms and key expressions in the relay (docs/relay.md, "Transforms and key expressions"): every
 //! expression of the configuration compiled once at start-up into [`Transforms`], then
 //! - at receipt: the key expressions over the original body ([`SourceExpressions::keys`],
 //!   offered to the source's key chain) and the source transform ([`at_receipt`]);
@@ -112,8 +112,8 @@ impl SourceExpressions {
         self.idempotency_key.is_some() || self.event_type.is_some() || self.aggregate_id.is_some()
     }
 
-    /// Evaluates the key expressions over the original body (before the source transform,
-    /// reference §6.3). A failure is no value and one warning line, as in the reference.
+    /// Evaluates the key expressions over the original body (before the source transform).
+    /// A failure is no value and one warning line, and the next way of finding the key is tried.
     pub fn keys(&self, source: &str, body: &Value) -> EvaluatedKeys {
         let eval = |x: &Option<KeyExpression>| {
             x.as_ref().map(|x| {

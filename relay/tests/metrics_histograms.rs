@@ -1,6 +1,6 @@
 //! `/metrics` of the real `queuebox` binary after traffic: the whole scrape parses as
 //! Prometheus text, and every timer is a histogram (cumulative `_bucket{le}` series ending in
-//! `+Inf` = `_count`, `_sum`, and the reference's `_max` gauge) under its reference name and
+//! `+Inf` = `_count`, `_sum`, and the `_max` gauge) under its documented name and
 //! labels: ingest, inbox and outbox claims, outbox processing and publish. The publish
 //! sample of a receiver that answers after 300 ms lands above the 0.25 s bucket. Real
 //! PostgreSQL and a real HTTP receiver.

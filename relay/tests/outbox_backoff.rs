@@ -1,6 +1,6 @@
 //! The outbox relay's retry gaps, measured from outside: the real `queuebox` binary, a real
 //! PostgreSQL and an HTTP receiver that always answers 500 and records when each delivery
-//! arrived. The relay must follow the server formula of reference §3.1 (`exp = base ×
+//! arrived. The relay must follow the server formula of proto-docs/states.md#outbox (`exp = base ×
 //! 2^attempt`, plus 0–25 % jitter, never above 60 s), not the pull workers' ±20 % policy.
 
 mod common;

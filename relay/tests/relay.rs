@@ -705,7 +705,7 @@ async fn with_batch_size_unset_claims_grow_while_they_come_back_full_and_a_set_s
 }
 
 /// With `outbox.concurrency` unset the relay publishes up to 64 rows of a batch at once (for
-/// brokers), but an HTTP receiver still gets at most 8 requests at once, the reference's
+/// brokers), but an HTTP receiver still gets at most 8 requests at once, the
 /// default (`relay/tests/brokers_relay.rs` has the broker side).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_concurrency_unset_an_http_receiver_gets_at_most_8_requests_at_once() {

@@ -1,5 +1,5 @@
-//! Transforms and key expressions through the real binary (issue 17; reference §4.3, §4.5,
-//! §5.1 step 8, §5.2; feature rows 21, 22, 34, 39, 60): start-up refuses an expression that
+//! Transforms and key expressions through the real binary (docs/relay.md, "Transforms and key
+//! expressions"; feature rows 21, 22, 34, 39, 60): start-up refuses an expression that
 //! does not compile, naming its key; a source transform reshapes the stored payload or
 //! answers 422; route then destination transforms at delivery with `onError`;
 //! `POST /admin/transform/test`.

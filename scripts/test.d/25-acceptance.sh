@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# The acceptance suite (tests/acceptance): one black-box test per row of the reference's
-# feature table (§12), each driving the real `queuebox` binary against the test PostgreSQL,
+# The acceptance suite (tests/acceptance): one black-box test per row of the
+# feature table in tests/acceptance/README.md, each driving the real `queuebox` binary against the test PostgreSQL,
 # real brokers and a real HTTP receiver. Prints the per-row table (passed / failed / not run)
 # and the closing line; fails if any row fails or tests/acceptance/README.md's table is stale.
 set -euo pipefail

@@ -729,7 +729,7 @@ class PublishToRabbit(ChaosPath):
             ch.queue_bind(self.queue, self.exchange, "#")
         # The row's max_attempts decides, not outbox.maxAttempts: the publisher gives its rows
         # 30 (the publish default of 5 lasts 1.5 s on the 50 ms schedule, which a RabbitMQ
-        # restart outlasts; the relay then dead-letters them, as the reference says).
+        # restart outlasts; the relay then dead-letters them: proto-docs/states.md#outbox).
         self._relay(f"""destinations:
   bus:
     type: rabbitmq

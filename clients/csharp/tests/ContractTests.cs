@@ -8,7 +8,7 @@ using System.Threading.Tasks;
 
 namespace QueueBox.Inbox.Tests
 {
-    /// <summary>The client contract of the reference (§10.4, 19 items) that InboxTests does
+    /// <summary>The client contract (proto-docs/client-contract.md, 19 items) that InboxTests does
     /// not already cover, on the wrapper-owned transaction; each test names its item. Items
     /// 2, 3, 7, 9, 10, 12 and 15 are in InboxTests; the application-owned transaction versions
     /// of 2, 3 and 4 are in AppTxTests; 14 (the README example builds and runs) is

@@ -5,7 +5,7 @@ using System.Threading.Tasks;
 
 namespace QueueBox.Inbox.Tests
 {
-    /// <summary>Contract item 13 (reference §10.4): mapped table and column names. A worker
+    /// <summary>Contract item 13 (proto-docs/client-contract.md): mapped table and column names. A worker
     /// given the names of a schema of its own (core/tests/fixtures/own_schema.sql: tables
     /// shop."order" and shop."user", reserved-word columns) claims and completes there, and a
     /// misspelt mapping key is refused naming it.</summary>

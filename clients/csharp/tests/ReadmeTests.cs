@@ -6,7 +6,7 @@ using System.Threading.Tasks;
 
 namespace QueueBox.Inbox.Tests
 {
-    /// <summary>§10.4 item 14: the README's examples build against the library and run.
+    /// <summary>Contract item 14 (proto-docs/client-contract.md): the README's examples build against the library and run.
     /// scripts/test.d/32-csharp.sh compiles each ```csharp block of clients/csharp/README.md
     /// into this runner; they are found by name (so that the test project also builds
     /// without them) and run against the real PostgreSQL, with ODBC as the ADO.NET provider.</summary>

@@ -193,7 +193,7 @@ class Worker:
 
     A schema of your own (proto-docs/own-schema.md): ``outbox_table_name`` /
     ``inbox_table_name`` (``"schema.table"`` allowed) and ``column_mapping`` (``{"inbox":
-    {"idempotencyKey": "key"}}``, the reference's mapping keys); claims, completions and
+    {"idempotencyKey": "key"}}``, mapping keys of proto-docs/own-schema.md); claims, completions and
     ``complete_in`` use them.
 
     ``otlp_endpoint``: an OpenTelemetry collector's base URL (``http://host:4318``); each

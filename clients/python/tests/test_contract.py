@@ -1,4 +1,4 @@
-"""The client contract of the reference (§10.4, 19 items) that test_worker.py does not
+"""The client contract (proto-docs/client-contract.md, 19 items) that test_worker.py does not
 already cover. Where the others are: 1-10 and 12 in test_worker.py; the application-owned
 transaction's 2, 3, 4 in test_app_tx.py; 14 (the README examples run) in test_readme.py;
 15 (no password in errors) in test_options_and_vectors.py; 13 (mapped table/column names) in

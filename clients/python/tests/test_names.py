@@ -1,4 +1,4 @@
-"""Contract item 13 (reference §10.4): mapped table and column names. A worker given the
+"""Contract item 13 (proto-docs/client-contract.md): mapped table and column names. A worker given the
 names of a schema of its own (core/tests/fixtures/own_schema.sql: tables shop."order" and
 shop."user", reserved-word columns) claims and completes there, ``complete_in`` on psycopg
 names the same table, and a misspelt mapping key is refused naming it."""

@@ -96,7 +96,7 @@ export interface WorkerOptions {
   batchSize?: number;
   /** Handlers running at once (default 1; at most batchSize). */
   concurrency?: number;
-  /** Alias of `concurrency` (the name the reference client uses). */
+  /** Alias of `concurrency` (the name the C# client uses). */
   maxConcurrency?: number;
   /** Lease length in ms (default 30000); renewed every third of it. */
   leaseMs?: number;
@@ -117,7 +117,7 @@ export interface WorkerOptions {
   otlpEndpoint?: string;
   /**
    * A schema of your own (proto-docs/own-schema.md): the tables' names (`"schema.table"`
-   * allowed) and renamed columns by the reference's mapping keys, e.g.
+   * allowed) and renamed columns by mapping key, e.g.
    * `{ inbox: { idempotencyKey: "key" } }`. Claims, completions and `completeTx` use them.
    */
   outboxTableName?: string;

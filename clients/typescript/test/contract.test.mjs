@@ -1,4 +1,4 @@
-// The client contract of the reference (§10.4, 19 items) that worker.test.mjs does not already
+// The client contract (proto-docs/client-contract.md, 19 items) that worker.test.mjs does not already
 // cover. Where the others are: 1-7, 9, 10 and 12 (and 8, an abandoned row redelivered after
 // its lease) in worker.test.mjs; the application-owned transaction's 2, 3, 4 in
 // app-tx.test.mjs; 14 (the README examples build) in readme.test.mjs; 15 (no password in

@@ -1,4 +1,4 @@
-//! Table and column names (reference §2.6): `database.outboxTableName`,
+//! Table and column names (proto-docs/own-schema.md): `database.outboxTableName`,
 //! `database.inboxTableName` and `database.columnMapping.{outbox,inbox}.<key>`.
 //!
 //! The statements of `store::postgres::sql` are templates with named slots; [`Names::render`]
@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use crate::error::{Error, Result};
 use crate::store::Backend;
 
-/// Outbox mapping keys (reference §2.6) and their default column names.
+/// Outbox mapping keys (proto-docs/own-schema.md) and their default column names.
 pub const OUTBOX_COLUMNS: &[(&str, &str)] = &[
     ("id", "id"),
     ("topic", "topic"),
@@ -39,7 +39,7 @@ pub const OUTBOX_COLUMNS: &[(&str, &str)] = &[
     ("claimOwner", "claim_owner"),
 ];
 
-/// Inbox mapping keys: the reference's list, then the columns this implementation adds
+/// Inbox mapping keys: the original columns, then the columns later migrations added
 /// (`sequence`: arrival order; `traceparent`/`tracestate`: migration 0005; `claimOwner`:
 /// migration 0006).
 pub const INBOX_COLUMNS: &[(&str, &str)] = &[

@@ -5,14 +5,14 @@ use std::time::Duration;
 use crate::backoff::RetryPolicy;
 use crate::error::{Error, Result};
 
-/// Settings of a pull [`crate::Worker`]. Defaults follow the reference client libraries.
+/// Settings of a pull [`crate::Worker`]. Defaults match the Go, C#, TypeScript and Python workers.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkerOptions {
     /// The source whose pull rows this worker claims (required).
     pub source: String,
     /// The most rows one claim statement takes, and the most rows one worker holds at once.
     /// An explicit value caps every row the worker holds — waiting, running or being
-    /// completed (the reference's "never more than a batch in flight"). `None` (the
+    /// completed (proto-docs/client-contract.md, promise 17). `None` (the
     /// default) adapts it to `concurrency` ([`default_batch`]) and caps the rows waiting and
     /// running: up to a batch of rows whose handler finished and whose batched completion
     /// statement runs do not count, so the next claim overlaps that statement instead of
@@ -70,16 +70,11 @@ pub const MIN_DEFAULT_BATCH: u32 = 64;
 /// A worker never holds more than a batch of rows, so the batch bounds the rows in its
 /// pipeline (claimed and waiting, running, being completed) and, by Little's law, its rate:
 /// at a batch of `concurrency` the handlers idle while each claim and each completion
-/// statement runs. Sweeping the batch at 20,000 rows with a no-op handler
-/// (benchmarks/results/batch-sweep-2026-12-04.json, medians) gave, for 1c/2c/4c/8c/16c,
-/// 3,621 / 6,117 / 10,623 / 15,941 / 20,194 rows/s at concurrency 8 and
-/// 11,486 / 15,705 / 21,383 / 26,793 / 26,833 at concurrency 32. 8× is the knee: 16× adds
-/// nothing at 32 while a worker would hold twice the rows that other workers cannot take
-/// and that a crash strands until recovery. The floor is 64, not the reference's 10: one
+/// statement runs. 8× is where a batch sweep stops gaining (benchmarks/peers.md): a larger
+/// batch adds little while a worker would hold rows that other workers cannot take and that
+/// a crash strands until recovery. The floor is 64 rather than a batch of a few rows: one
 /// handler spends most of its time waiting for claim and completion statements, and the
-/// batch is what overlaps them, so at concurrency 1 the drain rose from 4,107 rows/s at
-/// batch 10 to 10,673 / 13,375 / 18,487 at 32 / 64 / 128
-/// (benchmarks/results/batch-sweep-c1-prefetch-2026-12-04.json). A large batch no longer
+/// batch is what overlaps them. A large batch no longer
 /// means many held rows: within the batch a worker holds what its measured handler and
 /// claim times call for (`worker::prefetch`), about `concurrency` rows for slow handlers,
 /// so the floor only lets fast handlers run ahead. 64 keeps the batch monotonic in

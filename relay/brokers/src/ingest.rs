@@ -90,7 +90,7 @@ impl SourceRule {
 
     /// This rule with the results of the source's key expressions for one message
     /// (`KeySource::Expression`, evaluated by the relay, which links the JSONata engine) in
-    /// their places (reference §6.3): the key after the key header, before the paths; the
+    /// their places: the key after the key header, before the paths; the
     /// event type and the aggregate id first.
     pub fn with_expressions(
         &self,

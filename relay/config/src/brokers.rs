@@ -1,5 +1,5 @@
 //! The kind-specific keys of the broker sources and destinations (RabbitMQ, Kafka, NATS),
-//! reference §4.3. The keys every source shares (`consumption`, `topic`, the `*Path` keys)
+//! listed in docs/configuration.md. The keys every source shares (`consumption`, `topic`, the `*Path` keys)
 //! stay in [`crate::SourceCommon`]. The clients live in the `queuebox-brokers` crate.
 //!
 //! A broker kind registers its keys once, in [`KINDS`] (its `type` name and how its source

@@ -1,4 +1,4 @@
-//! `QUEUEBOX_*` environment overrides onto the YAML tree (reference §4.1).
+//! `QUEUEBOX_*` environment overrides onto the YAML tree (docs/relay.md, "Where the configuration comes from").
 
 use serde_yaml::{Mapping, Value};
 

@@ -31,7 +31,7 @@
 //! println!("{}", cfg.to_redacted_yaml());
 //! ```
 //!
-//! Environment mapping (reference §4.1): strip `QUEUEBOX_`, lower-case, `_` separates path
+//! Environment mapping (docs/relay.md, "Where the configuration comes from"): strip `QUEUEBOX_`, lower-case, `_` separates path
 //! segments, `__` is a literal `_` inside a map key, a number is a list index, and a field
 //! name matches the camelCase key case-insensitively: `QUEUEBOX_OUTBOX_POLLINTERVALMS` →
 //! `outbox.pollIntervalMs`, `QUEUEBOX_DESTINATIONS_MY__API_BASEURL` →
@@ -71,7 +71,7 @@ pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";
 /// The file read when neither `--config` nor `QUEUEBOX_CONFIG_FILE` names one.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/queuebox/queuebox.yml";
 
-/// The packaged demo configuration (reference §4.1, item 3): two webhook sources (`stripe`,
+/// The packaged demo configuration, used only with no file and no `QUEUEBOX_*` variable: two webhook sources (`stripe`,
 /// `github`), two HTTP destinations, two routes, a local PostgreSQL.
 pub const PACKAGED_CONFIG: &str = include_str!("../packaged.yml");
 
@@ -86,7 +86,8 @@ pub enum Origin {
     Packaged,
 }
 
-/// Loads the configuration by the reference's precedence (§4.1) — the file at `path`, else
+/// Loads the configuration by its precedence (docs/relay.md, "Where the configuration comes
+/// from") — the file at `path`, else
 /// `$QUEUEBOX_CONFIG_FILE`, else [`DEFAULT_CONFIG_FILE`] if it exists; with no file, the
 /// environment alone, or the packaged demo when no `QUEUEBOX_*` variable configures
 /// anything. A file or a variable replaces the packaged demo entirely (no merge). Applies the

@@ -111,12 +111,12 @@ pub struct DatabaseConfig {
     pub password: Option<Secret>,
     pub pool_size: u32,
     /// How long a statement waits for a pooled connection before the database counts as
-    /// unavailable (ingest answers 503). Default 5000, below the reference's 30000: an HTTP
+    /// unavailable (ingest answers 503). Default 5000, well below a common 30 s: an HTTP
     /// sender should hear "retry later" well before its own timeout.
     pub connection_timeout_ms: u64,
     pub migrate: bool,
     pub startup_timeout_ms: u64,
-    /// The outbox table, `table` or `schema.table` (reference §2.6); default `outbox`.
+    /// The outbox table, `table` or `schema.table` (proto-docs/own-schema.md); default `outbox`.
     pub outbox_table_name: Option<String>,
     /// The inbox table, `table` or `schema.table`; default `inbox`.
     pub inbox_table_name: Option<String>,
@@ -187,7 +187,7 @@ pub struct OutboxConfig {
     /// How many rows of a batch are published at once. Set, it is exact for every
     /// destination (reference contract 17: `concurrency: 4`, never more than 4 requests at
     /// once). Unset (the default), HTTP destinations get at most
-    /// [`DEFAULT_OUTBOX_CONCURRENCY`] requests at once, as in the reference, and up to
+    /// [`DEFAULT_OUTBOX_CONCURRENCY`] requests at once, and up to
     /// [`DEFAULT_OUTBOX_PUBLISHES_IN_FLIGHT`] rows are published at once in all: a broker's
     /// client sends publishes on one connection and waits for each acknowledgement, so the
     /// receivers' bound would only keep a broker destination waiting for round trips
@@ -200,7 +200,7 @@ pub struct OutboxConfig {
     pub shutdown_timeout_ms: u64,
     /// A destination the relay could not reach (connection refused or lost, a broker
     /// timeout) fails an attempt like any failure, so a row whose attempts are spent goes
-    /// dead (reference §3.1). `true` keeps such rows retrying on the capped backoff (60 s)
+    /// dead (proto-docs/states.md#outbox). `true` keeps such rows retrying on the capped backoff (60 s)
     /// until the destination is back; rejections still make them dead.
     pub retry_unreachable_forever: bool,
 }
@@ -614,7 +614,7 @@ pub struct SourceCommon {
     pub aggregate_id_path: Option<PathList>,
     /// Hold each row this long after receipt (`30s`, `5m`).
     pub initial_delay: Option<String>,
-    /// Publish-time order (reference §3.4): with `initialDelay`, hold each row until its
+    /// Publish-time order (docs/relay.md, "Holding new rows"): with `initialDelay`, hold each row until its
     /// publish time plus the delay (never later than receipt plus the delay). The publish
     /// time comes from this header (case-insensitive), then `scheduledAtPath`, then the
     /// broker's own time, else receipt.

@@ -26,7 +26,7 @@ fn roundtrip<T: DeserializeOwned + Serialize>(v: Value) -> Result<Value, String>
     serde_yaml::to_value(&t).map_err(|e| e.to_string())
 }
 
-/// One table of the reference: the keys of one struct at one path.
+/// One table of docs/configuration.md: the keys of one struct at one path.
 struct Block {
     /// The key path of the block (`server.tls`, `sources.<name>`).
     path: &'static str,
@@ -63,7 +63,7 @@ impl Block {
     }
 }
 
-/// Every block of the reference, in the page's order.
+/// Every block of docs/configuration.md, in the page's order.
 fn blocks() -> Vec<Block> {
     use crate::brokers::*;
     use crate::model::*;

@@ -40,7 +40,7 @@ fn retry_unreachable_forever_is_off_unless_asked_for() {
     let c = from_yaml_with_env(BASE, &[]).unwrap();
     assert!(
         !c.outbox.retry_unreachable_forever,
-        "the reference's rule by default"
+        "spent attempts make a row dead by default"
     );
     let y = format!("{BASE}outbox:\n  retryUnreachableForever: true\n");
     assert!(
@@ -427,7 +427,7 @@ database:
     assert!(c.secrets().contains(&"s3cret;pw".to_string()));
 }
 
-/// Custom table and column names (reference §2.6), from the file and from the environment.
+/// Custom table and column names (proto-docs/own-schema.md), from the file and from the environment.
 #[test]
 fn custom_names_load_from_file_and_environment() {
     let y = BASE.replace(

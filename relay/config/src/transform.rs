@@ -1,5 +1,5 @@
 //! The `transform` block of sources, routes and destinations and the key expressions of
-//! sources (reference §4.3): kept here as configured text, and compiled by
+//! sources (docs/relay.md, "Transforms and key expressions"): kept here as configured text, and compiled by
 //! [`expressions`] during validation so that a syntax error stops start-up naming its key.
 //! The relay compiles its own copies once at start-up with [`TransformConfig::compile`]
 //! and [`key_expression`] (the same calls, so what validation accepted compiles again).
@@ -121,7 +121,7 @@ pub fn key_expression(
 }
 
 /// Compiles every transform and key expression, reporting each that does not compile
-/// under its key path (reference §4.4: "every transform and key expression compiles").
+/// under its key path: a configuration whose expressions do not all compile never starts.
 pub(crate) fn expressions(c: &Config, errs: &mut ConfigErrors) {
     let mut check = |t: &Option<TransformConfig>, path: String| {
         if let Some(Err(p)) = t.as_ref().map(|t| t.compile(&path)) {

@@ -341,7 +341,7 @@ fn database(d: &DatabaseConfig, errs: &mut ConfigErrors) {
     names(d, kind, errs);
 }
 
-/// Custom table and column names (reference §2.6): valid identifiers and known keys; the
+/// Custom table and column names (proto-docs/own-schema.md): valid identifiers and known keys; the
 /// application owns such a schema, so `migrate: true` is refused naming every renamed key,
 /// and SQL Server (which has no rendering of custom names yet) refuses them.
 fn names(d: &DatabaseConfig, kind: Option<queuebox_core::store::Backend>, errs: &mut ConfigErrors) {
@@ -481,7 +481,7 @@ fn paths(list: &Option<PathList>, path: &str, errs: &mut ConfigErrors) {
 }
 
 /// `scheduledAtHeader` / `scheduledAtPath` only move a hold that exists: they need
-/// `initialDelay` (reference §4.3); the path must parse and the header must be named.
+/// `initialDelay`; the path must parse and the header must be named.
 fn publish_time(c: &SourceCommon, path: &str, errs: &mut ConfigErrors) {
     for (key, set) in [
         ("scheduledAtHeader", c.scheduled_at_header.is_some()),

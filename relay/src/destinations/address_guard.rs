@@ -12,7 +12,7 @@
 //! - at start-up (`queuebox run` and `queuebox check-config`), [`check_startup`] looks at
 //!   every `baseUrl` and `tokenUrl` host (an IP literal directly, a name through DNS) and
 //!   refuses to start naming the key; a name that does not resolve does not stop start-up
-//!   (reference §4.3) — the connect-time check covers it later;
+//!   (a name may resolve later) — the connect-time check covers it later;
 //! - at connect time, [`PublicOnly`] is the destination client's DNS resolver: it drops
 //!   private addresses from every answer, so a name that later resolves to a private address
 //!   (DNS rebinding) cannot be reached. IP-literal URLs never reach a resolver; they are

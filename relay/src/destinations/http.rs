@@ -158,7 +158,7 @@ impl Publisher for HttpPublisher {
     async fn publish(&self, msg: &OutboundMessage) -> Result<(), PublishError> {
         let mut req = self.client.post(&self.url);
         // Row headers first, then the destination's static and auth headers, so a producer's
-        // row can never override the destination's credentials (reference §14.8, decided).
+        // row can never override the destination's credentials (proto-docs/http-destination.md#headers).
         // `header_pairs` has already left out framing fields and unsendable values; values go
         // as bytes so UTF-8 text (a key, a topic) arrives as sent instead of failing the request.
         for (k, v) in msg.header_pairs() {

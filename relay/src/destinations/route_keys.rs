@@ -1,4 +1,4 @@
-//! A route's `routingKeyTemplate` (reference §4, §8.1, §8.2): rendered for each row the route
+//! A route's `routingKeyTemplate` (docs/relay.md, "Routing keys"): rendered for each row the route
 //! delivers and handed to the publisher as [`OutboundMessage::routing_key`], where it replaces
 //! the destination's own key (RabbitMQ `routingKeyTemplate`, Kafka `keyTemplate`). A
 //! placeholder without a value renders as the route's `routingKeyMissingFieldDefault` (default

@@ -1,4 +1,4 @@
-//! `sources.<name>.filter` (reference §5.1 step 6): header rules a message must pass to be
+//! `sources.<name>.filter` (proto-docs/ingest.md): header rules a message must pass to be
 //! stored. Every `require` rule must hold and no `exclude` rule may; header names are
 //! case-insensitive and a repeated header counts with its last value (as stored). A message
 //! that does not pass is not stored: HTTP answers `202 {"status":"filtered"}`, a broker

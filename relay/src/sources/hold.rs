@@ -1,4 +1,4 @@
-//! `initialDelay` and publish-time order (reference §3.4): how long a new inbox row is held
+//! `initialDelay` and publish-time order (docs/relay.md, "Holding new rows"): how long a new inbox row is held
 //! before any claim (push or pull) may take it.
 //!
 //! A source with `initialDelay: D` holds each row until receipt + D. With
@@ -23,7 +23,7 @@ use queuebox_config::{parse_duration, Config};
 use queuebox_core::keys::{self, JsonPath};
 use serde_json::Value;
 
-/// Integers below this are seconds since 1970, at or above it milliseconds (reference §3.4:
+/// Integers below this are seconds since 1970, at or above it milliseconds:
 /// 100 000 000 000 s is the year 5138, 100 000 000 000 ms is 1973).
 const SECONDS_BELOW: i64 = 100_000_000_000;
 

@@ -40,7 +40,7 @@ pub fn http_rule(
             })
             .collect()
     };
-    // A key expression's result sits between the header and the paths (reference §6.3).
+    // A key expression's result sits between the header and the paths (docs/relay.md, "Transforms and key expressions").
     let expression = expression_source;
     let chain = |h: &Option<String>, e: &Option<(String, Option<String>)>, p: &Option<PathList>| {
         h.as_deref()

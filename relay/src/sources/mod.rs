@@ -220,7 +220,7 @@ impl Inbox {
                 broker_time_ms: None,
             },
         );
-        // The source transform (reference §5.1 step 8), after the keys were read from the
+        // The source transform (proto-docs/ingest.md), after the keys were read from the
         // original body: its result is what is stored; a refusal stores nothing (422).
         let json = match expressions.and_then(|x| x.transform.as_ref()) {
             None => json,
@@ -311,7 +311,7 @@ impl Inbox {
                 },
             );
         }
-        // The source transform (reference §8): a refusal stores the original payload dead
+        // The source transform on a broker source (proto-docs/ingest.md): a refusal stores the original payload dead
         // in the same insert (never visible as pending), then the message is acknowledged.
         if let (Some(t), None) = (
             expressions.and_then(|x| x.transform.as_ref()),

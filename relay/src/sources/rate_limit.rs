@@ -1,4 +1,4 @@
-//! `sources.<name>.rateLimit.requestsPerMinute` (reference §5.1 step 2): one bucket per HTTP
+//! `sources.<name>.rateLimit.requestsPerMinute` (proto-docs/ingest.md): one bucket per HTTP
 //! source, shared by every client, holding `requestsPerMinute` requests and filled up again
 //! every 60 s from start-up (whole refills at fixed instants, not a trickle). A request that
 //! finds the bucket empty is refused with 429 before its body is read; `Retry-After` is the

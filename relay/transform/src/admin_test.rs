@@ -1,4 +1,4 @@
-//! What `POST /admin/transform/test` answers (reference §5.2): an expression tried against a
+//! What `POST /admin/transform/test` answers (docs/relay.md, "Transforms and key expressions"): an expression tried against a
 //! payload with stand-in context variables. The relay's admin route reads the body under
 //! `admin.maxPayloadBytes` (413 above it) and checks the admin auth; everything after that —
 //! parsing the request, clamping `timeoutMs`, compiling, evaluating, the 200/400 bodies —

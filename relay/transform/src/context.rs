@@ -1,4 +1,4 @@
-//! The variables an expression sees besides its input (reference §4.5): `$messageId`,
+//! The variables an expression sees besides its input (docs/relay.md, "Transforms and key expressions"): `$messageId`,
 //! `$topic`, `$attempt`, `$timestamp` everywhere, and for source transforms also `$source`,
 //! `$headers`, `$idempotencyKey` and `$eventType`.
 

@@ -63,7 +63,7 @@ impl Expression {
     /// transform turns it into [`EvalError::NoResult`], a key expression into "no key".
     ///
     /// The work is synchronous and CPU-bound; `limits.timeout` bounds it, so an async
-    /// caller may run it inline when the timeout is short (the reference uses 100 ms).
+    /// caller may run it inline when the timeout is short (the default is 100 ms).
     pub fn evaluate(
         &self,
         input: &Value,

@@ -1,6 +1,6 @@
 //! Key expressions (`idempotencyKeyExpression`, `eventTypeExpression`,
 //! `aggregateIdExpression`): a JSONata expression over the original body whose result
-//! becomes a text value, or no value (reference §6.3).
+//! becomes a text value, or no value (docs/relay.md, "Transforms and key expressions").
 
 use serde_json::Value;
 
@@ -24,7 +24,7 @@ impl KeyExpression {
     }
 
     /// The key the expression gives for `body`: `Ok(None)` when its result is no value
-    /// (see [`key_text`]). An `Err` also means no value; the reference logs one warning for
+    /// (see [`key_text`]). An `Err` also means no value; the relay logs one warning for
     /// it and goes on to the next way of finding the key.
     pub fn extract(&self, body: &Value) -> Result<Option<String>, EvalError> {
         Ok(self

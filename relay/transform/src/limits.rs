@@ -28,7 +28,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    /// The reference's transform defaults: 100 ms, depth 100 (reference §4.3), and the
+    /// The transform defaults (`timeoutMs` 100, `maxDepth` 100), and the
     /// inbox body cap (1 MiB) as the largest payload a transform may produce.
     pub const TRANSFORM: Limits = Limits {
         timeout: Duration::from_millis(100),
@@ -37,7 +37,7 @@ impl Limits {
     };
 
     /// The fixed limits of key expressions (`idempotencyKeyExpression` …): 100 ms and depth
-    /// 100 (reference §4.3). A key is at most 255 characters, so a result above 64 KiB is
+    /// 100. A key is at most 255 characters, so a result above 64 KiB is
     /// garbage however it is read.
     pub const KEY_EXPRESSION: Limits = Limits {
         timeout: Duration::from_millis(100),

@@ -9,7 +9,7 @@ use serde_json::Value;
 
 use crate::{CompileError, Context, EvalError, Expression, Limits};
 
-/// What happens to a message whose transform fails (reference §4.3, `onError`, exact case).
+/// What happens to a message whose transform fails (`onError`, exact case: docs/relay.md, "Transforms and key expressions").
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
 pub enum OnError {
     /// The delivery fails: the retry path, dead once the attempts are spent. At receipt the
@@ -50,7 +50,7 @@ impl fmt::Display for OnError {
     }
 }
 
-/// A value other than `Fail`, `Skip` or `Dead` (the reference accepts the exact case only).
+/// A value other than `Fail`, `Skip` or `Dead` (only the exact case is accepted, so a typo is not silently another strategy).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("onError must be Fail, Skip or Dead (exact case), not {0:?}")]
 pub struct UnknownOnError(pub String);
@@ -89,7 +89,7 @@ pub enum Applied {
     Dead(EvalError),
 }
 
-/// The `last_error` of a row a transform dead-lettered (reference §3.1).
+/// The `last_error` of a row a transform dead-lettered (proto-docs/states.md#outbox).
 pub const DEAD_REASON: &str = "Transform dead-lettered the message";
 
 impl Applied {
@@ -125,7 +125,7 @@ impl Applied {
     }
 
     /// The refusal at receipt when the message does not go on (`Fail` and `Dead` alike,
-    /// reference §5.1 step 8): `Transform failed: <reason>`, the `error` of the 422 body on
+    /// proto-docs/ingest.md): `Transform failed: <reason>`, the `error` of the 422 body on
     /// an HTTP source and the `last_error` of the row a broker source stores dead.
     pub fn rejection(&self) -> Option<String> {
         match self {

@@ -1,4 +1,4 @@
-//! The JSONata cases the reference's documentation relies on (tests/jsonata_cases.json:
+//! The JSONata cases QueueBox's transforms rely on (tests/jsonata_cases.json:
 //! paths, predicates, string and number functions, higher-order functions, constructors,
 //! conditionals, `&`, `$exists`, time functions, the context variables, errors), each run
 //! through the public API with the results jsonata-js gives.

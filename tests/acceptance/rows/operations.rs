@@ -285,7 +285,7 @@ pub async fn bad_outbound_urls_are_refused_at_startup() -> Outcome {
     Ok(())
 }
 
-/// Row 75 (the reference's change-data-capture wake-up is optional; QueueBox wakes the
+/// Row 75 (a change-data-capture wake-up is optional; QueueBox wakes the
 /// outbox relay with LISTEN/NOTIFY instead): with a 10 s poll interval an inserted row is
 /// delivered well within a second; and with the wake-up gone (its trigger dropped, the
 /// reference's "capture stopped") polling still delivers, within a poll interval.

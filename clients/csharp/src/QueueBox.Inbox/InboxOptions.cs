@@ -40,7 +40,7 @@ namespace QueueBox.Inbox
         public string OutboxTableName { get; set; }
         /// <summary>The inbox table's name ("schema.table" allowed); null keeps QueueBox's own.</summary>
         public string InboxTableName { get; set; }
-        /// <summary>Renamed columns by the reference's mapping keys
+        /// <summary>Renamed columns by mapping key (proto-docs/own-schema.md)
         /// (<c>Inbox["idempotencyKey"] = "key"</c>); claims, completions and the statements
         /// handed to your transaction use them.</summary>
         public InboxColumnMapping ColumnMapping { get; set; }

@@ -1,7 +1,7 @@
 //! SQL Server backend (tiberius over tokio), behind the `sqlserver` cargo feature.
 //!
 //! It implements the same [`Store`] and [`StoreTx`] as [`crate::store::postgres`], with the
-//! T-SQL of [`sql`] (reference §3.3): the pull claim runs in its own transaction, serialised per
+//! T-SQL of [`sql`] (proto-docs/sqlserver.md): the pull claim runs in its own transaction, serialised per
 //! source by `sp_getapplock`, with `UPDLOCK, READPAST, ROWLOCK`; every time is UTC from
 //! `SYSUTCDATETIME()`. There is no LISTEN/NOTIFY on SQL Server: [`Store::listen`] returns
 //! `None` and workers poll. [`crate::store::relay::RelayStore`] is implemented in `relay.rs`.
@@ -38,7 +38,7 @@ pub use tx::SqlServerStoreTx;
 pub type Client = tiberius::Client<tokio_util::compat::Compat<tokio::net::TcpStream>>;
 
 /// No store operation may leave the per-source claim lock or a transaction behind for long:
-/// the server must answer every round trip within this (reference §3.3 asks for ≥ 30 s so that
+/// the server must answer every round trip within this (at least 30 s, so that
 /// the 10 s `sp_getapplock` timeout surfaces as Msg 51000 first).
 pub const COMMAND_TIMEOUT: Duration = Duration::from_secs(60);
 

@@ -1,5 +1,5 @@
 //! [`RelayStore`] on SQL Server: the push and outbox claims (each one transaction serialised
-//! by `sp_getapplock`, reference §3.1 and §3.2), the fenced outcomes, reclaim, retention,
+//! by `sp_getapplock`), the fenced outcomes, reclaim, retention,
 //! gauges and the admin operations. The statements are in [`super::sql`]; this file binds
 //! parameters and decodes rows. Every time comes from `SYSUTCDATETIME()`, and every fenced
 //! write is the PostgreSQL fence (`state = 'processing'`, the claim token, a live lease).

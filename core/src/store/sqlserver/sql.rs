@@ -1,7 +1,7 @@
 //! Every T-SQL statement the SQL Server backend sends, as constants, so the syntax-check test
 //! (`core/tests/sqlserver_syntax.rs`) can enumerate them with [`statements`].
 //!
-//! Rules shared by all of them (reference §2.7 and §3.3):
+//! Rules shared by all of them (proto-docs/sql-contract.md):
 //! - every time comes from `SYSUTCDATETIME()` (columns are `DATETIME2` in UTC), never from the
 //!   application; a lease comparison is against the database clock at the statement;
 //! - parameters are positional (`@P1`…), as tiberius binds them through `sp_executesql`;
@@ -141,7 +141,7 @@ pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = @P1 AND idempot
 ///    aggregate is itself claimable now (due pending, or processing) (`idx_inbox_pull_aggregate`)
 ///    and no other row of it holds a live lease (`idx_inbox_pull_busy`). A row in retry
 ///    backoff is not due, so it blocks nothing ("a pull retry lets later messages pass",
-///    reference §7). These reads have no READPAST, so they wait for (rather than skip) a row
+///    proto-docs/states.md#ordering). These reads have no READPAST, so they wait for (rather than skip) a row
 ///    another transaction is changing;
 /// 5. the update locks each picked row with `UPDLOCK, READPAST, ROWLOCK` and re-checks the row
 ///    predicate, so two claims can never both take one row; `OUTPUT inserted.*` returns them.
@@ -261,7 +261,7 @@ pub const HISTORY_MAX: &str = "SELECT MAX(version) AS version FROM queuebox_sche
 /// The migration transaction; XACT_ABORT makes a failing DDL statement roll it all back.
 pub const MIGRATE_BEGIN: &str = "SET XACT_ABORT ON; BEGIN TRANSACTION;";
 
-// ---- The relay role (`store::relay::RelayStore`, reference §3.1 and §3.2) ----
+// ---- The relay role (`store::relay::RelayStore`, proto-docs/states.md) ----
 
 /// The fence of every write on a claimed outbox row (the PostgreSQL `OUTBOX_FENCE`).
 macro_rules! outbox_fence {
@@ -282,7 +282,7 @@ macro_rules! outbox_insert {
     };
 }
 
-/// The applock resources of the relay claims (reference §3.1, §3.2), named after the tables.
+/// The applock resources of the relay claims, named after the tables.
 pub const OUTBOX_CLAIM_LOCK: &str = "queuebox_outbox_claim_outbox";
 pub const INBOX_CLAIM_LOCK: &str = "queuebox_inbox_claim_inbox";
 
@@ -291,7 +291,7 @@ pub const RECLAIM_PUSH: &str = "UPDATE inbox SET state = 'pending', claimed_at =
  WHERE consumption = 'push' AND state = 'processing'
    AND (lease_expires_at IS NULL OR lease_expires_at <= SYSUTCDATETIME())";
 
-/// The push claim (reference §3.2), one batch in its own transaction:
+/// The push claim, one batch in its own transaction:
 /// 1. `sp_getapplock` on `queuebox_inbox_claim_inbox` (Exclusive, owner Transaction, 10 s,
 ///    held until the commit); a negative result rolls back and throws 51000 (transient);
 /// 2. the busy aggregates (a push row in processing, any source) are read in a separate
@@ -336,7 +336,7 @@ WITH pick AS (
 COMMIT TRANSACTION;"
 );
 
-/// Forward a claimed push row (reference §3.2), one transaction: the fenced mark first (it
+/// Forward a claimed push row, one transaction: the fenced mark first (it
 /// locks the inbox row), then the outbox insert only if the mark matched. No id back means the
 /// claim was lost and nothing was inserted. `@P1` id, `@P2` token, `@P3`..`@P7` the outbox row.
 pub const FORWARD_PUSH: &str = concat!(
@@ -371,7 +371,7 @@ pub const DEAD_PUSH: &str =
 pub const RECLAIM_OUTBOX: &str = "UPDATE outbox SET state = 'pending', claimed_at = NULL, claim_token = NULL, lease_expires_at = NULL, updated_at = SYSUTCDATETIME()
  WHERE state = 'processing' AND (lease_expires_at IS NULL OR lease_expires_at <= SYSUTCDATETIME())";
 
-/// The outbox claim (reference §3.1), one batch in its own transaction: `sp_getapplock` on
+/// The outbox claim, one batch in its own transaction: `sp_getapplock` on
 /// `queuebox_outbox_claim_outbox` (Exclusive, owner Transaction, 10 s, held until the commit;
 /// 51000 on failure), then due pending rows in `(scheduled_at, sequence)` order under the key
 /// head rule: a row with a non-empty key only when no row of that key with a lower sequence is
