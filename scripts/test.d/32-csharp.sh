@@ -32,6 +32,8 @@ mcs -nologo -target:library -warnaserror+ -r:System.Data.dll -out:"$out/QueueBox
 # src/QueueBox.Inbox.EntityFrameworkCore needs EF Core from NuGet and is not built here).
 rm -rf "$out/readme" && mkdir -p "$out/readme"
 awk -v dir="$out/readme" '/^```csharp$/ { n++; f = 1; next } /^```$/ { f = 0 } f { print > (dir "/Readme" n ".cs") }' clients/csharp/README.md
+# The repository README's C# quick start (the block after its marker) is one more unit.
+awk '/<!-- quick start: csharp/ { m = 1 } m && /^```csharp$/ { f = 1; next } f && /^```$/ { exit } f { print }' README.md > "$out/readme/QuickStart.cs"
 mcs -nologo -warnaserror+ -out:"$out/QueueBox.Inbox.Tests.exe" -r:"$out/QueueBox.Inbox.dll" -r:System.Core.dll -r:System.Data.dll \
   clients/csharp/tests/*.cs "$out"/readme/*.cs
 # WorkerTlsTests needs a TLS-only PostgreSQL of its own.

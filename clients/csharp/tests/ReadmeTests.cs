@@ -21,6 +21,23 @@ namespace QueueBox.Inbox.Tests
             return m;
         }
 
+        /// <summary>The repository README's C# quick start (source `jobs`, table `jobs_done`)
+        /// handles a job as written.</summary>
+        [Test]
+        public static async Task RepositoryReadmeQuickStartHandlesAJob()
+        {
+            MethodInfo quickStart = Example("QuickStartExample", "RunAsync");
+            string url = await Db.CreateAsync();
+            try
+            {
+                Db.Psql(url, "CREATE TABLE jobs_done (id uuid PRIMARY KEY)");
+                Db.InsertRows(url, "jobs", 1);
+                await ContractTests.RunUntil(ct => (Task)quickStart.Invoke(null, new object[] { url, ct }),
+                    "the README quick start processed the job", () => Db.Psql(url, "SELECT count(*) FROM jobs_done") == "1");
+            }
+            finally { Db.Drop(url); }
+        }
+
         [Test]
         public static async Task Item14ReadmeExamplesBuildAndRun()
         {

@@ -123,3 +123,49 @@ def test_the_zero_setup_example_processes_a_message_with_its_business_write(data
         return await db.query("SELECT 1 FROM inbox WHERE id = $1::uuid AND state = 'processed'", [inbox_id])
 
     asyncio.run(asyncio.wait_for(go(), 60))
+
+
+ROOT_README = Path(__file__).resolve().parents[3] / "README.md"
+QUICK_START_LAST_LINE = 'Worker(os.environ["DATABASE_URL"], "jobs").run_blocking(handle)  # until Ctrl-C'
+
+
+def test_the_top_level_readme_quick_start_handles_a_job(database_url, monkeypatch):
+    """The repository README's Python quick start, as written: its table, its source `jobs`,
+    its handler; only its last line (which runs until Ctrl-C) is replaced by a run that stops
+    once the job is processed."""
+    blocks = re.findall(r"<!-- quick start: python[^>]*-->\n```python\n(.*?)```", ROOT_README.read_text(), re.S)
+    assert len(blocks) == 1, "README.md has one marked Python quick start"
+    code = blocks[0].rstrip()
+    assert code.endswith(QUICK_START_LAST_LINE), "the quick start ends by running the worker"
+    code = code[: -len(QUICK_START_LAST_LINE)]
+    with psycopg.connect(database_url, autocommit=True) as c:
+        # The README's own set-up line creates this table.
+        c.execute("CREATE TABLE IF NOT EXISTS jobs_done (id uuid PRIMARY KEY)")
+    monkeypatch.setenv("DATABASE_URL", database_url)
+    ns: dict = {}
+    exec(compile(code, str(ROOT_README), "exec"), ns)
+
+    async def enqueue():
+        db = await Database.connect(database_url)
+        r = await db.enqueue("jobs", "readme-job-1", {"task": "resize"})
+        await db.close()
+        return r["id"]
+
+    job_id = asyncio.run(enqueue())
+    stop = threading.Event()
+
+    def watch():
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and not rows(database_url, "SELECT 1 FROM inbox WHERE id = %s::uuid AND state = 'processed'", job_id):
+            time.sleep(0.02)
+        stop.set()
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        ns["Worker"](database_url, "jobs", poll_interval_ms=20).run_blocking(ns["handle"], stop=stop)
+    finally:
+        stop.set()
+        watcher.join()
+    assert rows(database_url, "SELECT id::text FROM jobs_done") == [(job_id,)]
+    assert rows(database_url, "SELECT state FROM inbox WHERE id = %s::uuid", job_id) == [("processed",)]

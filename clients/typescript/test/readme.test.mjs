@@ -19,11 +19,15 @@ test("every README example compiles against the package's types (and the drivers
   assert.match(examples[0], /completeTx\(client, message\)[\s\S]*publish\(client,/, "the quick start shows both directions with pg");
   assert.match(examples[1], /completeTx\(trx, message\)[\s\S]*publish\(trx,/, "the Knex example shows both directions");
   assert.match(examples[2], /completeTx\(tx, message\)[\s\S]*publish\(tx,/, "the Drizzle example shows both directions");
+  // The repository README's TypeScript quick start compiles the same way.
+  const top = readFileSync(join(root, "..", "..", "README.md"), "utf8");
+  const quick = [...top.matchAll(/<!-- quick start: ts[^>]*-->\n```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
+  assert.equal(quick.length, 1, "the repository README has one marked TypeScript quick start");
   const dir = join(root, ".readme-check");
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir);
   try {
-    const files = examples.map((code, i) => {
+    const files = [...examples, ...quick].map((code, i) => {
       writeFileSync(join(dir, `example${i}.ts`), code);
       return `example${i}.ts`;
     });
