@@ -28,12 +28,12 @@
 #                              package (cdylibs: -crt-static, target/musl-dylib, see lib_env);
 #                              the C tarball (libqueuebox.a and .so from that cdylib build)
 #                              and the NuGet linux-musl-x64 runtime; the Go library for musl
-#                              is not built (README)
+#                              is not built (docs/install.md)
 # The default, unset, is what CI builds: x86_64 and aarch64 glibc, without the cross relays
 # and the aarch64 wheel (their cold builds compile OpenSSL and librdkafka, or a Python tree,
 # from source; tests/install/README.md has the times). Each zig target is one dependency
 # tree (target/<triple>/release): the C library, the Node addon and the wheel share it (the
-# wheel: maturin with cargo-zigbuild as its cargo, see pkg_python). README.md "Install" has
+# wheel: maturin with cargo-zigbuild as its cargo, see pkg_python). docs/install.md has
 # the table of what is built and tested.
 # Every native file is checked with scripts/elf-check.sh (machine, newest glibc symbol).
 set -euo pipefail
@@ -47,7 +47,7 @@ version=$(grep -m1 -E '^version = "' Cargo.toml | sed -E 's/^version = "([^"]+)"
 host=$(rustc -vV | sed -n 's/^host: //p')
 [ "$host" = x86_64-unknown-linux-gnu ] || { echo "package: the host $host is not linux x86_64 glibc, the only build host packaging knows" >&2; exit 1; }
 # aarch64-unknown-linux-musl would take the same path as x86_64 musl, but was never built
-# here (time): not offered (README "Install").
+# here (time): not offered (docs/install.md).
 all_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl"
 ci_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
 targets=${QB_PACKAGE_TARGETS:-$ci_targets}
@@ -450,7 +450,7 @@ pkg_relay() {
 # certificates: rustls (PostgreSQL, HTTP destinations) carries webpki-roots inside; the
 # system's file for RabbitMQ (rustls-native-certs) and Kafka (librdkafka, linked with a
 # static OpenSSL, probes /etc/ssl/certs/ca-certificates.crt and the other usual paths):
-# Alpine's ca-certificates package, or SSL_CERT_FILE (README "Install").
+# Alpine's ca-certificates package, or SSL_CERT_FILE (docs/install.md, "The musl relay and root certificates").
 # relay_build_failed <triple>: cargo prints a failing build script's whole output and the
 # end of a long log is often all that is kept, so repeat what says why last: the disk left
 # and the end of librdkafka's configure/make output (the build script most likely to fail).

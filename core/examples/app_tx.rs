@@ -1,4 +1,4 @@
-//! The README's "Your transaction, your driver" quick start: an outbox row published and a
+//! docs/rust.md's "Your transaction, your driver" program: an outbox row published and a
 //! pull row completed inside transactions the application opened from its own sqlx pool.
 //! Built with the crate's examples; core/tests/readme_quick_start.rs checks that the README
 //! shows exactly this program (everything below this header).

@@ -44,4 +44,13 @@ go mod download
 go vet ./...
 go test -count=1 -timeout 300s ./...
 go build -o /dev/null ./examples/...
-echo "go: vet clean, tests passed, example builds"
+# The repository README's Go quick start builds against this module, as an application's
+# main package would (a directory of its own, removed afterwards; compile only: its table and
+# source are the other quick starts', which run in their languages' suites).
+qs=$(mktemp -d "$PWD/readmequickstart.XXXX")
+awk '/<!-- quick start: go/ { m = 1 } m && /^```go$/ { f = 1; next } f && /^```$/ { exit } f { print }' ../../README.md > "$qs/main.go"
+if [ ! -s "$qs/main.go" ] || ! go build -o /dev/null "./$(basename "$qs")"; then
+  rm -rf "$qs"; echo "go: README.md's Go quick start (after its <!-- quick start: go --> marker) does not build" >&2; exit 1
+fi
+rm -rf "$qs"
+echo "go: vet clean, tests passed, example and README quick start build"
