@@ -1,7 +1,44 @@
 //! Schema migrations, embedded in the binary from `core/migrations/<backend>/` (inside this
-//! crate, so `cargo package` ships them), applied in version order, each in its own
-//! transaction, recorded with a checksum in `queuebox_schema_history`. Applying twice is a
-//! no-op; an edited released file fails.
+//! crate, so `cargo package` ships them), applied in version order and recorded with a checksum
+//! in `queuebox_schema_history`. Applying twice is a no-op; an edited released file fails,
+//! unless its old checksum is listed in [`POSTGRES_SUPERSEDED`] (a file fixed after release).
+//!
+//! # In a transaction, or online
+//!
+//! A migration runs in its own transaction, with its history row, unless the **first line of
+//! its file** is exactly
+//!
+//! ```sql
+//! -- queuebox:no-transaction
+//! ```
+//!
+//! ([`NO_TRANSACTION`]; PostgreSQL only). Such a migration is what `CREATE INDEX CONCURRENTLY`
+//! and `DROP INDEX CONCURRENTLY` need: they cannot run in a transaction block, and they let the
+//! application go on writing to the table while the index builds, where a plain `CREATE INDEX`
+//! or `DROP INDEX` blocks every insert and update of the table until it commits. Use it for any
+//! index on `inbox` or `outbox`, which may hold millions of rows; keep every other change (new
+//! tables, functions, columns) in a normal migration, which is all or nothing.
+//!
+//! The runner splits the file into statements (on `;` outside quotes, dollar quotes and
+//! comments) and sends them one at a time, each its own transaction; the history row is written
+//! after the last one. A run that is interrupted (killed, cancelled, a lost connection) leaves
+//! some statements done and the version unrecorded, so the next run starts the file again from
+//! its first statement. Every statement must therefore be safe to run again:
+//!
+//! - `CREATE [UNIQUE] INDEX CONCURRENTLY IF NOT EXISTS <name> ON …`: before it runs, the runner
+//!   looks for an index called `<name>` that an interrupted concurrent build left INVALID (it
+//!   exists, is maintained by writes, and is never used by a query) and drops it
+//!   (`DROP INDEX CONCURRENTLY`), so it is built again rather than skipped by `IF NOT EXISTS`;
+//! - `DROP INDEX CONCURRENTLY IF EXISTS <name>`;
+//! - `ALTER INDEX IF EXISTS <temporary> RENAME TO <name>`: to replace an index under the same
+//!   name without a moment where queries lack it, build the new one under a temporary name,
+//!   drop the old one, rename (PostgreSQL ≥ 12 renames an index without blocking writes).
+//!
+//! The unit test `online_migrations_only_hold_statements_that_can_run_again` checks every file
+//! with the marker against this list; extend the list there (and here) with a form you have
+//! checked is re-runnable. Use plain (unquoted) index names. A concurrent build waits for every
+//! transaction that could see the table before it started: a long-running application
+//! transaction delays it (it never blocks writes meanwhile).
 
 use sha2::{Digest, Sha256};
 
@@ -15,10 +52,125 @@ pub struct Migration {
     pub sql: &'static str,
 }
 
+/// The first line of a migration that runs outside a transaction, one statement at a time
+/// (module documentation).
+pub const NO_TRANSACTION: &str = "-- queuebox:no-transaction";
+
 impl Migration {
     pub fn checksum(&self) -> String {
         hex::encode(Sha256::digest(self.sql.as_bytes()))
     }
+
+    /// False when the file's first line is [`NO_TRANSACTION`].
+    pub fn in_transaction(&self) -> bool {
+        self.sql.lines().next().map(str::trim_end) != Some(NO_TRANSACTION)
+    }
+
+    /// Whether `recorded`, the checksum in the database's history, is this migration's: its
+    /// own, or one `superseded` lists for its version (the text it had when released).
+    pub fn accepts_checksum(&self, recorded: &str, superseded: &[Superseded]) -> bool {
+        recorded == self.checksum()
+            || superseded
+                .iter()
+                .any(|s| s.version == self.version && s.checksum == recorded)
+    }
+}
+
+/// A released text of a migration that was changed afterwards: a database that applied it
+/// keeps its history row and is not asked to apply the new text.
+#[derive(Debug, Clone, Copy)]
+pub struct Superseded {
+    pub version: i32,
+    /// The SHA-256 of the released file, as [`Migration::checksum`] gives it.
+    pub checksum: &'static str,
+    /// Why the text changed, and why the schema it made needs nothing more.
+    pub why: &'static str,
+}
+
+/// The PostgreSQL migrations' superseded texts. Only a change that leaves the schema as the
+/// released text made it (the same objects under the same names) may be listed here; any other
+/// change is a new migration.
+pub const POSTGRES_SUPERSEDED: &[Superseded] = &[Superseded {
+    version: 9,
+    checksum: "0840a77dd0ddf1728a7ddfc9bff677eabd0014181d13634463227f05a6f391dc",
+    why: "9 as first released built its three indexes in one transaction, blocking outbox \
+          writes meanwhile; it now builds them CONCURRENTLY outside a transaction (issue 41). \
+          Both texts end with the same indexes under the same names",
+}];
+
+/// Splits a migration into its statements for a run outside a transaction: on `;` outside
+/// single-quoted strings, double-quoted names, dollar-quoted bodies and comments. Comments are
+/// left out; statements with nothing but whitespace are dropped.
+pub fn statements(sql: &str) -> Vec<String> {
+    let b = sql.as_bytes();
+    let mut out = Vec::new();
+    let mut cur = String::new();
+    let mut i = 0;
+    while i < b.len() {
+        let rest = &sql[i..];
+        if rest.starts_with("--") {
+            i += rest.find('\n').unwrap_or(rest.len());
+        } else if rest.starts_with("/*") {
+            i += rest.find("*/").map_or(rest.len(), |e| e + 2);
+        } else if b[i] == b'\'' || b[i] == b'"' {
+            // A doubled quote inside is two quoted runs back to back: copied as they are.
+            let end = rest[1..].find(b[i] as char).map_or(rest.len(), |e| e + 2);
+            cur.push_str(&rest[..end]);
+            i += end;
+        } else if let Some(tag) = dollar_tag(rest) {
+            let end = rest[tag.len()..]
+                .find(tag)
+                .map_or(rest.len(), |e| e + 2 * tag.len());
+            cur.push_str(&rest[..end]);
+            i += end;
+        } else if b[i] == b';' {
+            push_statement(&mut out, &mut cur);
+            i += 1;
+        } else {
+            let c = rest.chars().next().expect("not at the end");
+            cur.push(c);
+            i += c.len_utf8();
+        }
+    }
+    push_statement(&mut out, &mut cur);
+    out
+}
+
+fn push_statement(out: &mut Vec<String>, cur: &mut String) {
+    let s = cur.trim();
+    if !s.is_empty() {
+        out.push(s.to_string());
+    }
+    cur.clear();
+}
+
+/// `$$` or `$tag$` at the start of `s` (a dollar quote's opening), not `$1`.
+fn dollar_tag(s: &str) -> Option<&str> {
+    let rest = s.strip_prefix('$')?;
+    let end = rest.find('$')?;
+    let tag = &rest[..end];
+    let ok = tag
+        .chars()
+        .enumerate()
+        .all(|(i, c)| c == '_' || c.is_ascii_alphabetic() || (i > 0 && c.is_ascii_digit()));
+    ok.then(|| &s[..end + 2])
+}
+
+/// The index a `CREATE [UNIQUE] INDEX CONCURRENTLY [IF NOT EXISTS] <name>` statement builds.
+pub fn concurrent_index_name(statement: &str) -> Option<&str> {
+    let mut words = statement.split_whitespace().peekable();
+    let mut next_is = |w: &str| words.next_if(|x| x.eq_ignore_ascii_case(w)).is_some();
+    if !next_is("CREATE") {
+        return None;
+    }
+    next_is("UNIQUE");
+    if !(next_is("INDEX") && next_is("CONCURRENTLY")) {
+        return None;
+    }
+    if next_is("IF") && !(next_is("NOT") && next_is("EXISTS")) {
+        return None;
+    }
+    words.next().filter(|w| !w.eq_ignore_ascii_case("ON"))
 }
 
 macro_rules! migration {
@@ -101,13 +253,13 @@ pub mod postgres {
     use super::*;
     use crate::store::postgres::sql::{
         HAS_HISTORY, HAS_TABLES, HISTORY_CREATE as HISTORY, HISTORY_INSERT, HISTORY_MAX,
-        HISTORY_SELECT, MIGRATE_LOCK, MIGRATE_UNLOCK,
+        HISTORY_SELECT, INDEX_INVALID, MIGRATE_LOCK, MIGRATE_UNLOCK,
     };
     use crate::store::postgres::{db_err, PgStore};
     use sqlx::Row;
 
     /// An arbitrary constant: concurrent `migrate` runs (several replicas starting at once)
-    /// take turns on this advisory lock.
+    /// take turns on this session-level advisory lock ([`take_lock`]).
     const LOCK_KEY: i64 = 0x0051_5545_5542_4f58;
 
     /// Applies every pending migration. Safe to run from several processes at once.
@@ -127,17 +279,106 @@ pub mod postgres {
             .acquire()
             .await
             .map_err(|e| db_err("migrate", e))?;
-        sqlx::query(MIGRATE_LOCK)
-            .bind(LOCK_KEY)
-            .execute(&mut *conn)
-            .await
-            .map_err(|e| db_err("migrate lock", e))?;
-        let result = apply(&mut conn, baseline).await;
+        take_lock(&mut conn).await?;
+        let result = apply(&mut conn, baseline, i32::MAX).await;
         let _ = sqlx::query(MIGRATE_UNLOCK)
             .bind(LOCK_KEY)
             .execute(&mut *conn)
             .await;
         result
+    }
+
+    /// Applies the pending migrations up to and including version `last` only: a database
+    /// at an older schema, for tests and benchmarks of what a later migration does to it.
+    pub async fn run_to(store: &PgStore, last: i32) -> Result<MigrationReport> {
+        let mut conn = store
+            .pool()
+            .acquire()
+            .await
+            .map_err(|e| db_err("migrate", e))?;
+        take_lock(&mut conn).await?;
+        let result = apply(&mut conn, None, last).await;
+        let _ = sqlx::query(MIGRATE_UNLOCK)
+            .bind(LOCK_KEY)
+            .execute(&mut *conn)
+            .await;
+        result
+    }
+
+    /// Takes the migration lock, waiting for another migrator to finish. Polls
+    /// `pg_try_advisory_lock` instead of waiting in `pg_advisory_lock`: a waiting
+    /// `pg_advisory_lock` is a running statement with a snapshot, and a `CREATE INDEX
+    /// CONCURRENTLY` of the lock holder waits for every such snapshot to end before it
+    /// finishes, while the waiter waits for the holder: PostgreSQL would end one of the two
+    /// with "deadlock detected". Between polls this session holds no snapshot.
+    async fn take_lock(conn: &mut sqlx::PgConnection) -> Result<()> {
+        let mut waited = std::time::Duration::ZERO;
+        let mut next_log = std::time::Duration::ZERO;
+        loop {
+            let got: bool = sqlx::query_scalar(MIGRATE_LOCK)
+                .bind(LOCK_KEY)
+                .fetch_one(&mut *conn)
+                .await
+                .map_err(|e| db_err("migrate lock", e))?;
+            if got {
+                return Ok(());
+            }
+            if waited >= next_log {
+                tracing::info!(
+                    waited_s = waited.as_secs(),
+                    "another process is migrating this database; waiting for it to finish"
+                );
+                next_log = waited + std::time::Duration::from_secs(30);
+            }
+            let pause = std::time::Duration::from_millis(200);
+            tokio::time::sleep(pause).await;
+            waited += pause;
+        }
+    }
+
+    /// Applies `m` outside a transaction (its first line is [`NO_TRANSACTION`]): one statement
+    /// at a time, an index an interrupted concurrent build left INVALID dropped before it is
+    /// built again, the history row last.
+    async fn apply_online(conn: &mut sqlx::PgConnection, m: &Migration) -> Result<()> {
+        let failed = |e: sqlx::Error| {
+            Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e)))
+        };
+        for statement in statements(m.sql) {
+            if let Some(index) = concurrent_index_name(&statement) {
+                let invalid: bool = sqlx::query_scalar(INDEX_INVALID)
+                    .bind(index)
+                    .fetch_one(&mut *conn)
+                    .await
+                    .map_err(failed)?;
+                if invalid {
+                    tracing::warn!(
+                        migration = m.name,
+                        index,
+                        "an interrupted concurrent build left this index invalid; dropping it to build it again"
+                    );
+                    let drop = format!("DROP INDEX CONCURRENTLY IF EXISTS {index}");
+                    sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(&drop))
+                        .await
+                        .map_err(failed)?;
+                }
+            }
+            tracing::info!(
+                migration = m.name,
+                statement = statement.lines().next().unwrap_or(""),
+                "running outside a transaction"
+            );
+            sqlx::Executor::execute(&mut *conn, sqlx::raw_sql(&statement))
+                .await
+                .map_err(failed)?;
+        }
+        sqlx::query(HISTORY_INSERT)
+            .bind(m.version)
+            .bind(m.name)
+            .bind(m.checksum())
+            .execute(&mut *conn)
+            .await
+            .map_err(|e| db_err("migrate", e))?;
+        Ok(())
     }
 
     // `Executor::execute(conn, raw_sql(..))` rather than `raw_sql(..).execute(conn)`: the latter
@@ -146,6 +387,7 @@ pub mod postgres {
     async fn apply(
         conn: &mut sqlx::PgConnection,
         baseline: Option<i32>,
+        last: i32,
     ) -> Result<MigrationReport> {
         let had_history: bool = sqlx::query_scalar(HAS_HISTORY)
             .fetch_one(&mut *conn)
@@ -204,7 +446,7 @@ pub mod postgres {
                         "the database has migration version {version}, which this build does not know; run a newer queuebox"
                     )))
                 }
-                Some(m) if m.checksum() != checksum => {
+                Some(m) if !m.accepts_checksum(&checksum, POSTGRES_SUPERSEDED) => {
                     return Err(Error::Migration(format!(
                         "migration {} was changed after it was applied (checksum {} in the database, {} in this build)",
                         m.name,
@@ -218,10 +460,16 @@ pub mod postgres {
         let applied: Vec<i32> = rows.iter().map(|r| r.get::<i32, _>("version")).collect();
         let pending: Vec<&Migration> = POSTGRES
             .iter()
-            .filter(|m| !applied.contains(&m.version))
+            .filter(|m| !applied.contains(&m.version) && m.version <= last)
             .collect();
         drop(rows);
         for m in pending {
+            if !m.in_transaction() {
+                apply_online(conn, m).await?;
+                tracing::info!(migration = m.name, "applied migration");
+                report.applied.push(m.name.to_string());
+                continue;
+            }
             let mut tx = sqlx::Connection::begin(&mut *conn)
                 .await
                 .map_err(|e| db_err("migrate", e))?;
@@ -270,6 +518,134 @@ pub mod sqlserver {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn postgres(version: i32) -> &'static Migration {
+        POSTGRES.iter().find(|m| m.version == version).unwrap()
+    }
+
+    /// A database that applied migration 9 as first released is not refused by this build, and
+    /// the list names exactly that text: its SHA-256 is the one of the released file, kept as a
+    /// fixture.
+    #[test]
+    fn the_released_text_of_9_is_accepted_for_9_only() {
+        let released = include_str!("../tests/fixtures/postgres_0009_as_shipped.sql");
+        let released = hex::encode(Sha256::digest(released.as_bytes()));
+        assert_eq!(POSTGRES_SUPERSEDED.len(), 1);
+        assert_eq!(POSTGRES_SUPERSEDED[0].checksum, released);
+        let nine = postgres(9);
+        assert_ne!(nine.checksum(), released, "9 was fixed after its release");
+        assert!(nine.accepts_checksum(&nine.checksum(), POSTGRES_SUPERSEDED));
+        assert!(nine.accepts_checksum(&released, POSTGRES_SUPERSEDED));
+        // Not without the list, not for another version, not another text.
+        assert!(!nine.accepts_checksum(&released, &[]));
+        assert!(!postgres(8).accepts_checksum(&released, POSTGRES_SUPERSEDED));
+        let edited = hex::encode(Sha256::digest(format!("{}\n", nine.sql).as_bytes()));
+        assert!(!nine.accepts_checksum(&edited, POSTGRES_SUPERSEDED));
+        // Every listed version exists, and lists its checksum once.
+        for s in POSTGRES_SUPERSEDED {
+            assert!(
+                POSTGRES.iter().any(|m| m.version == s.version),
+                "{}",
+                s.version
+            );
+            assert!(!s.why.is_empty());
+        }
+    }
+
+    #[test]
+    fn statements_split_on_semicolons_outside_quotes_and_comments() {
+        let sql = "-- queuebox:no-transaction\n-- a comment; with a semicolon\n\
+                   CREATE INDEX CONCURRENTLY IF NOT EXISTS a ON t (x) WHERE y = 'p;q''r';\n\
+                   /* block; comment */ SELECT \"we;ird\", $1 FROM t;\n\
+                   CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $body$ SELECT 1; $body$;\n\
+                   DO $$ BEGIN PERFORM 1; END $$\n-- trailing";
+        assert_eq!(
+            statements(sql),
+            [
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS a ON t (x) WHERE y = 'p;q''r'",
+                "SELECT \"we;ird\", $1 FROM t",
+                "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS $body$ SELECT 1; $body$",
+                "DO $$ BEGIN PERFORM 1; END $$",
+            ]
+        );
+        assert!(statements("-- only a comment;\n ; ;").is_empty());
+    }
+
+    #[test]
+    fn the_index_of_a_concurrent_build_is_found_by_name() {
+        for (statement, name) in [
+            (
+                "CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_a ON t (x)",
+                Some("idx_a"),
+            ),
+            (
+                "create unique index concurrently idx_b\n  on t (x)",
+                Some("idx_b"),
+            ),
+            ("CREATE INDEX CONCURRENTLY ON t (x)", None),
+            ("CREATE INDEX idx_c ON t (x)", None),
+            ("DROP INDEX CONCURRENTLY IF EXISTS idx_a", None),
+        ] {
+            assert_eq!(concurrent_index_name(statement), name, "{statement}");
+        }
+    }
+
+    #[test]
+    fn the_marker_is_the_first_line_only() {
+        let m = |sql| Migration {
+            version: 1,
+            name: "x",
+            sql,
+        };
+        assert!(!m("-- queuebox:no-transaction\nSELECT 1;").in_transaction());
+        assert!(!m("-- queuebox:no-transaction\r\nSELECT 1;").in_transaction());
+        assert!(m("-- about\n-- queuebox:no-transaction\nSELECT 1;").in_transaction());
+        assert!(m("SELECT 1;").in_transaction());
+        assert!(!postgres(9).in_transaction(), "9 builds its indexes online");
+        assert!(SQLSERVER.iter().all(Migration::in_transaction));
+    }
+
+    /// What a migration may hold, by how it runs (module documentation). A statement of an
+    /// online migration runs again when an interrupted run is resumed, so each must be one of
+    /// the forms known to be safe to repeat. A migration in a transaction must not build or drop
+    /// an index on a table it did not create (`inbox` and `outbox` may be large: make such a
+    /// migration online), and cannot hold CONCURRENTLY (PostgreSQL refuses it in a transaction).
+    #[test]
+    fn online_migrations_only_hold_statements_that_can_run_again() {
+        let rerunnable = [
+            "CREATE INDEX CONCURRENTLY IF NOT EXISTS ",
+            "CREATE UNIQUE INDEX CONCURRENTLY IF NOT EXISTS ",
+            "DROP INDEX CONCURRENTLY IF EXISTS ",
+            "ALTER INDEX IF EXISTS ",
+        ];
+        for m in POSTGRES {
+            for statement in statements(m.sql) {
+                let upper = statement.split_whitespace().collect::<Vec<_>>().join(" ");
+                let upper = upper.to_ascii_uppercase();
+                if !m.in_transaction() {
+                    assert!(
+                        rerunnable.iter().any(|p| upper.starts_with(p)),
+                        "{}: `{statement}` may not be safe to run again after an interruption",
+                        m.name
+                    );
+                    if upper.starts_with("ALTER INDEX") {
+                        assert!(upper.contains(" RENAME TO "), "{}: {statement}", m.name);
+                    }
+                    continue;
+                }
+                assert!(!upper.contains("CONCURRENTLY"), "{}: {statement}", m.name);
+                let index_change = ["CREATE INDEX", "CREATE UNIQUE INDEX", "DROP INDEX"]
+                    .iter()
+                    .any(|p| upper.starts_with(p));
+                assert!(
+                    !index_change || m.sql.contains("CREATE TABLE"),
+                    "{}: `{statement}` blocks writes to an existing table while it runs; \
+                     put it in a migration whose first line is {NO_TRANSACTION}, with CONCURRENTLY",
+                    m.name
+                );
+            }
+        }
+    }
 
     #[test]
     fn a_baseline_records_its_version_and_every_earlier_one() {

@@ -1,3 +1,4 @@
+-- queuebox:no-transaction
 -- Fewer index entries per outbox state change (issue 21, the outbox drain's database CPU).
 --
 -- Every state change of an outbox row is a non-HOT update (`state` is in the partial
@@ -18,15 +19,23 @@
 --    admin replay) looks at `sent` and `dead` rows, so a live row's insert and claim no
 --    longer add an entry.
 --
--- The three indexes are built in this migration's transaction, which blocks writes to the
--- outbox while they build: the first two over the live rows (few), the last over the sent and dead
--- rows that retention keeps, in time proportional to them. On an outbox that keeps millions
--- of terminal rows, run `queuebox migrate` at a quiet moment.
-DROP INDEX idx_outbox_key_sequence;
-CREATE INDEX idx_outbox_key_sequence ON outbox (key, sequence)
-    WHERE state IN ('pending', 'processing') AND key IS NOT NULL;
-CREATE INDEX idx_outbox_unkeyed_pending ON outbox (key, sequence)
+-- Online (issue 41): the first line makes the runner send these statements one at a time,
+-- outside a transaction (core/src/migrate.rs). CONCURRENTLY builds and drops an index while the
+-- application goes on inserting into and updating the outbox; the topic index over the sent
+-- and dead rows retention keeps takes time in proportion to them, and as first released this
+-- migration blocked outbox writes for all of it. A replaced index keeps its name without a
+-- moment where the claim lacks it: the new one is built under a temporary name, the old one
+-- dropped, the new one renamed. Every statement can run again after an interruption; an index
+-- an interrupted build left INVALID is dropped and built again by the runner.
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_outbox_unkeyed_pending ON outbox (key, sequence)
     WHERE state = 'pending' AND key IS NULL;
 
-DROP INDEX idx_outbox_topic;
-CREATE INDEX idx_outbox_topic ON outbox (topic) WHERE state IN ('sent', 'dead');
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_outbox_key_sequence_v9 ON outbox (key, sequence)
+    WHERE state IN ('pending', 'processing') AND key IS NOT NULL;
+DROP INDEX CONCURRENTLY IF EXISTS idx_outbox_key_sequence;
+ALTER INDEX IF EXISTS idx_outbox_key_sequence_v9 RENAME TO idx_outbox_key_sequence;
+
+CREATE INDEX CONCURRENTLY IF NOT EXISTS idx_outbox_topic_v9 ON outbox (topic)
+    WHERE state IN ('sent', 'dead');
+DROP INDEX CONCURRENTLY IF EXISTS idx_outbox_topic;
+ALTER INDEX IF EXISTS idx_outbox_topic_v9 RENAME TO idx_outbox_topic;

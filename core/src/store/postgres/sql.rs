@@ -308,7 +308,11 @@ pub const TABLE_COLUMNS: &str = "SELECT a.attname::text FROM pg_attribute a
 // ---- migrations (`crate::migrate::postgres`) ----
 
 /// An arbitrary constant key: concurrent `migrate` runs take turns on this advisory lock.
-pub const MIGRATE_LOCK: &str = "SELECT pg_advisory_lock($1)";
+/// Polled, never waited in: see `migrate::postgres::take_lock`.
+pub const MIGRATE_LOCK: &str = "SELECT pg_try_advisory_lock($1)";
+/// Whether the index named `$1` (found on the search path) exists and is INVALID: what an
+/// interrupted `CREATE INDEX CONCURRENTLY` leaves behind.
+pub const INDEX_INVALID: &str = "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid)";
 pub const MIGRATE_UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
 pub const HAS_HISTORY: &str = "SELECT to_regclass('queuebox_schema_history') IS NOT NULL";
 pub const HAS_TABLES: &str =
@@ -736,6 +740,7 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("TABLE_COLUMNS", TABLE_COLUMNS),
         ("MIGRATE_LOCK", MIGRATE_LOCK),
         ("MIGRATE_UNLOCK", MIGRATE_UNLOCK),
+        ("INDEX_INVALID", INDEX_INVALID),
         ("HAS_HISTORY", HAS_HISTORY),
         ("HAS_TABLES", HAS_TABLES),
         ("HISTORY_CREATE", HISTORY_CREATE),
