@@ -19,7 +19,8 @@ use crate::error::{Error, Result};
 ///
 /// `attempt` counts failed deliveries so far, starting at 0. While `attempt < max_attempts`
 /// a failure schedules another delivery, so a row gets `max_attempts + 1` deliveries and a
-/// dead row shows `attempt == max_attempts` (kept on purpose: `attempt` then reads as "failures so far" in every state).
+/// dead row shows `attempt == max_attempts` (kept on purpose: `attempt` then reads as
+/// "failures so far" in every state).
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RetryPolicy {

@@ -1,4 +1,4 @@
-//! What a route transform costs the outbox relay (issue 17): drain rows/s of the real
+//! What a route transform costs the outbox relay: drain rows/s of the real
 //! `queuebox` binary to a real HTTP receiver (axum, in this process), with and without a
 //! typical reshaping transform on the route, interleaved in one run (rounds of each, the
 //! order alternating, a fresh database per drain), reported as medians and their ratio.

@@ -2,9 +2,14 @@
 //! one JSON object per line for log collectors. The level filter stays `RUST_LOG`
 //! (default `info,sqlx=warn`) in both formats.
 //!
+//! Text carries ANSI colours only when stderr is a terminal and `NO_COLOR` is unset or empty
+//! (<https://no-color.org>): output redirected to a file or a collector stays plain text.
+//!
 //! A JSON line carries `timestamp`, `level`, `target`, `message` and the event's own fields
 //! at the top level (`messageId`, `source`, `topic`, `error`, ...), so a collector can
 //! filter one message's records without parsing the text.
+
+use std::io::IsTerminal;
 
 use queuebox_config::LogFormat;
 
@@ -21,6 +26,12 @@ pub fn format_from_env() -> LogFormat {
     }
 }
 
+/// Whether text logs may carry colour codes: stderr is a terminal and `NO_COLOR` is unset or
+/// empty. A file of logs with escape codes in it is hard to read and to grep.
+fn ansi_allowed(stderr_is_terminal: bool, no_color: Option<std::ffi::OsString>) -> bool {
+    stderr_is_terminal && !matches!(no_color, Some(v) if !v.is_empty())
+}
+
 /// Installs the process's subscriber; call once, before anything logs.
 pub fn init(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
@@ -29,7 +40,12 @@ pub fn init(format: LogFormat) {
         .with_env_filter(filter)
         .with_writer(std::io::stderr);
     match format {
-        LogFormat::Text => builder.init(),
+        LogFormat::Text => builder
+            .with_ansi(ansi_allowed(
+                std::io::stderr().is_terminal(),
+                std::env::var_os("NO_COLOR"),
+            ))
+            .init(),
         // Fields at the top level (not under "fields"), so `message` and `messageId` sit
         // beside `level` and `target`.
         LogFormat::Json => builder
@@ -47,5 +63,18 @@ pub fn fatal(format: LogFormat, message: &str) {
     match format {
         LogFormat::Text => eprintln!("queuebox: {message}"),
         LogFormat::Json => tracing::error!(target: "queuebox", "{message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ansi_allowed;
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(ansi_allowed(true, None));
+        assert!(ansi_allowed(true, Some("".into())));
+        assert!(!ansi_allowed(true, Some("1".into())));
+        assert!(!ansi_allowed(false, None));
     }
 }

@@ -26,8 +26,8 @@
 //! message id, which the NATS destination also sends as `Nats-Msg-Id`).
 //!
 //! A mark that fails only because it could not be written (no database connection: a full
-//! connection table, an outage; `Error::is_unavailable`) is retried, not abandoned (issue 37:
-//! such rows stayed `processing` and were delivered again after the claim timeout): the
+//! connection table, an outage; `Error::is_unavailable`) is retried, not abandoned (abandoned,
+//! such rows would stay `processing` and be delivered again after the claim timeout): the
 //! rows stay in the renewed set, so their claims stay live and fenced to this relay, and the
 //! mark is tried again after 0.2 s, doubling to 5 s, until it is written, the rows' claims
 //! are lost, or `outbox.claimTimeoutMs` has passed since the first failure ([`retry_mark`]).

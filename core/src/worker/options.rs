@@ -92,16 +92,11 @@ pub const MIN_HAND_OUT_BATCH: u32 = 1024;
 /// The batch of a [`WorkerOptions::hand_out`] worker that sets none:
 /// `clamp(32 × concurrency, 1024, 10000)`.
 ///
-/// A language's loop adds its own time per row (the Python client ~30 µs of CPython per
-/// no-op row, against microseconds for the Rust worker), so while it works through one
-/// hand-out the next claim and the previous completions must already be on their way: the
-/// pipeline needs more rows than the Rust worker's. No-op handlers, 20,000 rows, 3 rounds,
-/// ratio to the Rust worker at its default (benchmarks/results/nodepy-2026-12-05-hand-out-batch.json):
-/// at 8 × concurrency (64, 64, 256) Python read 0.76 / 0.62 / 0.67 and TypeScript
-/// 1.05 / 0.82 / 0.76 at concurrency 1 / 8 / 32; at 256 Python 0.81 at 8, at 1024 Python
-/// 0.86 / 0.76 and TypeScript 1.24 / 0.90 at 8 / 32. As shipped, with the handler-time
-/// reports: Python 1.25–1.43 / 1.08–1.17 / 0.82–0.89, TypeScript 1.58–1.74 / 1.29–1.39 /
-/// 0.87–0.94 (benchmarks/results/nodepy-2026-12-05-hand-out.json). Only fast handlers fill
+/// A language's loop adds its own time per row (tens of microseconds in CPython, against
+/// microseconds for the Rust worker), so while it works through one hand-out the next claim
+/// and the previous completions must already be on their way: the pipeline needs more rows
+/// than the Rust worker's. The multiplier and the floor are where the wrappers' drain stopped
+/// gaining in the benchmarks (benchmarks/nodepy.md). Only fast handlers fill
 /// it: within the batch the worker holds what its reported handler times call for
 /// (`worker::prefetch`), about `concurrency` rows for slow ones.
 pub fn default_hand_out_batch(concurrency: u32) -> u32 {

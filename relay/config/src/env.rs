@@ -1,4 +1,5 @@
-//! `QUEUEBOX_*` environment overrides onto the YAML tree (docs/relay.md, "Where the configuration comes from").
+//! `QUEUEBOX_*` environment overrides onto the YAML tree (docs/relay.md, "Where the
+//! configuration comes from").
 
 use serde_yaml::{Mapping, Value};
 

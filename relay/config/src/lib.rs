@@ -31,8 +31,9 @@
 //! println!("{}", cfg.to_redacted_yaml());
 //! ```
 //!
-//! Environment mapping (docs/relay.md, "Where the configuration comes from"): strip `QUEUEBOX_`, lower-case, `_` separates path
-//! segments, `__` is a literal `_` inside a map key, a number is a list index, and a field
+//! Environment mapping (docs/relay.md, "Where the configuration comes from"): strip
+//! `QUEUEBOX_`, lower-case, `_` separates path segments, `__` is a literal `_` inside a map
+//! key, a number is a list index, and a field
 //! name matches the camelCase key case-insensitively: `QUEUEBOX_OUTBOX_POLLINTERVALMS` →
 //! `outbox.pollIntervalMs`, `QUEUEBOX_DESTINATIONS_MY__API_BASEURL` →
 //! `destinations.my_api.baseUrl`, `QUEUEBOX_ROUTES_0_TOPICPATTERN` → `routes[0].topicPattern`.

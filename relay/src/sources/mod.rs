@@ -36,7 +36,7 @@ use queuebox_core::otlp::{KeyValue, SpanKind};
 /// The deepest nesting of arrays and objects an HTTP source accepts, checked before parsing
 /// so the answer can say why. serde_json's recursion limit refuses 128 levels (127 parse);
 /// 126 leaves a level for every reader that embeds the payload in a JSON document of its
-/// own (a transform's input, a client library's row), and is the limit issue 37 asked for.
+/// own (a transform's input, a client library's row).
 pub const MAX_JSON_DEPTH: usize = 126;
 
 /// The deepest nesting of `[` and `{` in `body`, outside strings (the text need not be JSON).
