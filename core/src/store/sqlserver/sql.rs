@@ -126,7 +126,7 @@ SELECT id, CAST(0 AS BIT) AS is_new FROM inbox
 /// The stored id of `(source, idempotency_key)` (after a unique violation).
 pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = @P1 AND idempotency_key = @P2";
 
-/// The pull claim (reference §3.3), one batch in its own transaction:
+/// The pull claim (proto-docs/sql-contract.md), one batch in its own transaction:
 /// 1. READ COMMITTED, `BEGIN TRANSACTION`;
 /// 2. `sp_getapplock` on the source (Exclusive, owner Transaction, 10 s): claims of one source
 ///    take turns, so the head rule below sees every committed claim; a negative result rolls
