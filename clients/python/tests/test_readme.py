@@ -169,3 +169,15 @@ def test_the_top_level_readme_quick_start_handles_a_job(database_url, monkeypatc
         watcher.join()
     assert rows(database_url, "SELECT id::text FROM jobs_done") == [(job_id,)]
     assert rows(database_url, "SELECT state FROM inbox WHERE id = %s::uuid", job_id) == [("processed",)]
+
+
+def test_the_top_level_readme_publishes_in_plain_sql(database_url):
+    """The repository README's "Publish in your transaction" SQL, as written: the order and
+    its outbox row commit together."""
+    blocks = re.findall(r"<!-- quick start: sql[^>]*-->\n```sql\n(.*?)```", ROOT_README.read_text(), re.S)
+    assert len(blocks) == 1, "README.md has one marked SQL quick start"
+    with psycopg.connect(database_url, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS orders")
+        c.execute(blocks[0])
+    assert rows(database_url, "SELECT id, total::text FROM orders") == [(7, "42.5")]
+    assert rows(database_url, "SELECT topic, payload, state FROM outbox WHERE key = 'order-7'") == [("orders.created", {"order": 7}, "pending")]
