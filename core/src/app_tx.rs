@@ -11,20 +11,32 @@
 //!   becomes the core's own fenced retry or dead-letter.
 //! - **Produce**: [`publish_statement`] renders one insert of any number of outbox rows,
 //!   each validated first, with ids the core made.
+//! - **Enqueue**: [`enqueue_statement`] renders one statement that stores any number of pull
+//!   inbox rows ([`EnqueueMessage`]: source, payload, idempotency key, aggregate id, headers,
+//!   priority, max attempts, delay or scheduled time), each validated first. A repeat of
+//!   `(source, idempotency_key)` inserts nothing: its result row carries the stored row's id
+//!   and `duplicate = true`, also when a concurrent transaction stored it first. The rows are
+//!   claimable once the application's transaction commits; a rollback leaves none.
 //!
 //! A [`Statement`] is SQL text in the driver's [`Placeholder`] style with every parameter a
 //! string or NULL (the SQL casts), and how to read its result ([`Expect`]). The SQL lives
 //! beside every other statement in `store::postgres::sql` / `store::sqlserver::sql`
-//! (`APP_COMPLETE`, `PUBLISH`); proto-docs/sql-contract.md documents it.
+//! (`APP_COMPLETE`, `PUBLISH`, `ENQUEUE`); proto-docs/sql-contract.md documents it.
 //!
-//! Rust applications on sqlx use [`complete_in`], [`publish`] and [`publish_many`].
+//! Rust applications on sqlx use [`complete_in`], [`publish`], [`publish_many`], [`enqueue`]
+//! and [`enqueue_many`].
 
+mod enqueue;
 mod placeholder;
 mod publish;
 
 use serde::Serialize;
 use uuid::Uuid;
 
+pub use enqueue::{
+    enqueue_messages_from_json, enqueue_statement, enqueue_statement_native,
+    enqueue_statement_with_ids, read_enqueue_rows, EnqueueMessage, MAX_PRIORITY,
+};
 pub use placeholder::Placeholder;
 
 pub(crate) use placeholder::{render, Marker};
@@ -45,10 +57,16 @@ pub enum Expect {
     OneRowAffected,
     /// The number of rows affected (one per published message).
     RowsAffected,
+    /// A result set of one row per message, in message order: `n` (the message's index, from
+    /// 0), `id` (the stored row's id; text on PostgreSQL, `uniqueidentifier` on SQL Server)
+    /// and `duplicate` (boolean: the row was stored already and nothing was inserted). Fewer
+    /// or more rows than messages is an error ([`read_enqueue_rows`]).
+    EnqueueRows,
 }
 
 /// A statement for the application's driver: `{"sql", "params", "expect"}`, plus `"ids"`
-/// (the new rows' ids, in order) for a publish.
+/// (the new rows' ids, in order) for a publish. An enqueue has no `ids`: the ids are in its
+/// result rows ([`Expect::EnqueueRows`]), since a duplicate's is the stored row's.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Statement {
     pub sql: String,
@@ -122,8 +140,12 @@ mod sqlx_tx {
     use sqlx::{Postgres, Transaction};
     use uuid::Uuid;
 
-    use super::{publish_statement, OutboxMessage, Placeholder, Statement};
+    use super::{
+        enqueue_statement, publish_statement, read_enqueue_rows, EnqueueMessage, OutboxMessage,
+        Placeholder, Statement,
+    };
     use crate::error::{Error, Result};
+    use crate::message::InsertOutcome;
     use crate::store::postgres::db_err;
     use crate::store::Backend;
     use crate::Task;
@@ -181,7 +203,47 @@ mod sqlx_tx {
         }
         Ok(st.ids)
     }
+
+    /// Enqueues one pull row in `tx`: [`InsertOutcome::Inserted`] with the new row's id, or
+    /// [`InsertOutcome::Duplicate`] with the id of the row stored under the same
+    /// `(source, idempotency_key)`. The row is claimable only once `tx` commits.
+    pub async fn enqueue(
+        tx: &mut Transaction<'_, Postgres>,
+        message: &EnqueueMessage,
+    ) -> Result<InsertOutcome> {
+        let mut out = enqueue_many(tx, std::slice::from_ref(message)).await?;
+        Ok(out.remove(0))
+    }
+
+    /// Enqueues many pull rows in `tx` with one statement; one outcome per message, in order
+    /// (a key repeated within `messages` is stored once: its later messages are duplicates).
+    pub async fn enqueue_many(
+        tx: &mut Transaction<'_, Postgres>,
+        messages: &[EnqueueMessage],
+    ) -> Result<Vec<InsertOutcome>> {
+        let st = enqueue_statement(messages, Placeholder::Dollar, Backend::Postgres)?;
+        let mut q = sqlx::query_as::<_, (i32, String, bool)>(&st.sql);
+        for p in &st.params {
+            q = q.bind(p.as_deref());
+        }
+        let rows = q
+            .fetch_all(&mut **tx)
+            .await
+            .map_err(|e| db_err("inbox enqueue", e))?;
+        let rows = rows
+            .into_iter()
+            .map(|(n, id, duplicate)| {
+                let id = Uuid::parse_str(&id).map_err(|e| Error::Database {
+                    operation: "inbox enqueue",
+                    message: format!("the stored id `{id}` is not a UUID: {e}"),
+                    code: None,
+                })?;
+                Ok((i64::from(n), id, duplicate))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        read_enqueue_rows(&rows, messages.len())
+    }
 }
 
 #[cfg(feature = "postgres")]
-pub use sqlx_tx::{complete_in, publish, publish_many};
+pub use sqlx_tx::{complete_in, enqueue, enqueue_many, publish, publish_many};

@@ -16,7 +16,7 @@
 //! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`]) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`), each with its statements in one `sql` module |
 //! | [`tls`] | the process-wide rustls crypto provider every TLS client installs first |
 //! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown |
-//! | [`app_tx`] | the application's own transaction: the fenced completion and the outbox publish rendered for the application's driver ([`app_tx::Placeholder`]), and the sqlx entry points `complete_in`, `publish`, `publish_many` |
+//! | [`app_tx`] | the application's own transaction: the fenced completion and the outbox publish and the pull enqueue rendered for the application's driver ([`app_tx::Placeholder`]), and the sqlx entry points `complete_in`, `publish`, `publish_many`, `enqueue`, `enqueue_many` |
 //! | [`lease`] | lease renewal (every third of the lease; a lost claim cancels its work), shared by the pull worker and the relay's outbox |
 //! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
 //! | [`keys`] | idempotency-key extraction (header, JSONPath, broker message id, SHA-256 digest) and `AttributeRule`, the one key / event type / aggregate id rule of every source |
@@ -64,7 +64,9 @@ pub mod tls;
 pub mod trace;
 pub mod worker;
 
-pub use app_tx::{OutboxMessage, Placeholder};
+#[cfg(feature = "postgres")]
+pub use app_tx::{enqueue, enqueue_many, publish, publish_many};
+pub use app_tx::{EnqueueMessage, OutboxMessage, Placeholder};
 pub use backend::{Database, DatabaseSettings};
 pub use backoff::{Decision, RetryPolicy};
 pub use error::{Error, ErrorKind, Result};

@@ -124,6 +124,9 @@ pub struct ClaimRef {
 pub struct ClaimedRow {
     pub message: InboxMessage,
     pub claim: ClaimRef,
+    /// The row's own dead-letter ceiling (`max_attempts` of an enqueued row); `None`: the
+    /// worker's retry policy decides.
+    pub max_attempts: Option<u32>,
 }
 
 /// What a receiver hands the store to insert one inbox row.

@@ -194,6 +194,10 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 7, "0007_outbox_claim_owner"),
     migration!("postgres", 8, "0008_time_ordered_ids"),
     migration!("postgres", 9, "0009_outbox_claim_indexes"),
+    migration!("postgres", 10, "0010_inbox_priority"),
+    migration!("postgres", 11, "0011_inbox_enqueue_many"),
+    migration!("postgres", 12, "0012_inbox_enqueue"),
+    migration!("postgres", 13, "0013_inbox_pull_priority_index"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -208,6 +212,10 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 7, "0007_outbox_claim_owner"),
     migration!("sqlserver", 8, "0008_time_ordered_ids"),
     migration!("sqlserver", 9, "0009_outbox_claim_indexes"),
+    migration!("sqlserver", 10, "0010_inbox_priority"),
+    migration!("sqlserver", 11, "0011_inbox_enqueue_many"),
+    migration!("sqlserver", 12, "0012_inbox_enqueue"),
+    migration!("sqlserver", 13, "0013_inbox_pull_priority_index"),
 ];
 
 /// What a migration run did.

@@ -105,8 +105,10 @@ async fn every_statement_prepares_on_a_schema_with_reserved_word_names() {
         let text = names.render(Backend::Postgres, template);
         assert!(!text.contains("{inbox") && !text.contains("{=") && !text.contains("{outbox"));
         if let Err(e) = sqlx::Executor::prepare(store.pool(), text.as_str()).await {
-            // The migration bookkeeping names QueueBox's own history table only.
-            if !name.starts_with("HISTORY") {
+            // The migration bookkeeping names QueueBox's own history table only; ENQUEUE
+            // calls migration 11's function, which a schema of one's own creates itself
+            // with its names (proto-docs/own-schema.md).
+            if !name.starts_with("HISTORY") && name != "ENQUEUE" {
                 failed.push(format!("{name}: {e}\n{text}"));
             }
         }

@@ -41,7 +41,7 @@ pub const OUTBOX_COLUMNS: &[(&str, &str)] = &[
 
 /// Inbox mapping keys: the original columns, then the columns later migrations added
 /// (`sequence`: arrival order; `traceparent`/`tracestate`: migration 0005; `claimOwner`:
-/// migration 0006).
+/// migration 0006; `priority`, `maxAttempts`: migration 0010).
 pub const INBOX_COLUMNS: &[(&str, &str)] = &[
     ("id", "id"),
     ("source", "source"),
@@ -65,6 +65,8 @@ pub const INBOX_COLUMNS: &[(&str, &str)] = &[
     ("traceparent", "traceparent"),
     ("tracestate", "tracestate"),
     ("claimOwner", "claim_owner"),
+    ("priority", "priority"),
+    ("maxAttempts", "max_attempts"),
 ];
 
 /// The longest identifier accepted: PostgreSQL's limit (SQL Server allows 128).

@@ -38,6 +38,8 @@ struct TaskInner {
     worker: Arc<Inner>,
     message: InboxMessage,
     claim: ClaimRef,
+    /// The row's own dead-letter ceiling (an enqueued row's `max_attempts`), if any.
+    max_attempts: Option<u32>,
     finishing: Arc<AtomicBool>,
     cancel: CancellationToken,
     tx: tokio::sync::Mutex<Option<Box<dyn StoreTx>>>,
@@ -87,6 +89,7 @@ impl Task {
                 worker,
                 message,
                 claim: row.claim,
+                max_attempts: row.max_attempts,
                 finishing,
                 cancel,
                 tx: tokio::sync::Mutex::new(None),
@@ -377,13 +380,19 @@ impl Task {
 
     /// Applies the retry policy to a failed handler: retry after the backoff, or dead once
     /// the attempts are spent. Business writes are rolled back.
+    /// A row enqueued with its own `max_attempts` is judged by that ceiling instead of the
+    /// policy's (the backoff stays the policy's).
     pub async fn fail(&self, error: &str) -> Result<Decision> {
-        let decision = self
-            .inner
-            .worker
-            .opts
-            .retry
-            .decide_now(self.inner.message.attempt.max(0) as u32);
+        let policy = &self.inner.worker.opts.retry;
+        let attempt = self.inner.message.attempt.max(0) as u32;
+        let decision = match self.inner.max_attempts {
+            Some(max_attempts) => crate::backoff::RetryPolicy {
+                max_attempts,
+                ..*policy
+            }
+            .decide_now(attempt),
+            None => policy.decide_now(attempt),
+        };
         match decision {
             Decision::Retry(d) => self.retry(d, error).await?,
             Decision::Dead => self.dead(error).await?,

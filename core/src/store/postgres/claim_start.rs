@@ -1,8 +1,8 @@
 //! Where a pull claim starts its scan of pending rows (issue 21, "cost does not grow with
 //! history").
 //!
-//! [`sql::CLAIM`](super::sql::CLAIM) reads due pending rows in `(scheduled_at, sequence)`
-//! order from the head of `idx_inbox_pull_pending`. Every row it claims leaves a dead entry
+//! [`sql::CLAIM`](super::sql::CLAIM) reads due pending rows in `(priority, scheduled_at, sequence)`
+//! order from the head of `idx_inbox_pull_pending_priority`. Every row it claims leaves a dead entry
 //! at that head until vacuum removes it, and while any transaction stays open (vacuum pinned)
 //! nothing can, so each claim from the head walks every row drained since the pin: ~5,000
 //! buffers and 35 ms per claim after 20,000 rows (`benchmarks/history.md`). So while a queue
@@ -47,8 +47,9 @@ const FULL_COST_SHARE: u32 = 50;
 /// one was (a claim slowed by a busy database must not hold late rows back for minutes).
 const FULL_EVERY_MAX: Duration = Duration::from_secs(10);
 
-/// A position in the pending scan's order: `(scheduled_at, sequence)`.
-pub(super) type Position = (DateTime<Utc>, i64);
+/// A position in the pending scan's order: `(priority, scheduled_at, sequence)`, where a
+/// higher priority comes first.
+pub(super) type Position = (i16, DateTime<Utc>, i64);
 
 /// The claim starts of one store, per source.
 #[derive(Debug, Default)]
@@ -142,6 +143,7 @@ mod tests {
 
     fn at(seq: i64) -> Option<Position> {
         Some((
+            0,
             DateTime::<Utc>::from_timestamp(1_800_000_000, 0).unwrap(),
             seq,
         ))

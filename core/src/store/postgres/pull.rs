@@ -168,8 +168,8 @@ pub(super) async fn claim(
         .bind(lease.as_millis() as f64)
         .bind(candidate_limit(batch))
         .bind(owner);
-    if let Some((at, sequence)) = from {
-        query = query.bind(at).bind(sequence);
+    if let Some((priority, at, sequence)) = from {
+        query = query.bind(at).bind(sequence).bind(priority);
     }
     let started = Instant::now();
     let rows = query
@@ -181,10 +181,14 @@ pub(super) async fn claim(
     // expired lease (only a claim from the head reads those).
     let next = match rows.first() {
         Some(r) if rows.len() >= batch as usize => {
+            let priority: Option<i16> = r.get("next_priority");
             let at: Option<DateTime<Utc>> = r.get("next_at");
             let sequence: Option<i64> = r.get("next_sequence");
             let pending: Option<bool> = r.get("next_pending");
-            at.zip(sequence).filter(|_| pending == Some(true))
+            match (priority, at, sequence, pending) {
+                (Some(p), Some(a), Some(s), Some(true)) => Some((p, a, s)),
+                _ => None,
+            }
         }
         _ => None,
     };
@@ -193,10 +197,14 @@ pub(super) async fn claim(
         .record(source, from.is_none(), started.elapsed(), next);
     let mut keyed = Vec::with_capacity(rows.len());
     for row in &rows {
-        let order: (DateTime<Utc>, i64) = (row.get("scheduled_at"), row.get("sequence"));
+        let order: (std::cmp::Reverse<i16>, DateTime<Utc>, i64) = (
+            std::cmp::Reverse(row.get("priority")),
+            row.get("scheduled_at"),
+            row.get("sequence"),
+        );
         keyed.push((order, decode_claimed(row)));
     }
-    // RETURNING has no order; hand rows out in claim order.
+    // RETURNING has no order; hand rows out in claim order (highest priority first).
     keyed.sort_by_key(|k| k.0);
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
@@ -225,6 +233,9 @@ fn decode_claimed(row: &PgRow) -> ClaimedRow {
             id,
             token: row.get("claim_token"),
         },
+        max_attempts: row
+            .get::<Option<i32>, _>("max_attempts")
+            .and_then(|n| u32::try_from(n).ok()),
     }
 }
 

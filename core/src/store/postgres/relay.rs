@@ -137,6 +137,8 @@ impl RelayStore for PgStore {
                 id: r.get("id"),
                 token: r.get("claim_token"),
             },
+            // Push rows are enqueued by sources only; the relay's retry policy decides.
+            max_attempts: None,
         }))
     }
 

@@ -140,6 +140,10 @@ SELECT {=inbox.id}, {=inbox.source}, {=inbox.idempotency_key} FROM {inbox}
     ON {inbox.source} = k.k_source AND {inbox.idempotency_key} = k.k_key";
 
 // Candidates: due pending rows and expired processing rows of one source, each scan bounded.
+// Pending rows come highest priority first (migration 10), then in (scheduled_at, sequence)
+// order, from idx_inbox_pull_pending_priority (keyed on -priority, migration 13). The head
+// rule below compares `sequence` only: a row waits behind an earlier claimable row of its
+// aggregate whatever either one's priority, so an aggregate keeps its order.
 // A row is claimable only if it heads its aggregate (reference §3.3): no earlier row of the
 // same source and aggregate that is itself claimable now (due pending, or processing with an
 // expired lease), and no live lease on another row of it. A row waiting in retry backoff (or
@@ -160,9 +164,9 @@ macro_rules! pull_claim {
     ($from:literal, $expired:literal) => {
         concat!("
 WITH cand AS (
-    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, true AS pending FROM {inbox}
+    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, {=inbox.priority}, true AS pending FROM {inbox}
       WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'pending' AND {inbox.scheduled_at} <= (SELECT clock_timestamp())", $from, "
-      ORDER BY {inbox.scheduled_at}, {inbox.sequence} LIMIT $4)", $expired, "
+      ORDER BY -{inbox.priority}, {inbox.scheduled_at}, {inbox.sequence} LIMIT $4)", $expired, "
 ), pick AS (
     SELECT c.id FROM cand c
      WHERE c.aggregate_id IS NULL OR (
@@ -176,7 +180,7 @@ WITH cand AS (
        AND NOT EXISTS (SELECT 1 FROM {inbox} b
                         WHERE b.{inbox.consumption} = 'pull' AND b.{inbox.source} = $1 AND b.{inbox.aggregate_id} = c.aggregate_id
                           AND b.{inbox.state} = 'processing' AND b.{inbox.id} <> c.id AND b.{inbox.lease_expires_at} > clock_timestamp()))
-     ORDER BY c.scheduled_at, c.sequence
+     ORDER BY -c.priority, c.scheduled_at, c.sequence
      LIMIT $2
 ), locked AS (
     SELECT i.{=inbox.id} FROM {inbox} i
@@ -185,9 +189,9 @@ WITH cand AS (
          OR (i.{inbox.state} = 'processing' AND i.{inbox.lease_expires_at} <= clock_timestamp()))
      FOR UPDATE OF i SKIP LOCKED
 ), next AS (
-    SELECT c.scheduled_at, c.sequence, c.pending FROM cand c
+    SELECT c.priority, c.scheduled_at, c.sequence, c.pending FROM cand c
      WHERE NOT EXISTS (SELECT 1 FROM locked l WHERE l.id = c.id)
-     ORDER BY c.pending, c.scheduled_at, c.sequence
+     ORDER BY c.pending, -c.priority, c.scheduled_at, c.sequence
      LIMIT 1
 )
 UPDATE {inbox} u
@@ -198,7 +202,8 @@ UPDATE {inbox} u
  WHERE u.{inbox.id} = l.id
 RETURNING u.{=inbox.id}, u.{=inbox.source}, u.{=inbox.idempotency_key}, u.{=inbox.aggregate_id}, u.{=inbox.event_type}, u.{=inbox.payload}, u.{=inbox.headers},
           u.{=inbox.attempt}, u.{=inbox.correlation_id}, u.{=inbox.created_at}, u.{=inbox.claim_token}, u.{=inbox.scheduled_at}, u.{=inbox.sequence},
-          u.{=inbox.traceparent}, u.{=inbox.tracestate}, n.scheduled_at AS next_at, n.sequence AS next_sequence, n.pending AS next_pending")
+          u.{=inbox.traceparent}, u.{=inbox.tracestate}, u.{=inbox.priority}, u.{=inbox.max_attempts},
+          n.priority AS next_priority, n.scheduled_at AS next_at, n.sequence AS next_sequence, n.pending AS next_pending")
     };
 }
 
@@ -209,16 +214,17 @@ pub const CLAIM: &str = pull_claim!(
     "",
     "
     UNION ALL
-    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, false FROM {inbox}
+    (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, {=inbox.priority}, false FROM {inbox}
       WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'processing' AND {inbox.lease_expires_at} <= (SELECT clock_timestamp())
       ORDER BY {inbox.lease_expires_at} LIMIT $4)"
 );
 
-/// [`CLAIM`]'s pending scan started at `($6, $7)` (`scheduled_at`, `sequence`, inclusive),
-/// without the expired-lease branch: the claim that follows a full one while a queue drains
-/// (`claim_start.rs` says when, and what the claims from the head catch up on).
+/// [`CLAIM`]'s pending scan started at `($8, $6, $7)` (`priority`, `scheduled_at`,
+/// `sequence`, inclusive, in claim order), without the expired-lease branch: the claim that
+/// follows a full one while a queue drains (`claim_start.rs` says when, and what the claims
+/// from the head catch up on).
 pub const CLAIM_FROM: &str = pull_claim!(
-    " AND ({inbox.scheduled_at}, {inbox.sequence}) >= ($6::timestamptz, $7::int8)",
+    " AND (-{inbox.priority}, {inbox.scheduled_at}, {inbox.sequence}) >= (-$8::int2, $6::timestamptz, $7::int8)",
     ""
 );
 
@@ -312,7 +318,8 @@ pub const TABLE_COLUMNS: &str = "SELECT a.attname::text FROM pg_attribute a
 pub const MIGRATE_LOCK: &str = "SELECT pg_try_advisory_lock($1)";
 /// Whether the index named `$1` (found on the search path) exists and is INVALID: what an
 /// interrupted `CREATE INDEX CONCURRENTLY` leaves behind.
-pub const INDEX_INVALID: &str = "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid)";
+pub const INDEX_INVALID: &str =
+    "SELECT EXISTS (SELECT 1 FROM pg_index WHERE indexrelid = to_regclass($1) AND NOT indisvalid)";
 pub const MIGRATE_UNLOCK: &str = "SELECT pg_advisory_unlock($1)";
 pub const HAS_HISTORY: &str = "SELECT to_regclass('queuebox_schema_history') IS NOT NULL";
 pub const HAS_TABLES: &str =
@@ -718,6 +725,15 @@ SELECT m.id, m.topic, m.key, m.aggregate_type, m.payload, m.headers, m.max_attem
             headers jsonb, max_attempts integer, delay_ms float8, scheduled_at timestamptz)
  ORDER BY m.n";
 
+// The enqueue of pull rows runs the function migration 11 installs, which inserts and then
+// reads every message's stored row in a statement of its own, so a repeat whose first row a
+// concurrent transaction committed while this one waited is still found (its SQL says why).
+// The function names the default `inbox` table: a schema of one's own creates it with its
+// names (proto-docs/own-schema.md). `id` as text, so every driver reads it the same way.
+/// Pull rows from `$1`, the JSON array `app_tx::enqueue_statement` writes; one result row
+/// per message in order: `n`, `id`, `duplicate`.
+pub const ENQUEUE: &str = "SELECT n, CAST(id AS text) AS id, duplicate FROM queuebox_enqueue_many(CAST($1 AS jsonb)) ORDER BY n";
+
 /// Every statement by name, for tests that check them against a real server.
 pub fn statements() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -784,5 +800,6 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("STATE_COUNTS", STATE_COUNTS),
         ("APP_COMPLETE", APP_COMPLETE),
         ("PUBLISH", PUBLISH),
+        ("ENQUEUE", ENQUEUE),
     ]
 }

@@ -119,9 +119,12 @@ pub(super) async fn claim(
     let rows = rows(pool, "pull claim", sql::CLAIM, &params).await?;
     let mut keyed = Vec::with_capacity(rows.len());
     for row in &rows {
-        keyed.push(decode_claimed("pull claim", row)?);
+        // Migration 10's column; a row without one (a schema of one's own) counts as 0.
+        let priority: i16 = row.try_get("priority").ok().flatten().unwrap_or(0);
+        let (order, claimed) = decode_claimed("pull claim", row)?;
+        keyed.push(((std::cmp::Reverse(priority), order), claimed));
     }
-    // OUTPUT has no order; hand rows out in claim order.
+    // OUTPUT has no order; hand rows out in claim order (highest priority first).
     keyed.sort_by_key(|a| a.0);
     Ok(keyed.into_iter().map(|(_, r)| r).collect())
 }
@@ -145,6 +148,12 @@ pub(super) fn decode_claimed(
         ClaimedRow {
             message: decode_inbox(op, row)?,
             claim: ClaimRef { id, token },
+            // Migration 10's column (`OUTPUT inserted.*`); NULL or absent: the policy's.
+            max_attempts: row
+                .try_get::<i32, _>("max_attempts")
+                .ok()
+                .flatten()
+                .and_then(|n| u32::try_from(n).ok()),
         },
     ))
 }

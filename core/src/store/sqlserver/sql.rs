@@ -132,7 +132,8 @@ pub const LOOKUP_ID: &str = "SELECT id FROM inbox WHERE source = @P1 AND idempot
 ///    take turns, so the head rule below sees every committed claim; a negative result rolls
 ///    back and throws 51000, which the store reports as a transient error (the worker backs
 ///    off and retries the whole call, never failing a message);
-/// 3. candidates: due pending rows and expired processing rows, each scan bounded by
+/// 3. candidates: due pending rows (highest `priority` first, migration 10, from
+///    `idx_inbox_pull_pending_priority`) and expired processing rows, each scan bounded by
 ///    `@qbCandLimit` and skipping rows other transactions hold (`READPAST`; with
 ///    `READCOMMITTEDLOCK`, because READPAST alone is refused when the database has
 ///    READ_COMMITTED_SNAPSHOT ON, the Azure SQL default);
@@ -163,13 +164,13 @@ BEGIN
     THROW 51000, 'inbox pull claim: sp_getapplock did not acquire the per-source claim lock', 1;
 END;
 WITH cand AS (
-    SELECT p.id, p.aggregate_id, p.sequence, p.scheduled_at FROM (
-        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READCOMMITTEDLOCK, READPAST)
+    SELECT p.id, p.aggregate_id, p.sequence, p.scheduled_at, p.priority FROM (
+        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at, priority FROM inbox WITH (READCOMMITTEDLOCK, READPAST)
          WHERE consumption = 'pull' AND source = @qbSource AND state = 'pending' AND scheduled_at <= SYSUTCDATETIME()
-         ORDER BY scheduled_at, sequence) AS p
+         ORDER BY priority DESC, scheduled_at, sequence) AS p
     UNION ALL
-    SELECT e.id, e.aggregate_id, e.sequence, e.scheduled_at FROM (
-        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at FROM inbox WITH (READCOMMITTEDLOCK, READPAST)
+    SELECT e.id, e.aggregate_id, e.sequence, e.scheduled_at, e.priority FROM (
+        SELECT TOP (@qbCandLimit) id, aggregate_id, sequence, scheduled_at, priority FROM inbox WITH (READCOMMITTEDLOCK, READPAST)
          WHERE consumption = 'pull' AND source = @qbSource AND state = 'processing' AND lease_expires_at <= SYSUTCDATETIME()
          ORDER BY lease_expires_at) AS e
 ), pick AS (
@@ -182,7 +183,7 @@ WITH cand AS (
        AND NOT EXISTS (SELECT 1 FROM inbox AS b
                         WHERE b.consumption = 'pull' AND b.source = @qbSource AND b.aggregate_id = c.aggregate_id
                           AND b.state = 'processing' AND b.id <> c.id AND b.lease_expires_at > SYSUTCDATETIME()))
-     ORDER BY c.scheduled_at, c.sequence
+     ORDER BY c.priority DESC, c.scheduled_at, c.sequence
 )",
     claim_inbox_update!(),
     "i.consumption = 'pull' AND i.source = @qbSource
@@ -551,6 +552,11 @@ SELECT m.id, m.topic, m.[key], m.aggregate_type, m.payload, m.headers, m.max_att
  ORDER BY m.n"
 );
 
+/// Pull rows from `@P1`, the JSON array `app_tx::enqueue_statement` writes, through the
+/// procedure migration 11 installs (the PostgreSQL `ENQUEUE`); one result row per message in
+/// order: `n`, `id`, `duplicate`.
+pub const ENQUEUE: &str = "EXEC queuebox_enqueue_many @messages = @P1";
+
 /// Every statement above by name, for the syntax-check test.
 pub fn statements() -> Vec<(&'static str, String)> {
     [
@@ -600,6 +606,7 @@ pub fn statements() -> Vec<(&'static str, String)> {
         ("DELETE_OUTBOX", DELETE_OUTBOX),
         ("APP_COMPLETE", APP_COMPLETE),
         ("PUBLISH", PUBLISH),
+        ("ENQUEUE", ENQUEUE),
     ]
     .into_iter()
     .map(|(n, s)| (n, s.to_string()))
