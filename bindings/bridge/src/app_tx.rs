@@ -1,6 +1,6 @@
 //! The application's-own-transaction calls every binding offers, as JSON text in and out
 //! (`queuebox_core::app_tx` decides the statements): a task's completion statement, a claim
-//! lost by the application's completion, and the publish statement.
+//! lost by the application's completion, the publish statement and the enqueue statement.
 
 use queuebox_core::app_tx::{self, Placeholder};
 use queuebox_core::{Error, Result, Task};
@@ -34,6 +34,26 @@ pub fn publish_statement(
         .map_err(|e| Error::InvalidInput(format!("messages is not valid JSON: {e}")))?;
     let messages = app_tx::messages_from_json(&v)?;
     Ok(app_tx::publish_statement(&messages, style, backend)?
+        .to_json()
+        .to_string())
+}
+
+/// The enqueue of pull rows for `messages_json` (a JSON array of messages, see
+/// `app_tx::EnqueueMessage::from_json`) for `backend` (`postgres` when `None`, or
+/// `sqlserver`), as `{"sql", "params", "expect": "enqueue_rows"}`: the wrapper runs it
+/// in the application's transaction and reads one row per message, in order, with columns
+/// `n`, `id`, `duplicate`.
+pub fn enqueue_statement(
+    backend: Option<&str>,
+    messages_json: &str,
+    placeholder: &str,
+) -> Result<String> {
+    let style: Placeholder = placeholder.parse()?;
+    let backend = app_tx::parse_backend(backend.unwrap_or("postgres"))?;
+    let v: Value = serde_json::from_str(messages_json)
+        .map_err(|e| Error::InvalidInput(format!("messages is not valid JSON: {e}")))?;
+    let messages = app_tx::enqueue_messages_from_json(&v)?;
+    Ok(app_tx::enqueue_statement(&messages, style, backend)?
         .to_json()
         .to_string())
 }

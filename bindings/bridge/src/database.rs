@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use queuebox_core::app_tx;
 use queuebox_core::backend::{self, DatabaseSettings};
 use queuebox_core::store::SqlValue;
 use queuebox_core::{Result, Store};
@@ -52,12 +53,25 @@ impl Database {
         self.db.execute_script(sql).await
     }
 
-    /// Stores one pull row from `{source, idempotencyKey, payload, aggregateId?, eventType?,
-    /// headers?, correlationId?}` JSON text; returns `{"id", "duplicate"}` as JSON text.
+    /// Stores one pull row from `{source, payload, idempotencyKey?, aggregateId?, eventType?,
+    /// headers?, correlationId?, priority?, maxAttempts?, delayMs?, scheduledAt?}` JSON text,
+    /// in a transaction of its own; returns `{"id", "duplicate"}` as JSON text. The same rule
+    /// and statement as an enqueue in the application's transaction
+    /// (`queuebox_core::app_tx::enqueue_statement`); a missing key makes a new row each time.
     pub async fn enqueue(&self, message_json: &str) -> Result<String> {
-        let msg = json::new_pull_message_from_json(&json::parse("message", message_json)?)?;
-        let out = self.store.insert_inbox(&msg).await?;
-        Ok(json!({"id": out.id().to_string(), "duplicate": out.is_duplicate()}).to_string())
+        let msg = json::enqueue_message_from_json(&json::parse("message", message_json)?)?;
+        let st = app_tx::enqueue_statement_native(std::slice::from_ref(&msg), self.db.backend())?;
+        let params: Vec<SqlValue> = st
+            .params
+            .iter()
+            .map(|p| p.clone().map_or(SqlValue::Null, SqlValue::Text))
+            .collect();
+        let mut tx = self.store.begin().await?;
+        let rows = tx.query(&st.sql, &params).await?;
+        tx.commit().await?;
+        let rows = json::enqueue_rows(&rows)?;
+        let out = app_tx::read_enqueue_rows(&rows, 1)?;
+        Ok(json!({"id": out[0].id().to_string(), "duplicate": out[0].is_duplicate()}).to_string())
     }
 
     /// Closes the pool.

@@ -7,8 +7,9 @@ use std::time::Duration;
 use queuebox_core::store::names::Names;
 use queuebox_core::store::{JsonRow, SqlValue};
 use queuebox_core::worker::{StatsSnapshot, WorkerOptions};
-use queuebox_core::{Decision, Error, InboxMessage, NewInboxMessage, Result, RetryPolicy};
+use queuebox_core::{Decision, EnqueueMessage, Error, InboxMessage, Result, RetryPolicy};
 use serde_json::{Map, Value};
+use uuid::Uuid;
 
 /// Parses JSON text handed over by a binding; `what` names it in the
 /// [`Error::InvalidInput`] a malformed text gives (`"options is not JSON: ..."`).
@@ -207,38 +208,57 @@ pub fn stats_to_json(s: &StatsSnapshot) -> Value {
     })
 }
 
-/// A pull row to enqueue from `{source, idempotencyKey, payload, aggregateId?, eventType?,
-/// headers?, correlationId?}`; validated like every insert.
-pub fn new_pull_message_from_json(v: &Value) -> Result<NewInboxMessage> {
+/// A pull row to enqueue from the bindings' `Database.enqueue` object, whose keys are
+/// camelCase (`idempotencyKey`, `aggregateId`, `eventType`, `correlationId`, `maxAttempts`,
+/// `delayMs`, `scheduledAt`; `source`, `payload`, `headers`, `priority` as they are): renamed
+/// to the core's field names and read by `EnqueueMessage::from_json`, the one enqueue rule.
+pub fn enqueue_message_from_json(v: &Value) -> Result<EnqueueMessage> {
     let obj = v
         .as_object()
         .ok_or_else(|| Error::InvalidInput("message must be an object".into()))?;
-    let text = |k: &str| -> Result<Option<String>> {
-        match obj.get(k) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => Ok(Some(s.clone())),
-            Some(_) => Err(Error::InvalidInput(format!("{k} must be a string"))),
-        }
-    };
-    let source = text("source")?.ok_or_else(|| Error::InvalidInput("source is required".into()))?;
-    let key = text("idempotencyKey")?
-        .ok_or_else(|| Error::InvalidInput("idempotencyKey is required".into()))?;
-    let mut m = NewInboxMessage::new(
-        source,
-        key,
-        obj.get("payload").cloned().unwrap_or(Value::Null),
-    )
-    .pull();
-    m.aggregate_id = text("aggregateId")?;
-    m.event_type = text("eventType")?;
-    m.correlation_id = text("correlationId")?;
-    match obj.get("headers") {
-        None | Some(Value::Null) => {}
-        Some(Value::Object(h)) => m.headers = h.clone(),
-        Some(_) => return Err(Error::InvalidInput("headers must be an object".into())),
-    }
-    m.validate()?;
-    Ok(m)
+    let renamed: serde_json::Map<String, Value> = obj
+        .iter()
+        .map(|(k, v)| {
+            let k = match k.as_str() {
+                "idempotencyKey" => "idempotency_key",
+                "aggregateId" => "aggregate_id",
+                "eventType" => "event_type",
+                "correlationId" => "correlation_id",
+                "maxAttempts" => "max_attempts",
+                "delayMs" => "delay_ms",
+                "scheduledAt" => "scheduled_at",
+                other => other,
+            };
+            (k.to_string(), v.clone())
+        })
+        .collect();
+    EnqueueMessage::from_json(&Value::Object(renamed), "message")
+}
+
+/// The `(n, id, duplicate)` rows of an enqueue statement run by a store (`id` as text on
+/// PostgreSQL, a GUID on SQL Server; `duplicate` a boolean).
+pub fn enqueue_rows(rows: &[serde_json::Map<String, Value>]) -> Result<Vec<(i64, Uuid, bool)>> {
+    rows.iter()
+        .map(|r| {
+            let bad = || Error::Database {
+                operation: "inbox enqueue",
+                message: format!("an enqueue result row is not (n, id, duplicate): {r:?}"),
+                code: None,
+            };
+            let n = r.get("n").and_then(Value::as_i64).ok_or_else(bad)?;
+            let id = r
+                .get("id")
+                .and_then(Value::as_str)
+                .and_then(|s| Uuid::parse_str(s).ok())
+                .ok_or_else(bad)?;
+            let duplicate = match r.get("duplicate") {
+                Some(Value::Bool(b)) => *b,
+                Some(Value::Number(n)) => n.as_i64() == Some(1),
+                _ => return Err(bad()),
+            };
+            Ok((n, id, duplicate))
+        })
+        .collect()
 }
 
 /// Statement parameters from a JSON array (see [`SqlValue::from_json`]); `null` or a missing
