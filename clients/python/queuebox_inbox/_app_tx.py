@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import Any, Awaitable, Dict, Iterable, List, Mapping, Optional, Union
 
 from . import _native
 from ._drivers import Driver, driver_of
+from ._durations import Duration, to_ms
 from ._types import InboxMessage
 from ._worker import Running, running_of
 from .errors import ClaimLost, DatabaseError, InvalidInput, QueueBoxError
@@ -38,10 +40,17 @@ class OutboxMessage:
     aggregate_type: Optional[str] = None
     #: Dead-letter ceiling, at least 1 (default 5).
     max_attempts: Optional[int] = None
-    #: Not delivered before this many ms after the insert (database clock). Not with ``scheduled_at``.
+    #: Deprecated: milliseconds; use ``delay``.
     delay_ms: Optional[int] = None
-    #: Not delivered before this time (timezone-aware). Not with ``delay_ms``.
+    #: Not delivered before this time (timezone-aware). Not with ``delay``.
     scheduled_at: Optional[datetime] = None
+    #: Not delivered before this long after the insert (database clock): seconds or a
+    #: ``timedelta``. Not with ``scheduled_at``.
+    delay: Optional[Duration] = None
+
+    def __post_init__(self) -> None:
+        if self.delay_ms is not None:
+            warnings.warn("`delay_ms` is deprecated: pass `delay` in seconds or as a datetime.timedelta", DeprecationWarning, stacklevel=3)
 
 
 def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[str, Any]:
@@ -53,6 +62,13 @@ def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[s
     else:
         raise InvalidInput(f"invalid input: {at} must be an OutboxMessage or a dict, got {type(m).__name__}")
     out = {}
+    if items.get("delay") is not None:
+        if items.get("delay_ms") is not None:
+            raise InvalidInput(f"invalid input: {at}.delay: give `delay` (seconds or timedelta) or the deprecated `delay_ms`, not both")
+        items["delay_ms"] = to_ms("delay" if at == "message" else f"{at}.delay", items["delay"], InvalidInput)
+    elif isinstance(m, Mapping) and items.get("delay_ms") is not None:
+        warnings.warn("`delay_ms` is deprecated: pass `delay` in seconds or as a datetime.timedelta", DeprecationWarning, stacklevel=5)
+    items.pop("delay", None)
     for k, v in items.items():
         if v is None and k != "payload":
             continue
@@ -69,14 +85,24 @@ def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[s
 def _render(messages: Iterable[Any], placeholder: str, single: bool) -> Dict[str, Any]:
     if isinstance(messages, (str, bytes, Mapping, OutboxMessage)) or not isinstance(messages, Iterable):
         raise InvalidInput("invalid input: messages must be a list of OutboxMessage or dicts")
-    core = [_core_message(m, "message" if single else f"messages[{i}]") for i, m in enumerate(messages)]
+    given = list(messages)
+    core = [_core_message(m, "message" if single else f"messages[{i}]") for i, m in enumerate(given)]
     try:
         return json.loads(_native.publish_statement(json.dumps(core), placeholder))
     except QueueBoxError as e:
-        if not single:
-            raise
-        # One message: say `topic`, not `messages[0].topic`.
-        raise type(e)(re.sub(r"messages\[0\]\.?", "", str(e))) from None
+        text = str(e)
+        if not any(_uses_delay_ms(m) for m in given):
+            # The core takes milliseconds as `delay_ms`; the caller wrote `delay`.
+            text = re.sub(r"\bdelay_ms\b", "delay", text)
+        if single:
+            # One message: say `topic`, not `messages[0].topic`.
+            text = re.sub(r"messages\[0\]\.?", "", text)
+        raise type(e)(text) from None
+
+
+def _uses_delay_ms(m: Any) -> bool:
+    got = m.get("delay_ms") if isinstance(m, Mapping) else getattr(m, "delay_ms", None)
+    return got is not None
 
 
 def _checked_ids(st: Dict[str, Any], n: int) -> List[str]:
@@ -146,13 +172,18 @@ def publish(
     headers: Optional[Dict[str, str]] = None,
     aggregate_type: Optional[str] = None,
     max_attempts: Optional[int] = None,
-    delay_ms: Optional[int] = None,
+    delay: Optional[Duration] = None,
     scheduled_at: Optional[datetime] = None,
+    delay_ms: Optional[int] = None,
 ) -> Union[str, Awaitable[str]]:
     """Writes one outbox row in the application's transaction on ``db`` and returns its id
     (awaitable with an asyncio connection or session). Nothing is delivered unless that
-    transaction commits."""
-    m = OutboxMessage(topic, payload, key, headers, aggregate_type, max_attempts, delay_ms, scheduled_at)
+    transaction commits. ``delay``: seconds or a ``timedelta`` (``delay_ms`` is deprecated)."""
+    if delay_ms is not None:
+        warnings.warn("`delay_ms` is deprecated: pass `delay` in seconds or as a datetime.timedelta", DeprecationWarning, stacklevel=2)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # warned above, at the caller's line
+        m = OutboxMessage(topic, payload, key, headers, aggregate_type, max_attempts, delay_ms, scheduled_at, delay)
     ids = _publish(db, [m], True)
     if isinstance(ids, list):
         return ids[0]

@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Optional, Sequence, Set, Tuple, Union
 
 from . import _batch, _logs, _native, _params
+from ._durations import Duration, pick_ms
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
 from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
 
@@ -128,6 +129,7 @@ BlockingHandler = Callable[[InboxMessage, BlockingTransaction], Any]
 
 
 def _core_options(source: str, **given: Any) -> Dict[str, Any]:
+    """The options as the core reads them (camelCase, durations in whole milliseconds)."""
     names = {
         "batch_size": "batchSize",
         "concurrency": "concurrency",
@@ -145,12 +147,16 @@ def _core_options(source: str, **given: Any) -> Dict[str, Any]:
         if k == "retry":
             if v is None:
                 continue
-            if isinstance(v, RetryPolicy):
-                v = {"max_attempts": v.max_attempts, "base_delay_ms": v.base_delay_ms, "max_delay_ms": v.max_delay_ms, "jitter": v.jitter}
-            elif not isinstance(v, dict):
-                raise TypeError("retry must be a RetryPolicy or a dict")
-            rn = {"max_attempts": "maxAttempts", "base_delay_ms": "baseDelayMs", "max_delay_ms": "maxDelayMs", "jitter": "jitter"}
-            out["retry"] = {rn.get(rk, rk): rv for rk, rv in v.items() if rv is not None}
+            if isinstance(v, dict):
+                try:
+                    v = RetryPolicy(**v)
+                except TypeError as e:
+                    raise ConfigError(f"invalid configuration at `retry`: {e}") from None
+            elif not isinstance(v, RetryPolicy):
+                raise ConfigError(f"invalid configuration at `retry`: expected a RetryPolicy or a dict, got {type(v).__name__}")
+            base, top = v._core_ms()
+            r = {"maxAttempts": v.max_attempts, "baseDelayMs": base, "maxDelayMs": top, "jitter": v.jitter}
+            out["retry"] = {rk: rv for rk, rv in r.items() if rv is not None}
         elif v is not None:
             out[names[k]] = v
     return out
@@ -158,12 +164,12 @@ def _core_options(source: str, **given: Any) -> Dict[str, Any]:
 
 _PY_NAMES = {
     "`batchSize`": "`batch_size`",
-    "`leaseMs`": "`lease_ms`",
-    "`pollIntervalMs`": "`poll_interval_ms`",
-    "`shutdownGraceMs`": "`shutdown_grace_ms`",
+    "`leaseMs`": "`lease`",
+    "`pollIntervalMs`": "`poll_interval`",
+    "`shutdownGraceMs`": "`shutdown_grace`",
     "`retry.maxAttempts`": "`retry.max_attempts`",
-    "`retry.baseDelayMs`": "`retry.base_delay_ms`",
-    "`retry.maxDelayMs`": "`retry.max_delay_ms`",
+    "`retry.baseDelayMs`": "`retry.base_delay`",
+    "`retry.maxDelayMs`": "`retry.max_delay`",
     "`outboxTableName`": "`outbox_table_name`",
     "`inboxTableName`": "`inbox_table_name`",
     "`columnMapping": "`column_mapping",
@@ -187,9 +193,12 @@ class Worker:
     the value in force; within it the worker holds what the handlers' measured times call
     for, all of it for fast handlers, about ``concurrency`` rows for slow ones),
     ``concurrency`` 1,
-    ``lease_ms`` 30000, ``poll_interval_ms`` 1000, ``shutdown_grace_ms`` 30000, ``listen``
-    True, ``retry`` = ``RetryPolicy()`` (5 attempts, 1 s doubling to 5 min, ±20 %). Invalid
-    options raise :class:`QueueBoxError` with ``kind == "config"`` naming the option.
+    ``lease`` 30 s, ``poll_interval`` 1 s, ``shutdown_grace`` 30 s, ``listen``
+    True, ``retry`` = ``RetryPolicy()`` (5 attempts, 1 s doubling to 5 min, ±20 %).
+    Durations are seconds (``int`` or ``float``) or ``datetime.timedelta``, kept to the
+    millisecond; the deprecated ``lease_ms`` / ``poll_interval_ms`` / ``shutdown_grace_ms``
+    (milliseconds) still work and warn. Invalid options raise :class:`ConfigError` naming
+    the option.
 
     A schema of your own (proto-docs/own-schema.md): ``outbox_table_name`` /
     ``inbox_table_name`` (``"schema.table"`` allowed) and ``column_mapping`` (``{"inbox":
@@ -209,9 +218,9 @@ class Worker:
         *,
         batch_size: Optional[int] = None,
         concurrency: Optional[int] = None,
-        lease_ms: Optional[int] = None,
-        poll_interval_ms: Optional[int] = None,
-        shutdown_grace_ms: Optional[int] = None,
+        lease: Optional[Duration] = None,
+        poll_interval: Optional[Duration] = None,
+        shutdown_grace: Optional[Duration] = None,
         listen: Optional[bool] = None,
         retry: Union[RetryPolicy, Dict[str, Any], None] = None,
         logger: Optional[logging.Logger] = None,
@@ -219,6 +228,9 @@ class Worker:
         inbox_table_name: Optional[str] = None,
         column_mapping: Optional[Dict[str, Dict[str, str]]] = None,
         otlp_endpoint: Optional[str] = None,
+        lease_ms: Optional[int] = None,
+        poll_interval_ms: Optional[int] = None,
+        shutdown_grace_ms: Optional[int] = None,
     ) -> None:
         if not isinstance(database_url, str) or not database_url.strip():
             raise ConfigError("invalid configuration at `databaseUrl`: is required")
@@ -226,9 +238,9 @@ class Worker:
             source,
             batch_size=batch_size,
             concurrency=concurrency,
-            lease_ms=lease_ms,
-            poll_interval_ms=poll_interval_ms,
-            shutdown_grace_ms=shutdown_grace_ms,
+            lease_ms=pick_ms("lease", lease, "lease_ms", lease_ms, ConfigError),
+            poll_interval_ms=pick_ms("poll_interval", poll_interval, "poll_interval_ms", poll_interval_ms, ConfigError),
+            shutdown_grace_ms=pick_ms("shutdown_grace", shutdown_grace, "shutdown_grace_ms", shutdown_grace_ms, ConfigError),
             listen=listen,
             retry=retry,
             outbox_table_name=outbox_table_name,
@@ -269,7 +281,7 @@ class Worker:
 
     async def shutdown(self) -> None:
         """Graceful shutdown: stop claiming, release claimed rows that never started, wait
-        ``shutdown_grace_ms`` for running handlers, abandon the rest. Idempotent."""
+        ``shutdown_grace`` for running handlers, abandon the rest. Idempotent."""
         if self._native is None:
             return
         if self._shutdown is None:
@@ -538,7 +550,7 @@ class Worker:
             if e is None:
                 await task.release()
             elif isinstance(e, Retry):
-                await (task.fail(e.reason) if e.delay_ms is None else task.retry(e.delay_ms, e.reason))
+                await (task.fail(e.reason) if e._ms is None else task.retry(e._ms, e.reason))
             elif isinstance(e, Dead):
                 await task.dead(e.reason)
             elif isinstance(e, Exception):

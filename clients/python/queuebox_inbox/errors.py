@@ -8,9 +8,12 @@ them directly; nothing here parses a message.
 
 from __future__ import annotations
 
+import warnings
+from datetime import timedelta
 from typing import Dict, Optional, Type
 
 from . import _native
+from ._durations import Duration, pick_ms
 
 QueueBoxError: Type[Exception] = _native.QueueBoxError
 ClaimLost: Type[Exception] = _native.ClaimLost
@@ -34,15 +37,27 @@ KINDS = tuple(BY_KIND)
 
 
 class Retry(Exception):
-    """Raised by a handler to retry its message: after ``delay_ms`` when given, otherwise
-    after the retry policy's backoff (dead once the attempts are spent)."""
+    """Raised by a handler to retry its message: after ``delay`` (seconds or a
+    ``datetime.timedelta``) when given, otherwise after the retry policy's backoff (dead
+    once the attempts are spent). ``delay_ms=`` (milliseconds) is deprecated."""
 
-    def __init__(self, reason: str = "retry requested by the handler", *, delay_ms: Optional[float] = None) -> None:
+    def __init__(self, reason: str = "retry requested by the handler", *, delay: Optional[Duration] = None, delay_ms: Optional[float] = None) -> None:
         super().__init__(reason)
-        if delay_ms is not None and not (delay_ms >= 0 and delay_ms != float("inf")):
-            raise ValueError(f"Retry delay_ms must be a finite number >= 0, got {delay_ms!r}")
+        if delay_ms is not None and not (isinstance(delay_ms, (int, float)) and delay_ms >= 0 and delay_ms != float("inf")):
+            raise InvalidInput(f"invalid input: `delay_ms` must be a finite number >= 0, got {delay_ms!r}")
+        ms = pick_ms("delay", delay, "delay_ms", None if delay_ms is None else int(round(delay_ms)), InvalidInput)
         self.reason = reason
-        self.delay_ms: Optional[int] = None if delay_ms is None else int(round(delay_ms))
+        #: The delay in whole milliseconds, as the core takes it (None: the retry policy's).
+        self._ms: Optional[int] = ms
+
+    @property
+    def delay(self) -> Optional[timedelta]:
+        return None if self._ms is None else timedelta(milliseconds=self._ms)
+
+    @property
+    def delay_ms(self) -> Optional[int]:
+        warnings.warn("`Retry.delay_ms` is deprecated: read `delay` (a timedelta)", DeprecationWarning, stacklevel=2)
+        return self._ms
 
 
 class Dead(Exception):

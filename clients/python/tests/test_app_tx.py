@@ -147,7 +147,7 @@ def processed(url: str, source: str) -> int:
 async def run_until(url: str, source: str, handler: Any, until: Callable[[], bool], timeout: float = 15, **opts: Any) -> Any:
     """Runs a worker on ``source`` until ``until()``; returns its stats."""
     stop = asyncio.Event()
-    async with Worker(url, source, poll_interval_ms=20, **opts) as w:
+    async with Worker(url, source, poll_interval=0.02, **opts) as w:
         t = asyncio.ensure_future(w.run(handler, stop=stop))
         deadline = time.monotonic() + timeout
         while not until():
@@ -260,7 +260,7 @@ def test_a_handler_error_after_complete_in_rolls_both_back_and_the_row_is_retrie
 
             await d.in_tx(body)
 
-        retry = {"max_attempts": 3, "base_delay_ms": 50, "max_delay_ms": 50, "jitter": 0}
+        retry = {"max_attempts": 3, "base_delay": 0.05, "max_delay": 0.05, "jitter": 0}
         await run_until(url, source, handler, lambda: processed(url, source) == 1, retry=retry)
 
     go(driver, url, test)
@@ -326,7 +326,7 @@ def test_a_renewal_that_finds_the_lease_lost_cancels_the_handler_and_its_transac
 
             await d.in_tx(body)
 
-        stats = await run_until(url, source, handler, lambda: bool(cancelled), lease_ms=600)
+        stats = await run_until(url, source, handler, lambda: bool(cancelled), lease=0.6)
         assert (stats.completed, stats.claims_lost) == (0, 1)
 
     go(driver, url, test)
@@ -354,7 +354,7 @@ def test_shutdown_cancels_a_handler_in_its_own_transaction_after_the_grace_and_i
 
     async def main():
         stop = asyncio.Event()
-        async with Worker(url, source, shutdown_grace_ms=300, poll_interval_ms=20) as w:
+        async with Worker(url, source, shutdown_grace=0.3, poll_interval=0.02) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             while not started:
                 await asyncio.sleep(0.02)
@@ -386,7 +386,7 @@ def test_a_blocking_handler_whose_lease_was_lost_is_refused_by_complete_in(url):
                 stop.set()
                 raise
 
-    Worker(url, source, lease_ms=600, poll_interval_ms=20).run_blocking(handler, stop=stop)
+    Worker(url, source, lease=0.6, poll_interval=0.02).run_blocking(handler, stop=stop)
     # Cancelled, or AlreadyFinished once the worker has abandoned the task: either way refused.
     assert len(refused) == 1 and refused[0].kind in ("cancelled", "already_finished"), refused
     assert notes(url, rid) == [], "the business write rolled back"
@@ -427,7 +427,7 @@ def test_a_committed_publish_is_a_pending_row_with_the_returned_id_and_the_optio
                     headers={"x-tenant": "acme"},
                     aggregate_type="order",
                     max_attempts=9,
-                    delay_ms=60000,
+                    delay=timedelta(minutes=1),
                 )
             )
             got["many"] = await maybe(publish_many(db, [OutboxMessage(topic, "plain", scheduled_at=at), {"topic": topic, "payload": [1]}]))
@@ -504,13 +504,16 @@ def test_bad_input_is_refused_naming_the_field_and_nothing_is_written(driver, ur
         (lambda db: publish(db, "", {}), r"\btopic\b"),
         (lambda db: publish(db, topic, None), r"\bpayload\b"),
         (lambda db: publish(db, topic, {}, max_attempts=0), r"\bmax_attempts\b"),
-        (lambda db: publish(db, topic, {}, delay_ms=5, scheduled_at=datetime.now(timezone.utc)), r"delay_ms.*scheduled_at"),
+        (lambda db: publish(db, topic, {}, delay=5, scheduled_at=datetime.now(timezone.utc)), r"`?delay`?.*scheduled_at"),
+        (lambda db: publish(db, topic, {}, delay=-1), r"`delay`.*>= 0"),
+        (lambda db: publish(db, topic, {}, delay="5s"), r"`delay`.*timedelta"),
+        (lambda db: publish_many(db, [ok, {"topic": topic, "payload": {}, "delay": float("nan")}]), r"messages\[1\]\.delay"),
         (lambda db: publish(db, topic, {}, headers={"content-length": "5"}), r"headers\.content-length"),
         (lambda db: publish(db, topic, {}, scheduled_at=datetime(2030, 1, 1)), r"scheduled_at"),  # no timezone
         (lambda db: publish(db, topic, {"when": datetime.now}), r"payload"),
         (lambda db: publish(db, topic, datetime.now(timezone.utc)), r"payload is not JSON"),
         (lambda db: publish_many(db, [ok, ok, ok, {"topic": topic, "payload": {}, "headers": {"x-a": "line\nbreak"}}]), r"messages\[3\]\.headers\.x-a"),
-        (lambda db: publish_many(db, [{"topic": topic, "payload": {}, "delay": 5}]), r"messages\[0\]\.delay\b"),
+        (lambda db: publish_many(db, [{"topic": topic, "payload": {}, "delay_s": 5}]), r"messages\[0\]\.delay_s\b"),
     ]
 
     async def test(d):
@@ -632,7 +635,7 @@ def test_the_blocking_worker_completes_in_the_applications_blocking_transaction(
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        Worker(url, source, concurrency=2, poll_interval_ms=20).run_blocking(handler, stop=stop)
+        Worker(url, source, concurrency=2, poll_interval=0.02).run_blocking(handler, stop=stop)
     finally:
         stop.set()
         watcher.join()

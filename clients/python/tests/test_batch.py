@@ -67,7 +67,7 @@ def test_shutdown_with_part_of_a_batch_out_completes_the_running_and_releases_th
             await gate.wait()
 
         stop = asyncio.Event()
-        async with Worker(database_url, source, batch_size=10, concurrency=4, shutdown_grace_ms=10000, poll_interval_ms=20) as w:
+        async with Worker(database_url, source, batch_size=10, concurrency=4, shutdown_grace=10, poll_interval=0.02) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(lambda: _eq(asyncio.sleep(0, len(seen)), 4), 10, "4 handlers running")
             stop.set()  # shutdown: the 6 claimed rows not handed out are released now
@@ -80,7 +80,7 @@ def test_shutdown_with_part_of_a_batch_out_completes_the_running_and_releases_th
 
         # A second worker takes the released rows: every row handled once in all.
         stop2 = asyncio.Event()
-        t2 = asyncio.ensure_future(Worker(database_url, source, batch_size=10, concurrency=4, poll_interval_ms=20).run(handler, stop=stop2))
+        t2 = asyncio.ensure_future(Worker(database_url, source, batch_size=10, concurrency=4, poll_interval=0.02).run(handler, stop=stop2))
         await wait_for(lambda: _eq(count_state(db, source, "processed"), 10), 10, "10 processed")
         stop2.set()
         await t2
@@ -103,7 +103,7 @@ def test_two_workers_at_any_concurrency_handle_every_row_once(database_url, conc
             seen[m.id] = seen.get(m.id, 0) + 1
 
         stop = asyncio.Event()
-        workers = [Worker(database_url, source, batch_size=40, concurrency=concurrency, poll_interval_ms=20) for _ in range(2)]
+        workers = [Worker(database_url, source, batch_size=40, concurrency=concurrency, poll_interval=0.02) for _ in range(2)]
         runs = [asyncio.ensure_future(w.run(handler, stop=stop)) for w in workers]
         await wait_for(lambda: _eq(count_state(db, source, "processed"), n), 30, f"{n} processed")
         stop.set()
@@ -141,7 +141,7 @@ def test_at_concurrency_one_successes_share_complete_all_calls_instead_of_one_pe
             return None
 
         stop = asyncio.Event()
-        w = Worker(database_url, source, batch_size=60, concurrency=1, poll_interval_ms=20)
+        w = Worker(database_url, source, batch_size=60, concurrency=1, poll_interval=0.02)
         await w.connect()
         counting = _CountingNative(w._native)
         w._native = counting
@@ -187,7 +187,7 @@ def test_renewal_beside_batched_completions_never_deadlocks_or_handles_a_row_twi
             if len(seen) == rows:
                 stop.set()
 
-        async with Worker(database_url, source, concurrency=1, lease_ms=900, poll_interval_ms=20) as w:
+        async with Worker(database_url, source, concurrency=1, lease=0.9, poll_interval=0.02) as w:
             await w.run(handler, stop=stop)
             stats = w.stats()
         await wait_for(lambda: _eq(count_state(db, source, "processed"), rows), 15, "every row processed")

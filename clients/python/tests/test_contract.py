@@ -33,13 +33,13 @@ def test_item_11_stale_tokens_change_nothing(database_url):
             # Another worker took the claim over: the worker's token no longer matches.
             await db.execute("UPDATE inbox SET claim_token = $1::uuid WHERE id = $2::uuid", [token(m), m.id])
             if m.idempotency_key == "k1":
-                raise Retry("retry with a stale token", delay_ms=60000)
+                raise Retry("retry with a stale token", delay=60)
             if m.idempotency_key == "k2":
                 raise Dead("dead with a stale token")
             # k0: complete
 
         stop = asyncio.Event()
-        async with Worker(database_url, source, poll_interval_ms=20) as w:
+        async with Worker(database_url, source, poll_interval=0.02) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(lambda: _true(w.stats().claims_lost == 3), 10, "three lost claims")
             stop.set()
@@ -69,7 +69,7 @@ def test_item_16_no_polling_storm_on_an_empty_table():
 
         before = await commits()
         stop = asyncio.Event()
-        async with Worker(url_for(name), "idle", poll_interval_ms=200) as w:
+        async with Worker(url_for(name), "idle", poll_interval=0.2) as w:
             t = asyncio.ensure_future(w.run(lambda m, tx: None, stop=stop))
             await asyncio.sleep(3)
             stop.set()
@@ -108,7 +108,7 @@ def test_item_17_never_more_than_a_batch_in_flight(database_url):
 
         sampler = asyncio.ensure_future(sample())
         stop = asyncio.Event()
-        async with Worker(database_url, source, batch_size=3, concurrency=3, poll_interval_ms=20) as w:
+        async with Worker(database_url, source, batch_size=3, concurrency=3, poll_interval=0.02) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(lambda: _true(w.stats().completed == 15), 15, "15 completed")
             stop.set()
@@ -144,8 +144,8 @@ def test_item_18_one_message_per_aggregate_in_flight_across_two_workers(database
             in_flight[agg] -= 1
 
         stop = asyncio.Event()
-        a = Worker(database_url, source, batch_size=4, concurrency=2, poll_interval_ms=20)
-        b = Worker(database_url, source, batch_size=4, concurrency=2, poll_interval_ms=20)
+        a = Worker(database_url, source, batch_size=4, concurrency=2, poll_interval=0.02)
+        b = Worker(database_url, source, batch_size=4, concurrency=2, poll_interval=0.02)
         async with a, b:
             ts = [asyncio.ensure_future(w.run(handler, stop=stop)) for w in (a, b)]
             await wait_for(lambda: _true(a.stats().completed + b.stats().completed == 12), 20, "12 completed")

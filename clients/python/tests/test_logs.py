@@ -68,7 +68,7 @@ def test_a_dead_lettered_message_is_logged_with_its_id_and_source(database_url):
             return (await states(db, source))[mid]["state"] == "dead"
 
         stop = asyncio.Event()
-        t = asyncio.ensure_future(Worker(database_url, source, poll_interval_ms=20, logger=logger).run(handler_fn, stop=stop))
+        t = asyncio.ensure_future(Worker(database_url, source, poll_interval=0.02, logger=logger).run(handler_fn, stop=stop))
         await wait_for(dead, 10, "dead-lettered")
         stop.set()
         await t

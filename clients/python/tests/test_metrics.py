@@ -17,7 +17,7 @@ def test_metrics_count_the_rows_the_handler_completed(database_url):
             pass
 
         stop = asyncio.Event()
-        async with Worker(database_url, source, poll_interval_ms=50) as w:
+        async with Worker(database_url, source, poll_interval=0.05) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
 
             async def processed():

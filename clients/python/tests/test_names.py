@@ -55,7 +55,7 @@ def test_item_13_a_worker_on_its_own_schema_claims_completes_and_completes_in(ow
                      VALUES ('named', 'n1', '{"n": 1}', 'pull'), ('named', 'n2', '{"n": 2}', 'pull')""")
     seen = []
     stop = threading.Event()
-    w = Worker(url, "named", poll_interval_ms=20, **OPTIONS)
+    w = Worker(url, "named", poll_interval=0.02, **OPTIONS)
     t = threading.Thread(target=w.run_blocking, args=(lambda m, tx: seen.append(m.idempotency_key),), kwargs={"stop": stop})
     t.start()
     try:
@@ -73,7 +73,7 @@ def test_item_13_a_worker_on_its_own_schema_claims_completes_and_completes_in(ow
             complete_in(conn, message)
 
     stop2 = threading.Event()
-    w2 = Worker(url, "named", poll_interval_ms=20, **OPTIONS)
+    w2 = Worker(url, "named", poll_interval=0.02, **OPTIONS)
     t2 = threading.Thread(target=w2.run_blocking, args=(handle,), kwargs={"stop": stop2})
     t2.start()
     try:

@@ -1,5 +1,7 @@
 import asyncio
 import json
+import warnings
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
@@ -13,9 +15,9 @@ DB_ONLY = {"transitions"}  # state transitions need a database; the Rust store t
 
 def test_missing_options_take_the_cores_defaults():
     o = Worker(URL, "orders").options
-    assert (o.source, o.batch_size, o.concurrency, o.lease_ms, o.poll_interval_ms, o.shutdown_grace_ms, o.listen) == (
-        "orders", 1024, 1, 30000, 1000, 30000, True)
-    assert o.retry == RetryPolicy(max_attempts=5, base_delay_ms=1000, max_delay_ms=300000, jitter=0.2)
+    assert (o.source, o.batch_size, o.concurrency, o.lease, o.poll_interval, o.shutdown_grace, o.listen) == (
+        "orders", 1024, 1, timedelta(seconds=30), timedelta(seconds=1), timedelta(seconds=30), True)
+    assert o.retry == RetryPolicy(max_attempts=5, base_delay=1, max_delay=300, jitter=0.2)
 
 
 def test_an_unset_batch_size_is_the_cores_adapted_to_concurrency():
@@ -26,17 +28,17 @@ def test_an_unset_batch_size_is_the_cores_adapted_to_concurrency():
 
 
 def test_given_options_are_kept():
-    o = Worker(URL, "s", batch_size=100, concurrency=4, lease_ms=900, retry=RetryPolicy(max_attempts=2)).options
-    assert (o.batch_size, o.concurrency, o.lease_ms) == (100, 4, 900)
-    assert o.retry == RetryPolicy(2, 1000, 300000, 0.2)
-    assert Worker(URL, "s", retry={"max_attempts": 0, "jitter": 0}).options.retry == RetryPolicy(0, 1000, 300000, 0.0)
+    o = Worker(URL, "s", batch_size=100, concurrency=4, lease=0.9, retry=RetryPolicy(max_attempts=2)).options
+    assert (o.batch_size, o.concurrency, o.lease) == (100, 4, timedelta(milliseconds=900))
+    assert o.retry == RetryPolicy(2, base_delay=1, max_delay=300, jitter=0.2)
+    assert Worker(URL, "s", retry={"max_attempts": 0, "jitter": 0}).options.retry == RetryPolicy(0, base_delay=1, max_delay=300, jitter=0.0)
 
 
 def test_the_connected_worker_shows_the_options_resolve_options_shows(database_url):
     # Both are the core's effective options; neither names `handOut`, which the binding sets
     # on every worker and its users never do.
     async def go():
-        w = Worker(database_url, "s", concurrency=4, lease_ms=900)
+        w = Worker(database_url, "s", concurrency=4, lease=0.9)
         async with w:
             return json.loads(w._native.options_json()), json.loads(w._options_json)
 
@@ -51,8 +53,14 @@ def test_the_connected_worker_shows_the_options_resolve_options_shows(database_u
         ({"source": ""}, "source"),
         ({"source": "s", "batch_size": 0}, "batch_size"),
         ({"source": "s", "concurrency": 0}, "concurrency"),
-        ({"source": "s", "lease_ms": 10}, "lease_ms"),
-        ({"source": "s", "poll_interval_ms": 0}, "poll_interval_ms"),
+        ({"source": "s", "lease": 0.01}, "lease"),
+        ({"source": "s", "poll_interval": 0}, "poll_interval"),
+        ({"source": "s", "lease": -1}, "lease"),
+        ({"source": "s", "shutdown_grace": float("inf")}, "shutdown_grace"),
+        ({"source": "s", "poll_interval": "1s"}, "poll_interval"),
+        ({"source": "s", "retry": {"base_delay": -0.5}}, "retry.base_delay"),
+        ({"source": "s", "retry": {"max_delay": timedelta(seconds=-1)}}, "retry.max_delay"),
+        ({"source": "s", "lease": 30, "lease_ms": 30000}, "lease"),
         ({"source": "s", "retry": {"jitter": 2}}, "retry.jitter"),
     ],
 )

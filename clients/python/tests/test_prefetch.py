@@ -28,7 +28,7 @@ async def _drain_sampling(url: str, source: str, rows: int, concurrency: int, ha
         if handler_s:
             await asyncio.sleep(handler_s)
 
-    w = Worker(url, source, concurrency=concurrency, poll_interval_ms=50, lease_ms=10000, shutdown_grace_ms=5000)
+    w = Worker(url, source, concurrency=concurrency, poll_interval=0.05, lease=10, shutdown_grace=5)
     running = asyncio.ensure_future(w.run(handler, stop=stop))
     start = time.monotonic()
     samples = []

@@ -96,7 +96,7 @@ def test_the_sqlalchemy_example_completes_and_publishes_in_the_session(database_
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        ns["Worker"](database_url, "orders", poll_interval_ms=20).run_blocking(ns["handle"], stop=stop)
+        ns["Worker"](database_url, "orders", poll_interval=0.02).run_blocking(ns["handle"], stop=stop)
     finally:
         stop.set()
         watcher.join()
@@ -163,7 +163,7 @@ def test_the_top_level_readme_quick_start_handles_a_job(database_url, monkeypatc
     watcher = threading.Thread(target=watch)
     watcher.start()
     try:
-        ns["Worker"](database_url, "jobs", poll_interval_ms=20).run_blocking(ns["handle"], stop=stop)
+        ns["Worker"](database_url, "jobs", poll_interval=0.02).run_blocking(ns["handle"], stop=stop)
     finally:
         stop.set()
         watcher.join()

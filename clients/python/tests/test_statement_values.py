@@ -118,7 +118,7 @@ def test_one_handler_statement_stores_every_kind_of_value_exactly_in_any_order(d
                 sent_counts[column] = len(sent)
 
         stop = asyncio.Event()
-        t = asyncio.ensure_future(Worker(database_url, source, poll_interval_ms=20, retry=RetryPolicy(max_attempts=0)).run(handler, stop=stop))
+        t = asyncio.ensure_future(Worker(database_url, source, poll_interval=0.02, retry=RetryPolicy(max_attempts=0)).run(handler, stop=stop))
 
         async def finished():
             return (await states(db, source))[mid]["state"] in ("processed", "dead")
@@ -230,7 +230,7 @@ def test_a_failing_handler_is_a_warning_of_the_package_logger_once_per_attempt(d
                 return (await states(db, source))[mid]["state"] == "dead"
 
             stop = asyncio.Event()
-            w = Worker(database_url, source, poll_interval_ms=20, retry=RetryPolicy(max_attempts=2, base_delay_ms=10, max_delay_ms=20, jitter=0))
+            w = Worker(database_url, source, poll_interval=0.02, retry=RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.02, jitter=0))
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(dead, 15, "dead after two retries")
             stop.set()

@@ -33,7 +33,7 @@ def test_the_handler_gets_the_rows_trace_context(database_url):
             seen[m.idempotency_key] = (m.traceparent, m.tracestate)
 
         stop = asyncio.Event()
-        async with Worker(database_url, source, poll_interval_ms=50) as w:
+        async with Worker(database_url, source, poll_interval=0.05) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
 
             async def both():
@@ -82,7 +82,7 @@ def test_with_otlp_endpoint_the_handler_gets_the_handle_spans_context(database_u
             seen.append(m.traceparent)
 
         stop = asyncio.Event()
-        async with Worker(database_url, source, poll_interval_ms=50, otlp_endpoint=endpoint) as w:
+        async with Worker(database_url, source, poll_interval=0.05, otlp_endpoint=endpoint) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
 
             async def handled():

@@ -35,7 +35,7 @@ def test_every_row_is_handled_exactly_once_and_ends_processed(database_url):
             running["now"] -= 1
 
         stop = asyncio.Event()
-        async with Worker(database_url, source, batch_size=10, concurrency=3, poll_interval_ms=50) as w:
+        async with Worker(database_url, source, batch_size=10, concurrency=3, poll_interval=0.05) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(lambda: _eq(count_state(db, source, "processed"), 60), 20, "60 processed")
             stop.set()
@@ -67,8 +67,8 @@ def test_two_workers_on_one_source_never_get_the_same_message(database_url):
             await asyncio.sleep(0.001)
 
         stop = asyncio.Event()
-        a = Worker(database_url, source, batch_size=7, concurrency=2, poll_interval_ms=20)
-        b = Worker(database_url, source, batch_size=7, concurrency=2, poll_interval_ms=20)
+        a = Worker(database_url, source, batch_size=7, concurrency=2, poll_interval=0.02)
+        b = Worker(database_url, source, batch_size=7, concurrency=2, poll_interval=0.02)
         async with a, b:
             ts = [asyncio.ensure_future(w.run(handler, stop=stop)) for w in (a, b)]
             await wait_for(lambda: _eq(count_state(db, source, "processed"), 80), 20, "80 processed")
@@ -99,7 +99,7 @@ def test_a_renewal_that_finds_the_lease_lost_cancels_the_handler_and_completes_n
             await tx.execute("INSERT INTO seen (inbox_id, note) VALUES ($1::uuid, 'late')", [m.id])
 
         stop = asyncio.Event()
-        w = Worker(database_url, source, lease_ms=600, poll_interval_ms=20)
+        w = Worker(database_url, source, lease=0.6, poll_interval=0.02)
         async with w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(lambda: _true(bool(cancelled)), 10, "handler cancelled")
@@ -126,7 +126,7 @@ def test_the_handler_gets_every_field_of_the_message(database_url):
             got.append(m)
             stop.set()
 
-        await Worker(database_url, source, poll_interval_ms=50).run(handler, stop=stop)
+        await Worker(database_url, source, poll_interval=0.05).run(handler, stop=stop)
         m = got[0]
         assert m.id == r["id"] and m.source == source and m.idempotency_key == "order-1"
         assert m.payload == {"total": 12.5, "items": [1, 2]}
@@ -151,7 +151,7 @@ def test_a_raising_handler_is_retried_by_the_policy_and_dead_at_max_attempts(dat
             raise ValueError(f"boom on attempt {m.attempt}")
 
         stop = asyncio.Event()
-        w = Worker(database_url, source, poll_interval_ms=20, retry=RetryPolicy(max_attempts=2, base_delay_ms=10, max_delay_ms=20, jitter=0))
+        w = Worker(database_url, source, poll_interval=0.02, retry=RetryPolicy(max_attempts=2, base_delay=0.01, max_delay=0.02, jitter=0))
         t = asyncio.ensure_future(w.run(handler, stop=stop))
         await wait_for(lambda: _eq(count_state(db, source, "dead"), 1), 15, "dead")
         stop.set()
@@ -172,7 +172,7 @@ def test_retry_with_a_delay_and_dead_choose_the_outcome(database_url):
 
         async def handler(m, tx):
             if m.id == rid:
-                raise Retry("not yet", delay_ms=60000)
+                raise Retry("not yet", delay=60)
             raise Dead("poison message")
 
         async def both():
@@ -180,7 +180,7 @@ def test_retry_with_a_delay_and_dead_choose_the_outcome(database_url):
             return st[rid]["attempt"] == 1 and st[did]["state"] == "dead"
 
         stop = asyncio.Event()
-        t = asyncio.ensure_future(Worker(database_url, source, poll_interval_ms=20).run(handler, stop=stop))
+        t = asyncio.ensure_future(Worker(database_url, source, poll_interval=0.02).run(handler, stop=stop))
         await wait_for(both, 10, "retry and dead")
         stop.set()
         await t
@@ -203,7 +203,7 @@ def test_a_successful_business_write_commits_together_with_the_completion(databa
             assert await tx.query("SELECT note FROM seen WHERE inbox_id = $1::uuid", [m.id]) == [{"note": "handled"}]
 
         stop = asyncio.Event()
-        t = asyncio.ensure_future(Worker(database_url, source, poll_interval_ms=20).run(handler, stop=stop))
+        t = asyncio.ensure_future(Worker(database_url, source, poll_interval=0.02).run(handler, stop=stop))
         await wait_for(lambda: _eq(count_state(db, source, "processed"), 1), 10, "processed")
         stop.set()
         await t
@@ -229,7 +229,7 @@ def test_a_failed_business_write_leaves_nothing(database_url):
                 raise
 
         stop = asyncio.Event()
-        t = asyncio.ensure_future(Worker(database_url, source, poll_interval_ms=20, retry={"max_attempts": 0}).run(handler, stop=stop))
+        t = asyncio.ensure_future(Worker(database_url, source, poll_interval=0.02, retry={"max_attempts": 0}).run(handler, stop=stop))
         await wait_for(lambda: _eq(count_state(db, source, "dead"), 1), 10, "dead")
         stop.set()
         await t
@@ -252,7 +252,7 @@ def test_a_completion_whose_claim_was_stolen_rolls_back_and_marks_nothing(databa
             await db.execute("UPDATE inbox SET claim_token = gen_random_uuid() WHERE id = $1::uuid", [m.id])
 
         stop = asyncio.Event()
-        w = Worker(database_url, source, poll_interval_ms=20)
+        w = Worker(database_url, source, poll_interval=0.02)
         async with w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
 
@@ -286,9 +286,9 @@ def test_a_handler_longer_than_the_lease_keeps_ownership_through_renewals(databa
             deliveries.append("rival")
 
         stop = asyncio.Event()
-        t1 = asyncio.ensure_future(Worker(database_url, source, lease_ms=600, poll_interval_ms=20).run(slow, stop=stop))
+        t1 = asyncio.ensure_future(Worker(database_url, source, lease=0.6, poll_interval=0.02).run(slow, stop=stop))
         await wait_for(lambda: _true(bool(deliveries)), 10, "first delivery")
-        t2 = asyncio.ensure_future(Worker(database_url, source, lease_ms=600, poll_interval_ms=20).run(rival, stop=stop))
+        t2 = asyncio.ensure_future(Worker(database_url, source, lease=0.6, poll_interval=0.02).run(rival, stop=stop))
         await wait_for(lambda: _eq(count_state(db, source, "processed"), 1), 10, "processed")
         stop.set()
         await asyncio.gather(t1, t2)
@@ -319,7 +319,7 @@ def test_graceful_shutdown_releases_buffered_rows_and_abandons_a_handler_outlivi
                 raise
 
         stop = asyncio.Event()
-        w = Worker(database_url, source, batch_size=5, concurrency=1, lease_ms=900, shutdown_grace_ms=300, poll_interval_ms=20)
+        w = Worker(database_url, source, batch_size=5, concurrency=1, lease=0.9, shutdown_grace=0.3, poll_interval=0.02)
         async with w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             await wait_for(lambda: _true(bool(started)), 10, "first delivery")
@@ -341,7 +341,7 @@ def test_graceful_shutdown_releases_buffered_rows_and_abandons_a_handler_outlivi
             again.append(m)
 
         stop2 = asyncio.Event()
-        t2 = asyncio.ensure_future(Worker(database_url, source, poll_interval_ms=20).run(record, stop=stop2))
+        t2 = asyncio.ensure_future(Worker(database_url, source, poll_interval=0.02).run(record, stop=stop2))
         await wait_for(lambda: _eq(count_state(db, source, "processed"), 5), 10, "all 5 processed by the next worker")
         stop2.set()
         await t2
@@ -363,7 +363,7 @@ def test_cancelling_run_shuts_down_gracefully_and_lets_a_handler_within_the_grac
             started.append(m.id)
             await asyncio.sleep(0.3)
 
-        t = asyncio.ensure_future(Worker(database_url, source, shutdown_grace_ms=5000, poll_interval_ms=20).run(handler))
+        t = asyncio.ensure_future(Worker(database_url, source, shutdown_grace=5, poll_interval=0.02).run(handler))
         await wait_for(lambda: _true(bool(started)), 10, "delivery")
         t.cancel()
         with pytest.raises(asyncio.CancelledError):
@@ -396,7 +396,7 @@ def test_the_blocking_api_runs_plain_functions_on_threads_with_a_transaction(dat
         if len(handled) == 8:
             stop.set()
 
-    Worker(database_url, source, concurrency=2, poll_interval_ms=20).run_blocking(handler, stop=stop)
+    Worker(database_url, source, concurrency=2, poll_interval=0.02).run_blocking(handler, stop=stop)
     assert sorted(handled) == sorted(ids)
     assert threading.get_ident() not in threads
 

@@ -64,7 +64,7 @@ def test_the_worker_connects_to_a_tls_only_postgres_with_the_url_alone(tls_url):
             )
 
         stop = asyncio.Event()
-        async with Worker(tls_url, "tls_jobs", poll_interval_ms=50) as w:
+        async with Worker(tls_url, "tls_jobs", poll_interval=0.05) as w:
             t = asyncio.ensure_future(w.run(handler, stop=stop))
             deadline = asyncio.get_running_loop().time() + 30
             while psql(tls_url, "SELECT state FROM inbox WHERE source = 'tls_jobs'") != "processed":
