@@ -42,3 +42,15 @@ func publishStatement(messagesJSON, placeholder string) (string, error) {
 	err := check(C.qb_publish_statement(nil, cmessages, cplaceholder, &out, &e), e)
 	return takeString(out), err
 }
+
+// enqueueStatement renders the pull-row enqueue of messagesJSON for PostgreSQL ({"sql",
+// "params", "expect": "enqueue_rows"}); the ids come back in the statement's result rows.
+func enqueueStatement(messagesJSON, placeholder string) (string, error) {
+	cmessages, cplaceholder := cstr(messagesJSON), cstr(placeholder)
+	defer C.free(unsafe.Pointer(cmessages))
+	defer C.free(unsafe.Pointer(cplaceholder))
+	var out *C.char
+	var e *C.QbError
+	err := check(C.qb_enqueue_statement(nil, cmessages, cplaceholder, &out, &e), e)
+	return takeString(out), err
+}

@@ -294,6 +294,26 @@ QbStatus qb_publish_statement(const char *backend,
                               char **out_json,
                               struct QbError **out_error);
 
+// The enqueue of pull inbox rows for the application's transaction. `backend` is
+// `postgres` (also when NULL) or `sqlserver`; `messages_json` a JSON array of
+// `{"source", "payload", "idempotency_key", "aggregate_id", "event_type", "correlation_id",
+// "headers", "priority", "max_attempts", "delay_ms" | "scheduled_at"}` (only `source` and
+// `payload` required); `*out_json` is `{"sql", "params": ["<json>"], "expect":
+// "enqueue_rows"}` (free it with `qb_string_free`). Run it as a query in the application's
+// transaction: it returns one row per message, in order, with columns `n` (the message's
+// index), `id` and `duplicate` (true: `(source, idempotency_key)` was stored already,
+// nothing was inserted and `id` is the stored row's). A bad message is
+// `QB_ERR_INVALID_INPUT` naming `messages[i].field`. Synchronous, needs no runtime.
+//
+// # Safety
+// `backend` is NULL or NUL-terminated; the other strings are NUL-terminated; `out_json`
+// is writable.
+QbStatus qb_enqueue_statement(const char *backend,
+                              const char *messages_json,
+                              const char *placeholder,
+                              char **out_json,
+                              struct QbError **out_error);
+
 // Waits for at least one claimed row, then hands out up to `max` tasks in one batch: the
 // first, plus whatever is already claimed and waiting (no further wait, no extra claim),
 // as far as free concurrency slots allow (at most `min(concurrency, batchSize)` tasks are

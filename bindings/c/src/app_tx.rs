@@ -1,6 +1,7 @@
-//! `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`: the
-//! statements an application runs with its own driver inside its own transaction
-//! (`queuebox_core::app_tx`; the JSON shapes are in proto-docs/ffi.md and sql-contract.md).
+//! `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`,
+//! `qb_enqueue_statement`: the statements an application runs with its own driver inside its
+//! own transaction (`queuebox_core::app_tx`; the JSON shapes are in proto-docs/ffi.md and
+//! sql-contract.md).
 
 use std::ffi::c_char;
 
@@ -85,6 +86,42 @@ pub unsafe extern "C" fn qb_publish_statement(
             return Err(Failure::invalid("out_json is NULL"));
         }
         let json = queuebox_bridge::app_tx::publish_statement(backend, messages, placeholder)?;
+        *out_json = into_c_string(json);
+        Ok(())
+    })
+}
+
+/// The enqueue of pull inbox rows for the application's transaction. `backend` is
+/// `postgres` (also when NULL) or `sqlserver`; `messages_json` a JSON array of
+/// `{"source", "payload", "idempotency_key", "aggregate_id", "event_type", "correlation_id",
+/// "headers", "priority", "max_attempts", "delay_ms" | "scheduled_at"}` (only `source` and
+/// `payload` required); `*out_json` is `{"sql", "params": ["<json>"], "expect":
+/// "enqueue_rows"}` (free it with `qb_string_free`). Run it as a query in the application's
+/// transaction: it returns one row per message, in order, with columns `n` (the message's
+/// index), `id` and `duplicate` (true: `(source, idempotency_key)` was stored already,
+/// nothing was inserted and `id` is the stored row's). A bad message is
+/// `QB_ERR_INVALID_INPUT` naming `messages[i].field`. Synchronous, needs no runtime.
+///
+/// # Safety
+/// `backend` is NULL or NUL-terminated; the other strings are NUL-terminated; `out_json`
+/// is writable.
+#[no_mangle]
+pub unsafe extern "C" fn qb_enqueue_statement(
+    backend: *const c_char,
+    messages_json: *const c_char,
+    placeholder: *const c_char,
+    out_json: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    clear_out(out_json);
+    guard(out_error, || {
+        let backend = opt_str_arg(backend, "backend")?;
+        let messages = str_arg(messages_json, "messages_json")?;
+        let placeholder = str_arg(placeholder, "placeholder")?;
+        if out_json.is_null() {
+            return Err(Failure::invalid("out_json is NULL"));
+        }
+        let json = queuebox_bridge::app_tx::enqueue_statement(backend, messages, placeholder)?;
         *out_json = into_c_string(json);
         Ok(())
     })

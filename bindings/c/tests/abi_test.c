@@ -703,6 +703,27 @@ static void application_transaction_statements(QbRuntime *rt) {
   EXPECT(qb_publish_statement(NULL, NULL, "dollar", &json, &err), QB_ERR_INVALID_INPUT, NULL, "messages_json is NULL", "null messages");
   EXPECT(qb_publish_statement(NULL, "[]", NULL, &json, &err), QB_ERR_INVALID_INPUT, NULL, "placeholder is NULL", "null placeholder");
   EXPECT(qb_publish_statement(NULL, "[{\"topic\":\"t\",\"payload\":{}}]", "dollar", NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_json", "null out");
+
+  /* 4: the enqueue statement (pull rows; its result rows carry the ids), and bad input
+   * naming messages[i].field. */
+  EXPECT(qb_enqueue_statement(NULL, "[{\"source\":\"jobs\",\"payload\":{\"a\":1},\"priority\":5},{\"source\":\"jobs\",\"payload\":2,\"idempotency_key\":\"k\"}]",
+                              "dollar", &json, &err),
+         QB_OK, NULL, NULL, "enqueue statement");
+  CHECK(json && strstr(json, "queuebox_enqueue_many(CAST($1 AS jsonb))") && strstr(json, "\"expect\":\"enqueue_rows\"") &&
+            strstr(json, "\\\"priority\\\":5") && !strstr(json, "\"ids\""),
+        "enqueue %s", json ? json : "NULL");
+  qb_string_free(json);
+  EXPECT(qb_enqueue_statement("sqlserver", "[{\"source\":\"jobs\",\"payload\":{}}]", "at", &json, &err), QB_OK, NULL, NULL, "enqueue sqlserver");
+  CHECK(json && strstr(json, "EXEC queuebox_enqueue_many @messages = @p1"), "sqlserver enqueue %s", json ? json : "NULL");
+  qb_string_free(json);
+  EXPECT(qb_enqueue_statement(NULL, "[{\"source\":\"jobs\",\"payload\":{}},{\"source\":\"jobs\",\"payload\":{}},{\"source\":\"jobs\",\"payload\":{},\"priority\":99999}]",
+                              "dollar", &json, &err),
+         QB_ERR_INVALID_INPUT, NULL, "messages[2].priority", "enqueue bad priority");
+  CHECK(json == NULL, "no output on failure");
+  EXPECT(qb_enqueue_statement(NULL, "[{\"payload\":{}}]", "dollar", &json, &err), QB_ERR_INVALID_INPUT, NULL, "messages[0].source", "enqueue no source");
+  EXPECT(qb_enqueue_statement(NULL, "[{\"source\":\"jobs\",\"payload\":{}}]", "qmark", &json, &err), QB_ERR_INVALID_INPUT, NULL, "qmark", "enqueue bad placeholder");
+  EXPECT(qb_enqueue_statement(NULL, NULL, "dollar", &json, &err), QB_ERR_INVALID_INPUT, NULL, "messages_json is NULL", "enqueue null messages");
+  EXPECT(qb_enqueue_statement(NULL, "[{\"source\":\"jobs\",\"payload\":{}}]", "dollar", NULL, &err), QB_ERR_INVALID_INPUT, NULL, "out_json", "enqueue null out");
 }
 
 /* ---- the log callback ---- */

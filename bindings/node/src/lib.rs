@@ -239,6 +239,22 @@ pub fn publish_statement(
         .into()
 }
 
+/// The enqueue of pull rows for the application's transaction: `messagesJson` is a JSON
+/// array of `{"source", "payload", "idempotency_key", "aggregate_id", "event_type",
+/// "correlation_id", "headers", "priority", "max_attempts", "delay_ms" | "scheduled_at"}`;
+/// returns `{"sql", "params", "expect": "enqueue_rows"}`. Run it as a query: one row per
+/// message, in order, with columns `n`, `id` and `duplicate`. A bad message throws
+/// `invalid_input` naming `messages[i].field`.
+#[napi]
+pub fn enqueue_statement(
+    messages_json: String,
+    placeholder: String,
+    backend: Option<String>,
+) -> Typed<String> {
+    queuebox_bridge::app_tx::enqueue_statement(backend.as_deref(), &messages_json, &placeholder)
+        .into()
+}
+
 /// One claimed row. Business writes through `execute`/`query` run in the task's own
 /// transaction and commit with `complete()`; every other finish rolls them back. On a
 /// cancelled task every finish but `abandon()` abandons it and rejects with `cancelled`

@@ -143,6 +143,22 @@ fn publish_statement(
     queuebox_bridge::app_tx::publish_statement(backend, messages_json, placeholder).map_err(err)
 }
 
+/// The enqueue of pull rows for the application's transaction: `messages_json` is a JSON
+/// array of `{"source", "payload", "idempotency_key", "aggregate_id", "event_type",
+/// "correlation_id", "headers", "priority", "max_attempts", "delay_ms" | "scheduled_at"}`;
+/// returns `{"sql", "params", "expect": "enqueue_rows"}`. Run it as a query: one row per
+/// message, in order, with columns `n`, `id` and `duplicate`. A bad message raises
+/// `InvalidInput` naming `messages[i].field`.
+#[pyfunction]
+#[pyo3(signature = (messages_json, placeholder, backend=None))]
+fn enqueue_statement(
+    messages_json: &str,
+    placeholder: &str,
+    backend: Option<&str>,
+) -> PyResult<String> {
+    queuebox_bridge::app_tx::enqueue_statement(backend, messages_json, placeholder).map_err(err)
+}
+
 /// Validates worker options (JSON text, camelCase names); returns the effective options.
 #[pyfunction]
 fn resolve_options(options_json: &str) -> PyResult<String> {
@@ -542,6 +558,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(evaluate, m)?)?;
     m.add_function(wrap_pyfunction!(resolve_options, m)?)?;
     m.add_function(wrap_pyfunction!(publish_statement, m)?)?;
+    m.add_function(wrap_pyfunction!(enqueue_statement, m)?)?;
     m.add_function(wrap_pyfunction!(migrate, m)?)?;
     m.add_function(wrap_pyfunction!(quiesce, m)?)?;
     m.add_function(wrap_pyfunction!(connect_database, m)?)?;
