@@ -263,10 +263,27 @@ async fn two_migrators_at_once_both_finish() {
         .await
         .unwrap();
     let first = migrate_cmd(&url).await.spawn().unwrap();
-    wait_for_backend(&admin, &db_name(&url), "CREATE INDEX CONCURRENTLY").await;
+    let building = wait_for_backend(&admin, &db_name(&url), "CREATE INDEX CONCURRENTLY").await;
     let second = migrate_cmd(&url).await.spawn().unwrap();
-    // Long enough for the second one to be waiting for the lock.
-    tokio::time::sleep(Duration::from_millis(1500)).await;
+    // Until the second one has asked for the lock (polling it, or waiting in it), then a few
+    // of its polls more.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let asked: bool = sqlx::query_scalar(
+            "SELECT EXISTS (SELECT 1 FROM pg_stat_activity
+                 WHERE datname = $1 AND pid <> $2 AND query LIKE '%advisory_lock%')",
+        )
+        .bind(db_name(&url))
+        .bind(building)
+        .fetch_one(admin.pool())
+        .await
+        .unwrap();
+        if asked || Instant::now() > deadline {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
     tx.commit().await.unwrap();
     let wait = |c: tokio::process::Child| async move {
         let out = tokio::time::timeout(Duration::from_secs(120), c.wait_with_output())
