@@ -44,6 +44,7 @@ namespace QueueBox.Inbox.Tests
             MethodInfo zeroSetup = Example("ZeroSetupExample", "RunAsync");
             MethodInfo consume = Example("ConsumeInYourTransactionExample", "RunAsync");
             MethodInfo publish = Example("PublishInYourTransactionExample", "PlaceOrderAsync");
+            MethodInfo enqueue = Example("EnqueueInYourTransactionExample", "SignUpAsync");
             string url = await Db.CreateAsync();
             try
             {
@@ -64,6 +65,17 @@ namespace QueueBox.Inbox.Tests
                 Assert.Equal("o-42|orders.created|o-42|{\"orderId\": \"o-42\"}|{\"x-tenant\": \"acme\"}|pending",
                     Db.Psql(url, "SELECT o.id || '|' || x.topic || '|' || x.key || '|' || x.payload::text || '|' || x.headers::text || '|' || x.state FROM orders o, outbox x WHERE x.id = '" + id + "'"),
                     "the published order");
+
+                Enqueued first, again;
+                using (DbConnection db = AppTxTests.Odbc(url))
+                {
+                    first = await (Task<Enqueued>)enqueue.Invoke(null, new object[] { db, "u-7" });
+                    again = await (Task<Enqueued>)enqueue.Invoke(null, new object[] { db, "u-7" });
+                }
+                Assert.True(!first.Duplicate && again.Duplicate && again.Id == first.Id, "the enqueue example twice: " + first + ", " + again);
+                Assert.Equal("emails|welcome-u-7|10|{\"userId\": \"u-7\", \"template\": \"welcome\"}|pending",
+                    Db.Psql(url, "SELECT source || '|' || idempotency_key || '|' || priority || '|' || payload::text || '|' || state FROM inbox WHERE id = '" + first.Id + "'"),
+                    "the enqueued job");
             }
             finally { Db.Drop(url); }
         }

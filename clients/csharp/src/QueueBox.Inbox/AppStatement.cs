@@ -42,26 +42,31 @@ namespace QueueBox.Inbox
             return c;
         }
 
-        /// <summary>Runs the statement on <paramref name="tx"/>; returns the rows it affected.
-        /// Each parameter is a string (or DBNull) bound as DbType.String: positionally for
-        /// `?` and `$n`, by name (p1 / @p1) for the named styles.</summary>
+        /// <summary>Runs the statement on <paramref name="tx"/>; returns the rows it affected.</summary>
         internal async Task<long> ExecuteAsync(DbTransaction tx, CancellationToken cancellationToken)
         {
-            using (DbCommand cmd = ConnectionOf(tx).CreateCommand())
-            {
-                cmd.Transaction = tx;
-                cmd.CommandText = Sql;
-                for (int i = 0; i < Params.Count; i++)
-                {
-                    DbParameter p = cmd.CreateParameter();
-                    p.DbType = DbType.String;
-                    p.Value = (object)Params[i] ?? DBNull.Value;
-                    if (Placeholder == SqlPlaceholder.At) p.ParameterName = "@p" + (i + 1);
-                    else if (Placeholder == SqlPlaceholder.Colon) p.ParameterName = "p" + (i + 1);
-                    cmd.Parameters.Add(p);
-                }
+            using (DbCommand cmd = Command(ConnectionOf(tx), tx))
                 return await cmd.ExecuteNonQueryAsync(cancellationToken).ConfigureAwait(false);
+        }
+
+        /// <summary>The statement as a command on <paramref name="connection"/> in
+        /// <paramref name="tx"/> (null: none). Each parameter is a string (or DBNull) bound as
+        /// DbType.String: positionally for `?` and `$n`, by name (p1 / @p1) for the named styles.</summary>
+        internal DbCommand Command(DbConnection connection, DbTransaction tx)
+        {
+            DbCommand cmd = connection.CreateCommand();
+            cmd.Transaction = tx;
+            cmd.CommandText = Sql;
+            for (int i = 0; i < Params.Count; i++)
+            {
+                DbParameter p = cmd.CreateParameter();
+                p.DbType = DbType.String;
+                p.Value = (object)Params[i] ?? DBNull.Value;
+                if (Placeholder == SqlPlaceholder.At) p.ParameterName = "@p" + (i + 1);
+                else if (Placeholder == SqlPlaceholder.Colon) p.ParameterName = "p" + (i + 1);
+                cmd.Parameters.Add(p);
             }
+            return cmd;
         }
     }
 }

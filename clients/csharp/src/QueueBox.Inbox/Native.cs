@@ -78,6 +78,8 @@ namespace QueueBox.Inbox
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_claim_lost(IntPtr task, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_publish_statement(IntPtr backend, IntPtr messagesJson, IntPtr placeholder, out IntPtr outJson, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
+        internal static extern int qb_enqueue_statement(IntPtr backend, IntPtr messagesJson, IntPtr placeholder, out IntPtr outJson, out IntPtr error);
 
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_conformance_evaluate(IntPtr kind, IntPtr inputJson, out IntPtr outJson, out IntPtr error);

@@ -131,23 +131,30 @@ namespace QueueBox.Inbox
             if (raw == null) CheckJsonValue(m.Payload, "messages[" + index + "].payload");
             o["payload"] = raw != null ? ParseRaw(raw.Json, index) : m.Payload;
             if (m.Key != null) o["key"] = m.Key;
-            if (m.Headers != null)
+            if (m.AggregateType != null) o["aggregate_type"] = m.AggregateType;
+            AddCommon(o, m.Headers, m.MaxAttempts, m.Delay, m.ScheduledAt);
+            return o;
+        }
+
+        /// <summary>The fields publish and enqueue share, in the core's JSON names.</summary>
+        internal static void AddCommon(IDictionary<string, object> o, IDictionary<string, string> headers, int? maxAttempts,
+                                       TimeSpan? delay, DateTimeOffset? scheduledAt)
+        {
+            if (headers != null)
             {
                 var h = new Dictionary<string, object>();
-                foreach (var kv in m.Headers) h[kv.Key] = kv.Value;
+                foreach (var kv in headers) h[kv.Key] = kv.Value;
                 o["headers"] = h;
             }
-            if (m.AggregateType != null) o["aggregate_type"] = m.AggregateType;
-            if (m.MaxAttempts.HasValue) o["max_attempts"] = (long)m.MaxAttempts.Value;
-            if (m.Delay.HasValue) o["delay_ms"] = (long)Math.Ceiling(m.Delay.Value.TotalMilliseconds);
-            if (m.ScheduledAt.HasValue)
-                o["scheduled_at"] = m.ScheduledAt.Value.ToUniversalTime().ToString("yyyy-MM-dd'T'HH:mm:ss.ffffff'Z'", CultureInfo.InvariantCulture);
-            return o;
+            if (maxAttempts.HasValue) o["max_attempts"] = (long)maxAttempts.Value;
+            if (delay.HasValue) o["delay_ms"] = (long)Math.Ceiling(delay.Value.TotalMilliseconds);
+            if (scheduledAt.HasValue)
+                o["scheduled_at"] = scheduledAt.Value.ToUniversalTime().ToString("yyyy-MM-dd'T'HH:mm:ss.ffffff'Z'", CultureInfo.InvariantCulture);
         }
 
         /// <summary>Refuses what the built-in JSON writer would turn into a string by ToString
         /// (an object of a class, an anonymous object): nothing is changed silently.</summary>
-        private static void CheckJsonValue(object v, string path)
+        internal static void CheckJsonValue(object v, string path)
         {
             if (v == null || v is string || v is bool || v is Guid || v is DateTime || v is DateTimeOffset || v is Enum ||
                 v is double || v is float || v is decimal || v is sbyte || v is byte || v is short || v is ushort ||
@@ -169,7 +176,7 @@ namespace QueueBox.Inbox
                 " is not a JSON value; pass dictionaries, lists and primitives, or new JsonText(JsonSerializer.Serialize(value))");
         }
 
-        private static object ParseRaw(string json, int index)
+        internal static object ParseRaw(string json, int index)
         {
             try
             {
