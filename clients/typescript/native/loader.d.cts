@@ -68,5 +68,7 @@ declare namespace native {
   ): void;
   /** The outbox insert of a JSON array of messages, as JSON text `{sql, params, expect, ids}`. */
   function publishStatement(messagesJson: string, placeholder: string, backend?: string | null): string;
+  /** The enqueue of pull rows of a JSON array of messages, as JSON text `{sql, params, expect: "enqueue_rows"}`. */
+  function enqueueStatement(messagesJson: string, placeholder: string, backend?: string | null): string;
 }
 export = native;

@@ -1,5 +1,6 @@
 /**
- * Your transaction, your driver: complete a claimed message and publish outbox rows inside
+ * Your transaction, your driver: complete a claimed message, publish outbox rows and enqueue
+ * pull rows inside
  * the application's own transaction, on its own node-postgres client or Knex transaction,
  * so its repository code and QueueBox's rows share one commit.
  *
@@ -35,11 +36,56 @@ export interface OutboxMessage extends PublishOptions {
   payload: unknown;
 }
 
+/** Options of a pull row; everything but `source` and `payload`. */
+export interface EnqueueOptions {
+  /**
+   * Deduplicates the row within its source: the same key again stores nothing and resolves
+   * to the stored row's id with `duplicate: true`. Trimmed; at most 255 characters. Left
+   * out, every call is a new row.
+   */
+  idempotencyKey?: string | null;
+  /** Claimed first when higher, -32767..32767 (default 0). An aggregate's order comes first. */
+  priority?: number;
+  /** Rows of one aggregate are handled one at a time, in enqueue order. */
+  aggregateId?: string | null;
+  /** Handed to the handler as `message.eventType`. */
+  eventType?: string | null;
+  /** Handed to the handler as `message.correlationId`; at most 128 characters. */
+  correlationId?: string | null;
+  /** Handed to the handler as `message.headers`; the inbox's header rules apply. */
+  headers?: Record<string, string> | null;
+  /** Dead-letter ceiling, at least 1 (default: the worker's retry policy decides). */
+  maxAttempts?: number;
+  /** Not claimed before this many ms after the insert (database clock). Not with `scheduledAt`. */
+  delayMs?: number;
+  /** Not claimed before this time. Not with `delayMs`. */
+  scheduledAt?: Date | string;
+}
+
+/** One pull row for {@link enqueueMany}. */
+export interface EnqueueMessage<T = unknown> extends EnqueueOptions {
+  /** The pull source whose workers claim the row. */
+  source: string;
+  /** Any JSON value. */
+  payload: T;
+}
+
+/** The outcome of one enqueued message. */
+export interface Enqueued {
+  /** The new row's id, or for a duplicate the stored row's. */
+  id: string;
+  /**
+   * `(source, idempotencyKey)` was stored already (by an earlier or concurrent transaction,
+   * or an earlier message of the same call): nothing was inserted.
+   */
+  duplicate: boolean;
+}
+
 /** A statement the core rendered for the application's driver. */
 interface Statement {
   sql: string;
   params: (string | null)[];
-  expect: "one_row_affected" | "rows_affected";
+  expect: "one_row_affected" | "rows_affected" | "enqueue_rows";
   ids?: string[];
 }
 
@@ -48,11 +94,15 @@ const CORE_NAMES: Record<string, string> = {
   maxAttempts: "max_attempts",
   delayMs: "delay_ms",
   scheduledAt: "scheduled_at",
+  idempotencyKey: "idempotency_key",
+  aggregateId: "aggregate_id",
+  eventType: "event_type",
+  correlationId: "correlation_id",
 };
 const JS_NAMES = new Map(Object.entries(CORE_NAMES).map(([js, core]) => [core, js]));
 
 /** A message as the core reads it (its field names); other keys go through for the core to refuse. */
-function coreMessage(m: OutboxMessage, at: string): Record<string, unknown> {
+function coreMessage(m: object, at: string): Record<string, unknown> {
   if (m === null || typeof m !== "object") throw new InvalidInput(`invalid input: ${at} must be an object`);
   const out: Record<string, unknown> = {};
   for (const [k, v] of Object.entries(m)) {
@@ -70,7 +120,10 @@ function coreMessage(m: OutboxMessage, at: string): Record<string, unknown> {
 /** The core names fields as its JSON does; say the names this API takes. */
 function jsNames(e: unknown, single: boolean): unknown {
   if (!(e instanceof QueueBoxError)) return e;
-  let text = e.message.replace(/\b(aggregate_type|max_attempts|delay_ms|scheduled_at)\b/g, (n) => JS_NAMES.get(n) ?? n);
+  let text = e.message.replace(
+    /\b(aggregate_type|max_attempts|delay_ms|scheduled_at|idempotency_key|aggregate_id|event_type|correlation_id)\b/g,
+    (n) => JS_NAMES.get(n) ?? n,
+  );
   if (single) text = text.replace(/messages\[0\]\.?/g, "");
   if (text === e.message) return e;
   const renamed = new (e.constructor as new (message: string) => QueueBoxError)(text);
@@ -78,11 +131,16 @@ function jsNames(e: unknown, single: boolean): unknown {
   return renamed;
 }
 
-function render(messages: OutboxMessage[], placeholder: string, single: boolean): Statement {
+function render(
+  kind: "publishStatement" | "enqueueStatement",
+  messages: object[],
+  placeholder: string,
+  single: boolean,
+): Statement {
   if (!Array.isArray(messages)) throw new InvalidInput("invalid input: messages must be an array");
   const json = JSON.stringify(messages.map((m, i) => coreMessage(m, single ? "message" : `messages[${i}]`)));
   try {
-    return JSON.parse(callSync(() => native.publishStatement(json, placeholder)));
+    return JSON.parse(callSync(() => native[kind](json, placeholder)));
   } catch (e) {
     throw jsNames(e, single);
   }
@@ -90,7 +148,7 @@ function render(messages: OutboxMessage[], placeholder: string, single: boolean)
 
 async function runPublish(db: AppDb, messages: OutboxMessage[], single: boolean): Promise<string[]> {
   const driver = driverOf(db);
-  const st = render(messages, driver.placeholder, single);
+  const st = render("publishStatement", messages, driver.placeholder, single);
   const ids = st.ids ?? [];
   const n = await driver.run(st.sql, st.params);
   if (n !== ids.length) throw new DatabaseError(`database error during outbox publish: inserted ${n} rows of ${ids.length}`);
@@ -145,4 +203,45 @@ export async function publish(db: AppDb, topic: string, payload: unknown, option
 /** Writes many outbox rows with one statement; resolves to their ids in order. */
 export async function publishMany(db: AppDb, messages: OutboxMessage[]): Promise<string[]> {
   return runPublish(db, messages, false);
+}
+
+async function runEnqueue(db: AppDb, messages: EnqueueMessage[], single: boolean): Promise<Enqueued[]> {
+  const driver = driverOf(db);
+  const st = render("enqueueStatement", messages, driver.placeholder, single);
+  if (st.expect !== "enqueue_rows") throw new DatabaseError(`database error during enqueue: the statement expects ${st.expect}`);
+  const rows = await driver.rows(st.sql, st.params);
+  // One (n, id, duplicate) row per message; `n` (int8) may come back as a string.
+  const out: Enqueued[] = new Array(messages.length);
+  for (const row of rows) {
+    const n = Number(row.n);
+    if (!Number.isInteger(n) || n < 0 || n >= messages.length || out[n] !== undefined) {
+      throw new DatabaseError(`database error during enqueue: row n = ${String(row.n)} for ${messages.length} messages`);
+    }
+    out[n] = { id: String(row.id), duplicate: row.duplicate === true || row.duplicate === "t" };
+  }
+  if (rows.length !== messages.length) {
+    throw new DatabaseError(`database error during enqueue: ${rows.length} result rows for ${messages.length} messages`);
+  }
+  return out;
+}
+
+/**
+ * Stores one pull row for `source`'s workers in the application's transaction on `db` (the
+ * same objects as {@link publish}). Workers claim it only once that transaction commits; a
+ * rollback leaves nothing. With an `idempotencyKey` already stored for `source`, nothing is
+ * inserted and the result is the stored row's id with `duplicate: true`.
+ */
+export async function enqueue<T = unknown>(db: AppDb, source: string, payload: T, options: EnqueueOptions = {}): Promise<Enqueued> {
+  if (options === null || typeof options !== "object") throw new InvalidInput("invalid input: options must be an object");
+  const [one] = await runEnqueue(db, [{ ...options, source, payload }], true);
+  return one;
+}
+
+/**
+ * Stores many pull rows with one statement; resolves to one outcome per message, in order.
+ * A bad message rejects with `InvalidInput` naming it (`messages[2].priority: …`) and
+ * nothing is stored.
+ */
+export async function enqueueMany(db: AppDb, messages: EnqueueMessage[]): Promise<Enqueued[]> {
+  return runEnqueue(db, messages, false);
 }

@@ -11,7 +11,7 @@ import { InvalidInput } from "./errors.js";
 
 /** What node-postgres offers: `Client`, `PoolClient` (and `Pool`, for `publish` only). */
 export interface PgQueryable {
-  query(text: string, values?: unknown[]): Promise<{ rowCount: number | null }>;
+  query(text: string, values?: unknown[]): Promise<{ rowCount: number | null; rows?: unknown[] }>;
 }
 
 /** What Knex offers: `knex` itself or the `trx` of `knex.transaction(async (trx) => …)`. */
@@ -44,12 +44,22 @@ export interface Driver {
   readonly placeholder: Placeholder;
   /** Runs one rendered statement; resolves to the rows it affected. */
   run(sql: string, params: readonly (string | null)[]): Promise<number>;
+  /** Runs one rendered query; resolves to its rows as the driver returns them. */
+  rows(sql: string, params: readonly (string | null)[]): Promise<Record<string, unknown>[]>;
 }
 
 function describe(db: unknown): string {
   if (db === null) return "null";
   if (typeof db === "object" || typeof db === "function") return db.constructor?.name ?? typeof db;
   return typeof db;
+}
+
+function rowsOf(result: unknown, driver: string): Record<string, unknown>[] {
+  const rows = (result as { rows?: unknown } | null | undefined)?.rows;
+  if (!Array.isArray(rows)) {
+    throw new InvalidInput(`invalid input: db: ${driver} did not return rows (QueueBox runs on PostgreSQL through node-postgres)`);
+  }
+  return rows as Record<string, unknown>[];
 }
 
 function rowCount(result: unknown, driver: string): number {
@@ -77,6 +87,7 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
       name: "knex",
       placeholder: "question",
       run: async (sql, params) => rowCount(await knex.raw(sql, params), "Knex"),
+      rows: async (sql, params) => rowsOf(await knex.raw(sql, params), "Knex"),
     };
   }
   if (
@@ -91,13 +102,13 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
         "invalid input: db: a Drizzle database commits every statement on its own; pass the tx of db.transaction(async (tx) => …)",
       );
     }
+    const execute = drizzle.execute as unknown as (query: unknown) => PromiseLike<unknown>;
     return {
       name: "drizzle",
       placeholder: "question",
-      run: async (text, params) => {
-        const execute = drizzle.execute as unknown as (query: unknown) => PromiseLike<unknown>;
-        return rowCount(await execute.call(drizzle, await drizzleQuery(text, params)), "Drizzle");
-      },
+      run: async (text, params) => rowCount(await execute.call(drizzle, await drizzleQuery(text, params)), "Drizzle"),
+      // On node-postgres, `execute` resolves to pg's result: its `rows` are the query's.
+      rows: async (text, params) => rowsOf(await execute.call(drizzle, await drizzleQuery(text, params)), "Drizzle"),
     };
   }
   if (db !== null && typeof db === "object" && typeof (db as { query?: unknown }).query === "function") {
@@ -111,6 +122,7 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
       name: "pg",
       placeholder: "dollar",
       run: async (sql, params) => rowCount(await pg.query(sql, params as unknown[]), "node-postgres"),
+      rows: async (sql, params) => rowsOf(await pg.query(sql, params as unknown[]), "node-postgres"),
     };
   }
   throw new InvalidInput(

@@ -1,6 +1,17 @@
 export { Worker } from "./worker.js";
 export { Database, migrate, evaluate, type NewMessage } from "./database.js";
-export { completeTx, publish, publishMany, type OutboxMessage, type PublishOptions } from "./app-tx.js";
+export {
+  completeTx,
+  publish,
+  publishMany,
+  enqueue,
+  enqueueMany,
+  type OutboxMessage,
+  type PublishOptions,
+  type EnqueueOptions,
+  type EnqueueMessage,
+  type Enqueued,
+} from "./app-tx.js";
 export type { AppDb, KnexQueryable, PgQueryable } from "./drivers.js";
 export {
   QueueBoxError,

@@ -17,6 +17,7 @@ test("every README example compiles against the package's types (and the drivers
   assert.equal(examples.length, 4, "the pg quick start, the Knex and Drizzle examples and the zero-setup example");
   for (const e of examples) assert.ok(e.includes("@alternayte/queuebox-inbox"), "each example imports the package by name");
   assert.match(examples[0], /completeTx\(client, message\)[\s\S]*publish\(client,/, "the quick start shows both directions with pg");
+  assert.match(examples[0], /publish\(client,[\s\S]*enqueue\(client,/, "the quick start shows enqueue beside publish");
   assert.match(examples[1], /completeTx\(trx, message\)[\s\S]*publish\(trx,/, "the Knex example shows both directions");
   assert.match(examples[2], /completeTx\(tx, message\)[\s\S]*publish\(tx,/, "the Drizzle example shows both directions");
   // The repository README's TypeScript quick start compiles the same way.
