@@ -3,7 +3,9 @@
 //! `queuebox-core` on a tokio runtime, and the JSON glue, migrations and the enqueue pool are
 //! `queuebox-bridge`'s, shared with the C and Node bindings. Every method that touches the
 //! database returns an asyncio awaitable (pyo3-async-runtimes), so no call holds the GIL
-//! while it waits; the pure-Python package `queuebox_inbox` (clients/python) builds the
+//! while it waits, and the calls a blocking program makes (migrations, the `Database`) have
+//! a `*_blocking` twin that waits on the calling thread without the GIL. Both run on the
+//! runtime of [`rt`], which the package stops at interpreter exit. The pure-Python package `queuebox_inbox` (clients/python) builds the
 //! asyncio and blocking worker APIs on this poll/complete interface.
 //!
 //! Values cross as JSON text (options, parameters, rows, messages). Errors cross typed: one
@@ -11,18 +13,20 @@
 //! kind's name as its `kind` class attribute; `queuebox_inbox` re-exports them.
 
 mod logs;
+mod rt;
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use pyo3::create_exception;
 use pyo3::exceptions::PyException;
 use pyo3::prelude::*;
-use pyo3_async_runtimes::tokio::future_into_py;
+use pyo3::IntoPyObjectExt;
 use qb::ErrorKind;
 use queuebox_bridge::handout::{self, Handout};
 use queuebox_bridge::{conformance, database, json};
 use queuebox_core as qb;
+use rt::{block_on, future_into_py};
 use tokio_util::sync::CancellationToken;
 
 create_exception!(
@@ -179,25 +183,14 @@ fn migrate(py: Python<'_>, database_url: String) -> PyResult<Bound<'_, PyAny>> {
     })
 }
 
-/// Waits, without the GIL, until the runtime has no task left or `timeout_ms` passed, and
-/// returns the tasks still alive; the package calls it at interpreter exit (`atexit`). A task
-/// that resolves an asyncio future takes the GIL on a runtime thread and can give it up
-/// inside (waking the event loop is a socket write), so a program that ends right after its
-/// last `await` may start finalizing meanwhile; that thread's return to the interpreter then
-/// aborts the process ("PyGILState_Release: thread state ... must be current"). Exit handlers
-/// run before finalization begins, so waiting here lets such a task finish first.
+/// `migrate`, waiting on the calling thread (without the GIL) instead of in asyncio.
 #[pyfunction]
-fn quiesce(py: Python<'_>, timeout_ms: u64) -> usize {
-    let metrics = pyo3_async_runtimes::tokio::get_runtime().metrics();
-    py.detach(move || {
-        let deadline = Instant::now() + Duration::from_millis(timeout_ms);
-        loop {
-            let alive = metrics.num_alive_tasks();
-            if alive == 0 || Instant::now() >= deadline {
-                return alive;
-            }
-            std::thread::sleep(Duration::from_millis(2));
-        }
+fn migrate_blocking(py: Python<'_>, database_url: String) -> PyResult<Vec<String>> {
+    block_on(py, async move {
+        queuebox_bridge::migrate::migrate(database_url)
+            .await
+            .map(|r| r.applied)
+            .map_err(err)
     })
 }
 
@@ -222,8 +215,71 @@ fn connect_database(
     })
 }
 
+/// `connect_database`, waiting on the calling thread (without the GIL).
+#[pyfunction]
+#[pyo3(signature = (database_url, max_connections=None))]
+fn connect_database_blocking(
+    py: Python<'_>,
+    database_url: String,
+    max_connections: Option<u32>,
+) -> PyResult<Database> {
+    block_on(py, async move {
+        let db = database::Database::connect(&database_url, max_connections)
+            .await
+            .map_err(err)?;
+        Ok(Database { db })
+    })
+}
+
 #[pymethods]
 impl Database {
+    /// `execute`, `query`, `execute_script`, `enqueue` and `close` for a blocking caller:
+    /// `method` names which; waits on the calling thread without the GIL and returns what
+    /// the awaitable would resolve to (`int`, rows JSON text, `int`, JSON text, `None`).
+    #[pyo3(signature = (method, text, params_json=None))]
+    fn call_blocking<'py>(
+        &self,
+        py: Python<'py>,
+        method: &str,
+        text: String,
+        params_json: Option<String>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let db = self.db.clone();
+        match method {
+            "execute" => {
+                let p = params(params_json)?;
+                let n = block_on(py, async move { db.execute(&text, &p).await.map_err(err) })?;
+                n.into_bound_py_any(py)
+            }
+            "query" => {
+                let p = params(params_json)?;
+                let rows = block_on(py, async move { db.query(&text, &p).await.map_err(err) })?;
+                rows.into_bound_py_any(py)
+            }
+            "execute_script" => {
+                let n = block_on(
+                    py,
+                    async move { db.execute_script(&text).await.map_err(err) },
+                )?;
+                n.into_bound_py_any(py)
+            }
+            "enqueue" => {
+                let r = block_on(py, async move { db.enqueue(&text).await.map_err(err) })?;
+                r.into_bound_py_any(py)
+            }
+            "close" => {
+                block_on(py, async move {
+                    db.close().await;
+                    Ok(())
+                })?;
+                Ok(py.None().into_bound(py))
+            }
+            other => Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "no blocking Database method {other:?}"
+            ))),
+        }
+    }
+
     #[pyo3(signature = (sql, params_json=None))]
     fn execute<'py>(
         &self,
@@ -560,8 +616,10 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(publish_statement, m)?)?;
     m.add_function(wrap_pyfunction!(enqueue_statement, m)?)?;
     m.add_function(wrap_pyfunction!(migrate, m)?)?;
-    m.add_function(wrap_pyfunction!(quiesce, m)?)?;
+    m.add_function(wrap_pyfunction!(migrate_blocking, m)?)?;
+    m.add_function(wrap_pyfunction!(rt::shutdown, m)?)?;
     m.add_function(wrap_pyfunction!(connect_database, m)?)?;
+    m.add_function(wrap_pyfunction!(connect_database_blocking, m)?)?;
     m.add_function(wrap_pyfunction!(connect_worker, m)?)?;
     m.add_function(wrap_pyfunction!(logs::set_log_level, m)?)?;
     m.add_function(wrap_pyfunction!(logs::next_log_records, m)?)?;

@@ -9,11 +9,10 @@ application's own psycopg connection or SQLAlchemy session, inside its own trans
 """
 
 import atexit as _atexit
-import time as _time
 
 from . import _native
 from ._app_tx import OutboxMessage, complete_in, publish, publish_many
-from ._database import Database, evaluate, migrate
+from ._database import BlockingDatabase, Database, evaluate, migrate, migrate_blocking
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, WorkerStats
 from ._worker import BlockingTransaction, Transaction, Worker
 from .errors import (
@@ -33,23 +32,18 @@ from .errors import (
 
 
 def _at_exit() -> None:
-    """Before finalization begins: let the native runtime's threads finish touching Python.
-    A program that ends right after its last ``await`` otherwise aborted now and then (4 of
-    60 runs of the install test's ``migrate`` step: "PyGILState_Release: thread state ...
-    must be current", or a segfault in which gdb showed a runtime thread releasing a Python
-    object while the main thread finalized; such a thread is stopped when it re-takes the
-    GIL in a finalizing interpreter). ``quiesce`` waits, without the GIL, for the runtime's
-    tasks to end (at most 250 ms); the 50 ms after it cover what is dropped once a task has
-    ended, which the runtime no longer counts (quiesce alone: 3 of 40 still aborted; both: 0
-    of 200). Which object outlives its task was not found."""
-    _native.quiesce(250)
-    _time.sleep(0.05)  # releases the GIL
+    """Stops the native runtime before finalization begins (exit handlers run first), with
+    the GIL released, so that none of its threads is left to take the GIL in a finalizing
+    interpreter, which CPython ends with ``pthread_exit`` through Rust frames: an abort.
+    The cause and the fix are described in bindings/python/src/rt.rs."""
+    _native.shutdown(2000)
 
 
 _atexit.register(_at_exit)
 
 __all__ = [
     "AlreadyFinished",
+    "BlockingDatabase",
     "BlockingTransaction",
     "Cancelled",
     "ClaimLost",
@@ -73,6 +67,7 @@ __all__ = [
     "complete_in",
     "evaluate",
     "migrate",
+    "migrate_blocking",
     "publish",
     "publish_many",
 ]

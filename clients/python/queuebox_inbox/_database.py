@@ -1,4 +1,9 @@
-"""A small pool run by the core: enqueue pull rows, run statements outside a handler."""
+"""A small pool run by the core: enqueue pull rows, run statements outside a handler.
+
+Two twins over the same native pool, as psycopg 3 has ``Connection`` and
+``AsyncConnection``: :class:`Database` (asyncio, ``await``) and :class:`BlockingDatabase`
+(plain calls for Django, Flask, scripts: no event loop needed). Both close with a context
+manager (``async with`` / ``with``)."""
 
 from __future__ import annotations
 
@@ -9,8 +14,31 @@ from . import _native, _params
 from ._types import Rows
 
 
+def _enqueue_json(
+    source: str,
+    idempotency_key: str,
+    payload: Any,
+    aggregate_id: Optional[str],
+    event_type: Optional[str],
+    headers: Optional[Dict[str, str]],
+    correlation_id: Optional[str],
+) -> str:
+    return json.dumps(
+        {
+            "source": source,
+            "idempotencyKey": idempotency_key,
+            "payload": payload,
+            "aggregateId": aggregate_id,
+            "eventType": event_type,
+            "headers": headers,
+            "correlationId": correlation_id,
+        }
+    )
+
+
 class Database:
-    """Connect with ``await Database.connect(url)``."""
+    """The asyncio pool: ``async with await Database.connect(url) as db:`` (or ``await
+    db.close()``). :class:`BlockingDatabase` is its blocking twin."""
 
     def __init__(self, native: Any) -> None:
         self._db = native
@@ -32,16 +60,8 @@ class Database:
     ) -> Dict[str, Any]:
         """Stores a pull row (deduplicated on ``(source, idempotency_key)``);
         returns ``{"id": ..., "duplicate": bool}``."""
-        msg = {
-            "source": source,
-            "idempotencyKey": idempotency_key,
-            "payload": payload,
-            "aggregateId": aggregate_id,
-            "eventType": event_type,
-            "headers": headers,
-            "correlationId": correlation_id,
-        }
-        return json.loads(await self._db.enqueue(json.dumps(msg)))
+        msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id)
+        return json.loads(await self._db.enqueue(msg))
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """One statement in its own transaction; returns the affected row count. Parameters
@@ -58,10 +78,68 @@ class Database:
     async def close(self) -> None:
         await self._db.close()
 
+    async def __aenter__(self) -> "Database":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+
+class BlockingDatabase:
+    """The blocking twin of :class:`Database`: the same pool and methods, each call waiting
+    on the calling thread (without the GIL, so other Python threads run meanwhile).
+    ``with BlockingDatabase.connect(url) as db: db.enqueue(...)``."""
+
+    def __init__(self, native: Any) -> None:
+        self._db = native
+
+    @staticmethod
+    def connect(database_url: str, *, max_connections: Optional[int] = None) -> "BlockingDatabase":
+        return BlockingDatabase(_native.connect_database_blocking(database_url, max_connections))
+
+    def enqueue(
+        self,
+        source: str,
+        idempotency_key: str,
+        payload: Any,
+        *,
+        aggregate_id: Optional[str] = None,
+        event_type: Optional[str] = None,
+        headers: Optional[Dict[str, str]] = None,
+        correlation_id: Optional[str] = None,
+    ) -> Dict[str, Any]:
+        """As :meth:`Database.enqueue`."""
+        msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id)
+        return json.loads(self._db.call_blocking("enqueue", msg))  # type: ignore[no-any-return]
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
+        return self._db.call_blocking("execute", sql, _params.encode(params))  # type: ignore[no-any-return]
+
+    def query(self, sql: str, params: Sequence[Any] = ()) -> Rows:
+        return json.loads(self._db.call_blocking("query", sql, _params.encode(params)))  # type: ignore[no-any-return]
+
+    def execute_script(self, sql: str) -> int:
+        return self._db.call_blocking("execute_script", sql)  # type: ignore[no-any-return]
+
+    def close(self) -> None:
+        self._db.call_blocking("close", "")
+
+    def __enter__(self) -> "BlockingDatabase":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
 
 async def migrate(database_url: str) -> list:
     """Applies the QueueBox migrations; returns the names applied now."""
     return await _native.migrate(database_url)
+
+
+def migrate_blocking(database_url: str) -> list:
+    """:func:`migrate` for a program without an event loop (a Django management command, a
+    deploy script): waits on the calling thread."""
+    return _native.migrate_blocking(database_url)  # type: ignore[no-any-return]
 
 
 def evaluate(kind: str, input: Any) -> Any:

@@ -261,6 +261,11 @@ class Worker:
         _logs.register(self.options.source, logger)
         self._native: Any = None
         self._shutdown: Optional["asyncio.Future[Any]"] = None
+        # For stop() from any thread: the running loop and what stops the run, while one runs.
+        self._running_on: Optional[Tuple[asyncio.AbstractEventLoop, Callable[[], None]]] = None
+        self._stop_asked = False
+        self._run_ended = threading.Event()
+        self._run_ended.set()
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -288,6 +293,30 @@ class Worker:
             self._shutdown = asyncio.ensure_future(self._native.shutdown())
         await asyncio.shield(self._shutdown)
 
+    def stop(self) -> None:
+        """Asks the running ``run`` / ``run_blocking`` to stop, as setting its ``stop=`` event
+        does (graceful: see :meth:`shutdown`), and returns at once. Safe from any thread and
+        from a signal handler. Asked before the run starts, the run stops as soon as it has
+        started; a later run is not affected."""
+        self._stop_asked = True
+        running = self._running_on
+        if running is not None:
+            loop, stop_now = running
+            try:
+                loop.call_soon_threadsafe(stop_now)
+            except RuntimeError:
+                pass  # the loop has closed: that run has ended
+
+    def __enter__(self) -> "Worker":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        """Stops a run still going (``run_blocking`` on another thread) and waits for its
+        graceful shutdown to end."""
+        if self._running_on is not None:
+            self.stop()
+            self._run_ended.wait()
+
     def stats(self) -> Optional[WorkerStats]:
         return None if self._native is None else WorkerStats.from_json(self._native.stats_json())
 
@@ -312,8 +341,10 @@ class Worker:
 
     def run_blocking(self, handler: BlockingHandler, *, stop: Optional[threading.Event] = None) -> None:
         """The blocking API: runs ``handler(message, tx)`` (a plain function, on
-        ``concurrency`` worker threads) until ``stop`` is set or Ctrl-C, then shuts down
-        gracefully. ``tx`` is a :class:`BlockingTransaction`."""
+        ``concurrency`` worker threads) until ``stop`` is set, :meth:`stop` is called (from
+        another thread or a signal handler) or Ctrl-C, then shuts down gracefully. ``tx`` is
+        a :class:`BlockingTransaction`. No event loop of yours is needed (nor allowed to be
+        running on this thread)."""
         if self._native is not None:
             raise InvalidInput("invalid input: run_blocking needs a worker that is not connected in an event loop")
 
@@ -337,7 +368,10 @@ class Worker:
                 pool.shutdown(wait=False)
                 self._native = None
 
-        asyncio.run(main())
+        try:
+            asyncio.run(main())
+        finally:
+            self._run_ended.set()
 
     async def _run(self, handler: Callable[..., Any], stop: Optional[asyncio.Event], pool: Optional[ThreadPoolExecutor]) -> None:
         if not callable(handler):
@@ -412,10 +446,19 @@ class Worker:
             in_flight.discard(work)
             start_queued()
 
+        def stop_now() -> None:
+            # Shutdown makes the pending next_batch answer None, which ends the loop.
+            self._begin_shutdown()
+            release_queued()
+            wants_work.set()
+
         stop_wait = asyncio.ensure_future(stop.wait()) if stop is not None else None
         if stop_wait is not None:
-            # Shutdown makes the pending next_batch answer None, which ends the loop.
-            stop_wait.add_done_callback(lambda f: f.cancelled() or (self._begin_shutdown(), release_queued(), wants_work.set()))
+            stop_wait.add_done_callback(lambda f: f.cancelled() or stop_now())
+        self._run_ended.clear()
+        self._running_on = (asyncio.get_running_loop(), stop_now)
+        if self._stop_asked:
+            stop_now()
         cancelled = False
         try:
             while True:
@@ -452,6 +495,10 @@ class Worker:
             await asyncio.gather(watcher, return_exceptions=True)
             if owned and pool is None:
                 self._native = None
+            self._running_on = None
+            self._stop_asked = False
+            if pool is None:
+                self._run_ended.set()  # run_blocking's ends once its loop has closed
         if cancelled:
             raise asyncio.CancelledError()
 
