@@ -11,7 +11,7 @@ application's own psycopg connection or SQLAlchemy session, inside its own trans
 import atexit as _atexit
 
 from . import _native
-from ._app_tx import OutboxMessage, complete_in, publish, publish_many
+from ._app_tx import Enqueued, EnqueueMessage, OutboxMessage, complete_in, enqueue, enqueue_many, publish, publish_many
 from ._database import BlockingDatabase, Database, evaluate, migrate, migrate_blocking
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, WorkerStats
 from ._worker import BlockingTransaction, Transaction, Worker
@@ -52,6 +52,8 @@ __all__ = [
     "Database",
     "DatabaseError",
     "Dead",
+    "EnqueueMessage",
+    "Enqueued",
     "InboxMessage",
     "InvalidInput",
     "MigrationError",
@@ -65,6 +67,8 @@ __all__ = [
     "Worker",
     "WorkerStats",
     "complete_in",
+    "enqueue",
+    "enqueue_many",
     "evaluate",
     "migrate",
     "migrate_blocking",

@@ -198,3 +198,123 @@ def publish_many(db: Any, messages: Iterable[Union[OutboxMessage, Mapping[str, A
     """Writes many outbox rows with one statement; returns their ids in order (awaitable with
     an asyncio connection or session)."""
     return _publish(db, messages, False)
+
+
+@dataclass(frozen=True)
+class EnqueueMessage:
+    """One pull inbox row for :func:`enqueue_many` (a plain dict with these keys works too)."""
+
+    #: The pull source whose workers claim it.
+    source: str
+    #: Any JSON value but None.
+    payload: Any
+    #: Deduplicates on ``(source, idempotency_key)``: a repeat returns the stored row's id
+    #: with ``duplicate=True``. Without it each call makes a new row (its key is its id).
+    idempotency_key: Optional[str] = None
+    #: Rows of one aggregate are handled in order, one at a time.
+    aggregate_id: Optional[str] = None
+    event_type: Optional[str] = None
+    correlation_id: Optional[str] = None
+    headers: Optional[Dict[str, str]] = None
+    #: Higher is claimed first within the source (default 0); an aggregate keeps its order.
+    priority: Optional[int] = None
+    #: This row's dead-letter ceiling instead of the worker's retry policy.
+    max_attempts: Optional[int] = None
+    #: Not claimable before this long after the insert: seconds or a ``timedelta``. Not with ``scheduled_at``.
+    delay: Optional[Duration] = None
+    #: Not claimable before this time (timezone-aware). Not with ``delay``.
+    scheduled_at: Optional[datetime] = None
+
+
+@dataclass(frozen=True)
+class Enqueued:
+    """What :func:`enqueue` stored: the row's id, and whether ``(source, idempotency_key)``
+    was there already (then ``id`` is the existing row's and nothing was written)."""
+
+    id: str
+    duplicate: bool
+
+
+def _enqueue_core(m: Union[EnqueueMessage, Mapping[str, Any]], at: str) -> Dict[str, Any]:
+    if isinstance(m, EnqueueMessage):
+        items = {f.name: getattr(m, f.name) for f in fields(m)}
+    elif isinstance(m, Mapping):
+        items = dict(m)
+    else:
+        raise InvalidInput(f"invalid input: {at} must be an EnqueueMessage or a dict, got {type(m).__name__}")
+    out = {}
+    if items.get("delay") is not None:
+        items["delay_ms"] = to_ms("delay" if at == "message" else f"{at}.delay", items["delay"], InvalidInput)
+    items.pop("delay", None)
+    for k, v in items.items():
+        if v is None and k != "payload":
+            continue
+        if k == "scheduled_at" and isinstance(v, datetime):
+            v = v.isoformat()  # without a timezone the core refuses it, naming scheduled_at
+        try:
+            json.dumps(v)
+        except (TypeError, ValueError) as e:
+            raise InvalidInput(f"invalid input: {at}.{k} is not JSON: {e}") from None
+        out[k] = v
+    return out
+
+
+def _enqueued(rows: List[Any], n: int) -> List[Enqueued]:
+    # One row per message, `(n, id, duplicate)`, ordered by n (the core's statement says so).
+    if len(rows) != n or [int(r[0]) for r in rows] != list(range(len(rows))):
+        raise DatabaseError(f"database error during enqueue: expected one row per message ({n}), got {len(rows)}")
+    return [Enqueued(str(r[1]), bool(r[2])) for r in rows]
+
+
+def _enqueue(db: Any, messages: Iterable[Any], single: bool) -> Union[List[Enqueued], Awaitable[List[Enqueued]]]:
+    driver = driver_of(db)
+    if isinstance(messages, (str, bytes, Mapping, EnqueueMessage)) or not isinstance(messages, Iterable):
+        raise InvalidInput("invalid input: messages must be a list of EnqueueMessage or dicts")
+    core = [_enqueue_core(m, "message" if single else f"messages[{i}]") for i, m in enumerate(messages)]
+    try:
+        st = json.loads(_native.enqueue_statement(json.dumps(core), driver.placeholder))
+    except QueueBoxError as e:
+        text = re.sub(r"\bdelay_ms\b", "delay", str(e))
+        raise type(e)(re.sub(r"messages\[0\]\.?", "", text) if single else text) from None
+    if driver.is_async:
+
+        async def run() -> List[Enqueued]:
+            return _enqueued(await driver.fetch(st["sql"], st["params"]), len(core))  # type: ignore[misc]
+
+        return run()
+    return _enqueued(driver.fetch(st["sql"], st["params"]), len(core))  # type: ignore[arg-type]
+
+
+def enqueue(
+    db: Any,
+    source: str,
+    payload: Any,
+    *,
+    idempotency_key: Optional[str] = None,
+    aggregate_id: Optional[str] = None,
+    event_type: Optional[str] = None,
+    correlation_id: Optional[str] = None,
+    headers: Optional[Dict[str, str]] = None,
+    priority: Optional[int] = None,
+    max_attempts: Optional[int] = None,
+    delay: Optional[Duration] = None,
+    scheduled_at: Optional[datetime] = None,
+) -> Union[Enqueued, Awaitable[Enqueued]]:
+    """Stores one pull row for ``source``'s workers in the application's transaction on
+    ``db``; returns :class:`Enqueued` (awaitable with an asyncio connection or session).
+    Claimable once that transaction commits; rolled back, there is no row."""
+    m = EnqueueMessage(source, payload, idempotency_key, aggregate_id, event_type, correlation_id, headers, priority, max_attempts, delay, scheduled_at)
+    out = _enqueue(db, [m], True)
+    if isinstance(out, list):
+        return out[0]
+
+    async def first() -> Enqueued:
+        return (await out)[0]  # type: ignore[misc]
+
+    return first()
+
+
+def enqueue_many(db: Any, messages: Iterable[Union[EnqueueMessage, Mapping[str, Any]]]) -> Union[List[Enqueued], Awaitable[List[Enqueued]]]:
+    """Stores many pull rows with one statement; returns one :class:`Enqueued` per message,
+    in order (a repeat key within the call is a duplicate of the first)."""
+    return _enqueue(db, messages, False)

@@ -8,10 +8,13 @@ manager (``async with`` / ``with``)."""
 from __future__ import annotations
 
 import json
+from datetime import datetime
 from typing import Any, Dict, Optional, Sequence
 
 from . import _native, _params
+from ._durations import Duration, to_ms
 from ._types import Rows
+from .errors import InvalidInput
 
 
 def _enqueue_json(
@@ -22,18 +25,27 @@ def _enqueue_json(
     event_type: Optional[str],
     headers: Optional[Dict[str, str]],
     correlation_id: Optional[str],
+    priority: Optional[int] = None,
+    max_attempts: Optional[int] = None,
+    delay: Optional[Duration] = None,
+    scheduled_at: Optional[datetime] = None,
 ) -> str:
-    return json.dumps(
-        {
-            "source": source,
-            "idempotencyKey": idempotency_key,
-            "payload": payload,
-            "aggregateId": aggregate_id,
-            "eventType": event_type,
-            "headers": headers,
-            "correlationId": correlation_id,
-        }
-    )
+    # The core's enqueue rule (the same statement as `enqueue` in your transaction) checks
+    # every field; only the duration is converted here.
+    msg = {
+        "source": source,
+        "idempotencyKey": idempotency_key,
+        "payload": payload,
+        "aggregateId": aggregate_id,
+        "eventType": event_type,
+        "headers": headers,
+        "correlationId": correlation_id,
+        "priority": priority,
+        "maxAttempts": max_attempts,
+        "delayMs": None if delay is None else to_ms("delay", delay, InvalidInput),
+        "scheduledAt": scheduled_at.isoformat() if isinstance(scheduled_at, datetime) else scheduled_at,
+    }
+    return json.dumps({k: v for k, v in msg.items() if v is not None or k == "payload"})
 
 
 class Database:
@@ -57,10 +69,16 @@ class Database:
         event_type: Optional[str] = None,
         headers: Optional[Dict[str, str]] = None,
         correlation_id: Optional[str] = None,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        delay: Optional[Duration] = None,
+        scheduled_at: Optional[datetime] = None,
     ) -> Dict[str, Any]:
-        """Stores a pull row (deduplicated on ``(source, idempotency_key)``);
-        returns ``{"id": ..., "duplicate": bool}``."""
-        msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id)
+        """Stores a pull row in a transaction of its own (deduplicated on ``(source,
+        idempotency_key)``; ``idempotency_key=None`` makes a new row each time); returns
+        ``{"id": ..., "duplicate": bool}``. The same rule and options as :func:`enqueue`
+        in your transaction (``priority``, ``max_attempts``, ``delay`` or ``scheduled_at``)."""
+        msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id, priority, max_attempts, delay, scheduled_at)
         return json.loads(await self._db.enqueue(msg))
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
@@ -107,9 +125,13 @@ class BlockingDatabase:
         event_type: Optional[str] = None,
         headers: Optional[Dict[str, str]] = None,
         correlation_id: Optional[str] = None,
+        priority: Optional[int] = None,
+        max_attempts: Optional[int] = None,
+        delay: Optional[Duration] = None,
+        scheduled_at: Optional[datetime] = None,
     ) -> Dict[str, Any]:
         """As :meth:`Database.enqueue`."""
-        msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id)
+        msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id, priority, max_attempts, delay, scheduled_at)
         return json.loads(self._db.call_blocking("enqueue", msg))  # type: ignore[no-any-return]
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
