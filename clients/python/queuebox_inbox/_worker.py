@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import dataclasses
 import inspect
 import json
 import logging
@@ -15,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Optional, Sequence, Set, Tuple, Union
 
-from . import _batch, _logs, _native, _params
+from . import _batch, _logs, _native, _params, _payload
 from ._durations import Duration, pick_ms
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
 from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
@@ -205,6 +206,11 @@ class Worker:
     {"idempotencyKey": "key"}}``, mapping keys of proto-docs/own-schema.md); claims, completions and
     ``complete_in`` use them.
 
+    ``payload_type``: a dataclass, a pydantic model or a callable; each handler then gets
+    ``message.payload`` as that type. A payload that does not decode is dead-lettered at once
+    (``invalid_payload="dead"``) or goes to the retry policy (``invalid_payload="retry"``),
+    without calling the handler (see ``queuebox_inbox._payload``).
+
     ``otlp_endpoint``: an OpenTelemetry collector's base URL (``http://host:4318``); each
     message is handled in a ``handle`` span exported there over OTLP/HTTP and
     ``message.traceparent`` is that span's context. ``None`` means
@@ -228,6 +234,8 @@ class Worker:
         inbox_table_name: Optional[str] = None,
         column_mapping: Optional[Dict[str, Dict[str, str]]] = None,
         otlp_endpoint: Optional[str] = None,
+        payload_type: Any = None,
+        invalid_payload: str = "dead",
         lease_ms: Optional[int] = None,
         poll_interval_ms: Optional[int] = None,
         shutdown_grace_ms: Optional[int] = None,
@@ -256,6 +264,11 @@ class Worker:
         except QueueBoxError as e:
             raise type(e)(_python_names(str(e))) from None
         self.options = ResolvedOptions.from_json(self._options_json)
+        if invalid_payload not in _payload.INVALID_PAYLOAD:
+            raise ConfigError(f"invalid configuration at `invalid_payload`: must be \"dead\" or \"retry\", got {invalid_payload!r}")
+        self._decode = _payload.decoder(payload_type)
+        self._payload_name = _payload.type_name(payload_type)
+        self._invalid_payload = invalid_payload
         self._url = database_url
         self._log = logger or _log
         _logs.register(self.options.source, logger)
@@ -474,8 +487,16 @@ class Worker:
                 if batch is None:
                     break
                 tasks, messages_json, first_seq = batch
+                decode = self._decode
                 for i, (task, raw) in enumerate(zip(tasks, json.loads(messages_json))):
-                    queued.append((task, InboxMessage.from_dict(raw), (first_seq + i) & 0xFFFFFFFF))
+                    message = InboxMessage.from_dict(raw)
+                    if decode is not None:
+                        typed, refused = self._typed(message, decode)
+                        if typed is None:
+                            track(asyncio.ensure_future(self._finish(task, message, refused)))
+                            continue
+                        message = typed
+                    queued.append((task, message, (first_seq + i) & 0xFFFFFFFF))
                 if self._shutdown is not None:
                     release_queued()
                 else:
@@ -501,6 +522,17 @@ class Worker:
                 self._run_ended.set()  # run_blocking's ends once its loop has closed
         if cancelled:
             raise asyncio.CancelledError()
+
+    def _typed(self, message: InboxMessage, decode: Callable[[Any], Any]) -> Tuple[Optional[InboxMessage], Optional[BaseException]]:
+        """``message`` with its payload decoded by ``payload_type``, or (None, how to finish
+        the row) when it does not decode: Dead, or an error for the retry policy (_payload)."""
+        try:
+            payload = decode(message.payload)
+        except Exception as e:  # noqa: BLE001 (any validation error, pydantic's included)
+            reason = f"payload is not a valid {self._payload_name}: {type(e).__name__}: {e}"
+            self._log.warning("message %s: %s", message.id, reason)
+            return None, (Dead(reason) if self._invalid_payload == "dead" else ValueError(reason))
+        return dataclasses.replace(message, payload=payload), None
 
     def _begin_shutdown(self) -> None:
         if self._native is not None and self._shutdown is None:
