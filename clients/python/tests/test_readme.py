@@ -9,6 +9,7 @@ from pathlib import Path
 import psycopg
 
 from conftest import wait_for
+from test_django import dj  # noqa: F401  (the minimal Django project, a fixture)
 from queuebox_inbox import Database
 
 README = Path(__file__).resolve().parents[1] / "README.md"
@@ -42,17 +43,36 @@ def rows(database_url: str, sql: str, *params):
         return c.execute(sql, params).fetchall()
 
 
-def test_the_readme_has_the_three_examples():
+def test_the_readme_has_the_four_examples():
     codes = examples()
-    assert len(codes) == 3
-    assert "complete_in(conn, message)" in codes[0] and "publish(conn," in codes[0]
-    assert "complete_in(session, message)" in codes[1] and "publish(session," in codes[1]
-    assert "tx.execute" in codes[2]
+    assert len(codes) == 4
+    assert "transaction.atomic()" in codes[0] and "enqueue(connection," in codes[0]
+    assert "complete_in(conn, message)" in codes[1] and "publish(conn," in codes[1]
+    assert "complete_in(session, message)" in codes[2] and "publish(session," in codes[2]
+    assert "tx.execute" in codes[3]
+
+
+def test_the_django_example_commits_together_and_handles_the_typed_job(database_url, dj):
+    code = examples()[0].replace("from shop.models import Order", "from djangoproject.shop.models import Order")
+    last = 'Worker("postgres://app@localhost/app", "receipts", payload_type=Receipt, lease=timedelta(seconds=30)).run_blocking(send_receipt)'
+    ns = load(code, database_url, last)
+    order = ns["place_order"]("9.50")
+    w = ns["Worker"](database_url, "receipts", payload_type=ns["Receipt"], lease=30, poll_interval=0.02)
+    t = threading.Thread(target=w.run_blocking, args=(ns["send_receipt"],), daemon=True)
+    t.start()
+    deadline = time.monotonic() + 15
+    while dj.objects.get(pk=order.pk).note != "receipt sent":
+        assert time.monotonic() < deadline, "the README's Django worker handled the job"
+        time.sleep(0.02)
+    w.stop()
+    t.join(10)
+    assert rows(database_url, "SELECT payload FROM outbox WHERE key = %s", f"order-{order.pk}") == [({"order": order.pk},)]
+    assert rows(database_url, "SELECT state FROM inbox WHERE source = 'receipts' AND idempotency_key = %s", f"receipt-{order.pk}") == [("processed",)]
 
 
 def test_the_psycopg_quick_start_consumes_and_publishes_in_the_applications_transaction(database_url):
     fresh_tables(database_url)
-    ns = load(examples()[0], database_url, "asyncio.run(main())")
+    ns = load(examples()[1], database_url, "asyncio.run(main())")
 
     async def go():
         db = await Database.connect(database_url)
@@ -76,7 +96,7 @@ def test_the_psycopg_quick_start_consumes_and_publishes_in_the_applications_tran
 
 def test_the_sqlalchemy_example_completes_and_publishes_in_the_session(database_url):
     fresh_tables(database_url)
-    ns = load(examples()[1], database_url, 'Worker("postgres://app@localhost/app", "orders").run_blocking(handle)   # until Ctrl-C or stop=')
+    ns = load(examples()[2], database_url, 'Worker("postgres://app@localhost/app", "orders").run_blocking(handle)   # until Ctrl-C or stop=')
 
     async def enqueue():
         db = await Database.connect(database_url)
@@ -107,7 +127,7 @@ def test_the_sqlalchemy_example_completes_and_publishes_in_the_session(database_
 
 def test_the_zero_setup_example_processes_a_message_with_its_business_write(database_url):
     fresh_tables(database_url)
-    ns = load(examples()[2], database_url, "asyncio.run(main())")
+    ns = load(examples()[3], database_url, "asyncio.run(main())")
 
     async def go():
         db = await Database.connect(database_url)
