@@ -48,12 +48,13 @@ namespace QueueBox.Inbox.Tests
             string url = await Db.CreateAsync();
             try
             {
-                Db.Psql(url, "CREATE TABLE orders_seen (id uuid PRIMARY KEY); CREATE TABLE payments_seen (inbox_id uuid PRIMARY KEY); CREATE TABLE orders (id text PRIMARY KEY)");
+                Db.Psql(url, "CREATE TABLE orders_seen (id uuid PRIMARY KEY, n bigint); CREATE TABLE payments_seen (inbox_id uuid PRIMARY KEY); CREATE TABLE orders (id text PRIMARY KEY)");
                 Db.InsertRows(url, "orders", 2);
                 Db.InsertRows(url, "payments", 2);
 
                 await ContractTests.RunUntil(ct => (Task)zeroSetup.Invoke(null, new object[] { url, ct }),
                     "the zero-setup example processed its rows", () => Db.Psql(url, "SELECT count(*) FROM orders_seen") == "2");
+                Assert.Equal("1,2", Db.Psql(url, "SELECT string_agg(n::text, ',' ORDER BY n) FROM orders_seen"), "typed payloads of the zero-setup example");
                 Func<DbConnection> connect = () => new System.Data.Odbc.OdbcConnection(AppTxTests.OdbcConnectionString(url));
                 await ContractTests.RunUntil(ct => (Task)consume.Invoke(null, new object[] { url, connect, ct }),
                     "the consume example processed its rows", () => Db.Psql(url, "SELECT count(*) FROM inbox WHERE source = 'payments' AND state = 'processed'") == "2");

@@ -11,9 +11,9 @@ namespace QueueBox.Inbox
         public string IdempotencyKey { get; private set; }
         public string AggregateId { get; private set; }
         public string EventType { get; private set; }
-        /// <summary>The payload as JSON text, exactly as stored: deserialize your own types from
-        /// it (System.Text.Json, Newtonsoft) when numbers must stay exact — an integer beyond
-        /// long or a decimal beyond double's precision changes in <see cref="Payload"/>.</summary>
+        /// <summary>The payload as JSON text, exactly as stored. For your own types with exact
+        /// numbers use <see cref="PayloadAs{T}"/> or a typed handler (<see cref="InboxMessage{T}"/>):
+        /// an integer beyond long or a decimal beyond double's precision changes in <see cref="Payload"/>.</summary>
         public string PayloadJson { get; private set; }
         /// <summary>The payload parsed (see <see cref="Json"/> for the types), on first
         /// use: a handler that reads only <see cref="PayloadJson"/> never pays for it.</summary>
@@ -30,6 +30,13 @@ namespace QueueBox.Inbox
                 return _payload;
             }
         }
+        /// <summary>The payload read as a <typeparamref name="T"/> with numbers exact (see
+        /// <see cref="Json.Deserialize{T}(string)"/>); a mismatch is a FormatException naming the field.</summary>
+        public T PayloadAs<T>()
+        {
+            return (T)Json.Deserialize(PayloadJson, typeof(T), "payload");
+        }
+
         private object _payload;
         private volatile bool _payloadParsed;
         public IReadOnlyDictionary<string, string> Headers { get; private set; }

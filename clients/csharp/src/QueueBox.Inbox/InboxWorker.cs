@@ -18,7 +18,7 @@ namespace QueueBox.Inbox
     /// <summary>A pull worker for one source. Claims, lease renewal, LISTEN/NOTIFY, backoff,
     /// fencing and completion run in the native library (libqueuebox); this class turns
     /// them into Tasks.</summary>
-    public sealed class InboxWorker : IDisposable
+    public sealed partial class InboxWorker : IDisposable
 #if NETSTANDARD2_1_OR_GREATER || NET
         , IAsyncDisposable
 #endif

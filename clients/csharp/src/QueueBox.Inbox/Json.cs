@@ -12,12 +12,19 @@ namespace QueueBox.Inbox
     /// integers that fit as long, other numbers as double. Numbers are written exactly:
     /// integers (including ulong and System.Numerics.BigInteger) digit for digit, decimal
     /// with its digits and scale, double and float as their shortest round-trip text.</summary>
-    public static class Json
+    public static partial class Json
     {
         public static object Parse(string text)
         {
+            return Parse(text, false);
+        }
+
+        /// <summary>With <paramref name="exact"/> every number is read as its text
+        /// (<see cref="JsonNumber"/>), so that it is written back or bound digit for digit.</summary>
+        internal static object Parse(string text, bool exact)
+        {
             int i = 0;
-            object v = ReadValue(text, ref i);
+            object v = ReadValue(text, ref i, exact);
             SkipWs(text, ref i);
             if (i != text.Length) throw new FormatException("trailing characters in JSON at " + i);
             return v;
@@ -68,12 +75,12 @@ namespace QueueBox.Inbox
             while (i < s.Length && (s[i] == ' ' || s[i] == '\t' || s[i] == '\n' || s[i] == '\r')) i++;
         }
 
-        private static object ReadValue(string s, ref int i)
+        private static object ReadValue(string s, ref int i, bool exact)
         {
             SkipWs(s, ref i);
             if (i >= s.Length) throw new FormatException("unexpected end of JSON");
             char c = s[i];
-            if (c == '{') return ReadObject(s, ref i);
+            if (c == '{') return ReadObject(s, ref i, exact);
             if (c == '[')
             {
                 i++;
@@ -82,7 +89,7 @@ namespace QueueBox.Inbox
                 if (i < s.Length && s[i] == ']') { i++; return list; }
                 while (true)
                 {
-                    list.Add(ReadValue(s, ref i));
+                    list.Add(ReadValue(s, ref i, exact));
                     SkipWs(s, ref i);
                     if (i < s.Length && s[i] == ',') { i++; continue; }
                     Expect(s, ref i, ']');
@@ -97,12 +104,20 @@ namespace QueueBox.Inbox
             while (i < s.Length && "+-0123456789.eE".IndexOf(s[i]) >= 0) i++;
             string num = s.Substring(start, i - start);
             if (num.Length == 0) throw new FormatException("unexpected character '" + c + "' in JSON at " + start);
+            if (exact)
+            {
+                // Checked as a number here so that the text written back is valid JSON.
+                double ignored;
+                if (!double.TryParse(num, NumberStyles.Float, CultureInfo.InvariantCulture, out ignored) || num.StartsWith("+") || num.StartsWith("."))
+                    throw new FormatException("bad number '" + num + "' in JSON at " + start);
+                return new JsonNumber(num);
+            }
             long l;
             if (num.IndexOfAny(new[] { '.', 'e', 'E' }) < 0 && long.TryParse(num, NumberStyles.AllowLeadingSign, CultureInfo.InvariantCulture, out l)) return l;
             return double.Parse(num, NumberStyles.Float, CultureInfo.InvariantCulture);
         }
 
-        private static Dictionary<string, object> ReadObject(string s, ref int i)
+        private static Dictionary<string, object> ReadObject(string s, ref int i, bool exact)
         {
             Expect(s, ref i, '{');
             var obj = new Dictionary<string, object>();
@@ -115,7 +130,7 @@ namespace QueueBox.Inbox
                 SkipWs(s, ref i);
                 Expect(s, ref i, ':');
                 SkipWs(s, ref i);
-                obj[key] = ReadValue(s, ref i);
+                obj[key] = ReadValue(s, ref i, exact);
                 SkipWs(s, ref i);
                 if (i < s.Length && s[i] == ',') { i++; continue; }
                 Expect(s, ref i, '}');
@@ -180,6 +195,7 @@ namespace QueueBox.Inbox
                 return;
             }
             if (v is decimal) { sb.Append(((decimal)v).ToString(CultureInfo.InvariantCulture)); return; }
+            if (v is JsonNumber) { sb.Append(((JsonNumber)v).Text); return; }
             // System.Numerics.BigInteger, every digit; matched by name so that the library needs
             // no reference to System.Numerics.dll (mono's mcs does not add one by default).
             if (v.GetType().FullName == "System.Numerics.BigInteger")
@@ -245,5 +261,13 @@ namespace QueueBox.Inbox
             }
             sb.Append('"');
         }
+    }
+
+    /// <summary>A JSON number kept as its text (<see cref="Json.Parse(string, bool)"/> exact mode).</summary>
+    internal sealed class JsonNumber
+    {
+        internal JsonNumber(string text) { Text = text; }
+        internal readonly string Text;
+        public override string ToString() { return Text; }
     }
 }

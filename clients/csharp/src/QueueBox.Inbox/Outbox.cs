@@ -180,7 +180,8 @@ namespace QueueBox.Inbox
         {
             try
             {
-                return Json.Parse(json ?? "");
+                // Exact: the numbers are written back as given, not through double.
+                return Json.Parse(json ?? "", true);
             }
             catch (Exception e) when (e is FormatException || e is ArgumentOutOfRangeException || e is IndexOutOfRangeException)
             {
