@@ -342,6 +342,97 @@ mod tests {
     }
 
     #[test]
+    fn relay_owned_headers_cannot_be_published_in_any_case() {
+        for name in ["X-Message-Id", "x-topic", "X-SOURCE", "Content-Type"] {
+            let err = publishable(name, "v").unwrap_err();
+            assert!(err.contains("set by QueueBox itself"), "{name}: {err}");
+        }
+        assert!(publishable("X-Tenant", "acme").is_ok());
+        // Not relay-owned, still not forwardable: the framing rule applies too.
+        assert!(publishable("Content-Length", "3").is_err());
+    }
+
+    #[test]
+    fn stored_size_counts_names_and_values() {
+        let mut h = Map::new();
+        h.insert("ab".into(), "cde".into());
+        h.insert("f".into(), Value::from(1234)); // not a string: its JSON text, 4 bytes
+        assert_eq!(stored_size(&h), 2 + 3 + 1 + 4);
+        assert_eq!(stored_size(&Map::new()), 0);
+    }
+
+    #[test]
+    fn credentials_the_auth_header_and_trace_fields_are_never_stored() {
+        let received = [
+            ("Authorization", "Bearer t"),
+            ("Cookie", "s=1"),
+            ("X-Api-Key", "k"),
+            ("traceparent", "00-abc-def-01"),
+            ("TraceState", "a=b"),
+            ("X-Tenant", "acme"),
+        ];
+        let h = stored_headers(received, Some("x-api-key"));
+        let names: Vec<&str> = h.keys().map(String::as_str).collect();
+        assert_eq!(names, ["X-Tenant"]);
+        // Without an auth header of its own, the source keeps X-Api-Key as a plain field.
+        let h = stored_headers(received, None);
+        assert!(h.contains_key("X-Api-Key") && !h.contains_key("Authorization"));
+    }
+
+    #[test]
+    fn a_correlation_id_is_cleaned_bounded_or_made_fresh() {
+        assert_eq!(correlation_id(Some("  order-7\u{7}  ")), "order-7");
+        assert_eq!(
+            correlation_id(Some(&"c".repeat(500))).len(),
+            MAX_CORRELATION_CHARS
+        );
+        for blank in [None, Some(""), Some("   "), Some("\u{1}\u{2}")] {
+            let id = correlation_id(blank);
+            assert!(Uuid::parse_str(&id).is_ok(), "{blank:?} gave {id}");
+            assert_ne!(id, correlation_id(blank), "a fresh id each time");
+        }
+    }
+
+    #[test]
+    fn redaction_masks_given_secrets_of_four_or_more_characters() {
+        assert_eq!(
+            redact_error("key abcd and abc", &["abcd"]),
+            "key *** and abc"
+        );
+        // Shorter values would mask ordinary words: they are left alone.
+        assert_eq!(redact_error("key abc", &["abc"]), "key abc");
+        // Exactly the bound is not cut; one more is, with an ellipsis as its last character.
+        let at_bound = "x".repeat(MAX_ERROR_CHARS);
+        assert_eq!(redact_error(&at_bound, &[]), at_bound);
+        let over = redact_error(&"x".repeat(MAX_ERROR_CHARS + 1), &[]);
+        assert_eq!(over.chars().count(), MAX_ERROR_CHARS);
+        assert!(over.ends_with('…'));
+    }
+
+    #[test]
+    fn url_passwords_are_masked_only_inside_the_authority() {
+        // The authority ends at whitespace as well as at '/'.
+        assert_eq!(
+            mask_url_passwords("amqp://u:p@h failed, retry ftp://v:q@i/x"),
+            "amqp://u:***@h failed, retry ftp://v:***@i/x"
+        );
+        // A user without a password, a port after the host: nothing to mask.
+        let no_password = "postgres://app@db:5432/x";
+        assert_eq!(mask_url_passwords(no_password), no_password);
+        // An '@' after the authority (in the path) is not a password's end.
+        let at_in_path = "http://host:8080/a@b";
+        assert_eq!(mask_url_passwords(at_in_path), at_in_path);
+    }
+
+    #[test]
+    fn secret_pairs_are_masked_at_a_word_start_only() {
+        assert_eq!(mask_pairs("password=abc"), "password=***");
+        assert_eq!(mask_pairs("token : abc,x"), "token : ***,x");
+        // Inside a longer word it is not the key: "mypassword=abc" names something else.
+        assert_eq!(mask_pairs("mypassword=abc"), "mypassword=abc");
+    }
+
+    #[test]
     fn redaction_masks_passwords() {
         let s = redact_error(
             "connect postgres://app:hunter2@db:5432/x failed; password=abc;x",
