@@ -3,11 +3,13 @@
 # the relay's tests (the relay binary is built first so tests can spawn it).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-# The TLS tests make throwaway certificates with openssl and start their own nats-server;
-# without them they fail saying NOT RUN, so install them here.
+# The TLS tests make throwaway certificates with openssl and start their own nats-server,
+# and relay/tests/pgbouncer.rs starts Debian's pgbouncer (in /usr/sbin) in front of the test
+# PostgreSQL; without them they fail saying NOT RUN, so install them here.
 need=()
 command -v openssl >/dev/null 2>&1 || need+=(openssl)
 command -v nats-server >/dev/null 2>&1 || need+=(nats-server)
+[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null 2>&1 || need+=(pgbouncer)
 if [ ${#need[@]} -gt 0 ]; then
   echo "10-rust: installing ${need[*]} from Debian's packages"
   export DEBIAN_FRONTEND=noninteractive

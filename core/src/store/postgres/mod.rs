@@ -10,6 +10,7 @@ mod claim_pool;
 mod claim_start;
 mod owner;
 mod pool_watch;
+mod pooler;
 mod pull;
 mod relay;
 mod schema_guard;
@@ -97,6 +98,10 @@ impl PgStore {
     /// TLS comes from the URL's libpq parameters (`sslmode`, `sslrootcert`, `sslcert`,
     /// `sslkey`; see the `tls` module); a TLS failure is [`Error::Tls`], never a fall-back
     /// to plain text unless the URL says `sslmode=prefer` (sqlx's default) or `allow`.
+    ///
+    /// A URL that goes through a connection pooler in transaction or statement mode
+    /// (PgBouncer) is refused with [`Error::Config`] at `database.url` before anything else
+    /// runs, as is PgBouncer's refusal of a startup parameter (module `pooler`).
     pub async fn connect_with(url: &str, settings: &PoolSettings) -> Result<Self> {
         let opts: PgConnectOptions = url.parse().map_err(|e: sqlx::Error| Error::Connect {
             url: redact_url(url),
@@ -105,28 +110,56 @@ impl PgStore {
         let opts = tls::prepare(url, opts.log_statements(tracing::log::LevelFilter::Trace))?;
         let wait = settings.acquire_timeout;
         // One direct connection first: its error says why (refused, auth, unknown database)
-        // where a pool would only report a timeout.
+        // where a pool would only report a timeout. It stays open until the pooler check
+        // below has run on it.
         let first = tokio::time::timeout(
             wait,
             <sqlx::PgConnection as sqlx::Connection>::connect_with(&opts),
         )
         .await;
-        match first {
-            Ok(Ok(conn)) => drop(conn),
-            Ok(Err(e)) => return Err(tls::connect_error(url, opts.get_host(), e)),
+        let mut first = match first {
+            Ok(Ok(conn)) => conn,
+            Ok(Err(e)) => {
+                return Err(pooler::refused_startup_parameter(url, &e)
+                    .unwrap_or_else(|| tls::connect_error(url, opts.get_host(), e)))
+            }
             Err(_) => {
                 return Err(Error::Connect {
                     url: redact_url(url),
                     reason: format!("no answer within {} ms", wait.as_millis()),
                 })
             }
-        }
+        };
         let pool = PgPoolOptions::new()
             .max_connections(settings.max_connections.max(2))
             .acquire_timeout(wait)
             .connect_with(opts.clone())
             .await
             .map_err(|e| tls::connect_error(url, opts.get_host(), e))?;
+        // Refuse a transaction or statement pooler before anything relies on a session
+        // (module `pooler`): the first connection and the pool's own, both open.
+        let checking = std::time::Instant::now();
+        let seen = async {
+            let mut second = pool.acquire().await?;
+            pooler::check(&mut first, &mut second).await
+        };
+        let seen = tokio::time::timeout(wait, seen).await;
+        tracing::debug!(took_us = checking.elapsed().as_micros() as u64, seen = ?seen,
+            "checked for a transaction or statement pooler");
+        let _ = tokio::time::timeout(Duration::from_secs(1), sqlx::Connection::close(first)).await;
+        let refused = match seen {
+            Ok(Ok(pooler::Seen::OwnSessions)) => None,
+            Ok(Ok(pooler::Seen::Pooled(evidence))) => Some(pooler::refusal(url, &evidence)),
+            Ok(Err(e)) => Some(db_err("pooler check", e)),
+            Err(_) => Some(Error::Connect {
+                url: redact_url(url),
+                reason: format!("no answer within {} ms", wait.as_millis()),
+            }),
+        };
+        if let Some(e) = refused {
+            pool.close().await;
+            return Err(e);
+        }
         let watch = pool_watch::PoolWatch::new(opts.clone(), wait);
         let mut store = Self::from_pool(pool);
         store.db = WatchedPool::new(store.pool.clone(), watch.clone());
