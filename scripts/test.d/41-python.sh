@@ -29,6 +29,13 @@ fi
 # 32-csharp's, so a no-op after it.
 cargo build --quiet -p queuebox --bin queuebox
 export QUEUEBOX_BIN="$CARGO_TARGET_DIR/debug/queuebox"
+# tests/test_pgbouncer.py starts Debian's pgbouncer (session, transaction and statement mode)
+# in front of the test PostgreSQL; without it that test fails saying NOT RUN.
+if [ ! -x /usr/sbin/pgbouncer ] && ! command -v pgbouncer >/dev/null 2>&1; then
+  echo "41-python: installing pgbouncer from Debian's packages"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq && apt-get install -y -qq pgbouncer >/dev/null
+fi
 # The worker's TLS test (tests/test_worker_tls.py) needs a TLS-only PostgreSQL of its own.
 export QB_PG_TLS_PORT="${QB_PG_TLS_PORT_PYTHON:-55437}"
 trap "bash '$root/scripts/postgres-tls.sh' stop" EXIT
