@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Optional, Sequence, Set, Tuple, Union
 
-from . import _batch, _logs, _native, _params, _payload
+from . import _batch, _logs, _native, _otel, _params, _payload
 from ._durations import Duration, pick_ms
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
 from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
@@ -211,6 +211,10 @@ class Worker:
     (``invalid_payload="dead"``) or goes to the retry policy (``invalid_payload="retry"``),
     without calling the handler (see ``queuebox_inbox._payload``).
 
+    ``tracer_provider``: an OpenTelemetry ``TracerProvider`` for the ``handle <source>`` spans
+    around each handler call (default: the one the application set with
+    ``opentelemetry.trace.set_tracer_provider``; none set, no spans; see ``_otel``).
+
     ``otlp_endpoint``: an OpenTelemetry collector's base URL (``http://host:4318``); each
     message is handled in a ``handle`` span exported there over OTLP/HTTP and
     ``message.traceparent`` is that span's context. ``None`` means
@@ -236,6 +240,7 @@ class Worker:
         otlp_endpoint: Optional[str] = None,
         payload_type: Any = None,
         invalid_payload: str = "dead",
+        tracer_provider: Any = None,
         lease_ms: Optional[int] = None,
         poll_interval_ms: Optional[int] = None,
         shutdown_grace_ms: Optional[int] = None,
@@ -269,6 +274,7 @@ class Worker:
         self._decode = _payload.decoder(payload_type)
         self._payload_name = _payload.type_name(payload_type)
         self._invalid_payload = invalid_payload
+        self._tracer_provider = tracer_provider
         self._url = database_url
         self._log = logger or _log
         _logs.register(self.options.source, logger)
@@ -389,6 +395,7 @@ class Worker:
     async def _run(self, handler: Callable[..., Any], stop: Optional[asyncio.Event], pool: Optional[ThreadPoolExecutor]) -> None:
         if not callable(handler):
             raise TypeError("the handler must be callable")
+        handler = _otel.traced(handler, self.options.source, self._tracer_provider)
         owned = self._native is None
         await self.connect()
         native = self._native

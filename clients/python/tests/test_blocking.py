@@ -42,7 +42,7 @@ def test_a_blocking_worker_runs_on_a_thread_and_stops_from_another(database_url)
             db.enqueue(source, f"k{i}", {"n": i})
 
         def handle(message, tx):
-            tx.execute("INSERT INTO seen (inbox_id, note) VALUES ($1::uuid, $2)", [message.id, "blocking"])
+            tx.execute("INSERT INTO seen (inbox_id, note) VALUES ($1::uuid, $2)", [message.id, "blocking twin"])
             seen.append(message.payload["n"])
 
         with Worker(database_url, source, poll_interval=0.02, concurrency=2) as worker:

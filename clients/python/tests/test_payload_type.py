@@ -37,7 +37,8 @@ def run_on(database_url, source, payloads, handler_seen, **opts):
 
         async def finished():
             rows = await asyncio.to_thread(rows_of, database_url, source)
-            return all(r["state"] != "pending" or r["attempt"] > 0 for r in rows) and rows
+            # Done: processed or dead, or back to pending after a failed attempt.
+            return all(r["state"] in ("processed", "dead") or (r["state"] == "pending" and r["attempt"] > 0) for r in rows) and rows
 
         w = Worker(database_url, source, poll_interval=0.02, **opts)
         t = asyncio.ensure_future(w.run(handler, stop=stop))
