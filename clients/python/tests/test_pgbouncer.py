@@ -106,7 +106,7 @@ def test_session_mode_worker_completes_rows_and_is_woken_by_listen(database):
             stop = asyncio.Event()
             # Polling every 60 s: a row enqueued while the worker waits is claimed within
             # seconds only if its LISTEN, through pgbouncer, hears the insert.
-            async with Worker(url_of("qb"), "py_pgb", poll_interval_ms=60000) as w:
+            async with Worker(url_of("qb"), "py_pgb", poll_interval=60) as w:
                 t = asyncio.ensure_future(w.run(handler, stop=stop))
                 await wait_for(
                     lambda: _is(count_state(direct, "py_pgb", "processed"), 3), what="the first three rows processed"
