@@ -14,7 +14,9 @@ namespace QueueBox.Inbox
     /// null as a NULL whose type the statement decides; dictionaries and lists as jsonb.
     /// PostgreSQL's own assignment rules then apply, as they would from psql: a fraction into
     /// a bigint column rounds (4.5 stores 5), a number into a double precision column is the
-    /// nearest double. Valid only while the handler runs.</summary>
+    /// nearest double. Valid only while the handler runs. Its calls take no CancellationToken:
+    /// the core cancels the statements with the handler's own token (lost lease, shutdown grace),
+    /// and a statement stopped by any other token would leave the transaction half done.</summary>
     public sealed class InboxTransaction
     {
         private IntPtr _task;

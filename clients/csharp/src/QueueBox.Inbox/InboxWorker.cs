@@ -44,13 +44,16 @@ namespace QueueBox.Inbox
         }
 
         /// <summary>Validates the options (a <see cref="QueueBoxConfigException"/> names the
-        /// field) and connects to the PostgreSQL database, whose QueueBox schema must be migrated.</summary>
+        /// field) and connects to the PostgreSQL database, whose QueueBox schema must be migrated.
+        /// Cancelling <paramref name="cancellationToken"/> returns at once
+        /// (OperationCanceledException); a connection still being made is closed when it is.</summary>
         public static async Task<InboxWorker> ConnectAsync(string databaseUrl, InboxOptions options, CancellationToken cancellationToken = default(CancellationToken))
         {
             if (options == null) throw new ArgumentNullException("options");
             cancellationToken.ThrowIfCancellationRequested();
             IntPtr runtime = NewRuntime(0);
             Action unlog = QueueBoxLogging.Register(options.Source ?? "", options.Logger);
+            var handedOff = new System.Runtime.CompilerServices.StrongBox<bool>();
             try
             {
                 var tcs = Pending.Source<IntPtr>();
@@ -65,11 +68,18 @@ namespace QueueBox.Inbox
                     Native.FreeUtf8(curl);
                     Native.FreeUtf8(copts);
                 }
-                IntPtr worker = await tcs.Task.ConfigureAwait(false);
+                IntPtr worker = await Pending.WaitAsync(tcs.Task, cancellationToken, t =>
+                {
+                    if (t.Status == TaskStatus.RanToCompletion) Native.qb_worker_free(t.Result);
+                    Native.qb_runtime_free(runtime);
+                    unlog();
+                }, handedOff).ConfigureAwait(false);
                 return new InboxWorker(runtime, worker, Math.Max(options.MaxConcurrency ?? 1, 1), unlog);
             }
             catch
             {
+                // Handed off: the continuation frees them once the native connect finishes.
+                if (handedOff.Value) throw;
                 Native.qb_runtime_free(runtime);
                 unlog();
                 throw;
@@ -471,10 +481,15 @@ namespace QueueBox.Inbox
         }
 
         /// <summary>Applies the QueueBox PostgreSQL migrations (what `queuebox migrate` does);
-        /// returns the report JSON.</summary>
-        public static async Task<string> MigrateAsync(string databaseUrl)
+        /// returns the report JSON. Cancelling <paramref name="cancellationToken"/> only stops
+        /// the waiting (OperationCanceledException at once): the C ABI cannot stop a migration,
+        /// so one already started runs on to its end (each migration commits whole, or is
+        /// resumed by the next run).</summary>
+        public static async Task<string> MigrateAsync(string databaseUrl, CancellationToken cancellationToken = default(CancellationToken))
         {
+            cancellationToken.ThrowIfCancellationRequested();
             IntPtr runtime = InboxWorker.NewRuntime(1);
+            var handedOff = new System.Runtime.CompilerServices.StrongBox<bool>();
             try
             {
                 var tcs = Pending.Source<string>();
@@ -488,11 +503,11 @@ namespace QueueBox.Inbox
                 {
                     Native.FreeUtf8(curl);
                 }
-                return await tcs.Task.ConfigureAwait(false);
+                return await Pending.WaitAsync(tcs.Task, cancellationToken, t => Native.qb_runtime_free(runtime), handedOff).ConfigureAwait(false);
             }
             finally
             {
-                Native.qb_runtime_free(runtime);
+                if (!handedOff.Value) Native.qb_runtime_free(runtime);
             }
         }
     }

@@ -1,4 +1,5 @@
 using System;
+using System.Runtime.CompilerServices;
 using System.Runtime.InteropServices;
 using System.Threading;
 using System.Threading.Tasks;
@@ -34,6 +35,32 @@ namespace QueueBox.Inbox
             h.Free();
             return target;
         }
+
+        /// <summary>Awaits a native operation that has no way to be stopped. When
+        /// <paramref name="cancellationToken"/> fires first, the caller gets an
+        /// OperationCanceledException at once, <paramref name="handedOff"/> is set, and
+        /// <paramref name="abandoned"/> later receives the operation's outcome to release what
+        /// it made (the native side may still hold the runtime until then).</summary>
+        internal static async Task<T> WaitAsync<T>(Task<T> native, CancellationToken cancellationToken, Action<Task<T>> abandoned, StrongBox<bool> handedOff)
+        {
+            if (cancellationToken.CanBeCanceled)
+            {
+                var cancelled = Source<bool>();
+                using (cancellationToken.Register(() => cancelled.TrySetResult(true)))
+                {
+                    if (await System.Threading.Tasks.Task.WhenAny(native, cancelled.Task).ConfigureAwait(false) != native)
+                    {
+                        handedOff.Value = true;
+                        // Not awaited: it runs whenever the native side finishes.
+                        Forget(native.ContinueWith(abandoned, CancellationToken.None, TaskContinuationOptions.None, TaskScheduler.Default));
+                        throw new OperationCanceledException(cancellationToken);
+                    }
+                }
+            }
+            return await native.ConfigureAwait(false);
+        }
+
+        private static void Forget(Task task) { }
 
         /// <summary>After a native call that takes a callback: on failure the callback will
         /// never fire, so the pin is released and the error thrown here.</summary>
