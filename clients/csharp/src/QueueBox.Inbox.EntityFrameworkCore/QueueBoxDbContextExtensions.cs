@@ -9,7 +9,7 @@ using Microsoft.EntityFrameworkCore.Storage;
 namespace QueueBox.Inbox.EntityFrameworkCore
 {
     /// <summary>QueueBox inside an EF Core unit of work: the completion of a claimed inbox row
-    /// and outbox publishes enlist in the context's current transaction
+    /// outbox publishes and inbox enqueues enlist in the context's current transaction
     /// (<c>Database.CurrentTransaction</c>, its <c>DbTransaction</c> through
     /// <c>GetDbTransaction()</c>), so they commit together with <c>SaveChanges</c>:
     /// <code>
@@ -45,6 +45,22 @@ namespace QueueBox.Inbox.EntityFrameworkCore
                                                                          CancellationToken cancellationToken = default)
         {
             return Outbox.PublishManyAsync(CurrentTransaction(context), messages, cancellationToken);
+        }
+
+        /// <summary><see cref="InboxQueue.EnqueueAsync(DbTransaction, string, object, EnqueueOptions, CancellationToken)"/>
+        /// in the context's current transaction: the row is claimable once it commits.</summary>
+        public static Task<Enqueued> EnqueueToInboxAsync(this DbContext context, string source, object payload, EnqueueOptions options = null,
+                                                         CancellationToken cancellationToken = default)
+        {
+            return InboxQueue.EnqueueAsync(CurrentTransaction(context), source, payload, options, cancellationToken);
+        }
+
+        /// <summary><see cref="InboxQueue.EnqueueManyAsync(DbTransaction, IEnumerable{EnqueueMessage}, CancellationToken)"/>
+        /// in the context's current transaction.</summary>
+        public static Task<IReadOnlyList<Enqueued>> EnqueueManyToInboxAsync(this DbContext context, IEnumerable<EnqueueMessage> messages,
+                                                                            CancellationToken cancellationToken = default)
+        {
+            return InboxQueue.EnqueueManyAsync(CurrentTransaction(context), messages, cancellationToken);
         }
 
         private static DbTransaction CurrentTransaction(DbContext context)
