@@ -14,6 +14,9 @@
 //! the runtime stops, so every thread that wants the GIL gets it and finishes, and once
 //! `shutdown_timeout` returns no runtime thread is left to touch Python. Work spawned later
 //! (an object freed during finalization) is dropped by the stopped runtime, never run.
+//! pyo3-async-runtimes has no shutdown of its own
+//! (<https://github.com/PyO3/pyo3-async-runtimes/issues/40>, the same abort), so this module
+//! gives its generic API a runtime it can stop.
 
 use std::future::Future;
 use std::pin::Pin;

@@ -21,14 +21,14 @@ if variant == "daemon":
     # thread ends: nothing stops it before the interpreter exits.
     w = q.Worker(url, source, poll_interval=0.01, concurrency=2)
     threading.Thread(target=w.run_blocking, args=(noop,), daemon=True).start()
-    time.sleep(0.15)
+    time.sleep(0.05)
 elif variant == "async":
     # Two asyncio workers; the program ends right after its last await, when the stopped
     # workers' final calls resolve (the case the install test hit with `migrate`).
     async def main():
         stop = asyncio.Event()
         runs = [asyncio.ensure_future(q.Worker(url, source, poll_interval=0.01).run(noop, stop=stop)) for _ in range(2)]
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.05)
         stop.set()
         await asyncio.gather(*runs)
 
@@ -37,7 +37,7 @@ elif variant == "cancel":
     # asyncio.run() cancels a worker that is still running when main returns.
     async def main():
         asyncio.ensure_future(q.Worker(url, source, poll_interval=0.01).run(noop))
-        await asyncio.sleep(0.1)
+        await asyncio.sleep(0.05)
 
     asyncio.run(main())
 elif variant == "migrate":
