@@ -53,33 +53,6 @@
 //! ```no_run
 //! use queuebox_core::{enqueue, EnqueueMessage};
 //!
-//! # async fn example(pool: sqlx::PgPool) -> queuebox_core::Result<()> {
-//! let mut tx = pool.begin().await.map_err(|e| queuebox_core::Error::InvalidInput(e.to_string()))?;
-//! // … the application's own writes in `tx` …
-//! let job = enqueue(
-//!     &mut tx,
-//!     &EnqueueMessage::new("emails", serde_json::json!({"user": 42}))
-//!         .idempotency_key("welcome-42")
-//!         .priority(10),
-//! )
-//! .await?;
-//! // `job.is_duplicate()`: "welcome-42" was enqueued before, and `job.id()` is that row's id.
-//! tx.commit().await.map_err(|e| queuebox_core::Error::InvalidInput(e.to_string()))?;
-//! # Ok(())
-//! # }
-//! ```
-//!
-//! The row is a pull row of source `emails`, claimable by its workers once `tx` commits
-//! (none after a rollback); within a source a higher priority is claimed first, and rows of
-//! one aggregate keep their order whatever their priorities. [`app_tx`] renders the same
-//! statement for every other driver and language.
-
-//!
-//! ## Example: enqueue a job in your own transaction
-//!
-//! ```no_run
-//! use queuebox_core::{enqueue, EnqueueMessage};
-//!
 //! # async fn example(pool: sqlx::PgPool) -> Result<(), Box<dyn std::error::Error>> {
 //! let mut tx = pool.begin().await?;
 //! // … the application's own writes in `tx` …

@@ -223,6 +223,28 @@ async fn schema_guards_name_the_missing_column_and_how_to_add_it() {
     let (path, reason) = message(store.check_schema().await.unwrap_err());
     assert_eq!(path, "database.columnMapping.outbox.lastError");
     assert!(reason.contains("`last_error`"), "{reason}");
+    // A schema made before priorities (issue 38): the guard gives the statement that adds
+    // the column.
+    sqlx::raw_sql(r#"ALTER TABLE shop."order" ADD COLUMN last_error TEXT; DROP INDEX shop.user_pull_pending; ALTER TABLE shop."user" DROP COLUMN priority"#)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    let (path, reason) = message(store.check_schema().await.unwrap_err());
+    assert_eq!(path, "database.columnMapping.inbox.priority");
+    let statement = reason
+        .split_once("start QueueBox again: ")
+        .and_then(|(_, s)| s.split_once("; and key"))
+        .map(|(s, _)| s.to_string())
+        .unwrap_or_else(|| panic!("no statement in: {reason}"));
+    assert_eq!(
+        statement,
+        r#"ALTER TABLE "shop"."user" ADD COLUMN "priority" SMALLINT NOT NULL DEFAULT 0"#
+    );
+    sqlx::raw_sql(&statement)
+        .execute(store.pool())
+        .await
+        .unwrap();
+    store.check_schema().await.expect("the guards pass again");
 }
 
 #[test]

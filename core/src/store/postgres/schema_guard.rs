@@ -33,7 +33,9 @@ pub(super) async fn check(pool: &PgPool, names: &Names) -> Result<()> {
         (Table::Inbox, "headers") => 0,
         (Table::Outbox, "sequence") => 1,
         (Table::Inbox, "sequence") => 2,
-        _ => 3,
+        (Table::Inbox, "priority") => 3,
+        (Table::Inbox, "maxAttempts") => 4,
+        _ => 5,
     };
     missing_columns.sort_by_key(|(t, key, _)| rank(*t, key));
     match missing_columns.first() {
@@ -54,6 +56,12 @@ fn missing(names: &Names, t: Table, key: &str, column: &str) -> Error {
         (_, "sequence") => format!(
             "the {} table {shown} has no column `{column}` ({path}), which keeps the order of rows of one key. Add it, then start QueueBox again: ALTER TABLE {table} ADD COLUMN {quoted} BIGSERIAL;",
             if t == Table::Inbox { "inbox" } else { "outbox" }
+        ),
+        (Table::Inbox, "priority") => format!(
+            "the inbox table {shown} has no column `{column}` ({path}), which orders a pull source's rows (issue 38). Add it, then start QueueBox again: ALTER TABLE {table} ADD COLUMN {quoted} SMALLINT NOT NULL DEFAULT 0; and key the pull pending index on it (proto-docs/own-schema.md)"
+        ),
+        (Table::Inbox, "maxAttempts") => format!(
+            "the inbox table {shown} has no column `{column}` ({path}), an enqueued row's own dead-letter ceiling. Add it, then start QueueBox again: ALTER TABLE {table} ADD COLUMN {quoted} INTEGER;"
         ),
         _ => format!(
             "the table {shown} has no column `{column}` ({path}); a schema with custom names needs every column of proto-docs/own-schema.md"
