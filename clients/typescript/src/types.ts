@@ -1,12 +1,16 @@
-/** A claimed inbox message as a handler sees it (never the claim token). */
-export interface InboxMessage {
+/**
+ * A claimed inbox message as a handler sees it (never the claim token). `T` is the payload's
+ * type: what the worker's `validate` returns, else what you declare (`Worker<Order>`),
+ * else `unknown`.
+ */
+export interface InboxMessage<T = unknown> {
   id: string;
   source: string;
   idempotencyKey: string;
   aggregateId: string | null;
   eventType: string | null;
-  /** The stored JSON payload, parsed. */
-  payload: unknown;
+  /** The stored JSON payload, parsed (and checked by the worker's `validate`, when given). */
+  payload: T;
   headers: Record<string, string>;
   /** Failed attempts so far (0 on the first delivery). */
   attempt: number;
@@ -51,7 +55,7 @@ export interface Transaction {
  * aborts when the lease is lost or shutdown's grace runs out: stop then, nothing will be
  * completed.
  */
-export type Handler = (message: InboxMessage, tx: Transaction, signal: AbortSignal) => unknown | Promise<unknown>;
+export type Handler<T = unknown> = (message: InboxMessage<T>, tx: Transaction, signal: AbortSignal) => unknown | Promise<unknown>;
 
 /** Retry schedule: `min(baseDelayMs * 2^attempt, maxDelayMs)` ± `jitter`, dead at `maxAttempts`. */
 export interface RetryOptions {
@@ -79,7 +83,7 @@ export interface Logger {
   error?(message: string, fields?: Record<string, unknown>): void;
 }
 
-export interface WorkerOptions {
+export interface WorkerOptions<T = unknown> {
   /** PostgreSQL URL of the database holding the inbox (required). */
   databaseUrl: string;
   /** The source whose pull rows this worker claims (required). */
@@ -107,6 +111,17 @@ export interface WorkerOptions {
   /** Wake on LISTEN/NOTIFY (default true). */
   listen?: boolean;
   retry?: RetryOptions;
+  /**
+   * Checks (and may convert) each payload before the handler runs; its return value is
+   * `message.payload`, and its return type the payload type of `Worker<T>`. A zod schema's
+   * `parse` fits as it is (`validate: Order.parse`; this package does not depend on zod).
+   * When it throws, the handler does not run and the row is **dead-lettered at once** with
+   * `last_error` `invalid payload: <the error's message>`: a payload that fails its schema fails
+   * it on every attempt, so retries would only delay the dead letter. To retry instead (a
+   * check that depends on something that may change), throw `Retry`; `Dead` keeps its own
+   * reason.
+   */
+  validate?: (payload: unknown) => T;
   /** Where the worker's records go (default: warnings and errors to the console). */
   logger?: Logger;
   /**

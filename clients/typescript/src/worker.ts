@@ -7,9 +7,9 @@ import type { Handler, InboxMessage, Logger, QueryResult, ResolvedOptions, RunOp
 
 
 /** The options as the core reads them (camelCase names; `databaseUrl` and `logger` stay here). */
-function coreOptions(opts: WorkerOptions): Record<string, unknown> {
+function coreOptions(opts: WorkerOptions<unknown>): Record<string, unknown> {
   if (opts === null || typeof opts !== "object") throw new TypeError("Worker options must be an object.");
-  const { databaseUrl: _url, logger: _logger, maxConcurrency, ...rest } = opts;
+  const { databaseUrl: _url, logger: _logger, validate: _validate, maxConcurrency, ...rest } = opts;
   const out: Record<string, unknown> = { ...rest };
   if (maxConcurrency !== undefined) {
     if (rest.concurrency !== undefined && rest.concurrency !== maxConcurrency) {
@@ -19,6 +19,24 @@ function coreOptions(opts: WorkerOptions): Record<string, unknown> {
   }
   for (const [k, v] of Object.entries(out)) if (v === undefined) delete out[k];
   return out;
+}
+
+/**
+ * `handler` behind the payload check of `validate` (see `WorkerOptions.validate`): a failed
+ * check throws `Dead`, which the worker's failure path turns into a dead letter.
+ */
+function validated<T>(handler: Handler<T>, validate: (payload: unknown) => T): Handler<unknown> {
+  return (message, tx, signal) => {
+    let payload: T;
+    try {
+      payload = validate(message.payload);
+    } catch (e) {
+      if (e instanceof Retry || e instanceof Dead) throw e;
+      throw new Dead(`invalid payload: ${e instanceof Error ? e.message || e.name : String(e)}`);
+    }
+    (message as InboxMessage<unknown>).payload = payload;
+    return handler(message as InboxMessage<T>, tx, signal);
+  };
 }
 
 /** The messages of a batch (one JSON array text) as handlers see them. */
@@ -74,17 +92,22 @@ async function watchCancelled(w: NativeWorker, aborts: Map<number, AbortControll
  * retries or dead-letters it. Claims, lease renewal, backoff and shutdown run in the Rust
  * core; this class only moves messages between the core and your handler.
  */
-export class Worker {
+export class Worker<T = unknown> {
   /** The options in force (defaults filled in, validated by the core). */
   readonly options: ResolvedOptions;
   private readonly databaseUrl: string;
   private readonly coreJson: string;
   private readonly logger: Logger;
+  private readonly validate: ((payload: unknown) => T) | undefined;
   private native: NativeWorker | undefined;
   private running = false;
 
-  constructor(options: WorkerOptions) {
+  constructor(options: WorkerOptions<T>) {
     const core = coreOptions(options);
+    if (options.validate !== undefined && typeof options.validate !== "function") {
+      throw new ConfigError("invalid configuration at `validate`: must be a function (payload: unknown) => T");
+    }
+    this.validate = options.validate;
     if (typeof options.databaseUrl !== "string" || options.databaseUrl.trim() === "") {
       throw new ConfigError("invalid configuration at `databaseUrl`: is required");
     }
@@ -120,8 +143,10 @@ export class Worker {
    * another worker redelivers them). Rejects only when the worker cannot start or the
    * schema is missing.
    */
-  async run(handler: Handler, { signal }: RunOptions = {}): Promise<void> {
-    if (typeof handler !== "function") throw new TypeError("The handler must be a function.");
+  async run(typedHandler: Handler<T>, { signal }: RunOptions = {}): Promise<void> {
+    if (typeof typedHandler !== "function") throw new TypeError("The handler must be a function.");
+    // Without `validate` the payload is the parsed JSON as it is: `T` is what you declared.
+    const handler = this.validate ? validated(typedHandler, this.validate) : (typedHandler as Handler<unknown>);
     if (this.running) throw new InvalidInput("invalid input: this worker is already running");
     this.running = true;
     try {
