@@ -4,7 +4,9 @@
  * with pg's `query(text, values)`), Knex (an instance or a transaction: a function with
  * `raw`) and Drizzle ORM on node-postgres (a database or the `tx` of `db.transaction`: an
  * object with `execute` and `transaction`; `drizzle-orm` is imported only when one is
- * used). Each driver only runs the SQL text the core rendered in its placeholder style and
+ * used), and postgres.js (its `sql` or the `sql` of `sql.begin(async (sql) => …)`: a
+ * function with `unsafe` and `begin` or `savepoint`). Each driver only runs the SQL text the
+ * core rendered in its placeholder style and
  * reports how many rows it affected; none of them writes SQL.
  */
 import { InvalidInput } from "./errors.js";
@@ -32,14 +34,27 @@ export interface DrizzleQueryable {
   rollback?: (...args: never[]) => unknown;
 }
 
+/**
+ * What postgres.js offers: `postgres(url)` itself (with `begin`) or the `sql` of
+ * `sql.begin(async (sql) => …)` (with `savepoint`). `unsafe` runs the core's text with its
+ * parameters bound (never interpolated).
+ */
+export interface PostgresJsQueryable {
+  // Typed loosely on purpose: postgres.js's own types are generic over its options.
+  unsafe: (query: string, parameters?: never[]) => PromiseLike<unknown>;
+  typed?: (...args: never[]) => unknown;
+  begin?: (...args: never[]) => unknown;
+  savepoint?: (...args: never[]) => unknown;
+}
+
 /** A connection or transaction of the application's driver. */
-export type AppDb = PgQueryable | KnexQueryable | DrizzleQueryable;
+export type AppDb = PgQueryable | KnexQueryable | DrizzleQueryable | PostgresJsQueryable;
 
 /** The core's placeholder style names (`queuebox_core::app_tx::Placeholder`). */
 export type Placeholder = "dollar" | "question";
 
 export interface Driver {
-  readonly name: "pg" | "knex" | "drizzle";
+  readonly name: "pg" | "knex" | "drizzle" | "postgres.js";
   /** The style the core renders this driver's SQL in. */
   readonly placeholder: Placeholder;
   /** Runs one rendered statement; resolves to the rows it affected. */
@@ -76,6 +91,44 @@ function rowCount(result: unknown, driver: string): number {
  * without the business write.
  */
 export function driverOf(db: unknown, { transaction = false } = {}): Driver {
+  if (
+    typeof db === "function" &&
+    typeof (db as { unsafe?: unknown }).unsafe === "function" &&
+    (typeof (db as { begin?: unknown }).begin === "function" || typeof (db as { savepoint?: unknown }).savepoint === "function")
+  ) {
+    const pgjs = db as unknown as PostgresJsQueryable;
+    // Only the sql of sql.begin has savepoint; the top-level sql runs each query on any
+    // connection of its pool, committing at once.
+    if (transaction && typeof pgjs.savepoint !== "function") {
+      throw new InvalidInput("invalid input: db: a postgres.js sql commits every statement on its own; pass the sql of sql.begin(async (sql) => …)");
+    }
+    // Every parameter goes as text (OID 25), which the core's SQL casts: left untyped,
+    // postgres.js asks the server for the types and then JSON-encodes a string again for a
+    // jsonb parameter (a JSON string scalar instead of the array the core wrote).
+    const typed = pgjs.typed as unknown as ((value: string, oid: number) => unknown) | undefined;
+    if (typeof typed !== "function") throw new InvalidInput("invalid input: db: looks like postgres.js, but has no sql.typed (postgres.js 3.4 or later needed)");
+    // Resolves to an array of rows carrying `count` (the affected rows).
+    const unsafe = (text: string, params: readonly (string | null)[]) =>
+      (pgjs.unsafe as unknown as (q: string, p: unknown[]) => PromiseLike<unknown>).call(
+        pgjs,
+        text,
+        params.map((p) => (p === null ? null : typed.call(pgjs, p, 25))),
+      );
+    return {
+      name: "postgres.js",
+      placeholder: "dollar",
+      run: async (text, params) => {
+        const n = ((await unsafe(text, params)) as { count?: unknown } | null)?.count;
+        if (typeof n !== "number") throw new InvalidInput("invalid input: db: postgres.js did not report count");
+        return n;
+      },
+      rows: async (text, params) => {
+        const rows = await unsafe(text, params);
+        if (!Array.isArray(rows)) throw new InvalidInput("invalid input: db: postgres.js did not return rows");
+        return rows as Record<string, unknown>[];
+      },
+    };
+  }
   if (typeof db === "function" && typeof (db as { raw?: unknown }).raw === "function") {
     const knex = db as unknown as KnexQueryable;
     if (transaction && knex.isTransaction !== true) {
@@ -126,7 +179,7 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
     };
   }
   throw new InvalidInput(
-    `invalid input: db: expected a node-postgres Client/PoolClient, a Knex transaction or a Drizzle tx, got ${describe(db)}`,
+    `invalid input: db: expected a node-postgres Client/PoolClient, a Knex transaction, a Drizzle tx or a postgres.js sql.begin transaction, got ${describe(db)}`,
   );
 }
 

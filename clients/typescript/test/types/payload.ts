@@ -50,3 +50,12 @@ void plain.run((m) => {
 const forStrings: Handler<string> = (m) => void m.payload.toUpperCase();
 // @ts-expect-error -- the worker's payloads are Orders
 void inferred.run(forStrings);
+
+// 6. postgres.js's own types are accepted where a db goes (issue 40 item 3).
+import postgres from "postgres";
+import { completeTx, enqueue } from "@alternayte/queuebox-inbox";
+const sql = postgres("postgres://x");
+void inferred.run((m) => sql.begin(async (tx) => {
+  await enqueue(tx, "next", { orderId: m.payload.orderId });
+  await completeTx(tx, m);
+}));
