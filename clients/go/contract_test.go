@@ -1,6 +1,6 @@
 package queuebox_test
 
-// The client contract of the reference (§10.4, 19 items) that worker_test.go does not
+// The client contract (proto-docs/client-contract.md, 19 items) that worker_test.go does not
 // already cover, on the wrapper-owned transaction. Each test names its item. Items 2, 3,
 // 7, 9, 10, 12 and 15 (NewWorker) are in worker_test.go; the application-owned transaction
 // versions of 2, 3, 4, 7 and 12 are in apptx_test.go; 14 (the README example builds) is

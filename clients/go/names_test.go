@@ -1,6 +1,6 @@
 package queuebox_test
 
-// Contract item 13 (reference §10.4): mapped table and column names. A worker given the
+// Contract item 13 (proto-docs/client-contract.md): mapped table and column names. A worker given the
 // names of a schema of its own (core/tests/fixtures/own_schema.sql: tables shop."order" and
 // shop."user", reserved-word columns) claims, completes and retries there, and the
 // statement it hands the application (CompleteTx) names the same table.

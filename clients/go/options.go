@@ -36,9 +36,9 @@ type Options struct {
 	// Retry is the policy for handler errors (defaults: 5 attempts, 1 s doubling to 5 min, ±20 %).
 	Retry RetryPolicy
 	// OutboxTableName, InboxTableName and ColumnMapping name a schema of your own
-	// (proto-docs/own-schema.md): a table may be "schema.table"; ColumnMapping renames
-	// columns by the reference's mapping keys (ColumnMapping.Inbox["idempotencyKey"] =
-	// "key"). Empty means QueueBox's own names. The core validates them, naming the key.
+	// (proto-docs/own-schema.md): a table may be "schema.table"; ColumnMapping renames columns by
+	// that page's mapping keys (ColumnMapping.Inbox["idempotencyKey"] = "key"). Empty means
+	// QueueBox's own names. The core validates them, naming the key.
 	OutboxTableName string
 	InboxTableName  string
 	ColumnMapping   ColumnMapping

@@ -297,7 +297,7 @@ pub async fn connect(settings: &DatabaseSettings) -> Result<Arc<dyn Database>> {
 }
 
 /// Migrations create QueueBox's own tables; a schema with custom names belongs to the
-/// application (reference §2.5: renamed names with migrations are refused, naming each key).
+/// application (proto-docs/own-schema.md: renamed names with migrations are refused, naming each key).
 pub fn refuse_custom_names(names: &Names) -> Result<()> {
     let keys = names.renamed_keys();
     match keys.first() {

@@ -227,7 +227,7 @@ pub struct MigrationReport {
 }
 
 /// Why `migrate` and the service refuse QueueBox tables that have no migration history
-/// (created by hand or by another tool): the reference's wording (§2.5).
+/// (created by hand or by another tool), and what to run (docs/migrations.md).
 pub const NO_HISTORY: &str = "QueueBox tables exist without a migration history. Run \
      `queuebox migrate --baseline <version>` with the last version you applied by hand.";
 

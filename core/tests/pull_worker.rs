@@ -1032,7 +1032,7 @@ async fn with_the_adaptive_batch_claims_overlap_completions_up_to_twice_the_batc
     assert_eq!(w.shutdown().await, 0, "nothing abandoned");
 }
 
-/// Reference §7: "a pull retry lets later messages pass". The first row of an aggregate
+/// "A pull retry lets later messages pass" (proto-docs/sql-contract.md). The first row of an aggregate
 /// fails once and waits out its backoff; the rows after it are handled meanwhile (one at a
 /// time), and the retried row is handled again once it is due.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

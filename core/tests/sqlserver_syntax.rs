@@ -369,7 +369,7 @@ fn claim_protocol_is_intact() {
         "FROM inbox AS i WITH (UPDLOCK, READPAST, ROWLOCK)",
         "OUTPUT inserted.*",
         "claim_token = NEWID()",
-        // An earlier row in retry backoff (pending, not due) does not block its aggregate (§7).
+        // An earlier row in retry backoff (pending, not due) does not block its aggregate.
         "AND (b.state = 'processing' OR b.scheduled_at <= SYSUTCDATETIME())",
         "COMMIT TRANSACTION;",
     ] {

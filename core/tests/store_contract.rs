@@ -399,7 +399,7 @@ async fn retry_spends_an_attempt_and_moves_the_row_later(store: Arc<dyn Store>, 
     assert_eq!((r.attempt, r.last_error.as_deref()), (2, Some("boom 2")));
 }
 
-/// Reference §7: "a pull retry lets later messages pass". A row waiting in retry backoff
+/// "A pull retry lets later messages pass" (proto-docs/sql-contract.md). A row waiting in retry backoff
 /// is not in flight, so the next row of its aggregate is claimed meanwhile; one row per
 /// aggregate still holds a live lease at a time, and the retried row comes back when it is
 /// due and its aggregate is free.

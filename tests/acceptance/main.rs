@@ -1,13 +1,13 @@
-//! The reference's feature table (queuebox-reference.md §12) as a black-box acceptance suite.
+//! QueueBox's feature table (tests/acceptance/README.md) as a black-box acceptance suite.
 //!
-//! Every row of §12 is one entry of [`rows::ALL`], numbered as in §12 and named after the
+//! Every row of the table is one entry of [`rows::ALL`], numbered as in the table and named after the
 //! behaviour. A row's test drives the real `queuebox` binary from outside only: its config
 //! file or environment, HTTP, SQL on a real PostgreSQL database of its own, real brokers, a
 //! real HTTP receiver. A row ends *passed*, *failed* (its test panicked or timed out) or *not
 //! run* with the reason (a feature not built yet, a missing prerequisite such as the SQL
 //! Server URL) — never passed without running.
 //!
-//! Modules: `rows` (the table and one module per area of §12), `harness` (runs rows in
+//! Modules: `rows` (the table and one module per area of it), `harness` (runs rows in
 //! parallel, prints the table, checks README.md's copy of it) and `common` (the relay's
 //! test helpers — receiver, relay child process, databases — shared, not copied).
 //!

@@ -58,7 +58,7 @@ mod tests {
 
     #[test]
     fn aggregate_id_from_a_split_subject() {
-        // Reference §12 row 39.
+        // Acceptance row 39 (tests/acceptance/README.md).
         assert_eq!(
             key(
                 "$split(subject, \"/\")[2]",

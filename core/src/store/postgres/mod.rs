@@ -249,7 +249,7 @@ impl PgStore {
 
     /// Fails with [`Error::SchemaMissing`] unless both tables exist, and, on a schema with
     /// custom names, with [`Error::Config`] naming the first mapped column that is missing
-    /// (the schema guards, reference §2.6).
+    /// (the schema guards, proto-docs/own-schema.md).
     pub async fn check_schema(&self) -> Result<()> {
         for t in [Table::Inbox, Table::Outbox] {
             let table = self.names.table(Backend::Postgres, t);

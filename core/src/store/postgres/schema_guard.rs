@@ -1,6 +1,7 @@
-//! The start-up guards of a schema with custom names (reference §2.6): QueueBox does not
-//! migrate such a schema (the application owns it), so before the first statement it checks
-//! that every mapped column exists, and says how to add the two that later releases added.
+//! The start-up guards of a schema with custom names (proto-docs/own-schema.md, "Start-up guards"):
+//! QueueBox does not migrate such a schema (the application owns it), so before the first statement
+//! it checks that every mapped column exists, and says how to add the two that later releases
+//! added.
 
 use sqlx::PgPool;
 

@@ -3,7 +3,7 @@
 //! statement (the names are the same where the statement is the same). [`statements`] lists
 //! them all.
 //!
-//! Rules shared by all of them (reference §2.7 and §3.3):
+//! Rules shared by all of them (proto-docs/sql-contract.md):
 //! - every lease comparison and every stamp uses `clock_timestamp()`, the database clock at the
 //!   moment of the statement, never the application's clock and never the transaction start;
 //! - parameters are positional (`$1`…); durations are bound as milliseconds (`float8`) and
@@ -144,20 +144,20 @@ SELECT {=inbox.id}, {=inbox.source}, {=inbox.idempotency_key} FROM {inbox}
 // order, from idx_inbox_pull_pending_priority (keyed on -priority, migration 13). The head
 // rule below compares `sequence` only: a row waits behind an earlier claimable row of its
 // aggregate whatever either one's priority, so an aggregate keeps its order.
-// A row is claimable only if it heads its aggregate (reference §3.3): no earlier row of the
-// same source and aggregate that is itself claimable now (due pending, or processing with an
-// expired lease), and no live lease on another row of it. A row waiting in retry backoff (or
-// held by an initial delay) is not claimable, so it blocks nothing: "a pull retry lets later
-// messages pass" (§7). The lock step re-checks the row predicate under FOR UPDATE SKIP
-// LOCKED, so two concurrent claims can never both take one row. It takes the picked rows by
-// primary key, as the outbox claim does: joined to the picks on `source`, a plan made on stale
-// statistics (a burst of rows the table has not been analyzed since) scanned every row of the
-// source for each claim, 434 ms against 9 ms, ~170 rows/s until autovacuum's ANALYZE. The
-// source needs no re-check: the picks are this source's and a row's source never changes.
-// Each returned row also carries `next_at`, `next_sequence`: the first candidate the claim did
-// not take (blocked by its aggregate, locked by another claim, or past the batch), where the
-// next claim may start its scan ([`CLAIM_FROM`], `claim_start.rs`); an expired lease comes
-// first and `next_pending` is then false: the next claim runs from the head again to take it.
+// A row is claimable only if it heads its aggregate (proto-docs/sql-contract.md, Claim): no earlier
+// row of the same source and aggregate that is itself claimable now (due pending, or processing
+// with an expired lease), and no live lease on another row of it. A row waiting in retry backoff
+// (or held by an initial delay) is not claimable, so it blocks nothing: "a pull retry lets later
+// messages pass" (proto-docs/sql-contract.md). The lock step re-checks the row predicate under FOR UPDATE SKIP LOCKED, so
+// two concurrent claims can never both take one row. It takes the picked rows by primary key, as
+// the outbox claim does: joined to the picks on `source`, a plan made on stale statistics (a burst
+// of rows the table has not been analyzed since) scanned every row of the source for each claim,
+// 434 ms against 9 ms, ~170 rows/s until autovacuum's ANALYZE. The source needs no re-check: the
+// picks are this source's and a row's source never changes. Each returned row also carries
+// `next_at`, `next_sequence`: the first candidate the claim did not take (blocked by its aggregate,
+// locked by another claim, or past the batch), where the next claim may start its scan
+// ([`CLAIM_FROM`], `claim_start.rs`); an expired lease comes first and `next_pending` is then
+// false: the next claim runs from the head again to take it.
 /// The pull claim with the pending scan's extra condition `$from` and the expired-lease
 /// branch `$expired` (or nothing for either).
 macro_rules! pull_claim {

@@ -91,7 +91,7 @@ OUTPUT inserted.id
 
 /// Sent once on every new connection. The ODBC login flag tiberius sets already turns the
 /// ANSI options on; they are repeated here because a write to a table with a filtered index
-/// fails (Msg 1934) without them, and the claim requires READ COMMITTED (§3.3). XACT_ABORT
+/// fails (Msg 1934) without them, and the claim requires READ COMMITTED (proto-docs/sql-contract.md). XACT_ABORT
 /// makes any error roll the whole transaction back, as an error does on PostgreSQL.
 pub const SESSION_SETUP: &str =
     "SET QUOTED_IDENTIFIER ON; SET ANSI_NULLS ON; SET ANSI_PADDING ON; SET ANSI_WARNINGS ON; \
