@@ -5,7 +5,9 @@
  * `raw`) and Drizzle ORM on node-postgres (a database or the `tx` of `db.transaction`: an
  * object with `execute` and `transaction`; `drizzle-orm` is imported only when one is
  * used), and postgres.js (its `sql` or the `sql` of `sql.begin(async (sql) => …)`: a
- * function with `unsafe` and `begin` or `savepoint`). Each driver only runs the SQL text the
+ * function with `unsafe` and `begin` or `savepoint`) and Kysely on node-postgres (a `Kysely`
+ * or the `trx` of `db.transaction().execute(async (trx) => …)`: an object with
+ * `executeQuery` and `isTransaction`; `kysely` is imported only when one is used). Each driver only runs the SQL text the
  * core rendered in its placeholder style and
  * reports how many rows it affected; none of them writes SQL.
  */
@@ -47,14 +49,24 @@ export interface PostgresJsQueryable {
   savepoint?: (...args: never[]) => unknown;
 }
 
+/**
+ * What Kysely (PostgresDialect) offers: the `Kysely` instance or the `trx` of
+ * `db.transaction().execute(async (trx) => …)`, whose `isTransaction` is true.
+ */
+export interface KyselyQueryable {
+  // Typed loosely on purpose: Kysely's own signatures are generic over its schema.
+  executeQuery: (...args: never[]) => PromiseLike<unknown>;
+  readonly isTransaction: boolean;
+}
+
 /** A connection or transaction of the application's driver. */
-export type AppDb = PgQueryable | KnexQueryable | DrizzleQueryable | PostgresJsQueryable;
+export type AppDb = PgQueryable | KnexQueryable | DrizzleQueryable | PostgresJsQueryable | KyselyQueryable;
 
 /** The core's placeholder style names (`queuebox_core::app_tx::Placeholder`). */
 export type Placeholder = "dollar" | "question";
 
 export interface Driver {
-  readonly name: "pg" | "knex" | "drizzle" | "postgres.js";
+  readonly name: "pg" | "knex" | "drizzle" | "postgres.js" | "kysely";
   /** The style the core renders this driver's SQL in. */
   readonly placeholder: Placeholder;
   /** Runs one rendered statement; resolves to the rows it affected. */
@@ -146,6 +158,32 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
   if (
     db !== null &&
     typeof db === "object" &&
+    typeof (db as { executeQuery?: unknown }).executeQuery === "function" &&
+    typeof (db as { isTransaction?: unknown }).isTransaction === "boolean"
+  ) {
+    const kysely = db as KyselyQueryable;
+    if (transaction && kysely.isTransaction !== true) {
+      throw new InvalidInput(
+        "invalid input: db: a Kysely instance commits every statement on its own; pass the trx of db.transaction().execute(async (trx) => …)",
+      );
+    }
+    const executeQuery = kysely.executeQuery as unknown as (query: unknown) => PromiseLike<{ rows?: unknown; numAffectedRows?: unknown }>;
+    const run = async (text: string, params: readonly (string | null)[]) => executeQuery.call(kysely, await kyselyQuery(text, params));
+    return {
+      name: "kysely",
+      // The PostgresDialect hands the text to node-postgres as it is.
+      placeholder: "dollar",
+      run: async (text, params) => {
+        const n = (await run(text, params))?.numAffectedRows;
+        if (typeof n !== "bigint") throw new InvalidInput("invalid input: db: Kysely did not report numAffectedRows (QueueBox runs on its PostgresDialect)");
+        return Number(n);
+      },
+      rows: async (text, params) => rowsOf(await run(text, params), "Kysely"),
+    };
+  }
+  if (
+    db !== null &&
+    typeof db === "object" &&
     typeof (db as { execute?: unknown }).execute === "function" &&
     typeof (db as { transaction?: unknown }).transaction === "function"
   ) {
@@ -179,7 +217,7 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
     };
   }
   throw new InvalidInput(
-    `invalid input: db: expected a node-postgres Client/PoolClient, a Knex transaction, a Drizzle tx or a postgres.js sql.begin transaction, got ${describe(db)}`,
+    `invalid input: db: expected a node-postgres Client/PoolClient, a Knex transaction, a Drizzle tx, a Kysely trx or a postgres.js sql.begin transaction, got ${describe(db)}`,
   );
 }
 
@@ -216,4 +254,19 @@ interface DrizzleSqlTag {
   (strings: TemplateStringsArray, ...values: unknown[]): DrizzleSql;
   empty(): DrizzleSql;
   raw(text: string): DrizzleSql;
+}
+
+/**
+ * The core's text and parameters as a Kysely `CompiledQuery` (its own `CompiledQuery.raw`,
+ * so plugins and executors see a query they know). `kysely` is the application's own copy,
+ * resolved only when a Kysely handle is used.
+ */
+async function kyselyQuery(text: string, params: readonly (string | null)[]): Promise<unknown> {
+  let mod: { CompiledQuery: { raw(sql: string, parameters: unknown[]): unknown } };
+  try {
+    mod = (await import("kysely")) as unknown as typeof mod;
+  } catch {
+    throw new InvalidInput("invalid input: db: looks like Kysely, but the kysely package cannot be imported");
+  }
+  return mod.CompiledQuery.raw(text, [...params]);
 }

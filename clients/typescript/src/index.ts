@@ -12,7 +12,7 @@ export {
   type EnqueueMessage,
   type Enqueued,
 } from "./app-tx.js";
-export type { AppDb, KnexQueryable, PgQueryable, DrizzleQueryable, PostgresJsQueryable } from "./drivers.js";
+export type { AppDb, KnexQueryable, PgQueryable, DrizzleQueryable, PostgresJsQueryable, KyselyQueryable } from "./drivers.js";
 export {
   QueueBoxError,
   ClaimLost,

@@ -59,3 +59,12 @@ void inferred.run((m) => sql.begin(async (tx) => {
   await enqueue(tx, "next", { orderId: m.payload.orderId });
   await completeTx(tx, m);
 }));
+
+// 7. Kysely's own types too.
+import { Kysely, PostgresDialect } from "kysely";
+import pg from "pg";
+const kdb = new Kysely<{ orders: { id: string } }>({ dialect: new PostgresDialect({ pool: new pg.Pool() }) });
+void inferred.run((m) => kdb.transaction().execute(async (trx) => {
+  await enqueue(trx, "next", { orderId: m.payload.orderId });
+  await completeTx(trx, m);
+}));
