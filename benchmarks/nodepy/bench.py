@@ -16,7 +16,7 @@ async def main(url: str, source: str, rows: int, batch: int, conc: int) -> None:
         return None
 
     stop = asyncio.Event()
-    async with Worker(url, source, batch_size=batch or None, concurrency=conc, poll_interval_ms=50) as w:
+    async with Worker(url, source, batch_size=batch or None, concurrency=conc, poll_interval=0.05) as w:
         started = time.perf_counter()
 
         async def watch():

@@ -28,7 +28,7 @@ def main() -> None:
             sys.stdout.write(line + "\n")
             sys.stdout.flush()
 
-    worker = Worker(url, source, batch_size=20, concurrency=4, lease_ms=int(lease_ms), poll_interval_ms=100, shutdown_grace_ms=2000)
+    worker = Worker(url, source, batch_size=20, concurrency=4, lease=int(lease_ms) / 1000, poll_interval=0.1, shutdown_grace=2.0)
     worker.run_blocking(handle, stop=stop)
 
 

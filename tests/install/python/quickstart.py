@@ -21,7 +21,7 @@ async def main(mode: str, url: str) -> None:
 
     async def handle(message, tx):
         if message.payload.get("total") is None:
-            raise Retry("total not known yet", delay_ms=5000)
+            raise Retry("total not known yet", delay=5.0)
         # Same transaction as the completion: both commit, or neither does.
         await tx.execute(
             "INSERT INTO orders_seen (id, total) VALUES ($1::uuid, $2)",
