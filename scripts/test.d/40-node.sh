@@ -3,8 +3,8 @@
 # (npm ci: @napi-rs/cli, typescript, and the drivers the application-transaction tests use,
 # pg, knex, drizzle-orm, postgres (postgres.js) and kysely, which the package itself only
 # names as optional peers), builds the native addon from bindings/node with `napi build`,
-# builds the ESM and CommonJS outputs, and runs `node --test` against the real PostgreSQL (each test file creates and migrates its own
-# database), the worker's TLS test against a TLS-only PostgreSQL (scripts/postgres-tls.sh).
+# builds the ESM and CommonJS outputs, and runs `node --test` against the real PostgreSQL
+# (each test file creates and migrates its own database), the worker's TLS test against a TLS-only PostgreSQL (scripts/postgres-tls.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
