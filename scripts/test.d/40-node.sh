@@ -4,7 +4,8 @@
 # pg, knex, drizzle-orm, postgres (postgres.js) and kysely, which the package itself only
 # names as optional peers), builds the native addon from bindings/node with `napi build`,
 # builds the ESM and CommonJS outputs, and runs `node --test` against the real PostgreSQL
-# (each test file creates and migrates its own database), the worker's TLS test against a TLS-only PostgreSQL (scripts/postgres-tls.sh).
+# (each test file creates and migrates its own database), the worker's TLS test against a
+# TLS-only PostgreSQL (scripts/postgres-tls.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
