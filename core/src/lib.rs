@@ -23,6 +23,7 @@
 //! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
 //! | [`trace`] | W3C trace context (`traceparent`, `tracestate`): validated at receipt, kept in the inbox row's columns, stamped on the relayed outbox row |
 //! | [`migrate`] | embedded migrations and their runner |
+//! | [`schedule`] | periodic schedules (cron in a time zone, fixed intervals): the ticks, the missed-ticks policy, the one row per tick and the runner the relay and workers share |
 //! | [`metrics`] | process-wide counters such as claims lost |
 //! | [`error`] | [`Error`]: one variant per thing a caller can act on; [`ErrorKind`]: the one error-kind table (code and name) every binding and wrapper uses |
 //!
@@ -85,6 +86,7 @@ pub mod message;
 pub mod metrics;
 pub mod migrate;
 pub mod otlp;
+pub mod schedule;
 pub mod store;
 #[cfg(feature = "postgres")]
 pub mod tls;
