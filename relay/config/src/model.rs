@@ -472,6 +472,27 @@ pub struct DestinationConfig {
     /// kind's own keys in `crate::parse`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub transform: Option<crate::TransformConfig>,
+    /// Outbound limits of this destination, per relay replica (every kind; parsed apart from
+    /// the kind's own keys in `crate::parse`, like `transform`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<DestinationLimits>,
+}
+
+/// `destinations.<name>.rateLimit`: how hard one relay replica may call this destination.
+/// A row waiting on either limit is not an attempt: it waits inside its batch, its claim
+/// renewed, its attempt count untouched (docs/operations.md, "Outbound limits"). Each
+/// replica applies the numbers on its own; with N replicas the destination sees up to N
+/// times them, so divide the partner's limit by the replicas you run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DestinationLimits {
+    /// Requests started per second, evenly spaced (no burst beyond one request). Nonzero:
+    /// 0 would stop the destination for good; leave the key out for no limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_second: Option<std::num::NonZeroU32>,
+    /// Requests in flight at once (waiting for their answer).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub in_flight: Option<std::num::NonZeroU32>,
 }
 
 /// The kinds of destination. A broker kind is one more variant (and its arms in
@@ -853,6 +874,8 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<RouteConfig>(),
         fields_of::<crate::TransformConfig>(),
         fields_of::<HttpDestination>(),
+        fields_of::<DestinationLimits>(),
+        &["rateLimit"],
         fields_of::<SourceCommon>(),
         fields_of::<HttpSource>(),
         fields_of::<BearerAuth>(),

@@ -182,6 +182,15 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
         )?),
         None => None,
     };
+    // So is `rateLimit` (the outbox relay applies it whatever the kind).
+    let rate_limit = match rest.remove("rateLimit") {
+        Some(l) => Some(typed::<DestinationLimits>(
+            &l,
+            &join(&path, "rateLimit"),
+            errs,
+        )?),
+        None => None,
+    };
     let rest = Value::Mapping(rest);
     let kind = match kind.as_deref() {
         None => {
@@ -211,6 +220,7 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
         name: name.to_string(),
         kind,
         transform,
+        rate_limit,
     })
 }
 

@@ -549,3 +549,76 @@ fn an_override_list_index_beyond_the_bound_is_refused_naming_the_variable() {
     .unwrap();
     assert_eq!(ok.routes[1].topic_pattern, "x.*");
 }
+
+/// `destinations.<name>.rateLimit` (any kind): both keys load; 0, a negative number, a string,
+/// an unknown key and an empty block are each one problem naming the key.
+#[test]
+fn destination_limits_load_and_bad_values_name_their_key() {
+    let with = |block: &str| {
+        BASE.replace(
+            "baseUrl: http://127.0.0.1:9000",
+            &format!("baseUrl: http://127.0.0.1:9000\n    rateLimit:\n{block}"),
+        )
+    };
+    let c = from_yaml_with_env(&with("      perSecond: 20\n      inFlight: 2\n"), &[]).unwrap();
+    let l = c.destinations["hooks"].rate_limit.as_ref().unwrap();
+    assert_eq!(
+        (l.per_second.map(u32::from), l.in_flight.map(u32::from)),
+        (Some(20), Some(2))
+    );
+    assert!(from_yaml_with_env(BASE, &[]).unwrap().destinations["hooks"]
+        .rate_limit
+        .is_none());
+    // A broker destination takes the same block.
+    let nats = BASE.replace("routes:", "  nd:\n    type: nats\n    servers: nats://127.0.0.1:4222\n    subject: s\n    rateLimit:\n      inFlight: 1\nroutes:");
+    let c = from_yaml_with_env(&nats, &[]).unwrap();
+    let l = c.destinations["nd"].rate_limit.as_ref().unwrap();
+    assert_eq!(l.in_flight.map(u32::from), Some(1));
+    for (block, path, says) in [
+        (
+            "      perSecond: 0\n",
+            "destinations.hooks.rateLimit.perSecond",
+            "nonzero",
+        ),
+        (
+            "      inFlight: 0\n",
+            "destinations.hooks.rateLimit.inFlight",
+            "nonzero",
+        ),
+        (
+            "      perSecond: -3\n",
+            "destinations.hooks.rateLimit.perSecond",
+            "-3",
+        ),
+        (
+            "      inFlight: two\n",
+            "destinations.hooks.rateLimit.inFlight",
+            "string",
+        ),
+        (
+            "      perSecond: 2.5\n",
+            "destinations.hooks.rateLimit.perSecond",
+            "2.5",
+        ),
+        (
+            "      perSecnd: 5\n      inFlight: 1\n",
+            "destinations.hooks.rateLimit.perSecnd",
+            "perSecond",
+        ),
+        ("      {}\n", "destinations.hooks.rateLimit", "no limit"),
+    ] {
+        let p = problems(&with(block), &[]);
+        assert_eq!(p.len(), 1, "{block}: {p:?}");
+        assert_eq!(p[0].0, path, "{block}: {p:?}");
+        assert!(p[0].1.contains(says), "{block}: {p:?}");
+    }
+    // The environment variable the reference lists sets (and is checked like) the key.
+    let y = with("      inFlight: 2\n");
+    let var = "QUEUEBOX_DESTINATIONS_HOOKS_RATELIMIT_PERSECOND";
+    let c = from_yaml_with_env(&y, &env(&[(var, "7")])).unwrap();
+    let l = c.destinations["hooks"].rate_limit.as_ref().unwrap();
+    assert_eq!(l.per_second.map(u32::from), Some(7));
+    let p = problems(&y, &[(var, "0")]);
+    assert_eq!(p.len(), 1, "{p:?}");
+    assert_eq!(p[0].0, "destinations.hooks.rateLimit.perSecond", "{p:?}");
+}

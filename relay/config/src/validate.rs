@@ -116,6 +116,9 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     }
     for (name, d) in &c.destinations {
         let path = format!("destinations.{name}");
+        if let Some(l) = &d.rate_limit {
+            destination_limits(l, &format!("{path}.rateLimit"), errs);
+        }
         match (&d.kind, d.kind.broker()) {
             (DestinationKind::Http(h), _) => http_destination(h, &path, errs),
             (_, Some(broker)) => broker.validate(&path, errs),
@@ -633,6 +636,14 @@ fn header_filter(f: &crate::HeaderFilter, path: &str, errs: &mut ConfigErrors) {
                 errs.push(format!("{at}.matches"), "must not be blank");
             }
         }
+    }
+}
+
+/// A `rateLimit` block sets at least one limit (each is nonzero by its type: 0 would stop
+/// the destination for good, and pausing is not a limit).
+fn destination_limits(l: &DestinationLimits, path: &str, errs: &mut ConfigErrors) {
+    if l.per_second.is_none() && l.in_flight.is_none() {
+        errs.push(path, "sets no limit: give perSecond, inFlight or both");
     }
 }
 
