@@ -11,15 +11,18 @@
 #   config    the chart's queuebox.yml passes the relay's own `queuebox check-config`
 #   systemd   deploy/systemd/queuebox.service: `systemd-analyze verify` (any warning fails)
 #             and `systemd-analyze security --offline` exposure at most 2.5
-#   promtool  deploy/prometheus/queuebox-rules.yml: `promtool check rules` (when promtool is
-#             cached; else the rules' YAML shape, see below)
+#   rules     deploy/prometheus/queuebox-rules.yml: deploy/tools/kubecheck/rulecheck, which runs
+#             Prometheus's own rule parser (rulefmt.ParseFile, what `promtool check rules`
+#             calls: strict fields, PromQL, templates) plus promtool's duplicate checks; and
+#             `promtool check rules` itself when promtool is cached
 # The Go tools are built from the module proxy at pinned versions once, into
 # $QB_DEPLOY_TOOLS (default target/deploy-tools/bin, git-ignored), and reused; a warm run of
 # this part takes seconds. helm is a `tool` of kubecheck's module (deploy/tools/kubecheck/
 # go.mod pins helm v3.22.1), so one `go build` compiles both against one set of Kubernetes
 # modules: the k8s.io packages, most of the build, compile once. Cold, beside other builds,
 # both took 4 min 46 s against 541 s + 391 s when each was built from its own module;
-# promtool, built only when asked, took 1,747 s.
+# promtool, built only when asked, took 1,747 s; rulecheck compiles only Prometheus's rule
+# and PromQL packages, in the same build.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$PWD
@@ -50,23 +53,23 @@ go_tool() {
   echo "$bin"
 }
 command -v go >/dev/null || { echo "deploy: go is not installed" >&2; exit 1; }
-# helm and kubecheck: one build of kubecheck's module (its go.mod pins helm and the k8s.io
-# modules), cached under the hash of its sources.
-kc_key=$(cat deploy/tools/kubecheck/go.mod deploy/tools/kubecheck/go.sum deploy/tools/kubecheck/*.go | sha256sum | cut -c1-12)
-helm=$tools/helm-$kc_key kubecheck=$tools/kubecheck-$kc_key
-if [ ! -x "$helm" ] || [ ! -x "$kubecheck" ]; then
+# helm, kubecheck and rulecheck: one build of kubecheck's module (its go.mod pins helm, the
+# k8s.io modules and Prometheus), cached under the hash of its sources.
+kc_key=$(cat deploy/tools/kubecheck/go.mod deploy/tools/kubecheck/go.sum deploy/tools/kubecheck/*.go deploy/tools/kubecheck/rulecheck/*.go | sha256sum | cut -c1-12)
+helm=$tools/helm-$kc_key kubecheck=$tools/kubecheck-$kc_key rulecheck=$tools/rulecheck-$kc_key
+if [ ! -x "$helm" ] || [ ! -x "$kubecheck" ] || [ ! -x "$rulecheck" ]; then
   t0=$(date +%s)
-  step "building helm $HELM_VERSION and kubecheck (one go build, cached in $tools)"
+  step "building helm $HELM_VERSION, kubecheck and rulecheck (one go build, cached in $tools)"
   out=$(mktemp -d)
-  (cd deploy/tools/kubecheck && go build -o "$out/" helm.sh/helm/v3/cmd/helm .)
-  mv "$out/helm" "$helm"; mv "$out/kubecheck" "$kubecheck"; rmdir "$out"
-  echo "deploy: built helm and kubecheck in $(($(date +%s) - t0))s"
+  (cd deploy/tools/kubecheck && go build -o "$out/" helm.sh/helm/v3/cmd/helm . ./rulecheck)
+  mv "$out/helm" "$helm"; mv "$out/kubecheck" "$kubecheck"; mv "$out/rulecheck" "$rulecheck"
+  rmdir "$out"
+  echo "deploy: built helm, kubecheck and rulecheck in $(($(date +%s) - t0))s"
 fi
 grep -q "^	helm.sh/helm/v3 $HELM_VERSION" deploy/tools/kubecheck/go.mod ||
   fail "deploy/tools/kubecheck/go.mod does not pin helm $HELM_VERSION"
 # promtool's cold build compiles all of Prometheus (1,747 s here, beside other builds): it is
-# used when cached, or built once with QB_DEPLOY_BUILD_PROMTOOL=1; else the rules' YAML
-# shape is checked instead (below).
+# used, beside rulecheck, when cached, or built once with QB_DEPLOY_BUILD_PROMTOOL=1.
 promtool=
 if [ -x "$tools/promtool-$PROMETHEUS_VERSION" ] || [ -n "${QB_DEPLOY_BUILD_PROMTOOL:-}" ]; then
   promtool=$(go_tool promtool "$PROMETHEUS_VERSION" "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION")
@@ -147,38 +150,11 @@ fi
 echo "deploy: systemd took $(($(date +%s) - t0))s"
 
 t0=$(date +%s)
+step "rules: rulecheck (Prometheus's rule parser)"
+"$rulecheck" deploy/prometheus/queuebox-rules.yml || fail "rulecheck"
 if [ -n "$promtool" ]; then
   step "promtool check rules"
   "$promtool" check rules deploy/prometheus/queuebox-rules.yml || fail "promtool check rules"
-else
-  step "rules: YAML shape (promtool not cached; QB_DEPLOY_BUILD_PROMTOOL=1 builds it once)"
-  python3 - deploy/prometheus/queuebox-rules.yml <<'PY' || fail "rules YAML shape"
-import re, sys, yaml
-doc = yaml.safe_load(open(sys.argv[1]))
-errs = []
-assert isinstance(doc, dict) and set(doc) == {"groups"}, "top level must be {groups: [...]}"
-names = set()
-dur = re.compile(r"^([0-9]+(ms|s|m|h|d|w|y))+$")
-for g in doc["groups"]:
-    if set(g) - {"name", "interval", "rules", "limit", "labels"}: errs.append(f"group {g.get('name')}: unknown keys {set(g) - {'name', 'interval', 'rules', 'limit', 'labels'}}")
-    if g.get("name") in names: errs.append(f"group {g.get('name')}: duplicate name")
-    names.add(g.get("name"))
-    for r in g.get("rules", []):
-        who = r.get("alert") or r.get("record")
-        if ("alert" in r) == ("record" in r): errs.append(f"{who}: exactly one of alert and record")
-        if set(r) - {"alert", "record", "expr", "for", "keep_firing_for", "labels", "annotations"}: errs.append(f"{who}: unknown keys")
-        e = r.get("expr")
-        if not isinstance(e, str) or not e.strip(): errs.append(f"{who}: expr must be a non-empty string")
-        elif any(e.count(a) != e.count(b) for a, b in ["()", "{}", "[]"]): errs.append(f"{who}: unbalanced brackets in expr")
-        for k in ("for", "keep_firing_for"):
-            if k in r and not dur.match(str(r[k])): errs.append(f"{who}: {k} {r[k]!r} is not a duration")
-        for k in ("labels", "annotations"):
-            for n, v in (r.get(k) or {}).items():
-                if not isinstance(v, str): errs.append(f"{who}: {k}.{n} must be a string")
-                elif v.count("{{") != v.count("}}"): errs.append(f"{who}: {k}.{n} has unbalanced {{{{ }}}}")
-for x in errs: print("rules:", x)
-sys.exit(1 if errs else 0)
-PY
 fi
 echo "deploy: rules took $(($(date +%s) - t0))s"
 
