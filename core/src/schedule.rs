@@ -203,10 +203,18 @@ impl Schedule {
             });
         }
         let sample = self.message(Utc::now());
+        // The enqueue's errors start with the field's path (`schedules[1].payload is …`):
+        // kept as the path of a configuration error.
         sample.validate(at).map_err(|e| match e {
-            Error::InvalidInput(reason) => Error::Config {
-                path: at.to_string(),
-                reason,
+            Error::InvalidInput(reason) => match reason.split_once(' ') {
+                Some((path, rest)) if path.starts_with(at) => Error::Config {
+                    path: path.to_string(),
+                    reason: rest.to_string(),
+                },
+                _ => Error::Config {
+                    path: at.to_string(),
+                    reason,
+                },
             },
             other => other,
         })
@@ -497,7 +505,10 @@ mod tests {
             Value::Null,
         );
         let e = s.validate("schedules[1]").unwrap_err();
-        assert!(e.to_string().contains("schedules[1].payload"), "{e:?}");
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "schedules[1].payload"),
+            "{e:?}"
+        );
     }
 
     #[test]

@@ -169,6 +169,42 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     } else {
         st.loops.disabled("retention-service");
     }
+    // `schedules:`: the core's runner, the same as every worker's; the database's unique key
+    // makes the relays and workers that run a schedule enqueue each tick once.
+    let schedules: Vec<_> = cfg
+        .schedules
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.enabled)
+        .map(|(i, s)| s.to_schedule(&format!("schedules[{i}]")))
+        .collect::<Result<_, _>>()?;
+    if schedules.is_empty() {
+        st.loops.disabled("schedules");
+    } else {
+        let (store, backend, stop) = (db.store(), db.backend(), stop.clone());
+        loops.push(
+            st.loops
+                .spawn("schedules", Duration::from_secs(5), |hb| async move {
+                    // The runner sleeps until each schedule's next tick, which may be
+                    // days away: the heartbeat says its task is alive; a failed enqueue
+                    // is logged and retried by the runner itself.
+                    let runner = tokio::spawn(queuebox_core::schedule::run(
+                        store,
+                        backend,
+                        schedules,
+                        stop.clone(),
+                    ));
+                    while !stop.is_cancelled() {
+                        hb.beat(Duration::from_secs(1));
+                        tokio::select! {
+                            _ = stop.cancelled() => {}
+                            _ = tokio::time::sleep(Duration::from_secs(1)) => {}
+                        }
+                    }
+                    let _ = runner.await;
+                }),
+        );
+    }
     let mut brokers = Vec::new();
     for source in cfg.sources.values() {
         if let Some(b) = crate::sources::build_broker(source) {

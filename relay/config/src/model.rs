@@ -25,6 +25,8 @@ pub struct Config {
     pub destinations: BTreeMap<String, DestinationConfig>,
     pub routes: Vec<RouteConfig>,
     pub sources: BTreeMap<String, SourceConfig>,
+    /// Periodic schedules the relay runs (`core::schedule`).
+    pub schedules: Vec<ScheduleConfig>,
 }
 
 /// The top-level keys as read. Every section stays YAML until [`crate::parse`] types it on
@@ -44,6 +46,7 @@ pub(super) struct RawConfig {
     pub destinations: BTreeMap<String, serde_yaml::Value>,
     pub routes: Option<serde_yaml::Value>,
     pub sources: BTreeMap<String, serde_yaml::Value>,
+    pub schedules: Option<serde_yaml::Value>,
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -440,6 +443,103 @@ impl Default for TableRetention {
             cleanup_interval: "1h".into(),
             batch_size: 1000,
         }
+    }
+}
+
+/// `schedules[<n>]`: a cron expression in a time zone, or a fixed interval, that enqueues one
+/// pull row of `source` per tick, exactly once however many relays and workers run it (the
+/// tick's time is in the row's idempotency key). docs/operations.md, "Schedules".
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScheduleConfig {
+    /// Unique among the schedules: it is in every row's key, `schedule:<name>:<tick>`.
+    pub name: String,
+    /// The pull source whose workers claim the rows.
+    pub source: String,
+    /// Five fields (minute hour day month weekday), or six with seconds first. Exactly one of
+    /// `cron` and `everyMs`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cron: Option<String>,
+    /// A fixed interval in ms (at least 100); ticks are its multiples since the Unix epoch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub every_ms: Option<u64>,
+    /// The IANA zone `cron` is read in (default UTC).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+    /// The row's payload (any YAML value but null), the same on every tick.
+    pub payload: serde_yaml::Value,
+    /// Within the source a higher priority is claimed first (-32767 to 32767).
+    #[serde(default)]
+    pub priority: i16,
+    /// Stored with every row and handed to the handler.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub headers: BTreeMap<String, String>,
+    /// Ticks missed while no relay or worker ran the schedule: `latest` enqueues the most
+    /// recent one once, `skip` none.
+    #[serde(default)]
+    pub missed: MissedTicks,
+    /// `false` leaves this schedule to other relays or workers (e.g.
+    /// `QUEUEBOX_SCHEDULES_0_ENABLED=false` on some replicas).
+    #[serde(default = "yes")]
+    pub enabled: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// `schedules[<n>].missed`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MissedTicks {
+    #[default]
+    Latest,
+    Skip,
+}
+
+impl ScheduleConfig {
+    /// The core's schedule; errors name the field under `at` (`schedules[2].cron`).
+    pub fn to_schedule(
+        &self,
+        at: &str,
+    ) -> queuebox_core::Result<queuebox_core::schedule::Schedule> {
+        use queuebox_core::schedule::{Missed, Schedule, Timing};
+        let timing = match (&self.cron, self.every_ms) {
+            (Some(c), None) => Timing::cron(c, self.time_zone.as_deref(), at)?,
+            (None, Some(ms)) if self.time_zone.is_none() => {
+                Timing::every(std::time::Duration::from_millis(ms), at)?
+            }
+            (None, Some(_)) => {
+                return Err(queuebox_core::Error::Config {
+                    path: format!("{at}.timeZone"),
+                    reason: "applies to `cron` only (an interval is the same in every zone)".into(),
+                })
+            }
+            _ => {
+                return Err(queuebox_core::Error::Config {
+                    path: at.to_string(),
+                    reason: "set exactly one of `cron` and `everyMs`".into(),
+                })
+            }
+        };
+        let payload =
+            serde_json::to_value(&self.payload).map_err(|e| queuebox_core::Error::Config {
+                path: format!("{at}.payload"),
+                reason: format!("is not JSON: {e}"),
+            })?;
+        let mut s = Schedule::new(self.name.clone(), timing, self.source.clone(), payload);
+        s.priority = self.priority;
+        s.headers = self
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), serde_json::Value::String(v.clone())))
+            .collect();
+        s.missed = match self.missed {
+            MissedTicks::Latest => Missed::Latest,
+            MissedTicks::Skip => Missed::Skip,
+        };
+        s.validate(at)?;
+        Ok(s)
     }
 }
 
@@ -872,6 +972,7 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<OtlpConfig>(),
         fields_of::<TableRetention>(),
         fields_of::<RouteConfig>(),
+        fields_of::<ScheduleConfig>(),
         fields_of::<crate::TransformConfig>(),
         fields_of::<HttpDestination>(),
         fields_of::<DestinationLimits>(),

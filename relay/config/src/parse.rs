@@ -37,6 +37,7 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
     let logging = section::<LoggingConfig>(&raw.logging, "logging", errs);
     let tracing = section::<TracingConfig>(&raw.tracing, "tracing", errs);
     let routes = section::<Vec<RouteConfig>>(&raw.routes, "routes", errs);
+    let schedules = section::<Vec<ScheduleConfig>>(&raw.schedules, "schedules", errs);
     let mut destinations = BTreeMap::new();
     let mut broken_destinations = BTreeSet::new();
     for (name, v) in &raw.destinations {
@@ -68,6 +69,7 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
         destinations,
         routes: routes?,
         sources,
+        schedules: schedules?,
     };
     Some(Parsed {
         config,

@@ -111,6 +111,7 @@ fn blocks() -> Vec<Block> {
         block::<KafkaSourceConfig>("sources.<name> (type: kafka)", "Consumes Kafka topics in a consumer group.").nested(&["tls", "attributeHeaders"]),
         block::<NatsSourceConfig>("sources.<name> (type: nats)", "Consumes a NATS JetStream durable consumer (or core NATS); the login keys are above.").nested(&["login", "attributeHeaders"]),
         block::<AttributeHeaders>("sources.<name>.attributeHeaders (brokers)", "The message headers the row's attributes are read from."),
+        block::<ScheduleConfig>("schedules[<n>]", "A periodic schedule: one pull row of `source` per tick of `cron` (in `timeZone`) or `everyMs`, exactly once however many relays and workers run it ([operations](operations.md#schedules))."),
     ]
 }
 
@@ -124,6 +125,7 @@ fn describe(expected: &str) -> String {
         "u32" => "integer 0–4294967295".into(),
         "u64" | "usize" => "integer ≥ 0".into(),
         "a nonzero u32" => "integer 1–4294967295".into(),
+        "i16" => "integer -32768–32767".into(),
         "i32" | "i64" => "integer".into(),
         "f32" | "f64" => "number".into(),
         "a boolean" => "boolean".into(),

@@ -622,3 +622,82 @@ fn destination_limits_load_and_bad_values_name_their_key() {
     assert_eq!(p.len(), 1, "{p:?}");
     assert_eq!(p[0].0, "destinations.hooks.rateLimit.perSecond", "{p:?}");
 }
+
+#[test]
+fn schedules_load_and_every_mistake_names_its_field() {
+    let y = format!(
+        "{BASE}schedules:
+  - name: nightly
+    source: reports
+    cron: '0 2 * * *'
+    timeZone: Europe/Paris
+    payload: {{kind: nightly}}
+    priority: 5
+    headers: {{team: ops}}
+  - name: heartbeat
+    source: pings
+    everyMs: 200
+    payload: 1
+    missed: skip
+"
+    );
+    let c = from_yaml_with_env(&y, &[]).unwrap();
+    let s = c.schedules[0].to_schedule("schedules[0]").unwrap();
+    assert_eq!(s.priority, 5);
+    assert_eq!(s.payload, serde_json::json!({"kind": "nightly"}));
+    assert_eq!(s.headers["team"], "ops");
+    assert_eq!(s.missed, queuebox_core::schedule::Missed::Latest);
+    let s = c.schedules[1].to_schedule("schedules[1]").unwrap();
+    assert_eq!(s.missed, queuebox_core::schedule::Missed::Skip);
+    assert!(c.schedules[1].enabled);
+    let off = env(&[("QUEUEBOX_SCHEDULES_1_ENABLED", "false")]);
+    assert!(!from_yaml_with_env(&y, &off).unwrap().schedules[1].enabled);
+
+    let bad = format!(
+        "{BASE}schedules:
+  - name: a
+    source: jobs
+    cron: '0 25 * * *'
+    timeZone: Europe/Pariss
+    payload: {{}}
+  - name: a
+    source: jobs
+    everyMs: 50
+    payload: {{}}
+  - name: c
+    source: jobs
+    payload: {{}}
+  - name: d
+    source: jobs
+    everyMs: 1000
+    timeZone: UTC
+    payload: {{}}
+  - name: e
+    source: ''
+    everyMs: 1000
+    payload: {{}}
+    missed: all
+"
+    );
+    let paths: Vec<String> = problems(&bad, &[]).into_iter().map(|(p, _)| p).collect();
+    assert_eq!(
+        paths,
+        ["schedules[4].missed",],
+        "a type error is reported first, alone for its section"
+    );
+    let bad = bad.replace("    missed: all\n", "");
+    let got = problems(&bad, &[]);
+    let paths: Vec<&str> = got.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "schedules[0].cron",
+            "schedules[1].every",
+            "schedules[1].name",
+            "schedules[2]",
+            "schedules[3].timeZone",
+            "schedules[4].source",
+        ],
+        "{got:?}"
+    );
+}

@@ -97,6 +97,22 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     if let Some(a) = &c.admin.auth {
         auth(a, "admin.auth", errs);
     }
+    let mut schedule_names = BTreeSet::new();
+    for (i, s) in c.schedules.iter().enumerate() {
+        let at = format!("schedules[{i}]");
+        if let Err(e) = s.to_schedule(&at) {
+            match e {
+                queuebox_core::Error::Config { path, reason } => errs.push(path, reason),
+                other => errs.push(at.clone(), other.to_string()),
+            }
+        }
+        if !schedule_names.insert(s.name.trim()) {
+            errs.push(
+                format!("{at}.name"),
+                format!("`{}` is the name of an earlier schedule: a tick's row key holds the name, so two schedules of one name would share their rows", s.name.trim()),
+            );
+        }
+    }
     for (i, r) in c.routes.iter().enumerate() {
         if r.topic_pattern.trim().is_empty() {
             errs.push(format!("routes[{i}].topicPattern"), "must not be empty");
