@@ -41,7 +41,7 @@ impl Consumption {
     }
 }
 
-/// States of an inbox row. `processed` and `dead` are terminal.
+/// States of an inbox row. `processed`, `dead` and `cancelled` are terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum InboxState {
@@ -49,6 +49,8 @@ pub enum InboxState {
     Processing,
     Processed,
     Dead,
+    /// Cancelled while pending (`RelayStore::cancel`); kept for retention like `processed`.
+    Cancelled,
 }
 
 impl InboxState {
@@ -58,6 +60,7 @@ impl InboxState {
             InboxState::Processing => "processing",
             InboxState::Processed => "processed",
             InboxState::Dead => "dead",
+            InboxState::Cancelled => "cancelled",
         }
     }
     pub fn parse(s: &str) -> Option<Self> {
@@ -66,12 +69,13 @@ impl InboxState {
             "processing" => Some(InboxState::Processing),
             "processed" => Some(InboxState::Processed),
             "dead" => Some(InboxState::Dead),
+            "cancelled" => Some(InboxState::Cancelled),
             _ => None,
         }
     }
 }
 
-/// States of an outbox row. `sent` and `dead` are terminal.
+/// States of an outbox row. `sent`, `dead` and `cancelled` are terminal.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum OutboxState {
@@ -79,6 +83,8 @@ pub enum OutboxState {
     Processing,
     Sent,
     Dead,
+    /// Cancelled while pending (`RelayStore::cancel`); kept for retention like `sent`.
+    Cancelled,
 }
 
 impl OutboxState {
@@ -88,6 +94,7 @@ impl OutboxState {
             OutboxState::Processing => "processing",
             OutboxState::Sent => "sent",
             OutboxState::Dead => "dead",
+            OutboxState::Cancelled => "cancelled",
         }
     }
 }

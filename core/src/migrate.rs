@@ -32,7 +32,14 @@
 //! - `DROP INDEX CONCURRENTLY IF EXISTS <name>`;
 //! - `ALTER INDEX IF EXISTS <temporary> RENAME TO <name>`: to replace an index under the same
 //!   name without a moment where queries lack it, build the new one under a temporary name,
-//!   drop the old one, rename (PostgreSQL ≥ 12 renames an index without blocking writes).
+//!   drop the old one, rename (PostgreSQL ≥ 12 renames an index without blocking writes);
+//! - replacing a CHECK constraint on a large table (0014): `ALTER TABLE <t> DROP CONSTRAINT IF
+//!   EXISTS <new>, ADD CONSTRAINT <new> CHECK (…) NOT VALID` (one statement: a half-done new
+//!   constraint is dropped before it is added again; NOT VALID reads no row, so the table's
+//!   lock lasts a moment), then `ALTER TABLE <t> VALIDATE CONSTRAINT <new>` (reads the rows
+//!   while writes go on), then `ALTER TABLE <t> DROP CONSTRAINT IF EXISTS <old>` and
+//!   `ALTER TABLE <t> RENAME CONSTRAINT <new> TO <old>` (a rename is re-runnable because the
+//!   earlier statements of the file make `<new>` again on every run).
 //!
 //! The unit test `online_migrations_only_hold_statements_that_can_run_again` checks every file
 //! with the marker against this list; extend the list there (and here) with a form you have
@@ -199,6 +206,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 11, "0011_inbox_enqueue_many"),
     migration!("postgres", 12, "0012_inbox_enqueue"),
     migration!("postgres", 13, "0013_inbox_pull_priority_index"),
+    migration!("postgres", 14, "0014_cancelled_state"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -217,6 +225,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 11, "0011_inbox_enqueue_many"),
     migration!("sqlserver", 12, "0012_inbox_enqueue"),
     migration!("sqlserver", 13, "0013_inbox_pull_priority_index"),
+    migration!("sqlserver", 14, "0014_cancelled_state"),
 ];
 
 /// What a migration run did.
@@ -633,6 +642,14 @@ mod tests {
                 let upper = statement.split_whitespace().collect::<Vec<_>>().join(" ");
                 let upper = upper.to_ascii_uppercase();
                 if !m.in_transaction() {
+                    if upper.starts_with("ALTER TABLE ") {
+                        assert!(
+                            rerunnable_constraint_change(&upper, m.sql),
+                            "{}: `{statement}` may not be safe to run again after an interruption",
+                            m.name
+                        );
+                        continue;
+                    }
                     assert!(
                         rerunnable.iter().any(|p| upper.starts_with(p)),
                         "{}: `{statement}` may not be safe to run again after an interruption",
@@ -647,6 +664,17 @@ mod tests {
                 let index_change = ["CREATE INDEX", "CREATE UNIQUE INDEX", "DROP INDEX"]
                     .iter()
                     .any(|p| upper.starts_with(p));
+                // A constraint added as it is checks every row under the table's strongest
+                // lock; on an existing table it must come NOT VALID, in an online migration.
+                assert!(
+                    !upper.contains(" ADD CONSTRAINT ")
+                        || upper.ends_with(" NOT VALID")
+                        || m.sql.contains("CREATE TABLE"),
+                    "{}: `{statement}` reads every row while it blocks writes; add the \
+                     constraint NOT VALID and VALIDATE it in a migration whose first line is \
+                     {NO_TRANSACTION}",
+                    m.name
+                );
                 assert!(
                     !index_change || m.sql.contains("CREATE TABLE"),
                     "{}: `{statement}` blocks writes to an existing table while it runs; \
@@ -654,6 +682,51 @@ mod tests {
                     m.name
                 );
             }
+        }
+    }
+
+    /// The re-runnable ALTER TABLE forms of an online migration (module documentation):
+    /// `statement` upper-cased with single spaces, `file` the migration's text.
+    fn rerunnable_constraint_change(statement: &str, file: &str) -> bool {
+        let words: Vec<&str> = statement.split(' ').collect();
+        match words.get(3..) {
+            // DROP CONSTRAINT IF EXISTS <new>, ADD CONSTRAINT <new> CHECK (…) NOT VALID
+            Some(["DROP", "CONSTRAINT", "IF", "EXISTS", new, "ADD", "CONSTRAINT", added, ..]) => {
+                new.strip_suffix(',') == Some(added) && statement.ends_with(" NOT VALID")
+            }
+            Some(["VALIDATE", "CONSTRAINT", _])
+            | Some(["DROP", "CONSTRAINT", "IF", "EXISTS", _]) => true,
+            // The new name must be one this file adds again on every run.
+            Some(["RENAME", "CONSTRAINT", new, "TO", _]) => file
+                .to_ascii_uppercase()
+                .contains(&format!("ADD CONSTRAINT {new}")),
+            _ => false,
+        }
+    }
+
+    #[test]
+    fn constraint_changes_in_online_migrations_must_be_rerunnable() {
+        let file = "ADD CONSTRAINT CK_NEW CHECK";
+        for ok in [
+            "ALTER TABLE T DROP CONSTRAINT IF EXISTS CK_NEW, ADD CONSTRAINT CK_NEW CHECK (X IN ('A')) NOT VALID",
+            "ALTER TABLE T VALIDATE CONSTRAINT CK_NEW",
+            "ALTER TABLE T DROP CONSTRAINT IF EXISTS CK_OLD",
+            "ALTER TABLE T RENAME CONSTRAINT CK_NEW TO CK_OLD",
+        ] {
+            assert!(rerunnable_constraint_change(ok, file), "{ok}");
+        }
+        for bad in [
+            // Checks every row under the strongest lock.
+            "ALTER TABLE T DROP CONSTRAINT IF EXISTS CK_NEW, ADD CONSTRAINT CK_NEW CHECK (X IN ('A'))",
+            // Fails on a second run: the constraint exists.
+            "ALTER TABLE T ADD CONSTRAINT CK_NEW CHECK (X IN ('A')) NOT VALID",
+            "ALTER TABLE T DROP CONSTRAINT IF EXISTS CK_A, ADD CONSTRAINT CK_B CHECK (X) NOT VALID",
+            "ALTER TABLE T DROP CONSTRAINT CK_OLD",
+            // Nothing in the file makes CK_OTHER again.
+            "ALTER TABLE T RENAME CONSTRAINT CK_OTHER TO CK_OLD",
+            "ALTER TABLE T ADD COLUMN Y INT",
+        ] {
+            assert!(!rerunnable_constraint_change(bad, file), "{bad}");
         }
     }
 

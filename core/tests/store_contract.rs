@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queuebox_core::store::relay::{
-    ClaimedOutbox, Forwarded, NewOutboxRow, RelayStore, ReplayFilter,
+    CancelTarget, Cancelled, ClaimedOutbox, Forwarded, NewOutboxRow, RelayStore, ReplayFilter,
 };
 use queuebox_core::store::{JsonRow, Store};
 use queuebox_core::{ClaimRef, InsertOutcome, NewInboxMessage, SqlValue};
@@ -1421,6 +1421,163 @@ async fn application_transaction_statements_complete_and_publish(
     }
 }
 
+// Cancel (PostgreSQL only, like the other operator commands: SQL Server's RelayStore refuses).
+
+fn counts(cancelled: u64, in_flight: u64, finished: u64, push: u64) -> Cancelled {
+    Cancelled {
+        cancelled,
+        in_flight,
+        finished,
+        push,
+    }
+}
+
+async fn cancel_takes_pending_pull_rows_once_and_leaves_rows_in_flight(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+    h: &dyn Harness,
+) {
+    let src = source("cancel");
+    let by_aggregate = |a: &str| CancelTarget::inbox(Some(src.clone()), None, None, Some(a.into()));
+    let by_key = |k: &str| CancelTarget::inbox(Some(src.clone()), None, Some(k.into()), None);
+    let a1 = insert(store, pull(&src, "a1", Some("A"))).await;
+    let a2 = insert(store, pull(&src, "a2", Some("A"))).await;
+    let mut scheduled = pull(&src, "sched", None);
+    scheduled.delay = Some(Duration::from_secs(3600));
+    let scheduled = insert(store, scheduled).await;
+    let push = insert(store, NewInboxMessage::new(src.as_str(), "push", json!({}))).await;
+
+    let claimed = store.claim_pull(&src, 1, LEASE).await.unwrap();
+    assert_eq!(claimed[0].message.id, a1);
+    // The claimed head of A is being handled: left alone and said so; the row behind it goes.
+    let r = relay.cancel(&by_aggregate("A").unwrap()).await.unwrap();
+    assert_eq!(r, counts(1, 1, 0, 0));
+    assert_eq!(row(store, h, a2).await.state, "cancelled");
+    assert_eq!(row(store, h, a1).await.state, "processing");
+    assert!(
+        store.complete_pull(&claimed[0].claim).await.unwrap(),
+        "a row in flight finishes normally"
+    );
+    // Nothing is cancelled twice: both rows are now terminal.
+    let r = relay.cancel(&by_aggregate("A").unwrap()).await.unwrap();
+    assert_eq!(r, counts(0, 0, 2, 0));
+    assert_eq!(row(store, h, a1).await.state, "processed");
+
+    // A scheduled row, by idempotency key; a push row is never cancelled.
+    assert_eq!(
+        relay.cancel(&by_key("sched").unwrap()).await.unwrap(),
+        counts(1, 0, 0, 0)
+    );
+    assert_eq!(row(store, h, scheduled).await.state, "cancelled");
+    let r = relay
+        .cancel(&CancelTarget::inbox(None, Some(push), None, None).unwrap())
+        .await
+        .unwrap();
+    assert_eq!(r, counts(0, 0, 0, 1));
+    assert_eq!(row(store, h, push).await.state, "pending");
+    // Names that match nothing: an unknown key, an id under another source.
+    assert_eq!(
+        relay.cancel(&by_key("nope").unwrap()).await.unwrap(),
+        counts(0, 0, 0, 0)
+    );
+    let elsewhere = CancelTarget::inbox(Some("other".into()), Some(a2), None, None).unwrap();
+    assert_eq!(relay.cancel(&elsewhere).await.unwrap(), counts(0, 0, 0, 0));
+
+    // A cancelled row does not hold its aggregate back, and is never claimed.
+    let a3 = insert(store, pull(&src, "a3", Some("A"))).await;
+    let next = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(
+        next.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![a3]
+    );
+
+    // Retention deletes cancelled rows like processed ones (the push row is still pending).
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        relay.delete_old_inbox(Duration::ZERO, 100).await.unwrap(),
+        3
+    );
+    assert!(relay.inbox_row(a2).await.unwrap().is_none());
+    assert!(relay.inbox_row(push).await.unwrap().is_some());
+
+    // A cancel must name rows: an id, or a key or an aggregate within a source.
+    for bad in [
+        CancelTarget::inbox(Some(src.clone()), None, None, None),
+        CancelTarget::inbox(None, None, Some("k".into()), None),
+        CancelTarget::inbox(Some(src.clone()), Some(a1), Some("k".into()), None),
+        CancelTarget::outbox(None, None, None),
+    ] {
+        assert!(bad.is_err(), "{bad:?}");
+    }
+}
+
+async fn cancel_takes_pending_outbox_rows_by_id_or_key(
+    relay: Arc<dyn RelayStore>,
+    _store: &Arc<dyn Store>,
+) {
+    let k1 = relay
+        .insert_outbox(&outbox_row("t", Some("K")))
+        .await
+        .unwrap();
+    let _k2 = relay
+        .insert_outbox(&outbox_row("t", Some("K")))
+        .await
+        .unwrap();
+    let loose = relay.insert_outbox(&outbox_row("t", None)).await.unwrap();
+    let claimed = relay.claim_outbox(1, LEASE).await.unwrap();
+    assert_eq!(outbox_ids(&claimed), vec![k1]);
+
+    let by_key = |topic: Option<&str>| {
+        CancelTarget::outbox(topic.map(str::to_string), None, Some("K".into())).unwrap()
+    };
+    assert_eq!(
+        relay.cancel(&by_key(Some("other"))).await.unwrap(),
+        counts(0, 0, 0, 0)
+    );
+    assert_eq!(
+        relay.cancel(&by_key(Some("t"))).await.unwrap(),
+        counts(1, 1, 0, 0)
+    );
+    assert!(
+        relay.mark_sent(&claimed[0].claim).await.unwrap(),
+        "a row in flight is delivered normally"
+    );
+    let by_id = CancelTarget::outbox(None, Some(loose), None).unwrap();
+    assert_eq!(relay.cancel(&by_id).await.unwrap(), counts(1, 0, 0, 0));
+    assert_eq!(relay.cancel(&by_id).await.unwrap(), counts(0, 0, 1, 0));
+    assert_eq!(
+        relay.cancel(&by_key(None)).await.unwrap(),
+        counts(0, 0, 2, 0)
+    );
+    // Nothing is left to deliver, and retention deletes the cancelled rows with the sent one.
+    assert_eq!(relay.outbox_backlog().await.unwrap().pending, 0);
+    assert!(relay.claim_outbox(10, LEASE).await.unwrap().is_empty());
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        relay.delete_old_outbox(Duration::ZERO, 100).await.unwrap(),
+        3
+    );
+}
+
+mod cancel_postgres {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancel_takes_pending_pull_rows_once_and_leaves_rows_in_flight() {
+        let (relay, store) = super::pg::relay_setup().await;
+        super::cancel_takes_pending_pull_rows_once_and_leaves_rows_in_flight(
+            relay,
+            &store,
+            &super::Sql(super::pg::DIALECT),
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn cancel_takes_pending_outbox_rows_by_id_or_key() {
+        let (relay, store) = super::pg::relay_setup().await;
+        super::cancel_takes_pending_outbox_rows_by_id_or_key(relay, &store).await;
+    }
+}
+
 macro_rules! contract {
     ($pg:ident, $ms:ident, $setup:ident: $($name:ident),* $(,)?) => {
         mod $pg {
@@ -1497,7 +1654,7 @@ mod pg {
     use queuebox_core::store::postgres::PgStore;
     use tokio::sync::OnceCell;
 
-    const DIALECT: Dialect = Dialect {
+    pub(super) const DIALECT: Dialect = Dialect {
         row: "SELECT state, attempt, last_error, claim_token::text AS claim_token,
                      (extract(epoch FROM scheduled_at - clock_timestamp()) * 1000)::int8 AS due_in_ms,
                      (extract(epoch FROM lease_expires_at - clock_timestamp()) * 1000)::int8 AS lease_left_ms

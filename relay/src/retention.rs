@@ -1,5 +1,6 @@
 //! Retention: off by default; per table, deletes only terminal rows (outbox `sent`/`dead`,
-//! inbox `processed`/`dead`), at most `batchSize` per statement until none remain.
+//! inbox `processed`/`dead`, `cancelled` in both), at most `batchSize` per statement until
+//! none remain.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

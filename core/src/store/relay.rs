@@ -285,6 +285,88 @@ pub trait RelayStore: Send + Sync + 'static {
     async fn state_counts(&self) -> Result<Vec<StateCounts>> {
         Err(operator_unsupported())
     }
+    /// Cancels the pending rows `target` names (proto-docs/states.md, "Cancelled"): in one
+    /// statement, fenced by state, so a row being handled is left to finish or fail and is
+    /// counted in [`Cancelled::in_flight`], and no row is cancelled twice.
+    async fn cancel(&self, target: &CancelTarget) -> Result<Cancelled> {
+        let _ = target;
+        Err(crate::Error::InvalidInput(
+            "cancel supports PostgreSQL only, not SQL Server".into(),
+        ))
+    }
+}
+
+/// Which rows a cancel names. Built with [`CancelTarget::inbox`] or [`CancelTarget::outbox`],
+/// which refuse a target that names no row in particular.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CancelTarget {
+    /// Pull inbox rows: by id, or within `source` by idempotency key or aggregate id.
+    Inbox {
+        source: Option<String>,
+        id: Option<Uuid>,
+        key: Option<String>,
+        aggregate: Option<String>,
+    },
+    /// Outbox rows: by id, or by key (the outbox's ordering key, its aggregate), optionally
+    /// within one topic.
+    Outbox {
+        topic: Option<String>,
+        id: Option<Uuid>,
+        key: Option<String>,
+    },
+}
+
+impl CancelTarget {
+    /// Exactly one of `id`, `key` and `aggregate`; `source` is required with a key or an
+    /// aggregate (an idempotency key or an aggregate id means something within one source).
+    pub fn inbox(
+        source: Option<String>,
+        id: Option<Uuid>,
+        key: Option<String>,
+        aggregate: Option<String>,
+    ) -> Result<Self> {
+        let given = [id.is_some(), key.is_some(), aggregate.is_some()];
+        if given.iter().filter(|g| **g).count() != 1 {
+            return Err(crate::Error::InvalidInput(
+                "cancel inbox: give exactly one of id, key or aggregate".into(),
+            ));
+        }
+        if source.is_none() && id.is_none() {
+            return Err(crate::Error::InvalidInput(
+                "cancel inbox: source is required with a key or an aggregate".into(),
+            ));
+        }
+        Ok(CancelTarget::Inbox {
+            source,
+            id,
+            key,
+            aggregate,
+        })
+    }
+
+    /// Exactly one of `id` and `key`.
+    pub fn outbox(topic: Option<String>, id: Option<Uuid>, key: Option<String>) -> Result<Self> {
+        if id.is_some() == key.is_some() {
+            return Err(crate::Error::InvalidInput(
+                "cancel outbox: give exactly one of id or key".into(),
+            ));
+        }
+        Ok(CancelTarget::Outbox { topic, id, key })
+    }
+}
+
+/// What a cancel did with the rows it named. A name that matched no row gives all zeros.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cancelled {
+    /// Pending (or scheduled, or waiting for a retry) rows now `cancelled`.
+    pub cancelled: u64,
+    /// Rows being handled (`processing`), left to finish or fail normally.
+    pub in_flight: u64,
+    /// Rows already terminal (`processed`/`sent`, `dead`, or `cancelled` before), unchanged.
+    pub finished: u64,
+    /// Inbox push rows, never cancelled: the inbox relay forwards them within moments.
+    pub push: u64,
 }
 
 fn operator_unsupported() -> crate::Error {

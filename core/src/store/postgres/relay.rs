@@ -15,9 +15,9 @@ use super::{db_err, sql, PgStore, OUTBOX_CHANNEL};
 use crate::error::Result;
 use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
 use crate::store::relay::{
-    ClaimedOutbox, DeadFilter, DeadRow, DeadTable, Forwarded, InboxBacklog, Journey, JourneyRow,
-    JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow, RelayOwnersExpired, RelayStore,
-    ReplayFilter, StateCounts,
+    CancelTarget, Cancelled, ClaimedOutbox, DeadFilter, DeadRow, DeadTable, Forwarded,
+    InboxBacklog, Journey, JourneyRow, JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow,
+    RelayOwnersExpired, RelayStore, ReplayFilter, StateCounts,
 };
 use crate::store::Wakeup;
 
@@ -556,6 +556,36 @@ impl RelayStore for PgStore {
         Ok(Journey {
             inbox,
             outbox: outbox.iter().map(decode_journey).collect(),
+        })
+    }
+
+    async fn cancel(&self, target: &CancelTarget) -> Result<Cancelled> {
+        let q = match target {
+            CancelTarget::Inbox {
+                source,
+                id,
+                key,
+                aggregate,
+            } => sqlx::query(self.sql(sql::CANCEL_INBOX))
+                .bind(id)
+                .bind(source)
+                .bind(key)
+                .bind(aggregate),
+            CancelTarget::Outbox { topic, id, key } => sqlx::query(self.sql(sql::CANCEL_OUTBOX))
+                .bind(id)
+                .bind(topic)
+                .bind(key),
+        };
+        let r = q
+            .fetch_one(self.db())
+            .await
+            .map_err(|e| db_err("cancel", e))?;
+        let n = |c: &str| r.get::<i64, _>(c) as u64;
+        Ok(Cancelled {
+            cancelled: n("cancelled"),
+            in_flight: n("in_flight"),
+            finished: n("finished"),
+            push: n("push"),
         })
     }
 

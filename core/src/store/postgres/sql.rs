@@ -582,19 +582,19 @@ pub const INBOX_BACKLOG: &str = "SELECT COALESCE(EXTRACT(EPOCH FROM clock_timest
                FROM {inbox} WHERE {inbox.state} = 'pending'";
 
 /// `$1` max age (ms), `$2` batch.
-pub const DELETE_OLD_OUTBOX: &str = "DELETE FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead') AND {outbox.id} IN (
-                SELECT {outbox.id} FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead')
+pub const DELETE_OLD_OUTBOX: &str = "DELETE FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead', 'cancelled') AND {outbox.id} IN (
+                SELECT {outbox.id} FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead', 'cancelled')
                    AND {outbox.updated_at} < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
 
 /// `$1` rows to keep per terminal state, `$2` batch.
-pub const DELETE_EXCESS_OUTBOX: &str = "DELETE FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead') AND {outbox.id} IN (
+pub const DELETE_EXCESS_OUTBOX: &str = "DELETE FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead', 'cancelled') AND {outbox.id} IN (
                 SELECT id FROM (SELECT {=outbox.id}, row_number() OVER (PARTITION BY {outbox.state} ORDER BY {outbox.updated_at} DESC, {outbox.id} DESC) AS rn
-                                  FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead')) r
+                                  FROM {outbox} WHERE {outbox.state} IN ('sent', 'dead', 'cancelled')) r
                  WHERE rn > $1 LIMIT $2)";
 
 /// `$1` max age (ms), `$2` batch.
-pub const DELETE_OLD_INBOX: &str = "DELETE FROM {inbox} WHERE {inbox.state} IN ('processed', 'dead') AND {inbox.id} IN (
-                SELECT {inbox.id} FROM {inbox} WHERE {inbox.state} IN ('processed', 'dead')
+pub const DELETE_OLD_INBOX: &str = "DELETE FROM {inbox} WHERE {inbox.state} IN ('processed', 'dead', 'cancelled') AND {inbox.id} IN (
+                SELECT {inbox.id} FROM {inbox} WHERE {inbox.state} IN ('processed', 'dead', 'cancelled')
                    AND {inbox.created_at} < clock_timestamp() - make_interval(secs => $1::float8 / 1000) LIMIT $2)";
 
 pub const LIST_DEAD_OUTBOX: &str =
@@ -652,6 +652,56 @@ pub const REQUEUE_DEAD_INBOX: &str = "UPDATE {inbox}
                 SET {inbox.state} = 'pending', {inbox.attempt} = 0, {inbox.scheduled_at} = clock_timestamp(), {inbox.claimed_at} = NULL, {inbox.claim_token} = NULL,
                     {inbox.lease_expires_at} = NULL, {inbox.processed_at} = NULL, {inbox.last_error} = NULL
               WHERE {inbox.id} = ANY($1) AND {inbox.state} = 'dead'";
+
+// ---- cancel (`RelayStore::cancel`, `queuebox cancel`, the admin API) ----
+// One statement each: the rows are chosen, the pending ones among them cancelled, and the
+// others counted by why they were not, together. The UPDATE names `state = 'pending'` again:
+// under READ COMMITTED a row claimed (or finished) by a concurrent statement after the
+// snapshot is re-read under its row lock and left alone, so a row being handled is never
+// cancelled, and a row is cancelled once (a second cancel finds it `cancelled`). A row the
+// snapshot saw pending that the UPDATE left alone changed meanwhile: counted in flight.
+
+/// `$1` id, `$2` source, `$3` idempotency key, `$4` aggregate id (each NULL = any; the core
+/// refuses a cancel without one of id, key or aggregate). Only pull rows are cancelled; push
+/// rows matched are counted apart (the inbox relay forwards them, never a worker).
+pub const CANCEL_INBOX: &str = "
+WITH target AS (
+  SELECT {inbox.id} AS id, {inbox.state} AS state, {inbox.consumption}::text AS consumption FROM {inbox}
+   WHERE ($1::uuid IS NULL OR {inbox.id} = $1)
+     AND ($2::text IS NULL OR {inbox.source} = $2)
+     AND ($3::text IS NULL OR {inbox.idempotency_key} = $3)
+     AND ($4::text IS NULL OR {inbox.aggregate_id} = $4)
+), done AS (
+  UPDATE {inbox} SET {inbox.state} = 'cancelled', {inbox.processed_at} = clock_timestamp(), {inbox.claim_token} = NULL, {inbox.lease_expires_at} = NULL
+   WHERE {inbox.id} IN (SELECT id FROM target WHERE consumption = 'pull' AND state = 'pending')
+     AND {inbox.state} = 'pending'
+  RETURNING {inbox.id} AS id
+)
+SELECT (SELECT count(*) FROM done) AS cancelled,
+       count(*) FILTER (WHERE t.consumption = 'pull' AND t.state IN ('pending', 'processing') AND t.id NOT IN (SELECT id FROM done)) AS in_flight,
+       count(*) FILTER (WHERE t.consumption = 'pull' AND t.state NOT IN ('pending', 'processing')) AS finished,
+       count(*) FILTER (WHERE t.consumption <> 'pull') AS push
+  FROM target t";
+
+/// `$1` id, `$2` topic, `$3` key (each NULL = any; the core refuses a cancel without an id or
+/// a key). `push` is always 0.
+pub const CANCEL_OUTBOX: &str = "
+WITH target AS (
+  SELECT {outbox.id} AS id, {outbox.state} AS state FROM {outbox}
+   WHERE ($1::uuid IS NULL OR {outbox.id} = $1)
+     AND ($2::text IS NULL OR {outbox.topic} = $2)
+     AND ($3::text IS NULL OR {outbox.key} = $3)
+), done AS (
+  UPDATE {outbox} SET {outbox.state} = 'cancelled', {outbox.updated_at} = clock_timestamp(), {outbox.claimed_at} = NULL, {outbox.claim_token} = NULL, {outbox.lease_expires_at} = NULL
+   WHERE {outbox.id} IN (SELECT id FROM target WHERE state = 'pending')
+     AND {outbox.state} = 'pending'
+  RETURNING {outbox.id} AS id
+)
+SELECT (SELECT count(*) FROM done) AS cancelled,
+       count(*) FILTER (WHERE t.state IN ('pending', 'processing') AND t.id NOT IN (SELECT id FROM done)) AS in_flight,
+       count(*) FILTER (WHERE t.state NOT IN ('pending', 'processing')) AS finished,
+       0::int8 AS push
+  FROM target t";
 
 /// `$1` an inbox or outbox id (NULL when looking up by `$2` source and `$3` key).
 pub const JOURNEY_INBOX: &str = "SELECT {=inbox.id}, {inbox.source} AS name, {inbox.idempotency_key} AS key, {=inbox.state}, {=inbox.attempt}, {=inbox.last_error}, {=inbox.created_at}, {inbox.processed_at} AS updated_at, {=inbox.payload}, {=inbox.headers}
@@ -798,6 +848,8 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("JOURNEY_INBOX", JOURNEY_INBOX),
         ("JOURNEY_OUTBOX", JOURNEY_OUTBOX),
         ("STATE_COUNTS", STATE_COUNTS),
+        ("CANCEL_INBOX", CANCEL_INBOX),
+        ("CANCEL_OUTBOX", CANCEL_OUTBOX),
         ("APP_COMPLETE", APP_COMPLETE),
         ("PUBLISH", PUBLISH),
         ("ENQUEUE", ENQUEUE),

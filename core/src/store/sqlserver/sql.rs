@@ -460,24 +460,24 @@ pub const INBOX_BACKLOG: &str = "SELECT
 
 /// Retention by age: at most `@P2` terminal outbox rows last updated more than `@P1` ms ago.
 pub const DELETE_OLD_OUTBOX: &str = concat!(
-    "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
-    SELECT TOP (@P2) id FROM outbox WHERE state IN ('sent', 'dead') AND updated_at < ",
+    "DELETE FROM outbox WHERE state IN ('sent', 'dead', 'cancelled') AND id IN (
+    SELECT TOP (@P2) id FROM outbox WHERE state IN ('sent', 'dead', 'cancelled') AND updated_at < ",
     now_plus_ms!("-", "@P1"),
     ")"
 );
 
 /// Retention by count: at most `@P2` terminal outbox rows beyond the newest `@P1` of each state.
 pub const DELETE_EXCESS_OUTBOX: &str =
-    "DELETE FROM outbox WHERE state IN ('sent', 'dead') AND id IN (
+    "DELETE FROM outbox WHERE state IN ('sent', 'dead', 'cancelled') AND id IN (
     SELECT TOP (@P2) r.id FROM (
         SELECT id, ROW_NUMBER() OVER (PARTITION BY state ORDER BY updated_at DESC, id DESC) AS rn
-          FROM outbox WHERE state IN ('sent', 'dead')) AS r
+          FROM outbox WHERE state IN ('sent', 'dead', 'cancelled')) AS r
      WHERE r.rn > @P1)";
 
 /// Retention of the inbox: at most `@P2` terminal rows created more than `@P1` ms ago.
 pub const DELETE_OLD_INBOX: &str = concat!(
-    "DELETE FROM inbox WHERE state IN ('processed', 'dead') AND id IN (
-    SELECT TOP (@P2) id FROM inbox WHERE state IN ('processed', 'dead') AND created_at < ",
+    "DELETE FROM inbox WHERE state IN ('processed', 'dead', 'cancelled') AND id IN (
+    SELECT TOP (@P2) id FROM inbox WHERE state IN ('processed', 'dead', 'cancelled') AND created_at < ",
     now_plus_ms!("-", "@P1"),
     ")"
 );
