@@ -16,6 +16,7 @@ mod logging;
 mod metrics;
 mod operate;
 mod outbox;
+mod outbox_limits;
 mod relay_loop;
 mod relay_owner;
 mod retention;

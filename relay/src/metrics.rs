@@ -134,6 +134,16 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Messages being published to a destination now",
     ),
     (
+        "queuebox_outbox_limit_wait_seconds",
+        Kind::Timer,
+        "Time outbox rows waited for their destination's rateLimit (inFlight, perSecond) before publishing; waiting is not an attempt",
+    ),
+    (
+        "queuebox_outbox_limit_waiting",
+        Kind::Gauge,
+        "Outbox rows waiting for their destination's rateLimit now",
+    ),
+    (
         "queuebox_http_publish_responses_total",
         Kind::Counter,
         "HTTP destination responses by status class",

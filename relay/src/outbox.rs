@@ -77,6 +77,7 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     relay_loop::run(
         &OutboxRelay {
             requests: Semaphore::new(oc.http_requests() as usize),
+            limits: crate::outbox_limits::Limits::from_config(&st.cfg),
             lease: pace.lease,
             publish_allowance,
             st,
@@ -89,7 +90,8 @@ pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     .await;
 }
 
-/// The longest a single publish may take: the largest destination `timeoutMs`. While a
+/// The longest a single publish may take: the largest destination `timeoutMs`, plus the
+/// longest spacing of a `rateLimit.perSecond` (a row may wait that long for its turn). While a
 /// batch is published, some message completes at least this often unless the loop is stuck.
 fn longest_publish(cfg: &queuebox_config::Config) -> Duration {
     let ms = cfg
@@ -98,7 +100,7 @@ fn longest_publish(cfg: &queuebox_config::Config) -> Duration {
         .map(|d| d.kind.timeout_ms())
         .max()
         .unwrap_or(0);
-    Duration::from_millis(ms)
+    Duration::from_millis(ms) + crate::outbox_limits::Limits::longest_spacing(cfg)
 }
 
 struct OutboxRelay {
@@ -106,6 +108,9 @@ struct OutboxRelay {
     /// Requests at once to HTTP destinations (`OutboxConfig::http_requests`), across
     /// batches; a row waiting for one keeps its place among the rows in flight.
     requests: Semaphore,
+    /// The destinations' `rateLimit`s: a row waits on them inside its batch, its claim
+    /// renewed, and the wait is not an attempt (`crate::outbox_limits`).
+    limits: crate::outbox_limits::Limits,
     lease: Duration,
     /// How long the loop may go without a message completing (see [`longest_publish`]).
     publish_allowance: Duration,
@@ -270,7 +275,7 @@ impl Relay for OutboxRelay {
             .for_each_concurrent(st.cfg.outbox.in_flight() as usize, |(c, t)| {
                 let (live, delivered) = (&live, &delivered);
                 async move {
-                    if let Some(c) = process(st, &self.requests, c, t, live).await {
+                    if let Some(c) = process(st, self, c, t, live).await {
                         let full = {
                             let mut d = delivered.lock().unwrap();
                             d.push(c);
@@ -526,7 +531,7 @@ fn lost_unpublished(row: &queuebox_core::store::relay::OutboxRow, started: bool)
 /// delivered, for [`mark_delivered`].
 async fn process(
     st: &AppState,
-    requests: &Semaphore,
+    relay: &OutboxRelay,
     mut c: ClaimedOutbox,
     lost: CancellationToken,
     live: &Live,
@@ -599,11 +604,10 @@ async fn process(
     st.metrics
         .gauge_add("queuebox_outbox_queue_depth", &[("destination", dest)], 1.0);
     let publish = async {
-        // The semaphore is never closed, so acquiring fails never.
-        let _request = match publisher.is_request() {
-            true => Some(requests.acquire().await.expect("never closed")),
-            false => None,
-        };
+        // The destination's limits and the relay's HTTP request cap; a lost claim cancels
+        // the wait like the publish, and nothing is written for a row that only waited.
+        let requests = publisher.is_request().then_some(&relay.requests);
+        let _admitted = relay.limits.admit(dest, requests, &st.metrics).await;
         let p0 = Instant::now();
         (publisher.publish(&msg).await, p0.elapsed())
     };
