@@ -1,6 +1,6 @@
 //! The admin API (off by default; `admin.auth` required unless `admin.insecure: true`):
 //! list dead rows, replay an inbox row as a new outbox row, replay or delete outbox rows,
-//! and the read-only views of the operator console (`console`, served at `/console`):
+//! cancel pending rows, and the read-only views of the operator console (`console`, served at `/console`):
 //! counts by state, a message's journey.
 
 mod console;
@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use queuebox_core::store::relay::{DeadFilter, DeadTable, ReplayFilter};
+use queuebox_core::store::relay::{CancelTarget, DeadFilter, DeadTable, ReplayFilter};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -31,6 +31,7 @@ pub fn router(max_payload_bytes: u64) -> Router<AppState> {
         .route("/admin/outbox/:id", delete(delete_outbox))
         .route("/admin/inbox/:id/requeue", post(requeue_inbox))
         .route("/admin/inbox/:id", delete(delete_inbox))
+        .route("/admin/cancel/:table", post(cancel))
         .route("/admin/transform/test", post(transform_test))
         .route("/admin/overview", get(overview))
         .route("/admin/journey", get(journey))
@@ -292,6 +293,64 @@ async fn delete_inbox(
     }
     match st.store.delete_dead(DeadTable::Inbox, &[id]).await {
         Ok(n) => Json(json!({ "deleted": n })).into_response(),
+        Err(e) => db_error(e),
+    }
+}
+
+/// The body of `POST /admin/cancel/{table}`: `id`, or `key` or `aggregate` (inbox: with
+/// `source`; outbox: `key` with an optional `topic`). Unknown fields are refused by name.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CancelBody {
+    id: Option<Uuid>,
+    source: Option<String>,
+    topic: Option<String>,
+    key: Option<String>,
+    aggregate: Option<String>,
+}
+
+/// `POST /admin/cancel/{inbox|outbox}`: pending rows become `cancelled`, as `queuebox cancel`
+/// does; answers `{cancelled, inFlight, finished, push}`. PostgreSQL only.
+async fn cancel(
+    State(st): State<AppState>,
+    Path(table): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = guard(&st, &headers, &body) {
+        return r;
+    }
+    let b: CancelBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return err(StatusCode::BAD_REQUEST, format!("Invalid request: {e}")),
+    };
+    let target = match table.as_str() {
+        "inbox" if b.topic.is_some() => Err(queuebox_core::Error::InvalidInput(
+            "topic: an inbox row has none (use source)".into(),
+        )),
+        "inbox" => CancelTarget::inbox(b.source, b.id, b.key, b.aggregate),
+        "outbox" if b.source.is_some() || b.aggregate.is_some() => {
+            Err(queuebox_core::Error::InvalidInput(
+                "source, aggregate: an outbox row is cancelled by id or key (and topic)".into(),
+            ))
+        }
+        "outbox" => CancelTarget::outbox(b.topic, b.id, b.key),
+        _ => return err(StatusCode::NOT_FOUND, "table must be inbox or outbox"),
+    };
+    let target = match target {
+        Ok(t) => t,
+        Err(e) => return db_error(e),
+    };
+    match st.store.cancel(&target).await {
+        Ok(r) => {
+            tracing::info!(
+                table = %table,
+                cancelled = r.cancelled,
+                in_flight = r.in_flight,
+                "admin cancel"
+            );
+            Json(r).into_response()
+        }
         Err(e) => db_error(e),
     }
 }

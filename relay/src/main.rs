@@ -1,8 +1,8 @@
 //! `queuebox`: the relay binary. `queuebox [--config FILE] [run]` starts the relay
 //! (HTTP sources, inbox relay, outbox relay, retention, metrics, health, admin);
 //! `check-config` prints the resolved configuration with secrets redacted; `migrate`
-//! applies the database migrations; `inspect` and `dead list|replay|delete` are the
-//! operator's look at one message and at dead rows (`operate`).
+//! applies the database migrations; `inspect`, `dead list|replay|delete` and `cancel` are the
+//! operator's look at one message, at dead rows and at pending rows (`operate`).
 
 mod admin;
 mod app;
@@ -83,6 +83,12 @@ enum Command {
     Dead {
         #[command(subcommand)]
         command: operate::DeadCommand,
+    },
+    /// Cancel pending or scheduled rows by id, key or aggregate (rows being handled finish
+    /// normally and are counted as in flight).
+    Cancel {
+        #[command(subcommand)]
+        command: operate::CancelCommand,
     },
 }
 
@@ -243,6 +249,7 @@ async fn main() -> std::process::ExitCode {
             operate::inspect(target, db, cli.config.as_deref()).await
         }
         Command::Dead { command } => operate::dead(command, cli.config.as_deref()).await,
+        Command::Cancel { command } => operate::cancel(command, cli.config.as_deref()).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -1,12 +1,14 @@
 //! The operator commands: `queuebox inspect <message-id|source:key>` (a message's journey,
-//! inbox row → outbox rows) and `queuebox dead list|replay|delete` (dead rows by filter).
+//! inbox row → outbox rows), `queuebox dead list|replay|delete` (dead rows by filter) and
+//! `queuebox cancel inbox|outbox` (pending rows by id, key or aggregate).
 //! The SQL lives in the store (`RelayStore::find_dead`, `journey`, …); an outbox replay is
 //! the admin API's own `replay_outbox`, restricted to the listed dead rows.
 
 use clap::{Args, Subcommand, ValueEnum};
 use queuebox_core::backend::{self, DatabaseSettings};
 use queuebox_core::store::relay::{
-    DeadFilter, DeadRow, DeadTable, Journey, JourneyRow, JourneyTarget, RelayStore, ReplayFilter,
+    CancelTarget, Cancelled, DeadFilter, DeadRow, DeadTable, Journey, JourneyRow, JourneyTarget,
+    RelayStore, ReplayFilter,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -95,6 +97,92 @@ pub struct ChangeArgs {
     /// Change every row the filters match (required when no ids are given)
     #[arg(long, required_unless_present = "ids")]
     yes: bool,
+}
+
+/// `queuebox cancel`: pending rows become `cancelled` (proto-docs/states.md); a row being
+/// handled is left to finish and counted as in flight.
+#[derive(Subcommand)]
+pub enum CancelCommand {
+    /// Cancel pending pull inbox rows: one by --id, or within --source by --key (idempotency
+    /// key) or --aggregate (every pending row of the aggregate). Push rows are never cancelled
+    #[command(group(clap::ArgGroup::new("which").required(true).multiple(false)))]
+    Inbox {
+        /// The inbox source (required with --key or --aggregate)
+        #[arg(long, required_unless_present = "id")]
+        source: Option<String>,
+        /// An inbox row id
+        #[arg(long, group = "which")]
+        id: Option<Uuid>,
+        /// An idempotency key of --source
+        #[arg(long, group = "which")]
+        key: Option<String>,
+        /// An aggregate id of --source
+        #[arg(long, group = "which")]
+        aggregate: Option<String>,
+        #[command(flatten)]
+        db: Database,
+    },
+    /// Cancel pending outbox rows: one by --id, or every pending row of a --key (the
+    /// ordering key), optionally of one --topic
+    #[command(group(clap::ArgGroup::new("which").required(true).multiple(false)))]
+    Outbox {
+        /// Only rows of this topic
+        #[arg(long)]
+        topic: Option<String>,
+        /// An outbox row id
+        #[arg(long, group = "which")]
+        id: Option<Uuid>,
+        /// The outbox key
+        #[arg(long, group = "which")]
+        key: Option<String>,
+        #[command(flatten)]
+        db: Database,
+    },
+}
+
+pub async fn cancel(cmd: CancelCommand, config: Option<&std::path::Path>) -> anyhow::Result<()> {
+    let (target, db_args) = match cmd {
+        CancelCommand::Inbox {
+            source,
+            id,
+            key,
+            aggregate,
+            db,
+        } => (CancelTarget::inbox(source, id, key, aggregate)?, db),
+        CancelCommand::Outbox { topic, id, key, db } => (CancelTarget::outbox(topic, id, key)?, db),
+    };
+    let db = connect(&db_args, config).await?;
+    let result = db.relay_store().cancel(&target).await;
+    db.close().await;
+    let r = result?;
+    if db_args.json {
+        println!("{}", serde_json::to_string(&r)?);
+    } else {
+        print_cancelled(&r);
+    }
+    Ok(())
+}
+
+fn print_cancelled(r: &Cancelled) {
+    println!("cancelled {} row(s)", r.cancelled);
+    if r.in_flight > 0 {
+        println!(
+            "{} row(s) in flight (being handled): not cancelled, they finish or fail normally",
+            r.in_flight
+        );
+    }
+    if r.finished > 0 {
+        println!("{} row(s) already finished: unchanged", r.finished);
+    }
+    if r.push > 0 {
+        println!(
+            "{} push row(s): not cancelled (the relay forwards push rows, not workers)",
+            r.push
+        );
+    }
+    if *r == Cancelled::default() {
+        println!("no row matches");
+    }
 }
 
 /// `90s`, `15m`, `2h`, `7d`.
