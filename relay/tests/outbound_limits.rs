@@ -113,10 +113,16 @@ async fn per_second_spaces_requests_and_waiting_is_not_an_attempt() {
         .max()
         .unwrap();
     println!("perSecond 20: 60 requests over {span:?}, at most {busiest} in one second");
+    // The documented bound is perSecond + 1 = 21 starts in any second (starts are at least
+    // 1/20 s apart). The receiver sees arrivals, which lag their starts by the relay's
+    // scheduling and the connection: on a loaded machine one request's lag can let one more
+    // into its second (seen: 20 and 21), hence one more allowed. Unlimited, all 60 arrive
+    // within ~20 ms; a limiter with a burst of perSecond would show ~40.
     assert!(
-        busiest <= 21,
-        "{busiest} requests in one second (bound: perSecond + 1)"
+        busiest <= 21 + 1,
+        "{busiest} requests in one second (bound: perSecond + 1 = 21, + 1 for arrival jitter)"
     );
+    assert_wait_measured(&relay, 60).await;
 }
 
 #[tokio::test]
