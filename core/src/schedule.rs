@@ -76,7 +76,7 @@ impl FromStr for Missed {
 }
 
 /// When a schedule ticks.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum Timing {
     /// A cron expression (five fields, or six with seconds first) read in a time zone.
     Cron { cron: Box<Cron>, zone: Tz },
@@ -155,7 +155,7 @@ impl Timing {
 
 /// One schedule: its name (unique: it is in every row's key), when it ticks, and the pull row
 /// each tick enqueues.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Schedule {
     pub name: String,
     pub timing: Timing,

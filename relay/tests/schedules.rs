@@ -154,3 +154,103 @@ async fn three_relays_enqueue_each_tick_once_and_a_restart_follows_the_missed_po
     // The hourly `latest` row is still one: the restart's enqueue was a duplicate.
     assert_eq!(ticks(&store, "hourly", "hourly-latest").await.0, hourly);
 }
+
+/// Two Rust workers (`WorkerOptions::schedules`), then a relay too, run the same schedule;
+/// the workers also claim its rows: every tick is one row, handled once, none missing.
+#[tokio::test]
+async fn a_relay_and_two_rust_workers_share_a_schedule_and_handle_its_rows() {
+    use queuebox_core::schedule::{Schedule, Timing};
+    use queuebox_core::{Outcome, Worker, WorkerOptions};
+    use std::sync::Arc;
+
+    let (url, store) = fresh_db("schedules_workers").await;
+    let relay_yaml = format!(
+        "server:
+  httpPort: {{port}}
+  bindAddress: 127.0.0.1
+  drainTimeoutMs: 500
+database:
+  url: {url}
+outbox:
+  enabled: false
+inbox:
+  relay:
+    enabled: false
+schedules:
+  - name: shared
+    source: jobs
+    everyMs: {EVERY_MS}
+    payload: {{from: schedule}}
+"
+    );
+    let schedule = Schedule::new(
+        "shared",
+        Timing::every(Duration::from_millis(EVERY_MS as u64), "schedules[0]").unwrap(),
+        "jobs",
+        serde_json::json!({"from": "schedule"}),
+    );
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let handled = Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        let worker = Worker::connect(
+            &url,
+            WorkerOptions {
+                poll_interval: Duration::from_millis(50),
+                schedules: vec![schedule.clone()],
+                ..WorkerOptions::new("jobs")
+            },
+        )
+        .await
+        .unwrap();
+        let (s, h) = (stop.clone(), handled.clone());
+        runs.push(tokio::spawn(async move {
+            worker
+                .run(
+                    move |task| {
+                        let h = h.clone();
+                        async move {
+                            let key = task.message().idempotency_key.clone();
+                            h.lock().unwrap().push(key);
+                            Ok(Outcome::Complete)
+                        }
+                    },
+                    async move { s.notified().await },
+                )
+                .await
+        }));
+    }
+    // The workers alone first (these rows are theirs), then the relay joins the race.
+    eventually("5 ticks handled before the relay starts", 30, || async {
+        handled.lock().unwrap().len() >= 5
+    })
+    .await;
+    let mut relay = Relay::start(&relay_yaml).await;
+    eventually("20 handled ticks", 60, || async {
+        handled.lock().unwrap().len() >= 20
+    })
+    .await;
+    relay.term();
+    // The workers' schedules stop with the workers.
+    stop.notify_waiters();
+    for r in runs {
+        r.await.unwrap().unwrap();
+    }
+    let _ = tokio::time::timeout(Duration::from_secs(10), relay.child.wait()).await;
+    let (ticks, rows) = ticks(&store, "jobs", "shared").await;
+    let span = (*ticks.last().unwrap() - *ticks.first().unwrap()).num_milliseconds();
+    assert_eq!(
+        span / EVERY_MS + 1,
+        rows as i64,
+        "ticks missing or doubled: {ticks:?}"
+    );
+    let handled = handled.lock().unwrap().clone();
+    let distinct: BTreeSet<_> = handled.iter().collect();
+    assert_eq!(distinct.len(), handled.len(), "a row was handled twice");
+    let unhandled = scalar_i64(
+        &store,
+        "SELECT count(*) FROM inbox WHERE source = 'jobs' AND state <> 'processed'",
+    )
+    .await;
+    assert!(unhandled <= 2, "{unhandled} rows left unhandled at stop");
+}

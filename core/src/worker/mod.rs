@@ -174,6 +174,15 @@ impl Worker {
             session.is_some() || inner.store.backend() == crate::store::Backend::Postgres;
         owner::spawn_keeper(Arc::downgrade(&inner), session, has_sessions);
         renew::spawn_renewer(Arc::downgrade(&inner));
+        if !inner.opts.schedules.is_empty() {
+            // Stops with the worker: `stopping` is cancelled by shutdown and on drop.
+            tokio::spawn(crate::schedule::run(
+                inner.store.clone(),
+                inner.store.backend(),
+                inner.opts.schedules.clone(),
+                inner.stopping.clone(),
+            ));
+        }
         if inner.opts.listen {
             renew::spawn_listener(Arc::downgrade(&inner)).await;
         }

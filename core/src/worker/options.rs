@@ -57,6 +57,11 @@ pub struct WorkerOptions {
     /// for the previous batch's completion statements, and slow handlers held the whole
     /// batch.)
     pub hand_out: bool,
+    /// Periodic schedules this worker's process runs beside its claims, until the worker
+    /// shuts down (`crate::schedule`): each tick enqueues one row, once however many workers
+    /// and relays run the same schedule. A schedule may enqueue into any source, not only
+    /// the one this worker claims.
+    pub schedules: Vec<crate::schedule::Schedule>,
 }
 
 /// The largest batch, explicit or adaptive.
@@ -119,6 +124,7 @@ impl WorkerOptions {
             names: Default::default(),
             otlp_endpoint: None,
             hand_out: false,
+            schedules: Vec::new(),
         }
     }
 
@@ -149,6 +155,17 @@ impl WorkerOptions {
         }
         if self.poll_interval.is_zero() {
             return Err(Error::config("pollIntervalMs", "must be greater than 0"));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for (i, s) in self.schedules.iter().enumerate() {
+            let at = format!("schedules[{i}]");
+            s.validate(&at)?;
+            if !names.insert(s.name.trim()) {
+                return Err(Error::config(
+                    format!("{at}.name"),
+                    "repeats an earlier schedule's name (the name is in every tick's key)",
+                ));
+            }
         }
         if let Some(e) = &self.otlp_endpoint {
             crate::otlp::check_endpoint(e).map_err(|why| Error::config("otlpEndpoint", why))?;
@@ -296,5 +313,30 @@ mod tests {
             );
         }
         with(None, u32::MAX).validate().unwrap();
+    }
+
+    #[test]
+    fn schedules_are_validated_with_their_index() {
+        use crate::schedule::{Schedule, Timing};
+        let every = Timing::every(Duration::from_secs(1), "s").unwrap();
+        let s = |name: &str| Schedule::new(name, every.clone(), "jobs", serde_json::json!({}));
+        let mut o = WorkerOptions::new("jobs");
+        o.schedules = vec![s("a"), s("b")];
+        o.validate().unwrap();
+        o.schedules = vec![s("a"), s("a")];
+        let e = o.validate().unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "schedules[1].name"),
+            "{e:?}"
+        );
+        o.schedules = vec![
+            s("a"),
+            Schedule::new("b", every.clone(), " ", serde_json::json!({})),
+        ];
+        let e = o.validate().unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "schedules[1].source"),
+            "{e:?}"
+        );
     }
 }
