@@ -203,3 +203,23 @@ def test_the_top_level_readme_publishes_in_plain_sql(database_url):
         c.execute(blocks[0])
     assert rows(database_url, "SELECT id, total::text FROM orders") == [(7, "42.5")]
     assert rows(database_url, "SELECT topic, payload, state FROM outbox WHERE key = 'order-7' AND topic = 'orders.created'") == [("orders.created", {"order": 7}, "pending")]
+
+
+def test_the_top_level_readme_enqueues_in_plain_sql(database_url):
+    """The repository README's "Enqueue a job in your transaction" SQL, as written: the
+    business row and a pull job for `jobs` commit together; the same key again is a
+    duplicate with the first row's id, and no second row."""
+    blocks = re.findall(r"<!-- quick start: enqueue-sql[^>]*-->\n```sql\n(.*?)```", ROOT_README.read_text(), re.S)
+    assert len(blocks) == 1, "README.md has one marked enqueue SQL block"
+    with psycopg.connect(database_url, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS invoices")
+        c.execute("DELETE FROM inbox WHERE source = 'jobs' AND idempotency_key = 'invoice-7'")
+        c.execute(blocks[0])
+        (first_id,) = c.execute(
+            "SELECT id FROM inbox WHERE source = 'jobs' AND idempotency_key = 'invoice-7'").fetchone()
+        again = c.execute("SELECT * FROM queuebox_enqueue('jobs', 'invoice-7', '{\"order\": 8}')").fetchall()
+    assert rows(database_url, "SELECT order_id FROM invoices") == [(7,)]
+    assert rows(database_url,
+                "SELECT consumption, state, priority, payload FROM inbox WHERE source = 'jobs' AND idempotency_key = 'invoice-7'"
+                ) == [("pull", "pending", 5, {"order": 7})]
+    assert again == [(first_id, True)]
