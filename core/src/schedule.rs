@@ -265,6 +265,122 @@ impl Schedule {
     }
 }
 
+impl Schedule {
+    /// A schedule from the JSON object every language's worker options carry, with the keys
+    /// of the relay's `schedules[<n>]`: `name`, `source`, `cron` or `everyMs`, `timeZone`,
+    /// `payload`, `priority`, `headers` (strings), `missed` (`latest` or `skip`). Errors name
+    /// the key under `at`; the result is validated.
+    pub fn from_json(v: &Value, at: &str) -> Result<Schedule> {
+        let bad = |key: &str, reason: &str| Error::Config {
+            path: format!("{at}.{key}"),
+            reason: reason.to_string(),
+        };
+        let obj = v.as_object().ok_or_else(|| Error::Config {
+            path: at.to_string(),
+            reason: "must be an object".into(),
+        })?;
+        let text = |key: &str| -> Result<Option<String>> {
+            match obj.get(key) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(bad(key, "must be a string")),
+            }
+        };
+        for key in obj.keys() {
+            if !matches!(
+                key.as_str(),
+                "name"
+                    | "source"
+                    | "cron"
+                    | "everyMs"
+                    | "timeZone"
+                    | "payload"
+                    | "priority"
+                    | "headers"
+                    | "missed"
+            ) {
+                return Err(bad(key, "is not a schedule option"));
+            }
+        }
+        let zone = text("timeZone")?;
+        let timing = match (text("cron")?, obj.get("everyMs").filter(|v| !v.is_null())) {
+            (Some(c), None) => Timing::cron(&c, zone.as_deref(), at)?,
+            (None, Some(ms)) => {
+                if zone.is_some() {
+                    return Err(bad(
+                        "timeZone",
+                        "applies to `cron` only (an interval is the same in every zone)",
+                    ));
+                }
+                let ms = ms
+                    .as_u64()
+                    .ok_or_else(|| bad("everyMs", "must be a whole number of milliseconds"))?;
+                Timing::every(Duration::from_millis(ms), at)?
+            }
+            _ => {
+                return Err(Error::Config {
+                    path: at.to_string(),
+                    reason: "set exactly one of `cron` and `everyMs`".into(),
+                })
+            }
+        };
+        let mut s = Schedule::new(
+            text("name")?.unwrap_or_default(),
+            timing,
+            text("source")?.unwrap_or_default(),
+            obj.get("payload").cloned().unwrap_or(Value::Null),
+        );
+        if let Some(p) = obj.get("priority").filter(|v| !v.is_null()) {
+            s.priority = p
+                .as_i64()
+                .and_then(|p| i16::try_from(p).ok())
+                .ok_or_else(|| bad("priority", "must be a whole number from -32767 to 32767"))?;
+        }
+        match obj.get("headers") {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(h)) => {
+                if h.values().any(|v| !v.is_string()) {
+                    return Err(bad("headers", "values must be strings"));
+                }
+                s.headers = h.clone();
+            }
+            Some(_) => return Err(bad("headers", "must be an object of strings")),
+        }
+        if let Some(m) = text("missed")? {
+            s.missed = m.parse().map_err(|e: String| bad("missed", &e))?;
+        }
+        s.validate(at)?;
+        Ok(s)
+    }
+
+    /// The JSON object [`Schedule::from_json`] reads back as this schedule.
+    pub fn to_json(&self) -> Value {
+        let mut o = Map::new();
+        o.insert("name".into(), self.name.clone().into());
+        o.insert("source".into(), self.source.clone().into());
+        match &self.timing {
+            Timing::Cron { cron, zone } => {
+                o.insert("cron".into(), cron.as_str().into());
+                o.insert("timeZone".into(), zone.name().into());
+            }
+            Timing::Every(d) => {
+                o.insert("everyMs".into(), (d.as_millis() as u64).into());
+            }
+        }
+        o.insert("payload".into(), self.payload.clone());
+        o.insert("priority".into(), self.priority.into());
+        if !self.headers.is_empty() {
+            o.insert("headers".into(), Value::Object(self.headers.clone()));
+        }
+        let missed = match self.missed {
+            Missed::Latest => "latest",
+            Missed::Skip => "skip",
+        };
+        o.insert("missed".into(), missed.into());
+        Value::Object(o)
+    }
+}
+
 /// Enqueues `tick`'s row of `schedule` in a transaction of its own; `true` when this call
 /// stored it, `false` when the row existed already (another process enqueued the tick).
 pub async fn enqueue_tick(
@@ -527,6 +643,39 @@ mod tests {
             Some("schedule:nightly:2026-06-02T00:00:00.000Z")
         );
         assert_eq!(m.source, "jobs");
+    }
+
+    #[test]
+    fn json_reads_back_and_names_bad_keys() {
+        let v = json!({"name": "n", "source": "jobs", "cron": "0 9 * * 1-5",
+            "timeZone": "Asia/Tokyo", "payload": {"a": 1}, "priority": 3,
+            "headers": {"h": "v"}, "missed": "skip"});
+        let s = Schedule::from_json(&v, "schedules[0]").unwrap();
+        assert_eq!((s.priority, s.missed), (3, Missed::Skip));
+        assert_eq!(Schedule::from_json(&s.to_json(), "x").unwrap(), s);
+        let every = json!({"name": "n", "source": "jobs", "everyMs": 500, "payload": 1});
+        let s = Schedule::from_json(&every, "x").unwrap();
+        assert_eq!(s.timing, Timing::Every(Duration::from_millis(500)));
+        assert_eq!(Schedule::from_json(&s.to_json(), "x").unwrap(), s);
+        for (change, path) in [
+            (json!({"everyMs": "1s"}), "schedules[2].everyMs"),
+            (json!({"priority": 40000}), "schedules[2].priority"),
+            (json!({"missed": "all"}), "schedules[2].missed"),
+            (json!({"headers": {"h": 1}}), "schedules[2].headers"),
+            (json!({"every": 5}), "schedules[2].every"),
+            (json!({"timeZone": "UTC"}), "schedules[2].timeZone"),
+            (json!({"source": ""}), "schedules[2].source"),
+        ] {
+            let mut v = every.clone();
+            v.as_object_mut()
+                .unwrap()
+                .extend(change.as_object().unwrap().clone());
+            let e = Schedule::from_json(&v, "schedules[2]").unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { path: p, .. } if p == path),
+                "{change}: {e:?}"
+            );
+        }
     }
 
     #[test]

@@ -48,7 +48,8 @@ fn config(path: impl Into<String>, reason: &str) -> Error {
 /// Worker options from a JSON object with the client option names (`source`, `batchSize`,
 /// `concurrency`, `leaseMs`, `pollIntervalMs`, `shutdownGraceMs`, `listen`, `retry:
 /// {maxAttempts, baseDelayMs, maxDelayMs, jitter}`, `otlpEndpoint`, `handOut`: a wrapper whose
-/// loop queues handed-out batches and reports handler times, `WorkerOptions::hand_out`).
+/// loop queues handed-out batches and reports handler times, `WorkerOptions::hand_out`;
+/// `schedules`: an array of `core::schedule::Schedule::from_json` objects).
 /// Missing keys keep the defaults; an
 /// unknown key or a value of the wrong type is an [`Error::Config`] naming it. The result
 /// is validated.
@@ -96,6 +97,23 @@ pub fn worker_options_from_json(v: &Value) -> Result<WorkerOptions> {
                         .ok_or_else(|| config(key.as_str(), "must be a string (a URL)"))?
                         .to_string(),
                 )
+            }
+            // Periodic schedules the worker runs beside its claims (`core::schedule`).
+            "schedules" => {
+                o.schedules = match val {
+                    Value::Null => Vec::new(),
+                    Value::Array(items) => items
+                        .iter()
+                        .enumerate()
+                        .map(|(i, s)| {
+                            queuebox_core::schedule::Schedule::from_json(
+                                s,
+                                &format!("schedules[{i}]"),
+                            )
+                        })
+                        .collect::<Result<_>>()?,
+                    _ => return Err(config(key.as_str(), "must be an array of schedules")),
+                }
             }
             // An own schema's names, as the relay's `database` block spells them.
             "outboxTableName" | "inboxTableName" | "columnMapping" => {}
@@ -195,6 +213,10 @@ pub fn worker_options_to_json(o: &WorkerOptions) -> Value {
         }
         if o.hand_out {
             obj.insert("handOut".into(), true.into());
+        }
+        if !o.schedules.is_empty() {
+            let s = o.schedules.iter().map(|s| s.to_json()).collect();
+            obj.insert("schedules".into(), Value::Array(s));
         }
     }
     v
@@ -296,6 +318,34 @@ mod tests {
     fn missing_keys_keep_the_reference_defaults() {
         let o = worker_options_from_json(&json!({"source": "orders"})).unwrap();
         assert_eq!(o, WorkerOptions::new("orders"));
+    }
+
+    #[test]
+    fn schedules_read_back_and_a_bad_one_names_its_index_and_key() {
+        let v = json!({"source": "s", "schedules": [
+            {"name": "a", "source": "jobs", "everyMs": 1000, "payload": {}},
+            {"name": "b", "source": "jobs", "cron": "*/5 * * * *", "timeZone": "Europe/Oslo", "payload": 1}]});
+        let o = worker_options_from_json(&v).unwrap();
+        assert_eq!(o.schedules.len(), 2);
+        let shown = worker_options_to_json(&o);
+        assert_eq!(shown["schedules"][1]["timeZone"], json!("Europe/Oslo"));
+        assert_eq!(
+            worker_options_from_json(&shown).unwrap().schedules,
+            o.schedules
+        );
+        let e = worker_options_from_json(&json!({"source": "s", "schedules": [
+            {"name": "a", "source": "jobs", "everyMs": 1000, "payload": {}},
+            {"name": "b", "source": "jobs", "cron": "* * *", "payload": {}}]}))
+        .unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "schedules[1].cron"),
+            "{e}"
+        );
+        let e = worker_options_from_json(&json!({"source": "s", "schedules": {}})).unwrap_err();
+        assert!(
+            matches!(&e, Error::Config { path, .. } if path == "schedules"),
+            "{e}"
+        );
     }
 
     #[test]
