@@ -46,10 +46,56 @@ type Options struct {
 	// message is handled in a "handle" span exported there, and Message.Trace carries
 	// that span's context. Empty means OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing.
 	OTLPEndpoint string
+	// Schedules the worker's process runs beside its claims, from NewWorker until Close:
+	// each tick enqueues one pull row, once however many workers and relays run the same
+	// schedule (the tick's time is in the row's idempotency key; docs/operations.md,
+	// "Schedules"). The core validates them, naming schedules[i].field.
+	Schedules []Schedule
 	// Logger receives the native library's records about this worker's source (an
 	// unreachable database, lost claims, retries, dead-lettered messages); nil means the
 	// logger of SetLogger, or slog.Default(). See logs.go.
 	Logger *slog.Logger
+}
+
+// Schedule is a periodic schedule: a Cron expression (five fields, or six with seconds
+// first) read in TimeZone (an IANA name; default UTC), or a fixed interval Every (at least
+// 100 ms, ticking at its multiples since the Unix epoch); exactly one of the two. Each tick
+// enqueues a pull row of Source with Payload (JSON-encoded), Priority and Headers. Missed
+// is "latest" (default: at start, enqueue the most recent tick missed while nothing ran)
+// or "skip" (none).
+type Schedule struct {
+	Name     string
+	Source   string
+	Cron     string
+	TimeZone string
+	Every    time.Duration
+	Payload  any
+	Priority int
+	Headers  map[string]string
+	Missed   string
+}
+
+func (s Schedule) toJSON() map[string]any {
+	m := map[string]any{"name": s.Name, "source": s.Source, "payload": s.Payload}
+	if s.Cron != "" {
+		m["cron"] = s.Cron
+	}
+	if s.TimeZone != "" {
+		m["timeZone"] = s.TimeZone
+	}
+	if s.Every != 0 {
+		m["everyMs"] = millis(s.Every)
+	}
+	if s.Priority != 0 {
+		m["priority"] = s.Priority
+	}
+	if len(s.Headers) > 0 {
+		m["headers"] = s.Headers
+	}
+	if s.Missed != "" {
+		m["missed"] = s.Missed
+	}
+	return m
 }
 
 // ColumnMapping renames the columns of each table: mapping key → column name.
@@ -134,6 +180,13 @@ func (o Options) optionsJSON() (string, error) {
 			mapping["inbox"] = o.ColumnMapping.Inbox
 		}
 		m["columnMapping"] = mapping
+	}
+	if len(o.Schedules) > 0 {
+		list := make([]map[string]any, len(o.Schedules))
+		for i, s := range o.Schedules {
+			list[i] = s.toJSON()
+		}
+		m["schedules"] = list
 	}
 	b, err := json.Marshal(m)
 	return string(b), err
