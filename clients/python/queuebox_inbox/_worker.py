@@ -14,10 +14,10 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, Optional, Sequence, Set, Tuple, Union
+from typing import Any, Awaitable, Callable, Coroutine, Deque, Dict, List, Optional, Sequence, Set, Tuple, Union
 
 from . import _batch, _logs, _native, _otel, _params, _payload
-from ._durations import Duration, pick_ms
+from ._durations import Duration, pick_ms, to_ms
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, Rows, WorkerStats
 from .errors import AlreadyFinished, Cancelled, ClaimLost, ConfigError, Dead, InvalidInput, QueueBoxError, Retry
 
@@ -142,6 +142,7 @@ def _core_options(source: str, **given: Any) -> Dict[str, Any]:
         "inbox_table_name": "inboxTableName",
         "column_mapping": "columnMapping",
         "otlp_endpoint": "otlpEndpoint",
+        "schedules": "schedules",
     }
     out: Dict[str, Any] = {"source": source}
     for k, v in given.items():
@@ -163,6 +164,34 @@ def _core_options(source: str, **given: Any) -> Dict[str, Any]:
     return out
 
 
+_SCHEDULE_KEYS = {"name", "source", "cron", "payload", "priority", "headers", "missed"}
+
+
+def _core_schedules(schedules: Optional[List[Dict[str, Any]]]) -> Optional[List[Dict[str, Any]]]:
+    """Schedules as the core reads them: ``every`` (a duration) as ``everyMs``, ``time_zone``
+    as ``timeZone``; the core validates the rest, naming ``schedules[i].key``."""
+    if schedules is None:
+        return None
+    if not isinstance(schedules, (list, tuple)):
+        raise ConfigError("invalid configuration at `schedules`: must be a list of dicts")
+    out = []
+    for i, s in enumerate(schedules):
+        if not isinstance(s, dict):
+            raise ConfigError(f"invalid configuration at `schedules[{i}]`: must be a dict")
+        c: Dict[str, Any] = {}
+        for k, v in s.items():
+            if k == "every":
+                c["everyMs"] = to_ms(f"schedules[{i}].every", v, ConfigError)
+            elif k == "time_zone":
+                c["timeZone"] = v
+            elif k in _SCHEDULE_KEYS:
+                c[k] = v
+            else:
+                raise ConfigError(f"invalid configuration at `schedules[{i}].{k}`: is not a schedule option")
+        out.append(c)
+    return out
+
+
 _PY_NAMES = {
     "`batchSize`": "`batch_size`",
     "`leaseMs`": "`lease`",
@@ -175,6 +204,8 @@ _PY_NAMES = {
     "`inboxTableName`": "`inbox_table_name`",
     "`columnMapping": "`column_mapping",
     "`otlpEndpoint`": "`otlp_endpoint`",
+    ".timeZone`": ".time_zone`",
+    ".everyMs`": ".every`",
 }
 
 
@@ -219,6 +250,12 @@ class Worker:
     message is handled in a ``handle`` span exported there over OTLP/HTTP and
     ``message.traceparent`` is that span's context. ``None`` means
     ``OTEL_EXPORTER_OTLP_ENDPOINT``, else no tracing.
+
+    ``schedules``: periodic schedules the worker runs beside its claims, from ``connect``
+    until ``shutdown``, each a dict ``{"name", "source", "cron" (with an optional
+    "time_zone") or "every" (a duration, at least 0.1 s), "payload", "priority"?,
+    "headers"?, "missed"?: "latest" | "skip"}``. Each tick enqueues one pull row, once
+    however many workers and relays run the same schedule (docs/operations.md, "Schedules").
     """
 
     def __init__(
@@ -238,6 +275,7 @@ class Worker:
         inbox_table_name: Optional[str] = None,
         column_mapping: Optional[Dict[str, Dict[str, str]]] = None,
         otlp_endpoint: Optional[str] = None,
+        schedules: Optional[List[Dict[str, Any]]] = None,
         payload_type: Any = None,
         invalid_payload: str = "dead",
         tracer_provider: Any = None,
@@ -260,6 +298,7 @@ class Worker:
             inbox_table_name=inbox_table_name,
             column_mapping=column_mapping,
             otlp_endpoint=otlp_endpoint,
+            schedules=_core_schedules(schedules),
         )
         # What connect() passes: the options as given, so that an unset batch stays the
         # core's adaptive one (not the resolved number, which the core reads as explicit).
