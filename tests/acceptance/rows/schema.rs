@@ -50,7 +50,7 @@ pub async fn migrations_at_startup_create_the_schema_and_a_restart_is_clean() ->
         "idx_outbox_processing_lease",
         "idx_outbox_key_sequence",
         "idx_inbox_push_pending",
-        "idx_inbox_pull_pending",
+        "idx_inbox_pull_pending_priority",
     ] {
         let n = scalar_i64(
             &store,
@@ -59,6 +59,16 @@ pub async fn migrations_at_startup_create_the_schema_and_a_restart_is_clean() ->
         .await;
         assert_eq!(n, 1, "index {index} exists");
     }
+    // Migration 13 replaced the pull claim's index with the priority-ordered one.
+    let old = scalar_i64(
+        &store,
+        "SELECT count(*) FROM pg_indexes WHERE indexname = 'idx_inbox_pull_pending'",
+    )
+    .await;
+    assert_eq!(
+        old, 0,
+        "idx_inbox_pull_pending was replaced by migration 13"
+    );
     relay.kill();
     let _ = relay.child.wait().await;
     // A restart against the migrated database starts and serves.
@@ -137,7 +147,7 @@ async fn sqlserver_migrations_at_startup(mssql: &str) {
             "idx_outbox_processing_lease",
             "idx_outbox_key_sequence",
             "idx_inbox_push_pending",
-            "idx_inbox_pull_pending",
+            "idx_inbox_pull_pending_priority",
         ] {
             let n = count(format!(
                 "SELECT COUNT(*) AS n FROM sys.indexes WHERE name = '{index}'"
