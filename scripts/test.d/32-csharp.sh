@@ -26,7 +26,11 @@ cargo build --quiet -p queuebox --bin queuebox "${relay_flag[@]}"
 
 out="$QB_CARGO_TARGET/csharp"
 mkdir -p "$out"
-mcs -nologo -target:library -warnaserror+ -r:System.Data.dll -out:"$out/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs
+# The same flags as scripts/package.sh's NuGet build, -doc included: the XML documentation
+# pass is what checks every <see cref>, and an ambiguous one fails the package under
+# -warnaserror (it did, with a test build that passed).
+mcs -nologo -target:library -warnaserror+ -nowarn:1591 -r:System.Data.dll -doc:"$out/QueueBox.Inbox.xml" \
+  -out:"$out/QueueBox.Inbox.dll" clients/csharp/src/QueueBox.Inbox/*.cs
 # Each ```csharp block of the README is a compilation unit of the test runner, so the README's
 # examples build against the library and ReadmeTests runs them (the EF Core helper in
 # src/QueueBox.Inbox.EntityFrameworkCore needs EF Core from NuGet and is not built here).

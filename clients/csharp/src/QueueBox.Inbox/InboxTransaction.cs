@@ -59,7 +59,7 @@ namespace QueueBox.Inbox
         }
 
         /// <summary>Runs a query; each row is a dictionary of column name → value, read by
-        /// <see cref="Json.Parse"/>: an integer that fits as long, any other number as double
+        /// <see cref="Json.Parse(string)"/>: an integer that fits as long, any other number as double
         /// (nearest). For every digit of a numeric column, select it as text (<c>v::text</c>).</summary>
         public async Task<IReadOnlyList<IDictionary<string, object>>> QueryAsync(string sql, params object[] parameters)
         {
