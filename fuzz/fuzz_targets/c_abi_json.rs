@@ -1,9 +1,9 @@
 //! The JSON the C ABI (and the Node and Python bindings) hand to the core, through the
 //! bridge functions the `qb_*` exports call: worker options (`qb_worker_new`,
 //! `queuebox_bridge::json::worker_options_from_json`), a pull message to enqueue
-//! (`new_pull_message_from_json`), statement parameters (`qb_task_execute` / `query`,
-//! `params_from_json`) and the application's publish statement (`qb_publish_statement`,
-//! `queuebox_bridge::app_tx::publish_statement`).
+//! (`Database.enqueue`, `enqueue_message_from_json`), statement parameters
+//! (`qb_task_execute` / `query`, `params_from_json`) and the application's publish
+//! statement (`qb_publish_statement`, `queuebox_bridge::app_tx::publish_statement`).
 //!
 //! Input: a first line naming the call (`worker`, `message`, `params`, or `publish <backend>
 //! <placeholder>`), then the JSON text, so the seed corpus (fuzz/corpus/c_abi_json) is
@@ -29,7 +29,7 @@ fuzz_target!(|data: &[u8]| {
         "worker" => worker(body),
         "message" => {
             if let Err(e) =
-                json::parse("message", body).and_then(|v| json::new_pull_message_from_json(&v))
+                json::parse("message", body).and_then(|v| json::enqueue_message_from_json(&v))
             {
                 refusal(&e);
             }
