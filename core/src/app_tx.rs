@@ -27,6 +27,7 @@
 //! and [`enqueue_many`].
 
 mod enqueue;
+mod message_fields;
 mod placeholder;
 mod publish;
 

@@ -24,6 +24,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use super::message_fields::{check_timing, JsonMessage};
 use super::placeholder::{render, Marker, Placeholder};
 use super::{Expect, Statement};
 use crate::error::{Error, Result};
@@ -34,9 +35,6 @@ use crate::store::{sql, Backend};
 /// The highest priority; the lowest is its negative (the claim orders by `-priority`, which
 /// the SMALLINT column's -32768 would overflow).
 pub const MAX_PRIORITY: i16 = i16::MAX;
-
-/// The longest delay: its seconds must fit SQL Server's `DATEADD` (an `INT`).
-const MAX_DELAY_MS: u64 = i32::MAX as u64 * 1000;
 
 /// One pull row to enqueue. Only `source` and `payload` are required.
 #[derive(Debug, Clone, PartialEq)]
@@ -182,77 +180,24 @@ impl EnqueueMessage {
                 "{at}.priority must be between -{MAX_PRIORITY} and {MAX_PRIORITY}"
             )));
         }
-        if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > i32::MAX as u32) {
-            return Err(Error::InvalidInput(format!(
-                "{at}.max_attempts must be between 1 and {}",
-                i32::MAX
-            )));
-        }
-        if self.delay.is_some() && self.scheduled_at.is_some() {
-            return Err(Error::InvalidInput(format!(
-                "{at}: give delay_ms or scheduled_at, not both"
-            )));
-        }
-        if self
-            .delay
-            .is_some_and(|d| d.as_millis() > MAX_DELAY_MS as u128)
-        {
-            return Err(Error::InvalidInput(format!(
-                "{at}.delay_ms must be at most {MAX_DELAY_MS}"
-            )));
-        }
-        Ok(())
+        check_timing(at, self.max_attempts, self.delay, self.scheduled_at)
     }
 
     /// Reads one message of a wrapper's JSON array; unknown fields are refused (a typo such
     /// as `delay` must not enqueue without the delay).
     pub fn from_json(v: &Value, at: &str) -> Result<EnqueueMessage> {
-        let bad = |field: &str, what: &str| Error::InvalidInput(format!("{at}.{field} {what}"));
-        let obj = v
-            .as_object()
-            .ok_or_else(|| Error::InvalidInput(format!("{at} must be a JSON object")))?;
-        for k in obj.keys() {
-            if !FIELDS.contains(&k.as_str()) {
-                return Err(bad(
-                    k,
-                    &format!("is not a field of a message (one of {})", FIELDS.join(", ")),
-                ));
-            }
-        }
-        let text = |field: &str| -> Result<Option<String>> {
-            match obj.get(field) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(bad(field, "must be a string or null")),
-            }
-        };
-        let count = |field: &str| -> Result<Option<u64>> {
-            match obj.get(field) {
-                None | Some(Value::Null) => Ok(None),
-                Some(n) => n
-                    .as_u64()
-                    .map(Some)
-                    .ok_or_else(|| bad(field, "must be a whole number >= 0")),
-            }
-        };
-        let source = text("source")?.ok_or_else(|| bad("source", "is required"))?;
-        let payload = match obj.get("payload") {
-            None => return Err(bad("payload", "is required")),
-            Some(p) => p.clone(),
-        };
-        let headers = match obj.get("headers") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m.clone(),
-            Some(_) => return Err(bad("headers", "must be an object of strings or null")),
-        };
-        let priority = match obj.get("priority") {
+        let f = JsonMessage::new(v, at, &FIELDS)?;
+        let source = f.required_text("source")?;
+        let payload = f.payload()?;
+        let headers = f.headers()?;
+        let priority = match f.get("priority") {
             None | Some(Value::Null) => 0,
             Some(n) => n
                 .as_i64()
                 .filter(|p| (-(MAX_PRIORITY as i64)..=MAX_PRIORITY as i64).contains(p))
                 .map(|p| p as i16)
                 .ok_or_else(|| {
-                    bad(
+                    f.bad(
                         "priority",
                         &format!(
                             "must be a whole number between -{MAX_PRIORITY} and {MAX_PRIORITY} (got {n})"
@@ -260,29 +205,19 @@ impl EnqueueMessage {
                     )
                 })?,
         };
-        let max_attempts = match count("max_attempts")? {
-            Some(n) if n > u32::MAX as u64 => return Err(bad("max_attempts", "is too large")),
-            n => n.map(|n| n as u32),
-        };
-        let scheduled_at = match text("scheduled_at")? {
-            None => None,
-            Some(s) => Some(
-                DateTime::parse_from_rfc3339(&s)
-                    .map_err(|e| bad("scheduled_at", &format!("is not an RFC 3339 time ({e})")))?
-                    .with_timezone(&Utc),
-            ),
-        };
+        let max_attempts = f.max_attempts()?;
+        let scheduled_at = f.scheduled_at()?;
         let m = EnqueueMessage {
             source,
             payload,
-            idempotency_key: text("idempotency_key")?,
-            aggregate_id: text("aggregate_id")?,
-            event_type: text("event_type")?,
-            correlation_id: text("correlation_id")?,
+            idempotency_key: f.text("idempotency_key")?,
+            aggregate_id: f.text("aggregate_id")?,
+            event_type: f.text("event_type")?,
+            correlation_id: f.text("correlation_id")?,
             headers,
             priority,
             max_attempts,
-            delay: count("delay_ms")?.map(Duration::from_millis),
+            delay: f.delay()?,
             scheduled_at,
         };
         m.validate(at)?;

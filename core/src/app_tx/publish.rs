@@ -8,6 +8,7 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
+use super::message_fields::{check_timing, JsonMessage};
 use super::placeholder::{render, Marker, Placeholder};
 use super::{Expect, Statement};
 use crate::error::{Error, Result};
@@ -18,9 +19,6 @@ use crate::store::{sql, Backend};
 
 /// The dead-letter ceiling of a row published without one (the column's default).
 pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
-
-/// The longest delay: its seconds must fit SQL Server's `DATEADD` (an `INT`).
-const MAX_DELAY_MS: u64 = i32::MAX as u64 * 1000;
 
 /// One outbox row to publish. Only `topic` and `payload` are required.
 #[derive(Debug, Clone, PartialEq)]
@@ -114,89 +112,26 @@ impl OutboxMessage {
             headers::publishable(name, value)
                 .map_err(|e| Error::InvalidInput(format!("{at}.headers.{name}: {e}")))?;
         }
-        if self.max_attempts == Some(0) || self.max_attempts.is_some_and(|n| n > i32::MAX as u32) {
-            return Err(Error::InvalidInput(format!(
-                "{at}.max_attempts must be between 1 and {}",
-                i32::MAX
-            )));
-        }
-        if self.delay.is_some() && self.scheduled_at.is_some() {
-            return Err(Error::InvalidInput(format!(
-                "{at}: give delay_ms or scheduled_at, not both"
-            )));
-        }
-        if self
-            .delay
-            .is_some_and(|d| d.as_millis() > MAX_DELAY_MS as u128)
-        {
-            return Err(Error::InvalidInput(format!(
-                "{at}.delay_ms must be at most {MAX_DELAY_MS}"
-            )));
-        }
-        Ok(())
+        check_timing(at, self.max_attempts, self.delay, self.scheduled_at)
     }
 
     /// Reads one message of a wrapper's JSON array; unknown fields are refused (a typo such
     /// as `delay` must not publish without the delay).
     pub fn from_json(v: &Value, at: &str) -> Result<OutboxMessage> {
-        let bad = |field: &str, what: &str| Error::InvalidInput(format!("{at}.{field} {what}"));
-        let obj = v
-            .as_object()
-            .ok_or_else(|| Error::InvalidInput(format!("{at} must be a JSON object")))?;
-        for k in obj.keys() {
-            if !FIELDS.contains(&k.as_str()) {
-                return Err(bad(
-                    k,
-                    &format!("is not a field of a message (one of {})", FIELDS.join(", ")),
-                ));
-            }
-        }
-        let text = |field: &str| -> Result<Option<String>> {
-            match obj.get(field) {
-                None | Some(Value::Null) => Ok(None),
-                Some(Value::String(s)) => Ok(Some(s.clone())),
-                Some(_) => Err(bad(field, "must be a string or null")),
-            }
-        };
-        let count = |field: &str| -> Result<Option<u64>> {
-            match obj.get(field) {
-                None | Some(Value::Null) => Ok(None),
-                Some(n) => n
-                    .as_u64()
-                    .map(Some)
-                    .ok_or_else(|| bad(field, "must be a whole number >= 0")),
-            }
-        };
-        let topic = text("topic")?.ok_or_else(|| bad("topic", "is required"))?;
-        let payload = match obj.get("payload") {
-            None => return Err(bad("payload", "is required")),
-            Some(p) => p.clone(),
-        };
-        let headers = match obj.get("headers") {
-            None | Some(Value::Null) => Map::new(),
-            Some(Value::Object(m)) => m.clone(),
-            Some(_) => return Err(bad("headers", "must be an object of strings or null")),
-        };
-        let max_attempts = match count("max_attempts")? {
-            Some(n) if n > u32::MAX as u64 => return Err(bad("max_attempts", "is too large")),
-            n => n.map(|n| n as u32),
-        };
-        let scheduled_at = match text("scheduled_at")? {
-            None => None,
-            Some(s) => Some(
-                DateTime::parse_from_rfc3339(&s)
-                    .map_err(|e| bad("scheduled_at", &format!("is not an RFC 3339 time ({e})")))?
-                    .with_timezone(&Utc),
-            ),
-        };
+        let f = JsonMessage::new(v, at, &FIELDS)?;
+        let topic = f.required_text("topic")?;
+        let payload = f.payload()?;
+        let headers = f.headers()?;
+        let max_attempts = f.max_attempts()?;
+        let scheduled_at = f.scheduled_at()?;
         let m = OutboxMessage {
             topic,
             payload,
-            key: text("key")?,
+            key: f.text("key")?,
             headers,
-            aggregate_type: text("aggregate_type")?,
+            aggregate_type: f.text("aggregate_type")?,
             max_attempts,
-            delay: count("delay_ms")?.map(Duration::from_millis),
+            delay: f.delay()?,
             scheduled_at,
         };
         m.validate(at)?;
