@@ -3,7 +3,6 @@ package queuebox
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
@@ -100,28 +99,13 @@ func Enqueue(ctx context.Context, tx Executor, source string, payload any, opts 
 // message, in order. Bad input is an ErrInvalidInput naming the message and field
 // ("messages[2].priority must be ..."), and nothing is stored.
 func EnqueueMany(ctx context.Context, tx Executor, messages []EnqueueMessage) ([]Enqueued, error) {
-	if len(messages) == 0 {
-		return nil, &Error{Kind: KindInvalidInput, Message: "messages: must not be empty"}
-	}
-	rows := make([]publishFields, len(messages))
-	for i, m := range messages {
-		payload, err := json.Marshal(m.Payload)
-		if err != nil {
-			return nil, &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("messages[%d].payload: cannot be encoded as JSON: %v", i, err)}
-		}
-		row := publishFields{"source": m.Source, "payload": json.RawMessage(payload)}
-		for _, opt := range m.Options {
-			if opt != nil {
-				opt(row)
-			}
-		}
-		rows[i] = row
-	}
-	input, err := json.Marshal(rows)
+	input, err := encodeMessages(len(messages), func(i int) (string, string, any, []PublishOption) {
+		return "source", messages[i].Source, messages[i].Payload, messages[i].Options
+	})
 	if err != nil {
-		return nil, &Error{Kind: KindInvalidInput, Message: "messages: " + err.Error()}
+		return nil, err
 	}
-	text, err := enqueueStatement(string(input), placeholder)
+	text, err := enqueueStatement(input, placeholder)
 	if err != nil {
 		return nil, err
 	}

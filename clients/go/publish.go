@@ -90,28 +90,13 @@ func Publish(ctx context.Context, tx Executor, topic string, payload any, opts .
 // order. Bad input is an ErrInvalidInput naming the message and field
 // ("messages[3].topic: must not be empty"), and nothing is inserted.
 func PublishMany(ctx context.Context, tx Executor, messages []OutboxMessage) ([]string, error) {
-	if len(messages) == 0 {
-		return nil, &Error{Kind: KindInvalidInput, Message: "messages: must not be empty"}
-	}
-	rows := make([]publishFields, len(messages))
-	for i, m := range messages {
-		payload, err := json.Marshal(m.Payload)
-		if err != nil {
-			return nil, &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("messages[%d].payload: cannot be encoded as JSON: %v", i, err)}
-		}
-		row := publishFields{"topic": m.Topic, "payload": json.RawMessage(payload)}
-		for _, opt := range m.Options {
-			if opt != nil {
-				opt(row)
-			}
-		}
-		rows[i] = row
-	}
-	input, err := json.Marshal(rows)
+	input, err := encodeMessages(len(messages), func(i int) (string, string, any, []PublishOption) {
+		return "topic", messages[i].Topic, messages[i].Payload, messages[i].Options
+	})
 	if err != nil {
-		return nil, &Error{Kind: KindInvalidInput, Message: "messages: " + err.Error()}
+		return nil, err
 	}
-	text, err := publishStatement(string(input), placeholder)
+	text, err := publishStatement(input, placeholder)
 	if err != nil {
 		return nil, err
 	}
@@ -127,4 +112,33 @@ func PublishMany(ctx context.Context, tx Executor, messages []OutboxMessage) ([]
 		return nil, &Error{Kind: KindInternal, Message: fmt.Sprintf("the publish inserted %d rows for %d messages (%d ids)", n, len(messages), len(st.IDs))}
 	}
 	return st.IDs, nil
+}
+
+// encodeMessages is the core's JSON array of n messages for publish and enqueue: message i
+// gives its naming field (topic or source) and value, its payload (encoded with
+// encoding/json) and its options. Errors name the message: "messages[3].payload: ...".
+func encodeMessages(n int, message func(i int) (field, value string, payload any, opts []PublishOption)) (string, error) {
+	if n == 0 {
+		return "", &Error{Kind: KindInvalidInput, Message: "messages: must not be empty"}
+	}
+	rows := make([]publishFields, n)
+	for i := range rows {
+		field, value, payload, opts := message(i)
+		encoded, err := json.Marshal(payload)
+		if err != nil {
+			return "", &Error{Kind: KindInvalidInput, Message: fmt.Sprintf("messages[%d].payload: cannot be encoded as JSON: %v", i, err)}
+		}
+		row := publishFields{field: value, "payload": json.RawMessage(encoded)}
+		for _, opt := range opts {
+			if opt != nil {
+				opt(row)
+			}
+		}
+		rows[i] = row
+	}
+	input, err := json.Marshal(rows)
+	if err != nil {
+		return "", &Error{Kind: KindInvalidInput, Message: "messages: " + err.Error()}
+	}
+	return string(input), nil
 }
