@@ -77,18 +77,14 @@ pub unsafe extern "C" fn qb_publish_statement(
     out_json: *mut *mut c_char,
     out_error: *mut *mut QbError,
 ) -> QbStatus {
-    clear_out(out_json);
-    guard(out_error, || {
-        let backend = opt_str_arg(backend, "backend")?;
-        let messages = str_arg(messages_json, "messages_json")?;
-        let placeholder = str_arg(placeholder, "placeholder")?;
-        if out_json.is_null() {
-            return Err(Failure::invalid("out_json is NULL"));
-        }
-        let json = queuebox_bridge::app_tx::publish_statement(backend, messages, placeholder)?;
-        *out_json = into_c_string(json);
-        Ok(())
-    })
+    render_statement(
+        backend,
+        messages_json,
+        placeholder,
+        out_json,
+        out_error,
+        queuebox_bridge::app_tx::publish_statement,
+    )
 }
 
 /// The enqueue of pull inbox rows for the application's transaction. `backend` is
@@ -113,6 +109,30 @@ pub unsafe extern "C" fn qb_enqueue_statement(
     out_json: *mut *mut c_char,
     out_error: *mut *mut QbError,
 ) -> QbStatus {
+    render_statement(
+        backend,
+        messages_json,
+        placeholder,
+        out_json,
+        out_error,
+        queuebox_bridge::app_tx::enqueue_statement,
+    )
+}
+
+/// What `qb_publish_statement` and `qb_enqueue_statement` share: their arguments read and
+/// checked, `render` (the bridge's statement for those messages) called, its JSON handed out.
+///
+/// # Safety
+/// As the two exports: `backend` is NULL or NUL-terminated, the other strings are
+/// NUL-terminated, `out_json` is writable.
+unsafe fn render_statement(
+    backend: *const c_char,
+    messages_json: *const c_char,
+    placeholder: *const c_char,
+    out_json: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+    render: fn(Option<&str>, &str, &str) -> queuebox_bridge::Result<String>,
+) -> QbStatus {
     clear_out(out_json);
     guard(out_error, || {
         let backend = opt_str_arg(backend, "backend")?;
@@ -121,8 +141,7 @@ pub unsafe extern "C" fn qb_enqueue_statement(
         if out_json.is_null() {
             return Err(Failure::invalid("out_json is NULL"));
         }
-        let json = queuebox_bridge::app_tx::enqueue_statement(backend, messages, placeholder)?;
-        *out_json = into_c_string(json);
+        *out_json = into_c_string(render(backend, messages, placeholder)?);
         Ok(())
     })
 }
