@@ -61,7 +61,6 @@ def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[s
         items = dict(m)
     else:
         raise InvalidInput(f"invalid input: {at} must be an OutboxMessage or a dict, got {type(m).__name__}")
-    out = {}
     if items.get("delay") is not None:
         if items.get("delay_ms") is not None:
             raise InvalidInput(f"invalid input: {at}.delay: give `delay` (seconds or timedelta) or the deprecated `delay_ms`, not both")
@@ -69,6 +68,15 @@ def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[s
     elif isinstance(m, Mapping) and items.get("delay_ms") is not None:
         warnings.warn("`delay_ms` is deprecated: pass `delay` in seconds or as a datetime.timedelta", DeprecationWarning, stacklevel=5)
     items.pop("delay", None)
+    return _json_fields(items, at)
+
+
+
+def _json_fields(items: Dict[str, Any], at: str) -> Dict[str, Any]:
+    """A message's fields as the core reads them (publish and enqueue alike): None left out
+    (the core's default) except a null payload, which the core refuses by name; a datetime
+    ``scheduled_at`` as ISO 8601; a value JSON cannot hold refused, naming ``{at}.{field}``."""
+    out = {}
     for k, v in items.items():
         if v is None and k != "payload":
             continue
@@ -80,7 +88,6 @@ def _core_message(m: Union[OutboxMessage, Mapping[str, Any]], at: str) -> Dict[s
             raise InvalidInput(f"invalid input: {at}.{k} is not JSON: {e}") from None
         out[k] = v
     return out
-
 
 def _render(messages: Iterable[Any], placeholder: str, single: bool) -> Dict[str, Any]:
     if isinstance(messages, (str, bytes, Mapping, OutboxMessage)) or not isinstance(messages, Iterable):
@@ -242,21 +249,10 @@ def _enqueue_core(m: Union[EnqueueMessage, Mapping[str, Any]], at: str) -> Dict[
         items = dict(m)
     else:
         raise InvalidInput(f"invalid input: {at} must be an EnqueueMessage or a dict, got {type(m).__name__}")
-    out = {}
     if items.get("delay") is not None:
         items["delay_ms"] = to_ms("delay" if at == "message" else f"{at}.delay", items["delay"], InvalidInput)
     items.pop("delay", None)
-    for k, v in items.items():
-        if v is None and k != "payload":
-            continue
-        if k == "scheduled_at" and isinstance(v, datetime):
-            v = v.isoformat()  # without a timezone the core refuses it, naming scheduled_at
-        try:
-            json.dumps(v)
-        except (TypeError, ValueError) as e:
-            raise InvalidInput(f"invalid input: {at}.{k} is not JSON: {e}") from None
-        out[k] = v
-    return out
+    return _json_fields(items, at)
 
 
 def _enqueued(rows: List[Any], n: int) -> List[Enqueued]:
