@@ -214,19 +214,7 @@ namespace QueueBox.Inbox
 
         private static string Render(string messagesJson, SqlPlaceholder placeholder, SqlBackend backend)
         {
-            IntPtr cmsgs = Native.Utf8(messagesJson), cstyle = Native.Utf8(Providers.Name(placeholder)),
-                   cbackend = Native.Utf8(Providers.Name(backend)), json, err;
-            try
-            {
-                Native.ThrowIfFailed(Native.qb_enqueue_statement(cbackend, cmsgs, cstyle, out json, out err), err);
-                return Native.TakeString(json);
-            }
-            finally
-            {
-                Native.FreeUtf8(cmsgs);
-                Native.FreeUtf8(cstyle);
-                Native.FreeUtf8(cbackend);
-            }
+            return Outbox.RenderStatement(Native.qb_enqueue_statement, messagesJson, placeholder, backend);
         }
 
         /// <summary>The message as the core's JSON shape; the core checks every value.</summary>

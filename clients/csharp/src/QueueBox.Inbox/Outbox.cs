@@ -106,11 +106,22 @@ namespace QueueBox.Inbox
 
         private static string Render(string messagesJson, SqlPlaceholder placeholder, SqlBackend backend)
         {
+            return RenderStatement(Native.qb_publish_statement, messagesJson, placeholder, backend);
+        }
+
+        /// <summary>One of the core's statement exports (<c>qb_publish_statement</c>,
+        /// <c>qb_enqueue_statement</c>), which share their arguments.</summary>
+        internal delegate int StatementExport(IntPtr backend, IntPtr messagesJson, IntPtr placeholder, out IntPtr outJson, out IntPtr error);
+
+        /// <summary>Calls <paramref name="export"/> for the messages and returns the statement's
+        /// JSON, freeing every native string it made.</summary>
+        internal static string RenderStatement(StatementExport export, string messagesJson, SqlPlaceholder placeholder, SqlBackend backend)
+        {
             IntPtr cmsgs = Native.Utf8(messagesJson), cstyle = Native.Utf8(Providers.Name(placeholder)),
                    cbackend = Native.Utf8(Providers.Name(backend)), json, err;
             try
             {
-                Native.ThrowIfFailed(Native.qb_publish_statement(cbackend, cmsgs, cstyle, out json, out err), err);
+                Native.ThrowIfFailed(export(cbackend, cmsgs, cstyle, out json, out err), err);
                 return Native.TakeString(json);
             }
             finally
