@@ -297,18 +297,6 @@ async fn delete_inbox(
     }
 }
 
-/// The body of `POST /admin/cancel/{table}`: `id`, or `key` or `aggregate` (inbox: with
-/// `source`; outbox: `key` with an optional `topic`). Unknown fields are refused by name.
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct CancelBody {
-    id: Option<Uuid>,
-    source: Option<String>,
-    topic: Option<String>,
-    key: Option<String>,
-    aggregate: Option<String>,
-}
-
 /// `POST /admin/cancel/{inbox|outbox}`: pending rows become `cancelled`, as `queuebox cancel`
 /// does; answers `{cancelled, inFlight, finished, push}`. PostgreSQL only.
 async fn cancel(
@@ -320,24 +308,17 @@ async fn cancel(
     if let Err(r) = guard(&st, &headers, &body) {
         return r;
     }
-    let b: CancelBody = match serde_json::from_slice(&body) {
+    // The body names the rows as the bindings do (`CancelTarget::from_json`: `id`, or `key`
+    // or `aggregate` with `source` for the inbox, `key` with an optional `topic` for the
+    // outbox); unknown fields are refused by name there.
+    if table != "inbox" && table != "outbox" {
+        return err(StatusCode::NOT_FOUND, "table must be inbox or outbox");
+    }
+    let b: serde_json::Value = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return err(StatusCode::BAD_REQUEST, format!("Invalid request: {e}")),
     };
-    let target = match table.as_str() {
-        "inbox" if b.topic.is_some() => Err(queuebox_core::Error::InvalidInput(
-            "topic: an inbox row has none (use source)".into(),
-        )),
-        "inbox" => CancelTarget::inbox(b.source, b.id, b.key, b.aggregate),
-        "outbox" if b.source.is_some() || b.aggregate.is_some() => {
-            Err(queuebox_core::Error::InvalidInput(
-                "source, aggregate: an outbox row is cancelled by id or key (and topic)".into(),
-            ))
-        }
-        "outbox" => CancelTarget::outbox(b.topic, b.id, b.key),
-        _ => return err(StatusCode::NOT_FOUND, "table must be inbox or outbox"),
-    };
-    let target = match target {
+    let target = match CancelTarget::from_json(&table, &b) {
         Ok(t) => t,
         Err(e) => return db_error(e),
     };

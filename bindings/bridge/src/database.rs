@@ -1,10 +1,12 @@
-//! The small pool the Node and Python bindings offer for enqueueing pull rows and running
-//! statements outside a handler (tests, set-up scripts, producers).
+//! The small pool the Node and Python bindings offer for enqueueing pull rows, cancelling
+//! pending rows and running statements outside a handler (tests, set-up scripts, producers),
+//! and the one-call cancel of the C ABI.
 
 use std::sync::Arc;
 
 use queuebox_core::app_tx;
 use queuebox_core::backend::{self, DatabaseSettings};
+use queuebox_core::store::relay::CancelTarget;
 use queuebox_core::store::SqlValue;
 use queuebox_core::{Result, Store};
 use serde_json::json;
@@ -74,8 +76,41 @@ impl Database {
         Ok(json!({"id": out[0].id().to_string(), "duplicate": out[0].is_duplicate()}).to_string())
     }
 
+    /// Cancels the pending rows of `table` (`inbox` or `outbox`) that `target_json` names
+    /// (`queuebox_core::store::relay::CancelTarget::from_json`: `id`, or `source` with `key`
+    /// or `aggregate`, or `topic` with `key`); returns the core's counts as
+    /// `{"cancelled", "inFlight", "finished", "push"}` JSON text. The rule, the statement and
+    /// the refusals (naming the missing or unknown field) are the core's.
+    pub async fn cancel(&self, table: &str, target_json: &str) -> Result<String> {
+        cancel_on(self.db.as_ref(), &cancel_target(table, target_json)?).await
+    }
+
     /// Closes the pool.
     pub async fn close(&self) {
         self.db.close().await;
     }
+}
+
+/// The target a binding hands over as JSON text, read by the core.
+fn cancel_target(table: &str, target_json: &str) -> Result<CancelTarget> {
+    CancelTarget::from_json(table, &json::parse("target", target_json)?)
+}
+
+/// The one cancel of every binding, on any backend handle; the counts as JSON text.
+async fn cancel_on(db: &dyn backend::Database, target: &CancelTarget) -> Result<String> {
+    let counts = db.relay_store().cancel(target).await?;
+    // The admin API's answer too (`Cancelled` serialises camelCase).
+    serde_json::to_string(&counts)
+        .map_err(|e| queuebox_core::Error::InvalidInput(format!("cancel counts: {e}")))
+}
+
+/// [`Database::cancel`] on a pool of its own, opened for this call and closed after it: the
+/// C ABI's `qb_cancel`, whose callers (Go, C#) hold no pool of the bridge's. A target that
+/// names no row is refused before connecting.
+pub async fn cancel(database_url: &str, table: &str, target_json: &str) -> Result<String> {
+    let target = cancel_target(table, target_json)?;
+    let db = backend::connect(&DatabaseSettings::new(database_url).pool_size(1)).await?;
+    let out = cancel_on(db.as_ref(), &target).await;
+    db.close().await;
+    out
 }

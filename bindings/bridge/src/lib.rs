@@ -18,7 +18,7 @@
 //! | [`conformance`] | evaluates the JSON vectors of `proto-docs/vectors/` through the real core functions |
 //! | [`logs`] | the core's `tracing` records forwarded to the binding's log sink (level filter in Rust) |
 //! | [`migrate`] | `migrate`: the embedded migrations, run the one way every binding needs |
-//! | [`database`] | [`database::Database`]: the small pool Node and Python enqueue pull rows and run statements with |
+//! | [`database`] | [`database::Database`]: the small pool Node and Python enqueue pull rows, cancel pending rows and run statements with; [`database::cancel`] for the C ABI |
 //!
 //! Errors stay [`queuebox_core::Error`] here; each binding turns [`queuebox_core::Error::kind`]
 //! into its own typed error (a `QB_ERR_*` status, a JavaScript `Error` whose `code` is the

@@ -353,6 +353,54 @@ impl CancelTarget {
         }
         Ok(CancelTarget::Outbox { topic, id, key })
     }
+
+    /// A target from the names every caller outside Rust hands over, as a JSON object of
+    /// `id`, `source`, `key`, `aggregate` (inbox) or `id`, `topic`, `key` (outbox): the admin
+    /// API's body and the bindings' cancel. `table` is `inbox` or `outbox`. An unknown or
+    /// mistyped field, or a field of the other table, is refused by name; then the rules of
+    /// [`CancelTarget::inbox`] and [`CancelTarget::outbox`] apply.
+    pub fn from_json(table: &str, v: &Value) -> Result<Self> {
+        let bad = |m: String| crate::Error::InvalidInput(format!("cancel {table}: {m}"));
+        let obj = v
+            .as_object()
+            .ok_or_else(|| bad("the target must be a JSON object".into()))?;
+        let allowed: &[&str] = match table {
+            "inbox" => &["id", "source", "key", "aggregate"],
+            "outbox" => &["id", "topic", "key"],
+            _ => {
+                return Err(crate::Error::InvalidInput(format!(
+                    "cancel: table must be inbox or outbox, not `{table}`"
+                )))
+            }
+        };
+        let text = |name: &str| -> Result<Option<String>> {
+            match obj.get(name) {
+                None | Some(Value::Null) => Ok(None),
+                Some(Value::String(s)) => Ok(Some(s.clone())),
+                Some(_) => Err(bad(format!("{name} must be a string"))),
+            }
+        };
+        for name in obj.keys() {
+            if !allowed.contains(&name.as_str()) {
+                let hint = match (table, name.as_str()) {
+                    ("inbox", "topic") => " (an inbox row has a source, not a topic)",
+                    ("outbox", "source" | "aggregate") => {
+                        " (an outbox row is cancelled by id, or by key within an optional topic)"
+                    }
+                    _ => "",
+                };
+                return Err(bad(format!("`{name}` is not a field of the target{hint}")));
+            }
+        }
+        let id = text("id")?
+            .map(|s| Uuid::parse_str(&s).map_err(|e| bad(format!("id is not a UUID: {e}"))))
+            .transpose()?;
+        if table == "inbox" {
+            CancelTarget::inbox(text("source")?, id, text("key")?, text("aggregate")?)
+        } else {
+            CancelTarget::outbox(text("topic")?, id, text("key")?)
+        }
+    }
 }
 
 /// What a cancel did with the rows it named. A name that matched no row gives all zeros.
@@ -459,4 +507,47 @@ pub struct JourneyRow {
 pub struct Journey {
     pub inbox: Option<JourneyRow>,
     pub outbox: Vec<JourneyRow>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refused(table: &str, v: Value) -> String {
+        match CancelTarget::from_json(table, &v) {
+            Err(crate::Error::InvalidInput(m)) => m,
+            other => panic!("{table} {v}: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_cancel_target_from_json_names_what_is_missing_or_wrong() {
+        let id = Uuid::new_v4();
+        assert_eq!(
+            CancelTarget::from_json("inbox", &json!({"source": "s", "key": "k"})).unwrap(),
+            CancelTarget::inbox(Some("s".into()), None, Some("k".into()), None).unwrap()
+        );
+        assert_eq!(
+            CancelTarget::from_json("outbox", &json!({"id": id.to_string(), "topic": null}))
+                .unwrap(),
+            CancelTarget::outbox(None, Some(id), None).unwrap()
+        );
+        let m = refused("inbox", json!({"source": "s"}));
+        assert!(m.contains("id, key or aggregate"), "{m}");
+        let m = refused("outbox", json!({}));
+        assert!(m.contains("id or key"), "{m}");
+        let m = refused("inbox", json!({"key": "k"}));
+        assert!(m.contains("source is required"), "{m}");
+        let m = refused("inbox", json!({"id": id.to_string(), "topic": "t"}));
+        assert!(m.contains("`topic`"), "{m}");
+        let m = refused("outbox", json!({"aggregate": "a"}));
+        assert!(m.contains("`aggregate`"), "{m}");
+        let m = refused("inbox", json!({"id": "nope"}));
+        assert!(m.contains("id is not a UUID"), "{m}");
+        let m = refused("inbox", json!({"source": 1, "key": "k"}));
+        assert!(m.contains("source must be a string"), "{m}");
+        let m = refused("dead", json!({"id": id.to_string()}));
+        assert!(m.contains("inbox or outbox"), "{m}");
+    }
 }
