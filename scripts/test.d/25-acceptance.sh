@@ -3,6 +3,7 @@
 # feature table in tests/acceptance/README.md, each driving the real `queuebox` binary against the test PostgreSQL,
 # real brokers and a real HTTP receiver. Prints the per-row table (passed / failed / not run)
 # and the closing line; fails if any row fails or tests/acceptance/README.md's table is stale.
+# Then the README's shell steps (tests/readme/run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 # shellcheck source=scripts/postgres.sh
@@ -20,3 +21,6 @@ export QUEUEBOX_TEST_AMQP_URL QUEUEBOX_TEST_NATS_URL QUEUEBOX_TEST_KAFKA_BROKERS
 # The suite finds the binary next to its own executable (target/debug/queuebox).
 cargo build -p queuebox --bins --quiet
 cargo test -p queuebox-acceptance --quiet
+# The README's shell steps (migrate, the relay, the job's curl, the push curl), typed as a
+# newcomer would, with the README's Rust quick start as the worker.
+QUEUEBOX_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/queuebox" bash tests/readme/run.sh
