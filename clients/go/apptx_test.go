@@ -1,6 +1,6 @@
 package queuebox_test
 
-// The application owns the transaction (issue 14): CompleteTx and the RunPgx / RunSQL /
+// The application owns the transaction: CompleteTx and the RunPgx / RunSQL /
 // RunTasks handler forms on pgx v5 and on database/sql (pgx's stdlib driver), against the
 // real PostgreSQL. Rows are checked through psql, never through the code under test.
 

@@ -24,7 +24,7 @@ import (
 	"unsafe"
 )
 
-// The boundary is crossed per batch, not per row (issue 21): the worker loop takes tasks
+// The boundary is crossed per batch, not per row: the worker loop takes tasks
 // with one qb_worker_next_batch_blocking call, handlers run on goroutines, plain
 // completions go back with one non-waiting qb_tasks_complete call for those that finished
 // together (the core batches the statements), and cancellation reaches
@@ -180,7 +180,7 @@ func taskCancelled(key uint64, cancelled bool) {
 // what queues meanwhile) and frees those tasks; the others only queue theirs. The
 // hand-over never waits for the statement (tasksComplete): a completion queued here still
 // holds its concurrency slot, so waiting for the statement here would hold the next row
-// back behind it (issue 21: at concurrency 1 every statement then carried one row, 1.1
+// back behind it (at concurrency 1 every statement then carried one row, 1.1
 // transactions per row against the Rust worker's 0.5, and the Go worker fell to 0.62x).
 type completer struct {
 	mu       sync.Mutex

@@ -10,7 +10,7 @@ import (
 	queuebox "github.com/alternayte/queuebox/clients/go"
 )
 
-// How many rows a Go worker holds, seen in the database (issue 21). Run queues the batches
+// How many rows a Go worker holds, seen in the database. Run queues the batches
 // the core hands out (a hand-out worker) and reports its handlers' times, so its adaptive
 // batch is large (1024) while slow handlers still hold about their slots and fast ones get
 // the deep pipeline the loop needs.

@@ -1,4 +1,4 @@
-//! What dead-worker recovery (issue 21) costs the claim: the pull claim statement as it was
+//! What dead-worker recovery costs the claim: the pull claim statement as it was
 //! (no owner column written) against the claim that records the worker's owner key, in the
 //! same run on the same table, alternating per round; plus the once-a-second dead-owner check
 //! (`EXPIRE_DEAD_OWNERS`) with live owners holding rows, which is off the claim path.

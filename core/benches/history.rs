@@ -1,4 +1,4 @@
-//! History benchmark (issue 21, "cost does not grow with history"; a bench binary, not a
+//! History benchmark ("cost does not grow with history"; a bench binary, not a
 //! timed test). One run, one database, one worker configuration (default `WorkerOptions`,
 //! concurrency 8), three modes, each a median of rounds that drain freshly inserted pending
 //! rows of one source:

@@ -1,4 +1,4 @@
-//! Pull drain with a mix of priorities against the same drain without (issue 38: the claim
+//! Pull drain with a mix of priorities against the same drain without (the claim
 //! must stay as cheap as before; target mix / none ≥ 0.9).
 //!
 //! Each round seeds `QB_BENCH_ROWS` pending pull rows of one source (default 20,000), runs

@@ -225,7 +225,7 @@ pub struct PoolGauges {
     pub idle: u64,
 }
 
-/// What a store's pool cannot get and why (issue 37): the relay's readiness and
+/// What a store's pool cannot get and why: the relay's readiness and
 /// `queuebox_db_pool_*` metrics. PostgreSQL only; another backend reports all well.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct PoolHealth {

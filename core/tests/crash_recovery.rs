@@ -1,4 +1,4 @@
-//! Crash recovery in seconds (issue 21), with real processes: a pull worker runs as a child
+//! Crash recovery in seconds, with real processes: a pull worker runs as a child
 //! process (this test binary re-run on the ignored `child_worker`), claims rows with a slow
 //! handler and is then SIGKILLed or SIGSTOPped; a second worker in the test process must
 //! - finish a killed worker's rows within 2 s of the kill, each exactly once, although their

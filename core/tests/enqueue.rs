@@ -1,5 +1,5 @@
-//! Enqueueing pull rows in the application's own transaction (`queuebox_core::enqueue`,
-//! issue 38) and pull priorities, against a real PostgreSQL: commit and rollback, duplicates
+//! Enqueueing pull rows in the application's own transaction (`queuebox_core::enqueue`)
+//! and pull priorities, against a real PostgreSQL: commit and rollback, duplicates
 //! (also two transactions racing on one key), many rows in one statement, field-named
 //! errors, the claim order by priority, an aggregate's order whatever the priorities, a
 //! row's own max attempts, and the migration's SQL function from plain SQL.

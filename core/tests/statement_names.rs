@@ -223,7 +223,7 @@ async fn schema_guards_name_the_missing_column_and_how_to_add_it() {
     let (path, reason) = message(store.check_schema().await.unwrap_err());
     assert_eq!(path, "database.columnMapping.outbox.lastError");
     assert!(reason.contains("`last_error`"), "{reason}");
-    // A schema made before priorities (issue 38): the guard gives the statement that adds
+    // A schema made before priorities: the guard gives the statement that adds
     // the column.
     sqlx::raw_sql(r#"ALTER TABLE shop."order" ADD COLUMN last_error TEXT; DROP INDEX shop.user_pull_pending; ALTER TABLE shop."user" DROP COLUMN priority"#)
         .execute(store.pool())

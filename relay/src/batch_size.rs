@@ -5,7 +5,7 @@
 //! - it came back full, and a batch twice as large would still be processed within
 //!   [`STEP_LIMIT`] and hold at most [`BYTES_LIMIT`] of rows: double, up to `max` or the
 //!   keys' limit below (the rows were there, and each claim and each sent mark costs about
-//!   the same for 100 rows as for 1,000: issue 21's drain to NATS went from 16,400 to 26,600
+//!   the same for 100 rows as for 1,000: a drain to NATS went from 16,400 to 26,600
 //!   rows/s at batch 1,000);
 //! - it came back short, claimed with nothing else held (everything claimable, or one row per
 //!   ordering key when keys bound it): the size and the limit become what it returned, at

@@ -702,7 +702,7 @@ pub(crate) fn after_failure(st: &AppState, row: &OutboxRow) -> Decision {
 /// are spent: proto-docs/states.md#outbox), except with `outbox.retryUnreachableForever`: then a
 /// destination that could not be reached never makes the row dead, because the message is
 /// not at fault while a broker is down or restarting; the row keeps waiting on the capped
-/// backoff until the destination is back (a rejection still makes it dead). Issue 18's chaos
+/// backoff until the destination is back (a rejection still makes it dead). The chaos
 /// ledger: a RabbitMQ restart longer than the rows' schedule dead-lettered every row in flight.
 fn after_publish_failure(
     st: &AppState,

@@ -7,7 +7,7 @@
 //!
 //! A relay that [claims ahead](Relay::claims_ahead) claims its next batch while the current
 //! one is processed, so the claim's round trip overlaps the batch's work instead of pausing
-//! it (issue 21: the outbox relay spent ~40 % of a drain to NATS claiming while nothing was
+//! it (the outbox relay spent ~40 % of a drain to NATS claiming while nothing was
 //! published); the batch claimed last before `stop` is processed too. It does so only after a
 //! full batch (a shorter one took everything claimable: with ordering keys, the rest waits
 //! behind the keys it holds, and a claim ahead would find nothing) and while the batch before

@@ -1,9 +1,9 @@
-//! The relay's owner session (issue 21: a crashed relay's rows back in seconds, not after
+//! The relay's owner session (a crashed relay's rows back in seconds, not after
 //! their lease). The relay holds one [`queuebox_core::store::OwnerSession`] — on PostgreSQL a
 //! session advisory lock on a random key, on a connection of its own — and the outbox relay and
 //! the inbox relay record its key on every row they claim. Once a second this keeper
 //! - checks the session and, if its connection broke, opens a new one under the same key
-//!   when it is free (issue 37: under a new key, the relay's own rows of the old one, still
+//!   when it is free (under a new key, the relay's own rows of the old one, still
 //!   being published or waiting for their sent mark, were put back to pending as a dead
 //!   relay's and delivered again), else under a new key (claims made meanwhile carry no key
 //!   and wait for their lease);

@@ -1,4 +1,4 @@
-//! `http.blockPrivateAddresses` through the real `queuebox` binary (issue 37, item 2): every
+//! `http.blockPrivateAddresses` through the real `queuebox` binary: every
 //! special-purpose range the issue found open — CGNAT, IETF protocol assignments, TEST-NETs,
 //! benchmarking, reserved, multicast, broadcast, IPv6 documentation, and IPv4 embedded in
 //! IPv6 (mapped, compatible, NAT64, 6to4, Teredo) — is refused by `check-config` and `run`

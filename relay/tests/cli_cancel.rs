@@ -1,4 +1,4 @@
-//! Cancel on the real `queuebox` binary against a real PostgreSQL (issue 38 item 4):
+//! Cancel on the real `queuebox` binary against a real PostgreSQL:
 //! `queuebox cancel inbox|outbox` and `POST /admin/cancel/{table}` turn pending and scheduled
 //! rows into `cancelled`, leave a row being handled to finish (counted as in flight), cancel
 //! nothing twice, and refuse a request that names no row, naming what is missing.

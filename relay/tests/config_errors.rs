@@ -1,5 +1,5 @@
 //! Each configuration mistake stops the real binary with exactly one problem, named by its
-//! key path (issue 12, defect 8).
+//! key path.
 
 mod common;
 
@@ -108,7 +108,7 @@ sources:
 #[tokio::test]
 async fn a_long_list_of_problems_is_printed_whole() {
     // 60 problems take ~4,000 characters: every one is printed, none cut off with "…"
-    // (issue 37, item 6; the list was cut at 2,000 characters).
+    // (the list was cut at 2,000 characters).
     let mut yaml = BASE[..BASE.find("routes:").unwrap()].to_string();
     for i in 0..60 {
         yaml += &format!(

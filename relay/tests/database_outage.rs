@@ -210,7 +210,7 @@ async fn a_pull_worker_reports_the_database_down_once_and_resumes_when_it_return
         "one warn line for the outage, not one per poll: {down:?}"
     );
     assert!(
-        // warn, not error: the worker retries by itself (issue 19's level for an outage)
+        // warn, not error: the worker retries by itself (the level for an outage)
         down[0].contains("WARN")
             && down[0].contains("jobs")
             && down[0].contains("database unavailable"),

@@ -1,4 +1,4 @@
-//! Issue 37, item 6, through the real `queuebox` binary and a real PostgreSQL: the relay's
+//! Through the real `queuebox` binary and a real PostgreSQL: the relay's
 //! sessions carry an `application_name` naming the replica (unless the URL names one), and a
 //! database outage logs one warning for the refused requests plus a summary line with their
 //! count, not one warning per request.

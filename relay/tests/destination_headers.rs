@@ -1,4 +1,4 @@
-//! A destination's static `headers:` are secrets (issue 37, item 4), through the real
+//! A destination's static `headers:` are secrets, through the real
 //! `queuebox` binary: a value (plain, `file:` or `${VAR}`) arrives at the receiver as
 //! configured, and never shows in `check-config`'s output, in the log of a failed delivery,
 //! in `last_error`, nor in the admin API's views of the row.

@@ -1,5 +1,5 @@
 //! The inbox relay's backlog gauge counts push rows only: pull rows wait for application
-//! workers, not for the relay, and have their own gauge (issue 12, defect 9).
+//! workers, not for the relay, and have their own gauge.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! Issue 37, item 5, through the real `queuebox` binary with requests written byte for byte:
+//! Through the real `queuebox` binary with requests written byte for byte:
 //! a UTF-8 `X-Idempotency-Key` is accepted and stored exactly; a UTF-8 header value is
 //! stored as sent and a value that is not UTF-8 is left out and counted; a body nested
 //! deeper than 126 levels is answered 400 saying so.

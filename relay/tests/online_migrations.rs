@@ -1,4 +1,4 @@
-//! Online migrations (issue 41): migration 9 builds its outbox indexes CONCURRENTLY, outside a
+//! Online migrations: migration 9 builds its outbox indexes CONCURRENTLY, outside a
 //! transaction, so the application's inserts go on while it runs; a build that is interrupted
 //! is repaired by the next run; two migrators at once both finish; a database that applied 9
 //! as first released is accepted as it is. Every test drives the real `queuebox migrate` on a

@@ -1,4 +1,4 @@
-//! Spans over OTLP through the real `queuebox` binary (issue 19): a webhook with a
+//! Spans over OTLP through the real `queuebox` binary: a webhook with a
 //! `traceparent` becomes `ingest`, `relay.forward` and one `outbox.publish` per delivery
 //! attempt, all in the sender's trace, each the parent of the next, received by a real HTTP
 //! collector (`POST /v1/traces`, protobuf decoded with opentelemetry-proto); the destination

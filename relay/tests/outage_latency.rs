@@ -1,4 +1,4 @@
-//! Issue 37 item 3: with the database stopped, every POST is answered within
+//! With the database stopped, every POST is answered within
 //! `database.connectionTimeoutMs` plus a small margin however many wait (it took up to
 //! twice the timeout: each insert group waited out the one before it). The real `queuebox`
 //! binary on a throwaway cluster of its own, stopped with `pg_ctl`; 50, then 200 concurrent

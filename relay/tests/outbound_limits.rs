@@ -1,4 +1,4 @@
-//! `destinations.<name>.rateLimit` (issue 38 item 6) through the real `queuebox` binary and a
+//! `destinations.<name>.rateLimit` through the real `queuebox` binary and a
 //! real HTTP receiver: `perSecond` spaces the requests (at most `perSecond + 1` in any one
 //! second, the documented bound of a limiter with a burst of one), `inFlight` caps the
 //! requests the receiver is answering at once, and a row that waited on either was not an

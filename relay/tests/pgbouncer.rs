@@ -1,4 +1,4 @@
-//! Issue 41 item 4: QueueBox through a real PgBouncer (Debian's `pgbouncer`, started by each
+//! QueueBox through a real PgBouncer (Debian's `pgbouncer`, started by each
 //! test on a port of its own in front of the test PostgreSQL), with the real `queuebox`
 //! binary and the core's worker.
 //!

@@ -1,4 +1,4 @@
-//! Issue 37 item 1: PostgreSQL's connection table is full, so the relay's pool cannot open
+//! PostgreSQL's connection table is full, so the relay's pool cannot open
 //! connections. With the real `queuebox` binary on a throwaway cluster of its own
 //! (`max_connections = 12`, `superuser_reserved_connections = 3`, the relay logging in as a
 //! role without SUPERUSER) while superuser connections of the test hold the slots:
@@ -9,7 +9,7 @@
 //! - rows that were published while the sent mark could not be written are marked once
 //!   connections free up, and are not delivered again after their lease;
 //! - 50 concurrent POSTs meanwhile are each answered 503 within `connectionTimeoutMs` plus a
-//!   margin (issue 37 item 3 where failing fast does not apply: the server answers, it only
+//!   margin (the deadline applies where failing fast does not apply: the server answers, it only
 //!   has no slot, so each insert waits for a connection, bounded by its own deadline).
 //!
 //! Every check is made and the failures are reported together, so a run against a build

@@ -1,6 +1,6 @@
 //! `/health/ready` reports each background loop's real liveness: a loop stuck inside a step
 //! is `down` (and readiness 503) until it moves again; a disabled loop is `disabled` and
-//! never fails readiness (issue 12, defect 10).
+//! never fails readiness.
 
 mod common;
 

@@ -1,4 +1,4 @@
-//! A crashed relay's rows are taken over within seconds, not after their lease (issue 21):
+//! A crashed relay's rows are taken over within seconds, not after their lease:
 //! each relay holds an owner session (a PostgreSQL session advisory lock on its own
 //! connection) and records its key on the outbox and push rows it claims; a live relay that
 //! finds the key free puts the dead relay's rows back to pending once a second. Real

@@ -1,4 +1,4 @@
-//! W3C trace context through the real `queuebox` binary (issue 19): a `traceparent` /
+//! W3C trace context through the real `queuebox` binary: a `traceparent` /
 //! `tracestate` received on an HTTP source is validated, kept in the inbox row's own
 //! columns (never among its stored headers), carried to the outbox row by the push relay
 //! and sent to a real HTTP receiver. A malformed or repeated traceparent is not stored,

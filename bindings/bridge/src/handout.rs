@@ -1,4 +1,4 @@
-//! Handing tasks to a language in batches (issue 21): what the Node and Python bindings
+//! Handing tasks to a language in batches: what the Node and Python bindings
 //! need so that their worker loops cross the boundary once per batch, not per row.
 //!
 //! - [`Handout::hand_out`] numbers the tasks of a batch from [`queuebox_core::Worker::next_batch`]

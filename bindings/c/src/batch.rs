@@ -1,5 +1,5 @@
 //! `qb_worker_next_batch` and `qb_tasks_complete`: the boundary crossed once per batch of
-//! tasks instead of once per row (issue 21). The core decides everything as for single
+//! tasks instead of once per row. The core decides everything as for single
 //! tasks (`Worker::next_batch`, `Task::complete_all`): each task of a batch keeps its own
 //! permit, lease, fence and finish, so a lost claim affects only that task.
 

@@ -1,5 +1,5 @@
 //! The batch interface the TypeScript worker loop runs on, so that JavaScript crosses into
-//! the addon once per batch rather than two or three times per row (issue 21):
+//! the addon once per batch rather than two or three times per row:
 //!
 //! - `nextBatch(max)` hands out up to `max` claimed tasks in one Promise (the core's
 //!   [`qb::Worker::next_batch`]) with their messages as one JSON array text, parsed once;

@@ -9,7 +9,7 @@ using System.Threading.Tasks;
 
 namespace QueueBox.Inbox.Tests
 {
-    /// <summary>The application's own transaction (issue 14) with a real ADO.NET provider:
+    /// <summary>The application's own transaction with a real ADO.NET provider:
     /// System.Data.Odbc over psqlODBC (Debian's odbc-postgresql), placeholder style `?`,
     /// against the real PostgreSQL. Npgsql and EF Core cannot be fetched here (no NuGet).</summary>
     public static class AppTxTests
@@ -55,7 +55,7 @@ namespace QueueBox.Inbox.Tests
             }
         }
 
-        // Issue 14 / items 1–2 on the application's transaction: the business write and the
+        // The application's transaction: the business write and the
         // completion commit together, through both handler forms.
         [Test]
         public static async Task BusinessWriteAndCompletionCommitTogether()

@@ -9,7 +9,7 @@ using System.Threading.Tasks;
 namespace QueueBox.Inbox.Tests
 {
     /// <summary>CancellationToken on the calls that wait on the network before a worker
-    /// exists (issue 40): a server that accepts and never answers holds ConnectAsync and
+    /// exists: a server that accepts and never answers holds ConnectAsync and
     /// MigrateAsync until the token fires.</summary>
     public static class CancellationTests
     {

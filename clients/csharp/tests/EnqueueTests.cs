@@ -7,7 +7,7 @@ using System.Threading.Tasks;
 
 namespace QueueBox.Inbox.Tests
 {
-    /// <summary>Enqueue in the application's transaction (issue 38 item 1) through a real
+    /// <summary>Enqueue in the application's transaction through a real
     /// ADO.NET provider (System.Data.Odbc over psqlODBC) against the real PostgreSQL.</summary>
     public static class EnqueueTests
     {

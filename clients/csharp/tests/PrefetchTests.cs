@@ -7,7 +7,7 @@ using System.Threading.Tasks;
 
 namespace QueueBox.Inbox.Tests
 {
-    /// <summary>How many rows a C# worker holds, seen in the database (issue 21). RunAsync
+    /// <summary>How many rows a C# worker holds, seen in the database. RunAsync
     /// queues the batches the core hands out (a hand-out worker) and reports its handlers'
     /// times, so its adaptive batch is large (1024) while slow handlers still hold about their
     /// slots and fast ones get the deep pipeline the loop needs. The Go, TypeScript and Python

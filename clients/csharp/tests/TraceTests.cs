@@ -7,7 +7,7 @@ using System.Threading.Tasks;
 
 namespace QueueBox.Inbox.Tests
 {
-    /// <summary>Issue 19: a handler gets the row's W3C trace context as
+    /// <summary>A handler gets the row's W3C trace context as
     /// InboxMessage.Traceparent / Tracestate (the row's own while tracing is off, the core's
     /// handle span's with InboxOptions.OtlpEndpoint), to continue the trace in its own
     /// OpenTelemetry SDK.</summary>

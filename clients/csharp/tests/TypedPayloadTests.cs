@@ -31,7 +31,7 @@ namespace QueueBox.Inbox.Tests
         public string Note;
     }
 
-    /// <summary>Typed payloads (issue 40 item 1): Json.Deserialize, InboxMessage&lt;T&gt; through
+    /// <summary>Typed payloads: Json.Deserialize, InboxMessage&lt;T&gt; through
     /// the worker, and JsonText payloads written digit for digit.</summary>
     public static class TypedPayloadTests
     {

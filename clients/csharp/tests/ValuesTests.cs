@@ -10,7 +10,7 @@ using QueueBox.Inbox;
 namespace QueueBox.Inbox.Tests
 {
     /// <summary>A handler's ExecuteAsync stores exactly the values it was given, whatever the
-    /// order of their kinds under one statement text (issue 35): the core caches a prepared
+    /// order of their kinds under one statement text: the core caches a prepared
     /// statement per text, and once bound a whole number as int8 and a fraction as float8, so
     /// 4.25 after 3 was stored as 4616471093031469056, silently. Mirrors
     /// core/tests/handler_statement_values.rs through this wrapper: one message, one handler,

@@ -1,5 +1,5 @@
 """What lets the worker loop cross into the native extension once per batch rather than per
-row (issue 21): completions sent together, and one cancellation watch for the whole worker."""
+row: completions sent together, and one cancellation watch for the whole worker."""
 
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ class Completions:
     A batch is sent at the end of the event-loop turn that filled it, unless ``more_soon()``
     says handlers are queued to run next: then it waits for up to ``limit`` tasks or
     :data:`HOLD_S`, whichever comes first. At concurrency 1 each turn finishes one handler,
-    so without the wait every row would cross (and wake the runtime) on its own (issue 21).
+    so without the wait every row would cross (and wake the runtime) on its own.
     Once the queue runs dry the batch goes at the end of the turn, so the core gets its slots
     back for the claim the worker's pending ``next_batch`` waits on."""
 

@@ -1,4 +1,4 @@
-"""The application's own transaction (issue 14): complete_in / publish / publish_many on the
+"""The application's own transaction: complete_in / publish / publish_many on the
 drivers users run — psycopg 3 (Connection, AsyncConnection) and SQLAlchemy 2 (Session,
 AsyncSession on psycopg and on asyncpg) — against a real PostgreSQL through the real extension. Every behaviour runs
 once per driver; the blocking worker gets its own test with the blocking drivers."""

@@ -1,4 +1,4 @@
-"""The blocking twins (issue 40): migrate_blocking, BlockingDatabase and Worker.stop() /
+"""The blocking twins: migrate_blocking, BlockingDatabase and Worker.stop() /
 `with Worker(...)`, used from plain functions with no event loop anywhere, as a Django or
 Flask application would, against the real PostgreSQL."""
 

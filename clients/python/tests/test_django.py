@@ -1,4 +1,4 @@
-"""Django (issue 40): publish, enqueue and complete_in inside `transaction.atomic()` on
+"""Django: publish, enqueue and complete_in inside `transaction.atomic()` on
 Django's own PostgreSQL connection (psycopg 3 backend), in a minimal real project
 (tests/djangoproject): committed with the business write, rolled back with it."""
 

@@ -1,4 +1,4 @@
-"""Durations in seconds or timedelta (issue 40): what reaches the core, the deprecated `*_ms`
+"""Durations in seconds or timedelta: what reaches the core, the deprecated `*_ms`
 names (still working, warning), and refusals naming the field. Rows written with a delay are
 checked against the database in test_app_tx.py (publish) and test_worker.py (Retry)."""
 

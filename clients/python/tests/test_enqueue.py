@@ -1,4 +1,4 @@
-"""Enqueue pull rows in the application's own transaction (issue 38 item 1) on every driver
+"""Enqueue pull rows in the application's own transaction on every driver
 publish supports: committed with the business write, rolled back with it, duplicates
 answered with the stored row's id, and refusals naming the field; the statement is the
 core's (queuebox_core::app_tx::enqueue_statement)."""

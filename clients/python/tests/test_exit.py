@@ -1,4 +1,4 @@
-"""The interpreter exits cleanly with live workers (issue 40): many short programs, each
+"""The interpreter exits cleanly with live workers: many short programs, each
 starting workers on a busy source (or migrating) and ending at once, none may abort. The
 native runtime is stopped at exit (bindings/python/src/rt.rs says why); before that, about 1
 run in 15 aborted. QB_EXIT_RUNS sets how many programs run (default 100, in parallel

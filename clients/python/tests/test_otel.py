@@ -1,4 +1,4 @@
-"""Handler spans in the application's own OpenTelemetry tracer (issue 40): a provider given to
+"""Handler spans in the application's own OpenTelemetry tracer: a provider given to
 the worker, and one the application set globally (in a program of its own: the global
 provider can be set once per process). The parent is the row's traceparent."""
 

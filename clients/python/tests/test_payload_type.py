@@ -1,4 +1,4 @@
-"""Typed payloads (issue 40): Worker(payload_type=...) hands the handler a dataclass or a
+"""Typed payloads: Worker(payload_type=...) hands the handler a dataclass or a
 pydantic model; a payload that does not decode is dead-lettered (default) or retried, never
 handled. Against the real PostgreSQL."""
 

@@ -1,5 +1,5 @@
 """The worker through a real PgBouncer (Debian's ``pgbouncer``, started here in front of the
-test PostgreSQL; issue 41 item 4).
+test PostgreSQL).
 
 In session mode (with ``ignore_startup_parameters = extra_float_digits``, as
 docs/operations.md says) the worker claims and completes rows, and a row enqueued while it

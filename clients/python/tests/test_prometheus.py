@@ -1,4 +1,4 @@
-"""The prometheus_client collector (issue 40): two real workers' core metrics, scraped
+"""The prometheus_client collector: two real workers' core metrics, scraped
 through the application's own registry next to its own metric."""
 
 import asyncio

@@ -1,4 +1,4 @@
-"""Issue 19: a handler gets the row's W3C trace context as message.traceparent / tracestate
+"""A handler gets the row's W3C trace context as message.traceparent / tracestate
 (the row's own while tracing is off, the core's handle span's with ``otlp_endpoint``), to
 continue the trace in its own OpenTelemetry SDK."""
 

@@ -1,4 +1,4 @@
-// The application's own transaction (issue 14): completeTx / publish / publishMany on the
+// The application's own transaction: completeTx / publish / publishMany on the
 // drivers users run, node-postgres (a PoolClient inside BEGIN … COMMIT), Knex
 // (knex.transaction) and Drizzle ORM on node-postgres (db.transaction), against a real
 // PostgreSQL through the real native addon. Every behaviour runs once per driver.

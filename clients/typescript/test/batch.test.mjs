@@ -1,4 +1,4 @@
-// The batch crossing (issue 21) against a real PostgreSQL: tasks handed out and completed in
+// The batch crossing against a real PostgreSQL: tasks handed out and completed in
 // batches keep each task's fence and the shutdown rules, and every row is handled once.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";

@@ -1,4 +1,4 @@
-// Enqueue in the application's transaction (issue 38 item 1): enqueue / enqueueMany on
+// Enqueue in the application's transaction: enqueue / enqueueMany on
 // node-postgres (a PoolClient inside BEGIN … COMMIT), Knex (knex.transaction) and Drizzle ORM
 // (db.transaction), against a real PostgreSQL through the real native addon. The rows of
 // every driver are then claimed by one real Worker, so a row that only looks stored but is

@@ -1,4 +1,4 @@
-// postgres.js and Kysely (issue 40 item 3): completeTx / publish / enqueue on the sql of
+// postgres.js and Kysely: completeTx / publish / enqueue on the sql of
 // sql.begin(async (sql) => …) and the trx of db.transaction().execute(…), against a real PostgreSQL through the real native addon. The
 // same behaviours as app-tx.test.mjs and enqueue.test.mjs run for pg, Knex and Drizzle; here
 // two tests per driver show it is recognised and runs inside the application's transaction

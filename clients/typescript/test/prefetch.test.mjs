@@ -1,4 +1,4 @@
-// How many rows a TypeScript worker holds, seen in the database (issue 21). The worker takes
+// How many rows a TypeScript worker holds, seen in the database. The worker takes
 // batches into its own loop (the core's hand-out worker) and reports its handlers' times, so
 // its adaptive batch is large (1024) but slow handlers still hold about their slots, while
 // fast handlers get the deep pipeline the loop needs.

@@ -1,5 +1,5 @@
 // A handler's statements store exactly the values they were given, whatever kinds the same
-// statement text ran with before (issue 35), through the real worker and the real PostgreSQL.
+// statement text ran with before, through the real worker and the real PostgreSQL.
 //
 // The core caches a prepared statement per connection; it used to bind a whole number as int8
 // and a fraction as float8 under one cached statement, so 4.25 after 3 stored

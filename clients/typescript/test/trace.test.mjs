@@ -1,4 +1,4 @@
-// Issue 19: a handler gets the row's W3C trace context as message.trace (the row's own while
+// A handler gets the row's W3C trace context as message.trace (the row's own while
 // tracing is off, the core's handle span's with `otlpEndpoint`), to continue the trace in its
 // own OpenTelemetry SDK.
 import { after, before, test } from "node:test";

@@ -1,4 +1,4 @@
-//! Dead-worker recovery in seconds (issue 21). The worker holds an owner session
+//! Dead-worker recovery in seconds. The worker holds an owner session
 //! ([`crate::store::OwnerSession`]: on PostgreSQL a session advisory lock on its own
 //! connection) and its claims record the session's key. Once a second (less often when the
 //! look for dead owners is slow, [`CHECK_COST_SHARE`]) this duty

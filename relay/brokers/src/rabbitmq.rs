@@ -672,7 +672,7 @@ impl RabbitMqPublisher {
 /// Why an exchange declaration failed. The broker refusing it (an exchange of another type,
 /// no permission: a channel-level AMQP error) fails the message; anything else is the
 /// connection — reset or closed while the broker restarts, `CONNECTION_FORCED` at its
-/// shutdown — and is retried until the broker is back. (Issue 18's chaos ledger: a connection
+/// shutdown — and is retried until the broker is back. (The chaos ledger: a connection
 /// reset here during a RabbitMQ restart was a refusal, which dead-lettered the row.)
 fn declare_failed(connection: String, exchange: &str, e: &lapin::Error) -> BrokerError {
     let reason = format!("exchange {exchange}: {e}");

@@ -271,7 +271,7 @@ impl Config {
             match (&d.kind, d.kind.broker()) {
                 (DestinationKind::Http(h), _) => {
                     extra.extend(h.auth.iter().flat_map(|a| a.secrets()));
-                    // Every static header value (issue 37: `Authorization`, API keys).
+                    // Every static header value (`Authorization`, API keys).
                     extra.extend(h.headers.values().map(|v| v.expose().to_string()));
                 }
                 (_, Some(b)) => {

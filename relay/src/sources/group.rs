@@ -7,7 +7,7 @@
 //! acknowledged only after the statement holding it committed.
 //!
 //! Each message is answered within its budget (`database.connectionTimeoutMs`) from when it
-//! was handed over, however many wait (issue 37: with the database stopped, 50 concurrent
+//! was handed over, however many wait (with the database stopped, 50 concurrent
 //! POSTs were answered after up to twice the timeout, each group waiting out the one before
 //! it). A message still queued when its budget runs out is answered unavailable and never
 //! inserted (the sender retries); a group's statement waits for its connection no longer

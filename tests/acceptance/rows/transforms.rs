@@ -1,4 +1,4 @@
-//! Rows 21, 22, 34, 39 and 60: JSONata transforms and key expressions (issue 17), through the
+//! Rows 21, 22, 34, 39 and 60: JSONata transforms and key expressions, through the
 //! binary's configuration, HTTP and SQL.
 
 use std::time::{Duration, Instant};

@@ -6,7 +6,7 @@ using System.Threading;
 
 namespace QueueBox.Inbox
 {
-    /// <summary>The boundary crossed per batch, not per row (issue 21): tasks come out of the
+    /// <summary>The boundary crossed per batch, not per row: tasks come out of the
     /// library with one qb_worker_next_messages_blocking call and plain completions go back with one
     /// qb_tasks_complete call per batch. The core decides everything as for single tasks: each
     /// task keeps its own lease, fence and finish, so a lost claim affects only that task.</summary>

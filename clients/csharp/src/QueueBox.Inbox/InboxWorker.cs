@@ -167,7 +167,7 @@ namespace QueueBox.Inbox
             // whole batch (the worker is a hand-out worker, InboxOptions.ToJson). They wait in
             // the queue for one of MaxConcurrency handler loops; plain completions go back in
             // batches through the completer, with the handlers' times, which size what the core
-            // claims ahead of them (HandOut.cs, issue 21).
+            // claims ahead of them (HandOut.cs).
             IntPtr worker = Handle;
             var queue = new HandOutQueue();
             var gate = new SlotGate(_slots);

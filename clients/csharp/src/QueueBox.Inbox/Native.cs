@@ -71,7 +71,7 @@ namespace QueueBox.Inbox
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_abandon(IntPtr task, DoneCallback cb, IntPtr userData, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_task_release_blocking(IntPtr task, out IntPtr error);
 
-        // The application's own transaction (issue 14): statements the wrapper runs with the
+        // The application's own transaction: statements the wrapper runs with the
         // application's driver; synchronous, they do no I/O.
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_task_completion_statement(IntPtr task, IntPtr placeholder, out IntPtr outJson, out IntPtr error);

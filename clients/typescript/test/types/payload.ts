@@ -51,7 +51,7 @@ const forStrings: Handler<string> = (m) => void m.payload.toUpperCase();
 // @ts-expect-error -- the worker's payloads are Orders
 void inferred.run(forStrings);
 
-// 6. postgres.js's own types are accepted where a db goes (issue 40 item 3).
+// 6. postgres.js's own types are accepted where a db goes.
 import postgres from "postgres";
 import { completeTx, enqueue } from "@alternayte/queuebox-inbox";
 const sql = postgres("postgres://x");

@@ -4,7 +4,7 @@
 //! The claim (`sql::CLAIM`, `sql::CLAIM_FROM`) is a prepared statement, but PostgreSQL kept
 //! choosing a custom plan for it, so every claim was planned again: 0.53 ms of planning on
 //! top of ~1.2 ms of execution for a 64-row claim (PostgreSQL 15, `EXPLAIN (ANALYZE,
-//! SUMMARY)` of the prepared statement, issue 21). The generic plan has the same shape —
+//! SUMMARY)` of the prepared statement). The generic plan has the same shape —
 //! index scans in claim order, stopped by the limits — and runs as fast, so on these
 //! sessions the claim is planned once per connection. The setting is per session, so it
 //! lives on connections that run nothing else: the store's main pool keeps the default for

@@ -1,4 +1,4 @@
-//! Where a pull claim starts its scan of pending rows (issue 21, "cost does not grow with
+//! Where a pull claim starts its scan of pending rows ("cost does not grow with
 //! history").
 //!
 //! [`sql::CLAIM`](super::sql::CLAIM) reads due pending rows in `(priority, scheduled_at, sequence)`

@@ -1,4 +1,4 @@
-//! The owner session of a pull worker (issue 21): a connection of its own, taken out of the
+//! The owner session of a pull worker: a connection of its own, taken out of the
 //! pool, holding a session-level advisory lock on a random key for as long as the worker
 //! runs. The worker's claims record the key (`inbox.claim_owner`); when the process dies its
 //! connection closes, PostgreSQL releases the lock, and any live worker's

@@ -1,4 +1,4 @@
-//! What the store's pools cannot get, and why (issue 37): the last connect error, failing
+//! What the store's pools cannot get, and why: the last connect error, failing
 //! fast while the database is known to be unreachable, and a caller's deadline.
 //!
 //! sqlx's pool keeps the reason it could not open a connection to itself: it retries a
@@ -24,7 +24,7 @@
 //!   shutting down or starting up: not a full connection table, where the pool's own
 //!   connections still serve), an acquire fails at once instead of waiting
 //!   `database.connectionTimeoutMs`, and one already waiting fails as soon as the watch
-//!   learns it; the relay answers such an ingest 503 at once (issue 37 item 3);
+//!   learns it; the relay answers such an ingest 503 at once;
 //! - [`PoolWatch::health`] reports the failure and whether acquires are failing for want
 //!   of a connection, for the relay's readiness and metrics.
 //!

@@ -1,6 +1,6 @@
 //! Refusing a connection pooler that does not keep a client on one server session
 //! (PgBouncer's `pool_mode = transaction` or `statement`), and saying what to set when
-//! PgBouncer refuses the connection itself (issue 41 item 4).
+//! PgBouncer refuses the connection itself.
 //!
 //! QueueBox relies on session state: the owner session holds a session advisory lock for the
 //! process's life (a dead replica's claims come back when its lock is gone), `queuebox

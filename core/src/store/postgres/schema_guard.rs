@@ -59,7 +59,7 @@ fn missing(names: &Names, t: Table, key: &str, column: &str) -> Error {
             if t == Table::Inbox { "inbox" } else { "outbox" }
         ),
         (Table::Inbox, "priority") => format!(
-            "the inbox table {shown} has no column `{column}` ({path}), which orders a pull source's rows (issue 38). Add it, then start QueueBox again: ALTER TABLE {table} ADD COLUMN {quoted} SMALLINT NOT NULL DEFAULT 0; and key the pull pending index on it (proto-docs/own-schema.md)"
+            "the inbox table {shown} has no column `{column}` ({path}), which orders a pull source's rows. Add it, then start QueueBox again: ALTER TABLE {table} ADD COLUMN {quoted} SMALLINT NOT NULL DEFAULT 0; and key the pull pending index on it (proto-docs/own-schema.md)"
         ),
         (Table::Inbox, "maxAttempts") => format!(
             "the inbox table {shown} has no column `{column}` ({path}), an enqueued row's own dead-letter ceiling. Add it, then start QueueBox again: ALTER TABLE {table} ADD COLUMN {quoted} INTEGER;"
