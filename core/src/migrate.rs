@@ -207,6 +207,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 12, "0012_inbox_enqueue"),
     migration!("postgres", 13, "0013_inbox_pull_priority_index"),
     migration!("postgres", 14, "0014_cancelled_state"),
+    migration!("postgres", 15, "0015_paused"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -226,6 +227,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 12, "0012_inbox_enqueue"),
     migration!("sqlserver", 13, "0013_inbox_pull_priority_index"),
     migration!("sqlserver", 14, "0014_cancelled_state"),
+    migration!("sqlserver", 15, "0015_paused"),
 ];
 
 /// What a migration run did.

@@ -17,7 +17,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use queuebox_core::store::relay::{
-    CancelTarget, Cancelled, ClaimedOutbox, Forwarded, NewOutboxRow, RelayStore, ReplayFilter,
+    CancelTarget, Cancelled, ClaimedOutbox, Forwarded, NewOutboxRow, PauseKind, RelayStore,
+    ReplayFilter,
 };
 use queuebox_core::store::{JsonRow, Store};
 use queuebox_core::{ClaimRef, InsertOutcome, NewInboxMessage, SqlValue};
@@ -1575,6 +1576,184 @@ mod cancel_postgres {
     async fn cancel_takes_pending_outbox_rows_by_id_or_key() {
         let (relay, store) = super::pg::relay_setup().await;
         super::cancel_takes_pending_outbox_rows_by_id_or_key(relay, &store).await;
+    }
+}
+
+// ---- pause and resume (migration 15) ----
+
+async fn a_paused_pull_source_claims_nothing_until_resumed(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+    h: &dyn Harness,
+) {
+    let src = source("paused-pull");
+    let other = source("running-pull");
+    let held = insert(store, pull(&src, "held", None)).await;
+    let claimed = store.claim_pull(&src, 1, SHORT_LEASE).await.unwrap();
+    assert_eq!(claimed[0].message.id, held);
+    let expired = insert(store, pull(&src, "expired", None)).await;
+    let lapsed = store
+        .claim_pull(&src, 1, Duration::from_millis(1))
+        .await
+        .unwrap();
+    assert_eq!(lapsed[0].message.id, expired);
+
+    assert!(relay.pause(PauseKind::Source, &src).await.unwrap());
+    assert!(
+        !relay.pause(PauseKind::Source, &src).await.unwrap(),
+        "a second pause says it was paused already"
+    );
+    // New rows keep arriving and are stored; the other source is not held.
+    let waiting = insert(store, pull(&src, "waiting", None)).await;
+    let free = insert(store, pull(&other, "free", None)).await;
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(
+        store.claim_pull(&src, 10, LEASE).await.unwrap().is_empty(),
+        "a paused source claims neither due rows nor rows whose lease expired"
+    );
+    let running = store.claim_pull(&other, 10, LEASE).await.unwrap();
+    assert_eq!(
+        running.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![free]
+    );
+    assert_eq!(row(store, h, waiting).await.attempt, 0);
+    assert_eq!(row(store, h, waiting).await.state, "pending");
+    // A row held when the pause came finishes normally.
+    assert!(store.complete_pull(&claimed[0].claim).await.unwrap());
+    let listed = relay.list_paused().await.unwrap();
+    assert!(
+        listed
+            .iter()
+            .any(|p| p.kind == PauseKind::Source && p.name == src),
+        "{listed:?}"
+    );
+
+    assert!(relay.resume(PauseKind::Source, &src).await.unwrap());
+    assert!(!relay.resume(PauseKind::Source, &src).await.unwrap());
+    let mut after: Vec<Uuid> = store
+        .claim_pull(&src, 10, LEASE)
+        .await
+        .unwrap()
+        .iter()
+        .map(|c| c.message.id)
+        .collect();
+    after.sort();
+    let mut want = vec![expired, waiting];
+    want.sort();
+    assert_eq!(after, want, "resumed: the waiting row and the lapsed one");
+    assert!(relay.source_seen(&src).await.unwrap());
+    assert!(!relay.source_seen("never-had-a-row").await.unwrap());
+}
+
+async fn a_paused_push_source_is_not_forwarded_and_others_are(
+    relay: Arc<dyn RelayStore>,
+    store: &Arc<dyn Store>,
+) {
+    let (src, other) = (source("paused-push"), source("running-push"));
+    relay.pause(PauseKind::Source, &src).await.unwrap();
+    let waiting = insert(store, NewInboxMessage::new(&src, "1", json!({}))).await;
+    let free = insert(store, NewInboxMessage::new(&other, "1", json!({}))).await;
+    let claimed = relay.claim_push(10, LEASE).await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![free]
+    );
+    relay.resume(PauseKind::Source, &src).await.unwrap();
+    let claimed = relay.claim_push(10, LEASE).await.unwrap();
+    assert_eq!(
+        claimed.iter().map(|c| c.message.id).collect::<Vec<_>>(),
+        vec![waiting]
+    );
+}
+
+async fn paused_topics_and_destinations_stay_pending_in_the_outbox(
+    relay: Arc<dyn RelayStore>,
+    _store: &Arc<dyn Store>,
+) {
+    use queuebox_core::store::relay::topics_pattern;
+    let ids = |c: &[ClaimedOutbox]| {
+        let mut v: Vec<String> = c.iter().map(|c| c.row.topic.clone()).collect();
+        v.sort();
+        v
+    };
+    for topic in [
+        "orders.eu",
+        "orders.us",
+        "orders.us.x",
+        "audit",
+        "a+b",
+        "ab",
+        "misc",
+    ] {
+        relay.insert_outbox(&outbox_row(topic, None)).await.unwrap();
+        // A keyed row of a paused topic still heads its key.
+        relay
+            .insert_outbox(&outbox_row(topic, Some(topic)))
+            .await
+            .unwrap();
+    }
+    // Routes in order: orders.eu (running) before orders.* (paused destination): a topic
+    // goes by its first matching route, so orders.eu is delivered and orders.us is held;
+    // orders.us.x matches neither `*` glob (no dot in `*`) and falls through to `**`.
+    let routes = [("orders.eu", false), ("orders.*", true), ("**", false)];
+    relay.exclude_outbox_topics(topics_pattern(&["audit", "a+b"], &routes));
+    let claimed = relay.claim_outbox(100, LEASE).await.unwrap();
+    assert_eq!(
+        ids(&claimed),
+        [
+            "ab",
+            "ab",
+            "misc",
+            "misc",
+            "orders.eu",
+            "orders.eu",
+            "orders.us.x",
+            "orders.us.x"
+        ],
+    );
+    for c in &claimed {
+        assert!(relay.mark_sent(&c.claim).await.unwrap());
+    }
+    assert_eq!(
+        relay.outbox_backlog().await.unwrap().pending,
+        6,
+        "held rows stay pending"
+    );
+    assert!(relay.claim_outbox(100, LEASE).await.unwrap().is_empty());
+    relay.exclude_outbox_topics(None);
+    let claimed = relay.claim_outbox(100, LEASE).await.unwrap();
+    assert_eq!(
+        ids(&claimed),
+        ["a+b", "a+b", "audit", "audit", "orders.us", "orders.us"]
+    );
+    assert!(
+        claimed.iter().all(|c| c.row.attempt == 0),
+        "nothing was attempted while paused"
+    );
+}
+
+mod pause_postgres {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paused_pull_source_claims_nothing_until_resumed() {
+        let (relay, store) = super::pg::relay_setup().await;
+        super::a_paused_pull_source_claims_nothing_until_resumed(
+            relay,
+            &store,
+            &super::Sql(super::pg::DIALECT),
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_paused_push_source_is_not_forwarded_and_others_are() {
+        let (relay, store) = super::pg::relay_setup().await;
+        super::a_paused_push_source_is_not_forwarded_and_others_are(relay, &store).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn paused_topics_and_destinations_stay_pending_in_the_outbox() {
+        let (relay, store) = super::pg::relay_setup().await;
+        super::paused_topics_and_destinations_stay_pending_in_the_outbox(relay, &store).await;
     }
 }
 

@@ -294,6 +294,147 @@ pub trait RelayStore: Send + Sync + 'static {
             "cancel supports PostgreSQL only, not SQL Server".into(),
         ))
     }
+
+    // ---- pause and resume (proto-docs/states.md, "Paused") ----
+    //
+    // The paused set lives in the database (migration 15), so every relay replica and every
+    // worker process obeys it: the pull and push claims read it themselves; the outbox claim
+    // skips the topics of [`RelayStore::exclude_outbox_topics`], which the relay sets from
+    // [`RelayStore::list_paused`] once a second. SQL Server refuses pause (the defaults).
+
+    /// Pauses `name` of `kind`; `Ok(false)` when it was paused already. Whether the name
+    /// exists is the caller's check ([`RelayStore::source_seen`], the relay's configuration).
+    async fn pause(&self, kind: PauseKind, name: &str) -> Result<bool> {
+        let _ = (kind, name);
+        Err(pause_unsupported())
+    }
+    /// Resumes `name` of `kind`; `Ok(false)` when it was not paused.
+    async fn resume(&self, kind: PauseKind, name: &str) -> Result<bool> {
+        let _ = (kind, name);
+        Err(pause_unsupported())
+    }
+    /// Everything paused now. Empty on a backend without pause.
+    async fn list_paused(&self) -> Result<Vec<Paused>> {
+        Ok(Vec::new())
+    }
+    /// Whether any inbox row (of any state) has `source`: a source that only applications
+    /// enqueue to is in no relay configuration, yet can be paused once it has rows.
+    async fn source_seen(&self, source: &str) -> Result<bool> {
+        let _ = source;
+        Ok(false)
+    }
+    /// From now on the outbox claim leaves pending the rows whose topic matches `pattern` (a
+    /// PostgreSQL regular expression, [`topics_pattern`]); `None` claims every topic.
+    fn exclude_outbox_topics(&self, pattern: Option<String>) {
+        let _ = pattern;
+    }
+}
+
+fn pause_unsupported() -> crate::Error {
+    crate::Error::InvalidInput(
+        "pause and resume support PostgreSQL only, not SQL Server (the table exists since migration 15; no claim reads it there yet)"
+            .into(),
+    )
+}
+
+/// What a pause names.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PauseKind {
+    /// An inbox source: a pull source's workers claim nothing of it; a push source's rows
+    /// are not forwarded by the inbox relay.
+    Source,
+    /// An outbox destination of the relay's configuration: the topics routed to it.
+    Destination,
+    /// One outbox topic, whatever its route.
+    Topic,
+}
+
+impl PauseKind {
+    pub const ALL: [PauseKind; 3] = [PauseKind::Source, PauseKind::Destination, PauseKind::Topic];
+
+    /// The word stored in `queuebox_paused.kind` and used by the CLI and the admin API.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PauseKind::Source => "source",
+            PauseKind::Destination => "destination",
+            PauseKind::Topic => "topic",
+        }
+    }
+
+    /// The kind a word names; an error lists the three.
+    pub fn parse(word: &str) -> Result<PauseKind> {
+        PauseKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == word)
+            .ok_or_else(|| {
+                crate::Error::InvalidInput(format!(
+                    "kind: `{word}` is not source, destination or topic"
+                ))
+            })
+    }
+}
+
+/// One paused thing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Paused {
+    pub kind: PauseKind,
+    pub name: String,
+    pub paused_at: DateTime<Utc>,
+}
+
+/// The pattern for [`RelayStore::exclude_outbox_topics`]: a topic is excluded when it is
+/// paused itself, or when the first of `routes` (topic globs in order, each with whether its
+/// destination is paused) that matches it goes to a paused destination, exactly the route
+/// the relay would deliver it by. `None` when nothing is excluded.
+///
+/// Globs are the configuration's (`*` any run of characters without a `.`, `**` any run);
+/// first-match order is kept with a negative lookahead over the earlier routes' globs.
+pub fn topics_pattern(paused_topics: &[&str], routes: &[(&str, bool)]) -> Option<String> {
+    let mut alternatives: Vec<String> = paused_topics.iter().map(|t| glob_regex(t, true)).collect();
+    for (i, (glob, paused)) in routes.iter().enumerate() {
+        if !paused {
+            continue;
+        }
+        let earlier: Vec<String> = routes[..i]
+            .iter()
+            .map(|(g, _)| glob_regex(g, false))
+            .collect();
+        let this = glob_regex(glob, false);
+        alternatives.push(if earlier.is_empty() {
+            this
+        } else {
+            format!("(?!(?:{})$)(?:{this})", earlier.join("|"))
+        });
+    }
+    (!alternatives.is_empty()).then(|| format!("^(?:{})$", alternatives.join("|")))
+}
+
+/// A glob (or, `literal`, a plain topic) as an anchored-by-caller regular expression: every
+/// ASCII character but letters and digits is escaped (a backslash before such a character is
+/// always the character itself in PostgreSQL's regular expressions).
+fn glob_regex(glob: &str, literal: bool) -> String {
+    let mut out = String::new();
+    let mut chars = glob.chars().peekable();
+    while let Some(c) = chars.next() {
+        match c {
+            '*' if !literal => {
+                if chars.peek() == Some(&'*') {
+                    chars.next();
+                    out.push_str(".*");
+                } else {
+                    out.push_str("[^.]*");
+                }
+            }
+            c if c.is_ascii() && !c.is_ascii_alphanumeric() => {
+                out.push('\\');
+                out.push(c);
+            }
+            c => out.push(c),
+        }
+    }
+    out
 }
 
 /// Which rows a cancel names. Built with [`CancelTarget::inbox`] or [`CancelTarget::outbox`],
@@ -326,7 +467,7 @@ impl CancelTarget {
         aggregate: Option<String>,
     ) -> Result<Self> {
         let given = [id.is_some(), key.is_some(), aggregate.is_some()];
-        if given.iter().filter(|g| **g).count() != 1 {
+        if given.iter().filter(|g| **g).count() > 1 {
             return Err(crate::Error::InvalidInput(
                 "cancel inbox: give exactly one of id, key or aggregate".into(),
             ));
@@ -346,7 +487,7 @@ impl CancelTarget {
 
     /// Exactly one of `id` and `key`.
     pub fn outbox(topic: Option<String>, id: Option<Uuid>, key: Option<String>) -> Result<Self> {
-        if id.is_some() == key.is_some() {
+        if id.is_some() && key.is_some() {
             return Err(crate::Error::InvalidInput(
                 "cancel outbox: give exactly one of id or key".into(),
             ));

@@ -72,6 +72,8 @@ pub struct PgStore {
     /// Where the outbox claim's walk over keys resumes (`sql::CLAIM_OUTBOX`): the last key
     /// it took, so keys take turns when the oldest rows are all blocked by their keys.
     outbox_walk: std::sync::Arc<std::sync::Mutex<String>>,
+    /// The paused topics' pattern the outbox claim skips (`RelayStore::exclude_outbox_topics`).
+    outbox_paused: std::sync::Arc<std::sync::Mutex<Option<String>>>,
     /// Where each source's next pull claim starts its scan (`claim_start`).
     claim_starts: std::sync::Arc<claim_start::ClaimStarts>,
     /// The table and column names, and every statement rendered for them once.
@@ -186,6 +188,7 @@ impl PgStore {
             pool,
             claims: None,
             outbox_walk: Default::default(),
+            outbox_paused: Default::default(),
             claim_starts: Default::default(),
             names: std::sync::Arc::new(names),
             sql: std::sync::Arc::new(sql),

@@ -17,7 +17,7 @@ use crate::message::{ClaimRef, ClaimedRow, InboxMessage};
 use crate::store::relay::{
     CancelTarget, Cancelled, ClaimedOutbox, DeadFilter, DeadRow, DeadTable, Forwarded,
     InboxBacklog, Journey, JourneyRow, JourneyTarget, NewOutboxRow, OutboxBacklog, OutboxRow,
-    RelayOwnersExpired, RelayStore, ReplayFilter, StateCounts,
+    PauseKind, Paused, RelayOwnersExpired, RelayStore, ReplayFilter, StateCounts,
 };
 use crate::store::Wakeup;
 
@@ -283,11 +283,13 @@ impl RelayStore for PgStore {
         owner: Option<i64>,
     ) -> Result<Vec<ClaimedOutbox>> {
         let cursor = self.outbox_walk.lock().unwrap().clone();
+        let paused = self.outbox_paused.lock().unwrap().clone();
         let rows = sqlx::query(self.sql(sql::CLAIM_OUTBOX))
             .bind(batch as i64)
             .bind(ms(lease))
             .bind(&cursor)
             .bind(owner)
+            .bind(paused)
             .fetch_all(self.db())
             .await
             .map_err(|e| db_err("outbox claim", e))?;
@@ -587,6 +589,54 @@ impl RelayStore for PgStore {
             finished: n("finished"),
             push: n("push"),
         })
+    }
+
+    async fn pause(&self, kind: PauseKind, name: &str) -> Result<bool> {
+        let r = sqlx::query(self.sql(sql::PAUSE))
+            .bind(kind.as_str())
+            .bind(name)
+            .fetch_optional(self.db())
+            .await
+            .map_err(|e| db_err("pause", e))?;
+        Ok(r.is_some())
+    }
+
+    async fn resume(&self, kind: PauseKind, name: &str) -> Result<bool> {
+        let r = sqlx::query(self.sql(sql::RESUME))
+            .bind(kind.as_str())
+            .bind(name)
+            .execute(self.db())
+            .await
+            .map_err(|e| db_err("resume", e))?;
+        Ok(r.rows_affected() == 1)
+    }
+
+    async fn list_paused(&self) -> Result<Vec<Paused>> {
+        let rows = sqlx::query(self.sql(sql::LIST_PAUSED))
+            .fetch_all(self.db())
+            .await
+            .map_err(|e| db_err("list paused", e))?;
+        rows.iter()
+            .map(|r| {
+                Ok(Paused {
+                    kind: PauseKind::parse(r.get("kind"))?,
+                    name: r.get("name"),
+                    paused_at: r.get("paused_at"),
+                })
+            })
+            .collect()
+    }
+
+    async fn source_seen(&self, source: &str) -> Result<bool> {
+        sqlx::query_scalar(self.sql(sql::SOURCE_SEEN))
+            .bind(source)
+            .fetch_one(self.db())
+            .await
+            .map_err(|e| db_err("source lookup", e))
+    }
+
+    fn exclude_outbox_topics(&self, pattern: Option<String>) {
+        *self.outbox_paused.lock().unwrap() = pattern;
     }
 
     async fn state_counts(&self) -> Result<Vec<StateCounts>> {

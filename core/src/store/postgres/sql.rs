@@ -158,6 +158,10 @@ SELECT {=inbox.id}, {=inbox.source}, {=inbox.idempotency_key} FROM {inbox}
 // locked by another claim, or past the batch), where the next claim may start its scan
 // ([`CLAIM_FROM`], `claim_start.rs`); an expired lease comes first and `next_pending` is then
 // false: the next claim runs from the head again to take it.
+// A paused source (migration 15, `queuebox pause source`) claims nothing, neither due rows nor
+// rows whose lease expired: the NOT EXISTS names only the parameter, so PostgreSQL runs it once
+// per claim as a one-time filter over both scans (one primary-key probe), and a paused source's
+// scans do not run at all.
 /// The pull claim with the pending scan's extra condition `$from` and the expired-lease
 /// branch `$expired` (or nothing for either).
 macro_rules! pull_claim {
@@ -166,6 +170,7 @@ macro_rules! pull_claim {
 WITH cand AS (
     (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, {=inbox.priority}, true AS pending FROM {inbox}
       WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'pending' AND {inbox.scheduled_at} <= (SELECT clock_timestamp())", $from, "
+        AND NOT EXISTS (SELECT 1 FROM queuebox_paused p WHERE p.kind = 'source' AND p.name = $1)
       ORDER BY -{inbox.priority}, {inbox.scheduled_at}, {inbox.sequence} LIMIT $4)", $expired, "
 ), pick AS (
     SELECT c.id FROM cand c
@@ -216,6 +221,7 @@ pub const CLAIM: &str = pull_claim!(
     UNION ALL
     (SELECT {=inbox.id}, {=inbox.aggregate_id}, {=inbox.sequence}, {=inbox.scheduled_at}, {=inbox.priority}, false FROM {inbox}
       WHERE {inbox.consumption} = 'pull' AND {inbox.source} = $1 AND {inbox.state} = 'processing' AND {inbox.lease_expires_at} <= (SELECT clock_timestamp())
+        AND NOT EXISTS (SELECT 1 FROM queuebox_paused p WHERE p.kind = 'source' AND p.name = $1)
       ORDER BY {inbox.lease_expires_at} LIMIT $4)"
 );
 
@@ -346,12 +352,15 @@ UPDATE {inbox} SET {inbox.state} = 'pending', {inbox.claimed_at} = NULL, {inbox.
 // Scans due push rows in claim order and keeps a row only when it heads its aggregate:
 // no earlier pending row and no processing row of that aggregate, in any source. The
 // index scan stops at the batch size; SKIP LOCKED leaves rows another replica is claiming.
+// Rows of a paused source (migration 15) are stepped over and stay pending; a paused row
+// still heads its aggregate, so a later row of that aggregate from another source waits.
 /// The push claim: `$1` batch, `$2` lease (ms), `$3` the relay's owner key (NULL without one).
 pub const CLAIM_PUSH: &str = concat!(
     "
 WITH pick AS (
     SELECT i.{=inbox.id} FROM {inbox} i
      WHERE i.{inbox.consumption} = 'push' AND i.{inbox.state} = 'pending' AND i.{inbox.scheduled_at} <= clock_timestamp()
+       AND NOT EXISTS (SELECT 1 FROM queuebox_paused p WHERE p.kind = 'source' AND p.name = i.{inbox.source})
        AND (i.{inbox.aggregate_id} IS NULL OR NOT EXISTS (
             SELECT 1 FROM {inbox} b
              WHERE b.{inbox.consumption} = 'push' AND b.{inbox.aggregate_id} = i.{inbox.aggregate_id} AND b.{inbox.id} <> i.{inbox.id}
@@ -449,13 +458,19 @@ RETURNING {=outbox.id}";
 // the planner pick a sequential scan per row when keys are few (10 keys: 6.6 → 1.0 ms).
 // The lock step takes the picked rows by primary key and re-checks them under
 // FOR UPDATE SKIP LOCKED. `walked` says which rows came from the walk (the next cursor).
+// Paused topics and destinations (migration 15) arrive as `$5`, one regular expression that
+// matches exactly the topics the relay must not deliver now (the relay builds it from the
+// paused set and its routes, whose globs the database cannot evaluate: `RelayStore::
+// exclude_outbox_topics`); NULL when nothing is paused, the common case, costing nothing.
+// Their rows stay pending, unattempted, and still head their keys.
 /// The outbox claim: `$1` batch, `$2` lease (ms), `$3` the walk's cursor (a key, '' at first),
-/// `$4` the relay's owner key (NULL without one).
+/// `$4` the relay's owner key (NULL without one), `$5` the paused topics' pattern (or NULL).
 pub const CLAIM_OUTBOX: &str = concat!(
     "
 WITH RECURSIVE window_rows AS (
     SELECT o.{=outbox.id}, o.{=outbox.key}, o.{=outbox.sequence} FROM {outbox} o
      WHERE o.{outbox.state} = 'pending' AND o.{outbox.scheduled_at} <= clock_timestamp()
+       AND ($5::text IS NULL OR o.{outbox.topic} !~ $5)
      ORDER BY o.{outbox.scheduled_at}, o.{outbox.sequence} LIMIT $1
 ), oldest AS (
     SELECT w.id, false AS walked FROM window_rows w
@@ -467,6 +482,7 @@ WITH RECURSIVE window_rows AS (
     SELECT o.{=outbox.id}, false AS walked FROM {outbox} o
      WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} IS NULL
        AND o.{outbox.state} = 'pending' AND o.{outbox.scheduled_at} <= clock_timestamp()
+       AND ($5::text IS NULL OR o.{outbox.topic} !~ $5)
        AND o.{outbox.id} NOT IN (SELECT id FROM oldest)
      ORDER BY o.{outbox.key}, o.{outbox.sequence}
      LIMIT greatest($1 / 2, 1)
@@ -484,10 +500,11 @@ WITH RECURSIVE window_rows AS (
     SELECT h.id, true AS walked
       FROM (SELECT key FROM after_cursor UNION ALL SELECT key FROM up_to_cursor) k
      CROSS JOIN LATERAL (
-           SELECT o.{=outbox.id}, o.{=outbox.state}, o.{=outbox.scheduled_at} FROM {outbox} o
+           SELECT o.{=outbox.id}, o.{=outbox.state}, o.{=outbox.scheduled_at}, o.{=outbox.topic} FROM {outbox} o
             WHERE o.{outbox.state} IN ('pending', 'processing') AND o.{outbox.key} = k.key
             ORDER BY o.{outbox.key}, o.{outbox.sequence} LIMIT 1) h
      WHERE k.key IS NOT NULL AND h.state = 'pending' AND h.scheduled_at <= clock_timestamp()
+       AND ($5::text IS NULL OR h.topic !~ $5)
        AND h.id NOT IN (SELECT id FROM oldest)
 ), pick AS (
     (SELECT id, walked FROM oldest) UNION ALL (SELECT id, walked FROM unkeyed) UNION ALL (SELECT id, walked FROM heads)
@@ -496,6 +513,7 @@ WITH RECURSIVE window_rows AS (
     SELECT o.{=outbox.id} FROM {outbox} o
      WHERE o.{outbox.id} = ANY (ARRAY(SELECT id FROM pick))
        AND o.{outbox.state} = 'pending' AND o.{outbox.scheduled_at} <= clock_timestamp()
+       AND ($5::text IS NULL OR o.{outbox.topic} !~ $5)
      FOR UPDATE OF o SKIP LOCKED
 ), claimed AS (
     UPDATE {outbox} u
@@ -784,6 +802,22 @@ SELECT m.id, m.topic, m.key, m.aggregate_type, m.payload, m.headers, m.max_attem
 /// per message in order: `n`, `id`, `duplicate`.
 pub const ENQUEUE: &str = "SELECT n, CAST(id AS text) AS id, duplicate FROM queuebox_enqueue_many(CAST($1 AS jsonb)) ORDER BY n";
 
+// ---- pause and resume (migration 15; `RelayStore::pause`) ----
+// The paused set is QueueBox's own table, named like `queuebox_schema_history` and the
+// `queuebox_enqueue_many` function: a schema with custom table names creates it too
+// (proto-docs/own-schema.md).
+
+/// Pauses `$2` of kind `$1`; returns a row only when it was not paused already.
+pub const PAUSE: &str =
+    "INSERT INTO queuebox_paused (kind, name) VALUES ($1, $2) ON CONFLICT (kind, name) DO NOTHING RETURNING paused_at";
+/// Resumes `$2` of kind `$1`; one row affected when it was paused.
+pub const RESUME: &str = "DELETE FROM queuebox_paused WHERE kind = $1 AND name = $2";
+/// Everything paused, in a stable order.
+pub const LIST_PAUSED: &str =
+    "SELECT kind, name, paused_at FROM queuebox_paused ORDER BY kind, name";
+/// Whether any inbox row has source `$1` (the unique `(source, idempotency_key)` index).
+pub const SOURCE_SEEN: &str = "SELECT EXISTS (SELECT 1 FROM {inbox} WHERE {inbox.source} = $1)";
+
 /// Every statement by name, for tests that check them against a real server.
 pub fn statements() -> Vec<(&'static str, &'static str)> {
     vec![
@@ -853,5 +887,9 @@ pub fn statements() -> Vec<(&'static str, &'static str)> {
         ("APP_COMPLETE", APP_COMPLETE),
         ("PUBLISH", PUBLISH),
         ("ENQUEUE", ENQUEUE),
+        ("PAUSE", PAUSE),
+        ("RESUME", RESUME),
+        ("LIST_PAUSED", LIST_PAUSED),
+        ("SOURCE_SEEN", SOURCE_SEEN),
     ]
 }
