@@ -33,11 +33,13 @@ out="$QB_CARGO_TARGET/wrappers-bench"; rm -rf "$out"; mkdir -p "$out"
 export CGO_LDFLAGS="-L$QB_NATIVE_DIR -Wl,-rpath,$QB_NATIVE_DIR"
 
 # build_wrappers <dir with clients/> <suffix>: the Go and C# benchmark programs of
-# benchmarks/ffi_go and benchmarks/ffi_csharp against that tree's wrapper sources.
+# benchmarks/ffi_go and benchmarks/ffi_csharp against that tree's wrapper sources. The Go
+# program is that tree's own too: it follows its wrapper's API (NewWorker took no ctx
+# before 2026-12-07).
 build_wrappers() {
   local src="$1" sfx="$2"
   mkdir -p "$out/go$sfx"
-  cp benchmarks/ffi_go/main.go "$out/go$sfx/"
+  cp "$src/benchmarks/ffi_go/main.go" "$out/go$sfx/"
   sed "s#=> ../../clients/go#=> $src/clients/go#" benchmarks/ffi_go/go.mod >"$out/go$sfx/go.mod"
   cp "$src/clients/go/go.sum" "$out/go$sfx/go.sum"
   (cd "$out/go$sfx" && go build -mod=mod -o "$out/ffi_go$sfx" .)
@@ -49,7 +51,7 @@ build_wrappers "$PWD" ""
 IMPLS="${IMPLS:-rust go csharp}"
 if [ -n "$BEFORE_REF" ]; then
   mkdir -p "$out/before"
-  git archive "$BEFORE_REF" clients/go clients/csharp | tar -x -C "$out/before"
+  git archive "$BEFORE_REF" clients/go clients/csharp benchmarks/ffi_go | tar -x -C "$out/before"
   build_wrappers "$out/before" "_before"
   # The wrappers IMPLS names, as they were at BEFORE_REF.
   for i in $IMPLS; do case $i in go|csharp) IMPLS="$IMPLS ${i}_before" ;; esac; done

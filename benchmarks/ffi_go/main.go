@@ -18,7 +18,7 @@ import (
 
 func main() {
 	if len(os.Args) == 3 && os.Args[1] == "-migrate" {
-		if err := queuebox.Migrate(os.Args[2]); err != nil {
+		if err := queuebox.Migrate(context.Background(), os.Args[2]); err != nil {
 			log.Fatal(err)
 		}
 		return
@@ -26,7 +26,7 @@ func main() {
 	rows, _ := strconv.ParseUint(os.Args[3], 10, 64)
 	batch, _ := strconv.Atoi(os.Args[4])
 	conc, _ := strconv.Atoi(os.Args[5])
-	w, err := queuebox.NewWorker(os.Args[1], queuebox.Options{Source: os.Args[2], BatchSize: batch, Concurrency: conc, PollInterval: 50 * time.Millisecond})
+	w, err := queuebox.NewWorker(context.Background(), os.Args[1], queuebox.Options{Source: os.Args[2], BatchSize: batch, Concurrency: conc, PollInterval: 50 * time.Millisecond})
 	if err != nil {
 		log.Fatal(err)
 	}

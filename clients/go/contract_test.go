@@ -76,7 +76,7 @@ func TestContractStolenClaimAtCompletionRollsTheWriteBack(t *testing.T) {
 	insertRows(t, url, "stolen", 1)
 	w := newWorker(t, url, quickOptions("stolen"))
 	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
-		if _, err := tx.Exec("INSERT INTO seen (id) VALUES ($1::uuid)", m.ID); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO seen (id) VALUES ($1::uuid)", m.ID); err != nil {
 			return err
 		}
 		psql(t, url, "UPDATE inbox SET claim_token = gen_random_uuid()")
@@ -267,7 +267,7 @@ func TestContractNoPollingStormOnAnEmptyTable(t *testing.T) {
 	before := commits()
 	opts := quickOptions("idle")
 	opts.PollInterval = 200 * time.Millisecond
-	w, err := queuebox.NewWorker(url, opts)
+	w, err := queuebox.NewWorker(t.Context(), url, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -405,7 +405,7 @@ func TestContractOneMessagePerAggregateInFlightAcrossTwoWorkers(t *testing.T) {
 // Item 15 (with TestUnmigratedDatabaseIsSchemaMissing for NewWorker): a password in the
 // URL never shows in an error, also from Migrate.
 func TestContractPasswordsNeverAppearInErrors(t *testing.T) {
-	err := queuebox.Migrate("postgres://postgres:hunter2@127.0.0.1:1/x")
+	err := queuebox.Migrate(t.Context(), "postgres://postgres:hunter2@127.0.0.1:1/x")
 	if !errors.Is(err, queuebox.ErrConnect) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("want ErrConnect without the password, got %v", err)
 	}

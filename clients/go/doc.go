@@ -4,7 +4,7 @@
 // LISTEN/NOTIFY, applies the retry policy and renders the completion and publish
 // statements; this package runs them on the application's connection.
 //
-//	w, err := queuebox.NewWorker(url, queuebox.Options{Source: "orders", Concurrency: 4})
+//	w, err := queuebox.NewWorker(ctx, url, queuebox.Options{Source: "orders", Concurrency: 4})
 //	if err != nil { ... }
 //	defer w.Close()
 //	err = w.RunPgx(ctx, pool, func(ctx context.Context, m *queuebox.Message, tx pgx.Tx) error {

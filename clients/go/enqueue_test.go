@@ -162,7 +162,7 @@ func TestEnqueuedRowsAreHandledByPriority(t *testing.T) {
 		t.Fatalf("stored priorities give %s", got)
 	}
 	order := make(chan string, 5)
-	w, err := queuebox.NewWorker(url, queuebox.Options{Source: "prio", BatchSize: 5, Concurrency: 1,
+	w, err := queuebox.NewWorker(t.Context(), url, queuebox.Options{Source: "prio", BatchSize: 5, Concurrency: 1,
 		PollInterval: 50 * time.Millisecond, ShutdownGrace: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)

@@ -59,6 +59,8 @@ type Error struct {
 	Code string
 	// Message is the library's text (passwords redacted).
 	Message string
+	// cause is what Unwrap returns: ctx's error for a call that stopped waiting.
+	cause error
 }
 
 func (e *Error) Error() string {
@@ -67,6 +69,10 @@ func (e *Error) Error() string {
 	}
 	return "queuebox: " + e.Message
 }
+
+// Unwrap gives the error's cause, when it has one: for a call whose ctx ended, ctx's error,
+// so errors.Is(err, context.DeadlineExceeded) holds.
+func (e *Error) Unwrap() error { return e.cause }
 
 // Is makes errors.Is(err, ErrClaimLost) (and the other sentinels) match by kind.
 func (e *Error) Is(target error) bool {
@@ -97,10 +103,18 @@ type RetryError struct {
 
 func (e *RetryError) Error() string { return fmt.Sprintf("retry after %s: %s", e.After, e.Reason) }
 
-// DeadError, returned by a handler (see Dead), dead-letters the row at once.
-type DeadError struct{ Reason string }
+// DeadError, returned by a handler (see Dead), dead-letters the row at once with Reason as
+// its last_error. Err, when set, is the cause (DecodePayload's decoding error), for
+// errors.Is and errors.As.
+type DeadError struct {
+	Reason string
+	Err    error
+}
 
 func (e *DeadError) Error() string { return "dead: " + e.Reason }
+
+// Unwrap returns Err.
+func (e *DeadError) Unwrap() error { return e.Err }
 
 // Retry asks for the row to be delivered again after `after` (negative means 0); the
 // attempt counter still increases.

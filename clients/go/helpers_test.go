@@ -37,7 +37,7 @@ func psql(t testing.TB, url, sql string) string {
 func newDB(t testing.TB) string {
 	t.Helper()
 	url := emptyDB(t)
-	if err := queuebox.Migrate(url); err != nil {
+	if err := queuebox.Migrate(t.Context(), url); err != nil {
 		t.Fatalf("migrate: %v", err)
 	}
 	return url

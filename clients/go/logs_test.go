@@ -47,7 +47,7 @@ func (c *captured) find(level slog.Level, msg string) (map[string]string, bool) 
 
 func TestUnreachableDatabaseIsLoggedAtWarnThroughSlog(t *testing.T) {
 	logs := &captured{}
-	_, err := queuebox.NewWorker("postgres://qb@127.0.0.1:1/down", queuebox.Options{Source: "go-logs-down", Logger: slog.New(logs)})
+	_, err := queuebox.NewWorker(t.Context(), "postgres://qb@127.0.0.1:1/down", queuebox.Options{Source: "go-logs-down", Logger: slog.New(logs)})
 	if !errors_Is(err, queuebox.ErrConnect) {
 		t.Fatalf("NewWorker against a closed port: %v, want ErrConnect", err)
 	}

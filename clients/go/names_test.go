@@ -79,7 +79,7 @@ func TestContractItem13MappedNames(t *testing.T) {
 	// A misspelt mapping key is refused, naming it.
 	bad := opts
 	bad.ColumnMapping.Inbox = map[string]string{"sourse": "from"}
-	if _, err := queuebox.NewWorker(url, bad); err == nil || !strings.Contains(err.Error(), "sourse") {
+	if _, err := queuebox.NewWorker(t.Context(), url, bad); err == nil || !strings.Contains(err.Error(), "sourse") {
 		t.Fatalf("want an error naming the key sourse, got %v", err)
 	}
 }

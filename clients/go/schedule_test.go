@@ -24,7 +24,7 @@ func TestTwoWorkersEnqueueEachTickOfASharedScheduleOnce(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	for i := 0; i < 2; i++ {
-		w, err := queuebox.NewWorker(url, queuebox.Options{Source: "gojobs",
+		w, err := queuebox.NewWorker(t.Context(), url, queuebox.Options{Source: "gojobs",
 			PollInterval: 50 * time.Millisecond, ShutdownGrace: 2 * time.Second,
 			Schedules: []queuebox.Schedule{sched}})
 		if err != nil {
@@ -73,7 +73,7 @@ func TestTwoWorkersEnqueueEachTickOfASharedScheduleOnce(t *testing.T) {
 
 func TestABadScheduleIsRefusedNamingItsField(t *testing.T) {
 	url := newDB(t)
-	_, err := queuebox.NewWorker(url, queuebox.Options{Source: "gojobs", Schedules: []queuebox.Schedule{
+	_, err := queuebox.NewWorker(t.Context(), url, queuebox.Options{Source: "gojobs", Schedules: []queuebox.Schedule{
 		{Name: "ok", Source: "gojobs", Every: time.Second, Payload: 1},
 		{Name: "bad", Source: "gojobs", Cron: "0 9 * * *", TimeZone: "Mars/Olympus", Payload: 1}}})
 	var qe *queuebox.Error

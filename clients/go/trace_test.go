@@ -83,7 +83,7 @@ func TestMessageTraceContinuesFromTheHandleSpanWithOTLPOn(t *testing.T) {
 func TestOTLPEndpointIsValidated(t *testing.T) {
 	o := quickOptions("spanned")
 	o.OTLPEndpoint = "collector:4318"
-	_, err := queuebox.NewWorker(newDB(t), o)
+	_, err := queuebox.NewWorker(t.Context(), newDB(t), o)
 	var qe *queuebox.Error
 	if !errors.Is(err, queuebox.ErrConfig) || !errors.As(err, &qe) || qe.Code != "otlpEndpoint" {
 		t.Fatalf("a URL without a scheme: want ErrConfig naming otlpEndpoint, got %#v", err)

@@ -6,6 +6,7 @@ package queuebox
 import "C"
 
 import (
+	"context"
 	"encoding/json"
 )
 
@@ -20,6 +21,12 @@ import (
 // PostgreSQL's own assignment rules then apply, as they would from psql: a fraction into
 // a bigint column rounds (4.5 stores 5), a number into a double precision column is the
 // nearest double.
+//
+// Each method takes a ctx, as pgx's and database/sql's do: a done ctx refuses the statement
+// (ErrCancelled, wrapping ctx's error) before it is sent. A statement already sent runs to
+// its end, since the native library cannot interrupt it; pass the handler's ctx, which ends
+// when the row's lease is lost or the shutdown grace ran out, after which the library
+// refuses further statements of that row anyway.
 type Tx struct {
 	task *C.QbTask
 }
@@ -36,7 +43,10 @@ func encodeParams(args []any) (string, error) {
 }
 
 // Exec runs a statement and returns the number of rows it affected.
-func (tx *Tx) Exec(sql string, args ...any) (int64, error) {
+func (tx *Tx) Exec(ctx context.Context, sql string, args ...any) (int64, error) {
+	if err := ctx.Err(); err != nil {
+		return 0, waitCancelled("Exec", err)
+	}
 	params, err := encodeParams(args)
 	if err != nil {
 		return 0, err
@@ -48,9 +58,9 @@ func (tx *Tx) Exec(sql string, args ...any) (int64, error) {
 // are json.Number, so a numeric column comes back exactly, every digit (trailing zeros of
 // the fraction dropped: 12.50 is 12.5); parse it with math/big or a decimal package, as
 // Float64 rounds to the nearest double.
-func (tx *Tx) Query(sql string, args ...any) ([]map[string]any, error) {
+func (tx *Tx) Query(ctx context.Context, sql string, args ...any) ([]map[string]any, error) {
 	var rows []map[string]any
-	if err := tx.QueryInto(&rows, sql, args...); err != nil {
+	if err := tx.QueryInto(ctx, &rows, sql, args...); err != nil {
 		return nil, err
 	}
 	return rows, nil
@@ -58,7 +68,10 @@ func (tx *Tx) Query(sql string, args ...any) ([]map[string]any, error) {
 
 // QueryInto runs a query and decodes its rows (a JSON array of objects keyed by column
 // name) into target, e.g. a *[]struct with json tags.
-func (tx *Tx) QueryInto(target any, sql string, args ...any) error {
+func (tx *Tx) QueryInto(ctx context.Context, target any, sql string, args ...any) error {
+	if err := ctx.Err(); err != nil {
+		return waitCancelled("Query", err)
+	}
 	params, err := encodeParams(args)
 	if err != nil {
 		return err

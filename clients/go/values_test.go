@@ -142,7 +142,7 @@ func TestOneStatementStoresEveryKindOfValueExactlyInAnyOrder(t *testing.T) {
 			// One text for every value: one prepared statement on the handler's connection.
 			insert := fmt.Sprintf("INSERT INTO t_%s (v) VALUES ($1)", c.column)
 			for _, v := range sent[c.column] {
-				if _, err := tx.Exec(insert, v); err != nil {
+				if _, err := tx.Exec(ctx, insert, v); err != nil {
 					mu.Lock()
 					failures = append(failures, fmt.Sprintf("%s: Exec of %#v: %v", c.column, v, err))
 					mu.Unlock()
@@ -152,7 +152,7 @@ func TestOneStatementStoresEveryKindOfValueExactlyInAnyOrder(t *testing.T) {
 			var rows []struct {
 				V *string `json:"v"`
 			}
-			if err := tx.QueryInto(&rows, fmt.Sprintf("SELECT v::text AS v FROM t_%s ORDER BY n", c.column)); err != nil {
+			if err := tx.QueryInto(ctx, &rows, fmt.Sprintf("SELECT v::text AS v FROM t_%s ORDER BY n", c.column)); err != nil {
 				mu.Lock()
 				failures = append(failures, fmt.Sprintf("%s: reading back: %v", c.column, err))
 				mu.Unlock()
@@ -253,12 +253,12 @@ func TestNumericColumnReadsBackAsTheExactNumber(t *testing.T) {
 	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
 		defer done.Store(true)
 		for _, v := range sent {
-			if _, err := tx.Exec("INSERT INTO money (v) VALUES ($1)", v); err != nil {
+			if _, err := tx.Exec(ctx, "INSERT INTO money (v) VALUES ($1)", v); err != nil {
 				failure.Store(fmt.Sprintf("Exec of %#v: %v", v, err))
 				return queuebox.Dead(err.Error())
 			}
 		}
-		rows, err := tx.Query("SELECT v FROM money ORDER BY n")
+		rows, err := tx.Query(ctx, "SELECT v FROM money ORDER BY n")
 		if err != nil {
 			failure.Store("Query: " + err.Error())
 			return queuebox.Dead(err.Error())
@@ -271,7 +271,7 @@ func TestNumericColumnReadsBackAsTheExactNumber(t *testing.T) {
 		var typed []struct {
 			V float64 `json:"v"`
 		}
-		if err := tx.QueryInto(&typed, "SELECT v FROM money ORDER BY n"); err != nil {
+		if err := tx.QueryInto(ctx, &typed, "SELECT v FROM money ORDER BY n"); err != nil {
 			failure.Store("QueryInto: " + err.Error())
 			return queuebox.Dead(err.Error())
 		}

@@ -43,24 +43,63 @@ type Worker struct {
 }
 
 // NewWorker validates opts and connects to the PostgreSQL database at databaseURL (whose
-// QueueBox schema must be migrated; see Migrate). It blocks until connected.
-func NewWorker(databaseURL string, opts Options) (*Worker, error) {
+// QueueBox schema must be migrated; see Migrate). It returns once connected, or as soon as
+// ctx is done: the error then matches errors.Is(err, ErrCancelled) and ctx's own error
+// (context.Canceled or context.DeadlineExceeded), and a connection still being made is
+// closed when it completes. ctx only bounds the connecting; Run takes the worker's own.
+func NewWorker(ctx context.Context, databaseURL string, opts Options) (*Worker, error) {
 	js, err := opts.optionsJSON()
 	if err != nil {
 		return nil, err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, waitCancelled("connecting", err)
 	}
 	rt, err := newRuntime(0)
 	if err != nil {
 		return nil, err
 	}
 	unlog := registerLogger(opts.Source, opts.Logger)
-	w, err := nativeWorkerNew(rt, databaseURL, js)
-	if err != nil {
-		rt.free()
-		unlog()
-		return nil, err
+	type connected struct {
+		w   *C.QbWorker
+		err error
 	}
-	return &Worker{rt: rt, w: w, unlog: unlog, slots: max(opts.Concurrency, 1)}, nil
+	// The native call cannot be interrupted (the C ABI has no cancel for it), so it runs on
+	// a goroutine of its own; whoever stops waiting first owns the cleanup.
+	done := make(chan connected, 1)
+	go func() {
+		w, err := nativeWorkerNew(rt, databaseURL, js)
+		done <- connected{w, err}
+	}()
+	select {
+	case r := <-done:
+		if r.err != nil {
+			rt.free()
+			unlog()
+			return nil, r.err
+		}
+		return &Worker{rt: rt, w: r.w, unlog: unlog, slots: max(opts.Concurrency, 1)}, nil
+	case <-ctx.Done():
+		abandoned.Add(1)
+		go func() {
+			defer abandoned.Add(-1)
+			if r := <-done; r.err == nil {
+				workerFree(r.w) // stops its schedules too: nobody asked for this worker any more
+			}
+			rt.free()
+			unlog()
+		}()
+		return nil, waitCancelled("connecting", ctx.Err())
+	}
+}
+
+// abandoned counts native calls that NewWorker or Migrate stopped waiting for and that have
+// not ended yet (their runtime is freed when they do); tests read it through export_test.go.
+var abandoned atomic.Int64
+
+// waitCancelled is the error of a call whose ctx ended while it waited on the network.
+func waitCancelled(what string, cause error) error {
+	return &Error{Kind: KindCancelled, Message: what + ": " + cause.Error(), cause: cause}
 }
 
 // Run claims rows and runs handler on them until ctx is cancelled, then shuts down
@@ -265,15 +304,36 @@ func (w *Worker) Close() error {
 	return nil
 }
 
-// Migrate applies the QueueBox PostgreSQL migrations (what `queuebox migrate` does).
-func Migrate(databaseURL string) error {
+// Migrate applies the QueueBox PostgreSQL migrations (what `queuebox migrate` does). It
+// returns as soon as ctx is done (an error matching ErrCancelled and ctx's error), but a
+// migration already under way runs on to its end: the C ABI cannot stop it, and each
+// migration commits whole or is resumed by the next run.
+func Migrate(ctx context.Context, databaseURL string) error {
+	if err := ctx.Err(); err != nil {
+		return waitCancelled("migrating", err)
+	}
 	rt, err := newRuntime(1)
 	if err != nil {
 		return err
 	}
-	defer rt.free()
-	_, err = nativeMigrate(rt, databaseURL)
-	return err
+	done := make(chan error, 1)
+	go func() {
+		_, err := nativeMigrate(rt, databaseURL)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		rt.free()
+		return err
+	case <-ctx.Done():
+		abandoned.Add(1)
+		go func() {
+			defer abandoned.Add(-1)
+			<-done
+			rt.free()
+		}()
+		return waitCancelled("migrating", ctx.Err())
+	}
 }
 
 // EvaluateVector runs one conformance vector case (proto-docs/vectors) through the core

@@ -39,7 +39,7 @@ func runUntil(t *testing.T, w *queuebox.Worker, handler queuebox.Handler, what s
 
 func newWorker(t *testing.T, url string, opts queuebox.Options) *queuebox.Worker {
 	t.Helper()
-	w, err := queuebox.NewWorker(url, opts)
+	w, err := queuebox.NewWorker(t.Context(), url, opts)
 	if err != nil {
 		t.Fatalf("NewWorker: %v", err)
 	}
@@ -59,7 +59,7 @@ func TestInvalidOptionsNameTheField(t *testing.T) {
 		{queuebox.Options{Source: "s", Retry: queuebox.RetryPolicy{BaseDelay: time.Second, MaxDelay: time.Millisecond}}, "retry.maxDelayMs"},
 	}
 	for _, c := range cases {
-		_, err := queuebox.NewWorker(url, c.opts)
+		_, err := queuebox.NewWorker(t.Context(), url, c.opts)
 		var qe *queuebox.Error
 		if !errors.Is(err, queuebox.ErrConfig) || !errors.As(err, &qe) || qe.Code != c.field {
 			t.Errorf("%+v: want ErrConfig naming %s, got %#v", c.opts, c.field, err)
@@ -69,11 +69,11 @@ func TestInvalidOptionsNameTheField(t *testing.T) {
 
 func TestUnmigratedDatabaseIsSchemaMissing(t *testing.T) {
 	server := serverURL(t)
-	_, err := queuebox.NewWorker(server+"/postgres", queuebox.Options{Source: "s"})
+	_, err := queuebox.NewWorker(t.Context(), server+"/postgres", queuebox.Options{Source: "s"})
 	if !errors.Is(err, queuebox.ErrSchemaMissing) {
 		t.Fatalf("want ErrSchemaMissing, got %v", err)
 	}
-	_, err = queuebox.NewWorker("postgres://postgres:hunter2@127.0.0.1:1/x", queuebox.Options{Source: "s"})
+	_, err = queuebox.NewWorker(t.Context(), "postgres://postgres:hunter2@127.0.0.1:1/x", queuebox.Options{Source: "s"})
 	if !errors.Is(err, queuebox.ErrConnect) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("want ErrConnect without the password, got %v", err)
 	}
@@ -176,10 +176,10 @@ func TestFailingHandlerLeavesNoBusinessRow(t *testing.T) {
 	insertRows(t, url, "ship", 1)
 	w := newWorker(t, url, quickOptions("ship"))
 	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
-		if _, err := tx.Exec("INSERT INTO shipments (key) VALUES ($1)", m.IdempotencyKey); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO shipments (key) VALUES ($1)", m.IdempotencyKey); err != nil {
 			return err
 		}
-		rows, err := tx.Query("SELECT count(*) AS n FROM shipments")
+		rows, err := tx.Query(ctx, "SELECT count(*) AS n FROM shipments")
 		if err != nil || fmt.Sprint(rows[0]["n"]) != "1" {
 			return fmt.Errorf("own write not visible in the transaction: %v %v", rows, err)
 		}
@@ -204,7 +204,7 @@ func TestSucceedingHandlerCommitsBusinessRowWithCompletion(t *testing.T) {
 	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
 		var p struct{ N int64 }
 		_ = m.UnmarshalPayload(&p)
-		_, err := tx.Exec("INSERT INTO shipments (key, n, meta) VALUES ($1, $2, $3)", m.IdempotencyKey, p.N, map[string]any{"id": m.ID})
+		_, err := tx.Exec(ctx, "INSERT INTO shipments (key, n, meta) VALUES ($1, $2, $3)", m.IdempotencyKey, p.N, map[string]any{"id": m.ID})
 		return err
 	}
 	runUntil(t, w, handler, "3 rows processed", func() bool {
@@ -226,7 +226,7 @@ func TestCancellingTheContextStopsTheWorkerAndInFlightRowsAreNotCompleted(t *tes
 	started := make(chan struct{}, 3)
 	var handlerCtxCancelled atomic.Bool
 	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
-		if _, err := tx.Exec("INSERT INTO effects VALUES ($1)", m.IdempotencyKey); err != nil {
+		if _, err := tx.Exec(ctx, "INSERT INTO effects VALUES ($1)", m.IdempotencyKey); err != nil {
 			return err
 		}
 		started <- struct{}{}

@@ -33,7 +33,7 @@ func TestWorkerConnectsToTLSOnlyPostgresWithTheURLAlone(t *testing.T) {
 		_, _ = exec.Command("psql", strings.Replace(base, "/queuebox?", "/postgres?", 1), "-X", "-q", "-c", "DROP DATABASE IF EXISTS "+name+" WITH (FORCE)").CombinedOutput()
 	})
 	url := strings.Replace(base, "/queuebox?", "/"+name+"?", 1)
-	if err := queuebox.Migrate(url); err != nil {
+	if err := queuebox.Migrate(t.Context(), url); err != nil {
 		t.Fatalf("migrate over TLS: %v", err)
 	}
 	insertRows(t, url, "tls_jobs", 1)
@@ -57,13 +57,13 @@ func TestWorkerConnectsToTLSOnlyPostgresWithTheURLAlone(t *testing.T) {
 
 	// The core read sslrootcert and sslcert/sslkey from this URL: change them and it refuses.
 	wrongCA := strings.Replace(url, "/ca.crt", "/other-ca.crt", 1)
-	_, err := queuebox.NewWorker(wrongCA, quickOptions("tls_jobs"))
+	_, err := queuebox.NewWorker(t.Context(), wrongCA, quickOptions("tls_jobs"))
 	if !errors.Is(err, queuebox.ErrConnect) || !strings.Contains(err.Error(), "not signed by a CA QueueBox trusts") {
 		t.Fatalf("a wrong CA: want ErrConnect naming the CA, got %v", err)
 	}
 	noCert := url[:strings.Index(url, "&sslcert=")]
 	start := time.Now()
-	_, err = queuebox.NewWorker(noCert, quickOptions("tls_jobs"))
+	_, err = queuebox.NewWorker(t.Context(), noCert, quickOptions("tls_jobs"))
 	if !errors.Is(err, queuebox.ErrConnect) || !strings.Contains(err.Error(), "client certificate") {
 		t.Fatalf("no client certificate: want ErrConnect naming it, got %v", err)
 	}

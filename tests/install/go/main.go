@@ -24,25 +24,25 @@ func main() {
 	}
 	url := os.Args[2]
 	if os.Args[1] == "migrate" {
-		if err := queuebox.Migrate(url); err != nil {
+		if err := queuebox.Migrate(context.Background(), url); err != nil {
 			log.Fatalf("migrate: %v", err)
 		}
 		return
 	}
-	w, err := queuebox.NewWorker(url, queuebox.Options{Source: "orders", BatchSize: 20, Concurrency: 4})
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	w, err := queuebox.NewWorker(ctx, url, queuebox.Options{Source: "orders", BatchSize: 20, Concurrency: 4})
 	if err != nil {
 		log.Fatalf("worker: %v", err)
 	}
 	defer w.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
 	handled := false
-	err = w.Run(ctx, func(_ context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
+	err = w.Run(ctx, func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
 		var o order
 		if err := m.UnmarshalPayload(&o); err != nil {
 			return queuebox.Dead("payload is not an order: " + err.Error())
 		}
-		_, err := tx.Exec("INSERT INTO orders_seen (id, total) VALUES ($1::uuid, $2)", m.ID, o.Total)
+		_, err := tx.Exec(ctx, "INSERT INTO orders_seen (id, total) VALUES ($1::uuid, $2)", m.ID, o.Total)
 		handled = true
 		time.AfterFunc(200*time.Millisecond, cancel) // one row is the whole test: then a graceful stop
 		return err

@@ -23,8 +23,10 @@ type order struct {
 }
 
 func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
 	url := os.Getenv("QUEUEBOX_DATABASE_URL")
-	w, err := queuebox.NewWorker(url, queuebox.Options{
+	w, err := queuebox.NewWorker(ctx, url, queuebox.Options{
 		Source:        "orders",
 		BatchSize:     20,
 		Concurrency:   4,
@@ -37,8 +39,6 @@ func main() {
 	}
 	defer w.Close()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
 	err = w.Run(ctx, func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
 		var o order
 		if err := m.UnmarshalPayload(&o); err != nil {
@@ -48,7 +48,7 @@ func main() {
 			return queuebox.Dead("negative total")
 		}
 		// Committed together with the processed mark, or not at all.
-		_, err := tx.Exec("INSERT INTO orders_seen (id, total) VALUES ($1::uuid, $2)", m.ID, o.Total)
+		_, err := tx.Exec(ctx, "INSERT INTO orders_seen (id, total) VALUES ($1::uuid, $2)", m.ID, o.Total)
 		return err
 	})
 	if errors.Is(err, queuebox.ErrSchemaMissing) {

@@ -31,7 +31,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lease-ms:", err)
 		os.Exit(2)
 	}
-	w, err := queuebox.NewWorker(os.Args[1], queuebox.Options{
+	w, err := queuebox.NewWorker(context.Background(), os.Args[1], queuebox.Options{
 		Source: os.Args[2], BatchSize: 20, Concurrency: 4, LeaseMS: leaseMS,
 		PollInterval: 100 * time.Millisecond, ShutdownGrace: 2 * time.Second,
 	})
