@@ -467,7 +467,7 @@ impl CancelTarget {
         aggregate: Option<String>,
     ) -> Result<Self> {
         let given = [id.is_some(), key.is_some(), aggregate.is_some()];
-        if given.iter().filter(|g| **g).count() > 1 {
+        if given.iter().filter(|g| **g).count() != 1 {
             return Err(crate::Error::InvalidInput(
                 "cancel inbox: give exactly one of id, key or aggregate".into(),
             ));
@@ -487,7 +487,7 @@ impl CancelTarget {
 
     /// Exactly one of `id` and `key`.
     pub fn outbox(topic: Option<String>, id: Option<Uuid>, key: Option<String>) -> Result<Self> {
-        if id.is_some() && key.is_some() {
+        if id.is_some() == key.is_some() {
             return Err(crate::Error::InvalidInput(
                 "cancel outbox: give exactly one of id or key".into(),
             ));
