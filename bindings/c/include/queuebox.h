@@ -684,6 +684,37 @@ QbStatus qb_migrate_blocking(const struct QbRuntime *runtime,
                              char **out_report_json,
                              struct QbError **out_error);
 
+// Cancels pending rows (what `queuebox cancel` does): `table` is `"inbox"` (pull rows) or
+// `"outbox"`; `target_json` names them: `{"id"}`, or `{"source", "key"}` or
+// `{"source", "aggregate"}` for the inbox, `{"key", "topic"?}` for the outbox. Connects to
+// `database_url` for this call only. Returns at once; the callback receives the counts
+// `{"cancelled","inFlight","finished","push"}` (free the string with `qb_string_free`). A
+// target that names no row, or names an unknown field, fails with `QB_ERR_INVALID_INPUT`
+// and a message naming the field.
+//
+// # Safety
+// `runtime` is live; strings are NUL-terminated; `user_data` stays valid until the callback
+// fired.
+QbStatus qb_cancel(const struct QbRuntime *runtime,
+                   const char *database_url,
+                   const char *table,
+                   const char *target_json,
+                   QbStringCallback callback,
+                   void *user_data,
+                   struct QbError **out_error);
+
+// Blocking variant of `qb_cancel`: `*out_counts_json` receives the counts (free with
+// `qb_string_free`).
+//
+// # Safety
+// As `qb_cancel`; `out_counts_json` is writable. Not on a runtime thread.
+QbStatus qb_cancel_blocking(const struct QbRuntime *runtime,
+                            const char *database_url,
+                            const char *table,
+                            const char *target_json,
+                            char **out_counts_json,
+                            struct QbError **out_error);
+
 // The library version (`"0.1.0"`); a static string, never freed.
 const char *qb_version(void);
 

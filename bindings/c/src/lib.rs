@@ -15,7 +15,7 @@
 //! | [`message_batch`] | `qb_worker_next_messages*`, `qb_message_batch_free`: the same hand-out with each message as a C struct of strings, parsed by nobody |
 //! | [`app_tx`] | `qb_task_completion_statement`, `qb_task_claim_lost`, `qb_publish_statement`: SQL for the application's own transaction |
 //! | [`logs`] | `qb_set_log_callback`: the core's log records to one C callback |
-//! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_version` |
+//! | [`tools`] | `qb_conformance_evaluate`, `qb_migrate*`, `qb_cancel*`, `qb_version` |
 //!
 //! Rules (proto-docs/ffi.md has the full contract): opaque handles made by `*_new` (or
 //! handed to a callback) and released by NULL-safe `*_free`; every call returns a

@@ -1,4 +1,4 @@
-//! Calls that need no worker: the conformance vectors, migrations and the version.
+//! Calls that need no worker: the conformance vectors, migrations, cancel and the version.
 
 use std::ffi::{c_char, c_void};
 
@@ -39,6 +39,29 @@ pub unsafe extern "C" fn qb_conformance_evaluate(
     })
 }
 
+/// Runs `fut` on the runtime and hands its text to `callback` (or frees it when there is
+/// no callback): the async shape of `qb_migrate` and `qb_cancel`.
+fn spawn_string(
+    handle: &tokio::runtime::Handle,
+    fut: impl std::future::Future<Output = Outcome<String>> + Send + 'static,
+    callback: QbStringCallback,
+    user_data: *mut c_void,
+) {
+    let ud = SendPtr(user_data);
+    spawn(handle, fut, move |st, json, err| {
+        let ud = ud;
+        let json = json.map_or(std::ptr::null_mut(), into_c_string);
+        match callback {
+            // SAFETY: the caller of qb_migrate/qb_cancel promised a valid callback and user_data.
+            Some(cb) => unsafe { cb(ud.0, st, json, err) },
+            None => unsafe {
+                crate::boundary::qb_string_free(json);
+                crate::error::qb_error_free(err);
+            },
+        }
+    });
+}
+
 /// The one migrate call site of the C ABI (`queuebox_bridge::migrate`); the report as
 /// `{"applied":[...],"alreadyApplied":[...]}`.
 async fn migrate(url: String) -> Outcome<String> {
@@ -66,18 +89,7 @@ pub unsafe extern "C" fn qb_migrate(
     guard(out_error, || {
         let handle = handle_ref(runtime, "runtime")?.handle();
         let url = str_arg(database_url, "database_url")?.to_string();
-        let ud = SendPtr(user_data);
-        spawn(&handle, migrate(url), move |st, json, err| {
-            let ud = ud;
-            let json = json.map_or(std::ptr::null_mut(), into_c_string);
-            match callback {
-                Some(cb) => cb(ud.0, st, json, err),
-                None => {
-                    crate::boundary::qb_string_free(json);
-                    crate::error::qb_error_free(err);
-                }
-            }
-        });
+        spawn_string(&handle, migrate(url), callback, user_data);
         Ok(())
     })
 }
@@ -101,6 +113,79 @@ pub unsafe extern "C" fn qb_migrate_blocking(
         if !out_report_json.is_null() {
             *out_report_json = into_c_string(report);
         }
+        Ok(())
+    })
+}
+
+/// The arguments of `qb_cancel*`, read before anything runs.
+unsafe fn cancel_args(
+    database_url: *const c_char,
+    table: *const c_char,
+    target_json: *const c_char,
+) -> Result<(String, String, String), Failure> {
+    Ok((
+        str_arg(database_url, "database_url")?.to_string(),
+        str_arg(table, "table")?.to_string(),
+        str_arg(target_json, "target_json")?.to_string(),
+    ))
+}
+
+/// The one cancel call site of the C ABI (`queuebox_bridge::database::cancel`).
+async fn cancel(url: String, table: String, target: String) -> Outcome<String> {
+    Ok(queuebox_bridge::database::cancel(&url, &table, &target).await?)
+}
+
+/// Cancels pending rows (what `queuebox cancel` does): `table` is `"inbox"` (pull rows) or
+/// `"outbox"`; `target_json` names them: `{"id"}`, or `{"source", "key"}` or
+/// `{"source", "aggregate"}` for the inbox, `{"key", "topic"?}` for the outbox. Connects to
+/// `database_url` for this call only. Returns at once; the callback receives the counts
+/// `{"cancelled","inFlight","finished","push"}` (free the string with `qb_string_free`). A
+/// target that names no row, or names an unknown field, fails with `QB_ERR_INVALID_INPUT`
+/// and a message naming the field.
+///
+/// # Safety
+/// `runtime` is live; strings are NUL-terminated; `user_data` stays valid until the callback
+/// fired.
+#[no_mangle]
+pub unsafe extern "C" fn qb_cancel(
+    runtime: *const QbRuntime,
+    database_url: *const c_char,
+    table: *const c_char,
+    target_json: *const c_char,
+    callback: QbStringCallback,
+    user_data: *mut c_void,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    guard(out_error, || {
+        let handle = handle_ref(runtime, "runtime")?.handle();
+        let (url, table, target) = cancel_args(database_url, table, target_json)?;
+        spawn_string(&handle, cancel(url, table, target), callback, user_data);
+        Ok(())
+    })
+}
+
+/// Blocking variant of `qb_cancel`: `*out_counts_json` receives the counts (free with
+/// `qb_string_free`).
+///
+/// # Safety
+/// As `qb_cancel`; `out_counts_json` is writable. Not on a runtime thread.
+#[no_mangle]
+pub unsafe extern "C" fn qb_cancel_blocking(
+    runtime: *const QbRuntime,
+    database_url: *const c_char,
+    table: *const c_char,
+    target_json: *const c_char,
+    out_counts_json: *mut *mut c_char,
+    out_error: *mut *mut QbError,
+) -> QbStatus {
+    clear_out(out_counts_json);
+    guard(out_error, || {
+        let handle = handle_ref(runtime, "runtime")?.handle();
+        let (url, table, target) = cancel_args(database_url, table, target_json)?;
+        if out_counts_json.is_null() {
+            return Err(Failure::invalid("out_counts_json is NULL"));
+        }
+        *out_counts_json = into_c_string(block(&handle, cancel(url, table, target))?);
         Ok(())
     })
 }

@@ -1094,6 +1094,90 @@ static void message_batches_carry_every_field_as_structs(QbRuntime *rt) {
   qb_worker_free(w);
 }
 
+/* qb_cancel*: pending pull rows named by key, aggregate or id become `cancelled` and are never
+ * handed to a worker; a second cancel cancels nothing; a target that names no row is refused
+ * naming the missing field, before any connection. */
+static void cancel_takes_pending_rows_out_of_the_workers_reach(QbRuntime *rt) {
+  free(sql(db_url,
+           "INSERT INTO inbox (source, idempotency_key, aggregate_id, payload, consumption) VALUES "
+           "('cxl','c1',NULL,'{}','pull'),('cxl','c2','A','{}','pull'),('cxl','c3','A','{}','pull'),"
+           "('cxl','c4',NULL,'{}','pull'),('cxl','c5',NULL,'{}','pull');"));
+  QbError *err = NULL;
+  char *counts = NULL;
+  EXPECT(qb_cancel_blocking(rt, db_url, "inbox", "{\"source\":\"cxl\",\"key\":\"c1\"}", &counts, &err), QB_OK, NULL, NULL,
+         "cancel by key");
+  CHECK(counts && strcmp(counts, "{\"cancelled\":1,\"inFlight\":0,\"finished\":0,\"push\":0}") == 0, "by key: %s",
+        counts ? counts : "NULL");
+  qb_string_free(counts);
+  counts = NULL;
+  EXPECT(qb_cancel_blocking(rt, db_url, "inbox", "{\"source\":\"cxl\",\"key\":\"c1\"}", &counts, &err), QB_OK, NULL, NULL,
+         "second cancel");
+  CHECK(counts && strcmp(counts, "{\"cancelled\":0,\"inFlight\":0,\"finished\":1,\"push\":0}") == 0, "second: %s",
+        counts ? counts : "NULL");
+  qb_string_free(counts);
+
+  Latch l;
+  latch_init(&l);
+  EXPECT(qb_cancel(rt, db_url, "inbox", "{\"source\":\"cxl\",\"aggregate\":\"A\"}", on_string, &l, &err), QB_OK, NULL, NULL,
+         "cancel by aggregate start");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_OK, NULL, NULL, "cancel by aggregate");
+  CHECK(l.json && strstr(l.json, "\"cancelled\":2,"), "by aggregate: %s", l.json ? l.json : "NULL");
+  qb_string_free(l.json);
+  latch_destroy(&l);
+
+  char *id = sql(db_url, "SELECT id FROM inbox WHERE source='cxl' AND idempotency_key='c4';");
+  char target[128];
+  snprintf(target, sizeof target, "{\"id\":\"%s\"}", id);
+  free(id);
+  counts = NULL;
+  EXPECT(qb_cancel_blocking(rt, db_url, "inbox", target, &counts, &err), QB_OK, NULL, NULL, "cancel by id");
+  CHECK(counts && strstr(counts, "\"cancelled\":1,"), "by id: %s", counts ? counts : "NULL");
+  qb_string_free(counts);
+  sql_expect("SELECT string_agg(idempotency_key || '=' || state, ',' ORDER BY idempotency_key) FROM inbox WHERE source='cxl';",
+             "c1=cancelled,c2=cancelled,c3=cancelled,c4=cancelled,c5=pending", "states after cancel");
+
+  /* The worker is handed c5, the one row left: the cancelled rows come first in order. */
+  QbWorker *w = new_worker(rt, "{\"source\":\"cxl\",\"batchSize\":5,\"listen\":false,\"pollIntervalMs\":50}");
+  char *json = NULL;
+  QbTask *t = next_task(w, &json);
+  CHECK(json && strstr(json, "\"idempotencyKey\":\"c5\""), "the worker sees only c5: %s", json ? json : "NULL");
+  qb_string_free(json);
+  EXPECT(qb_task_complete_blocking(t, &err), QB_OK, NULL, NULL, "complete c5");
+  qb_task_free(t);
+  uint64_t abandoned = 0;
+  EXPECT(qb_worker_shutdown_blocking(w, &abandoned, &err), QB_OK, NULL, NULL, "shutdown");
+  qb_worker_free(w);
+  sql_expect("SELECT count(*) FROM inbox WHERE source='cxl' AND state='cancelled' AND attempt=0;", "4",
+             "cancelled rows were never claimed");
+
+  /* Refusals name the field; the unreachable URL proves no connection was tried. */
+  const char *nowhere = "postgres://postgres@127.0.0.1:1/none";
+  EXPECT(qb_cancel_blocking(rt, nowhere, "inbox", "{\"source\":\"cxl\"}", &counts, &err), QB_ERR_INVALID_INPUT, NULL,
+         "id, key or aggregate", "no id, key or aggregate");
+  CHECK(counts == NULL, "no counts on failure");
+  EXPECT(qb_cancel_blocking(rt, nowhere, "outbox", "{}", &counts, &err), QB_ERR_INVALID_INPUT, NULL, "id or key",
+         "outbox without id or key");
+  EXPECT(qb_cancel_blocking(rt, nowhere, "inbox", "{\"id\":\"x\",\"topic\":\"t\"}", &counts, &err), QB_ERR_INVALID_INPUT,
+         NULL, "`topic`", "a field of the other table");
+  EXPECT(qb_cancel_blocking(rt, nowhere, "queue", "{\"key\":\"k\"}", &counts, &err), QB_ERR_INVALID_INPUT, NULL,
+         "inbox or outbox", "unknown table");
+  EXPECT(qb_cancel_blocking(rt, nowhere, "inbox", "not json", &counts, &err), QB_ERR_INVALID_INPUT, NULL, "target",
+         "target not JSON");
+  EXPECT(qb_cancel_blocking(rt, db_url, NULL, "{}", &counts, &err), QB_ERR_INVALID_INPUT, NULL, "table", "null table");
+  EXPECT(qb_cancel_blocking(rt, db_url, "inbox", "{\"id\":\"00000000-0000-0000-0000-000000000000\"}", NULL, &err),
+         QB_ERR_INVALID_INPUT, NULL, "out_counts_json", "null out");
+  EXPECT(qb_cancel_blocking(NULL, db_url, "inbox", "{}", &counts, &err), QB_ERR_INVALID_INPUT, NULL, "runtime is NULL",
+         "null runtime");
+  latch_init(&l);
+  EXPECT(qb_cancel(rt, db_url, "outbox", "{\"key\":\"k\",\"source\":\"s\"}", on_string, &l, &err), QB_OK, NULL, NULL,
+         "async refusal start");
+  latch_wait(&l);
+  expect_status(l.status, l.error, QB_ERR_INVALID_INPUT, NULL, "`source`", "async refusal");
+  CHECK(l.json == NULL, "no counts with the async refusal");
+  latch_destroy(&l);
+}
+
 int main(int argc, char **argv) {
   if (argc < 3) {
     fprintf(stderr, "usage: %s <empty database url> <second empty database url>\n", argv[0]);
@@ -1118,6 +1202,7 @@ int main(int argc, char **argv) {
   callbacks_fire_once_from_runtime_threads(rt);
   shutdown_after_grace_cancels_and_nothing_completes(rt);
   application_transaction_statements(rt);
+  cancel_takes_pending_rows_out_of_the_workers_reach(rt);
   log_callback_forwards_core_records(rt);
   qb_runtime_free(rt);
 

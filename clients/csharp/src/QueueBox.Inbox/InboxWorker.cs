@@ -487,27 +487,15 @@ namespace QueueBox.Inbox
         /// resumed by the next run).</summary>
         public static async Task<string> MigrateAsync(string databaseUrl, CancellationToken cancellationToken = default(CancellationToken))
         {
-            cancellationToken.ThrowIfCancellationRequested();
-            IntPtr runtime = InboxWorker.NewRuntime(1);
-            var handedOff = new System.Runtime.CompilerServices.StrongBox<bool>();
+            IntPtr curl = Native.Utf8(databaseUrl);
             try
             {
-                var tcs = Pending.Source<string>();
-                IntPtr curl = Native.Utf8(databaseUrl);
-                try
-                {
-                    IntPtr ud = Pending.Pin(tcs), err;
-                    Pending.Started(Native.qb_migrate(runtime, curl, Pending.String, ud, out err), err, ud);
-                }
-                finally
-                {
-                    Native.FreeUtf8(curl);
-                }
-                return await Pending.WaitAsync(tcs.Task, cancellationToken, t => Native.qb_runtime_free(runtime), handedOff).ConfigureAwait(false);
+                return await Pending.OnOwnRuntimeAsync((IntPtr rt, IntPtr ud, out IntPtr err) =>
+                    Native.qb_migrate(rt, curl, Pending.String, ud, out err), cancellationToken).ConfigureAwait(false);
             }
             finally
             {
-                if (!handedOff.Value) Native.qb_runtime_free(runtime);
+                Native.FreeUtf8(curl); // qb_migrate copies it before it returns
             }
         }
     }

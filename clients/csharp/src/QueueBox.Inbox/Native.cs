@@ -85,6 +85,7 @@ namespace QueueBox.Inbox
         internal static extern int qb_conformance_evaluate(IntPtr kind, IntPtr inputJson, out IntPtr outJson, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_set_log_callback(LogCallback cb, IntPtr userData, int minLevel, out IntPtr error);
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_migrate(IntPtr runtime, IntPtr url, StringCallback cb, IntPtr userData, out IntPtr error);
+        [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)] internal static extern int qb_cancel(IntPtr runtime, IntPtr url, IntPtr table, IntPtr targetJson, StringCallback cb, IntPtr userData, out IntPtr error);
 
         /// <summary>A NUL-terminated UTF-8 copy of s in unmanaged memory; free with FreeUtf8.</summary>
         internal static IntPtr Utf8(string s)

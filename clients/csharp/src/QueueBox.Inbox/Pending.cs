@@ -60,6 +60,31 @@ namespace QueueBox.Inbox
             return await native.ConfigureAwait(false);
         }
 
+        /// <summary>Starts a native call that takes a string callback (it returns its status
+        /// and error through <paramref name="error"/>).</summary>
+        internal delegate int StartString(IntPtr runtime, IntPtr userData, out IntPtr error);
+
+        /// <summary>Runs one native call with a string result on a runtime of its own (one
+        /// thread), freed when the call ends, or, once <paramref name="cancellationToken"/>
+        /// stopped the waiting, whenever the native side finishes: qb_migrate, qb_cancel.</summary>
+        internal static async Task<string> OnOwnRuntimeAsync(StartString start, CancellationToken cancellationToken)
+        {
+            cancellationToken.ThrowIfCancellationRequested();
+            IntPtr runtime = InboxWorker.NewRuntime(1);
+            var handedOff = new StrongBox<bool>();
+            try
+            {
+                var tcs = Source<string>();
+                IntPtr ud = Pin(tcs), err;
+                Started(start(runtime, ud, out err), err, ud);
+                return await WaitAsync(tcs.Task, cancellationToken, t => Native.qb_runtime_free(runtime), handedOff).ConfigureAwait(false);
+            }
+            finally
+            {
+                if (!handedOff.Value) Native.qb_runtime_free(runtime);
+            }
+        }
+
         private static void Forget(Task task) { }
 
         /// <summary>After a native call that takes a callback: on failure the callback will
