@@ -135,6 +135,15 @@ impl Database {
         self.db.enqueue(&message_json).await.into()
     }
 
+    /// Cancels the pending rows of `table` (`inbox` pull rows, or `outbox`) that
+    /// `targetJson` names (`{id}`, `{source, key}`, `{source, aggregate}`, `{key, topic?}`);
+    /// resolves to the core's counts `{"cancelled", "inFlight", "finished", "push"}` as JSON
+    /// text. A target that names no row rejects with `INVALID_INPUT` naming the field.
+    #[napi]
+    pub async fn cancel(&self, table: String, target_json: String) -> Typed<String> {
+        self.db.cancel(&table, &target_json).await.into()
+    }
+
     #[napi]
     pub async fn close(&self) {
         self.db.close().await;

@@ -194,7 +194,8 @@ fn migrate_blocking(py: Python<'_>, database_url: String) -> PyResult<Vec<String
     })
 }
 
-/// A small pool for enqueueing pull rows and running statements outside a handler.
+/// A small pool for enqueueing pull rows, cancelling pending rows and running statements
+/// outside a handler.
 #[pyclass(frozen)]
 struct Database {
     db: database::Database,
@@ -318,6 +319,35 @@ impl Database {
             py,
             async move { db.enqueue(&message_json).await.map_err(err) },
         )
+    }
+
+    /// Cancels the pending rows of `table` (`"inbox"` pull rows, or `"outbox"`) that
+    /// `target_json` names (`{id}`, `{source, key}`, `{source, aggregate}`, `{key, topic?}`);
+    /// resolves to the core's counts `{"cancelled", "inFlight", "finished", "push"}` as JSON
+    /// text. A target that names no row raises `InvalidInput` naming the field.
+    fn cancel<'py>(
+        &self,
+        py: Python<'py>,
+        table: String,
+        target_json: String,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let db = self.db.clone();
+        future_into_py(py, async move {
+            db.cancel(&table, &target_json).await.map_err(err)
+        })
+    }
+
+    /// `cancel`, waiting on the calling thread (without the GIL).
+    fn cancel_blocking(
+        &self,
+        py: Python<'_>,
+        table: String,
+        target_json: String,
+    ) -> PyResult<String> {
+        let db = self.db.clone();
+        block_on(py, async move {
+            db.cancel(&table, &target_json).await.map_err(err)
+        })
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {

@@ -12,7 +12,7 @@ import atexit as _atexit
 
 from . import _native
 from ._app_tx import Enqueued, EnqueueMessage, OutboxMessage, complete_in, enqueue, enqueue_many, publish, publish_many
-from ._database import BlockingDatabase, Database, evaluate, migrate, migrate_blocking
+from ._database import BlockingDatabase, CancelCounts, Database, evaluate, migrate, migrate_blocking
 from ._types import InboxMessage, ResolvedOptions, RetryPolicy, WorkerStats
 from ._worker import BlockingTransaction, Transaction, Worker
 from .errors import (
@@ -45,6 +45,7 @@ __all__ = [
     "AlreadyFinished",
     "BlockingDatabase",
     "BlockingTransaction",
+    "CancelCounts",
     "Cancelled",
     "ClaimLost",
     "ConfigError",

@@ -1,4 +1,5 @@
-"""A small pool run by the core: enqueue pull rows, run statements outside a handler.
+"""A small pool run by the core: enqueue pull rows, cancel pending rows, run statements
+outside a handler.
 
 Two twins over the same native pool, as psycopg 3 has ``Connection`` and
 ``AsyncConnection``: :class:`Database` (asyncio, ``await``) and :class:`BlockingDatabase`
@@ -8,6 +9,7 @@ manager (``async with`` / ``with``)."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Dict, Optional, Sequence
 
@@ -48,6 +50,30 @@ def _enqueue_json(
     return json.dumps({k: v for k, v in msg.items() if v is not None or k == "payload"})
 
 
+@dataclass(frozen=True)
+class CancelCounts:
+    """What a cancel did with the rows it named (all zeros when it matched none)."""
+
+    #: Pending (or scheduled, or waiting for a retry) rows now ``cancelled``.
+    cancelled: int
+    #: Rows being handled: left to finish or fail normally.
+    in_flight: int
+    #: Rows already terminal (processed/sent, dead, or cancelled before): unchanged.
+    finished: int
+    #: Inbox push rows: the relay forwards them, they are never cancelled.
+    push: int
+
+
+def _cancel_target(**fields: Optional[str]) -> str:
+    # The core reads the target and refuses one that names no row, naming the field.
+    return json.dumps({k: v for k, v in fields.items() if v is not None})
+
+
+def _cancel_counts(text: str) -> CancelCounts:
+    c = json.loads(text)
+    return CancelCounts(cancelled=c["cancelled"], in_flight=c["inFlight"], finished=c["finished"], push=c["push"])
+
+
 class Database:
     """The asyncio pool: ``async with await Database.connect(url) as db:`` (or ``await
     db.close()``). :class:`BlockingDatabase` is its blocking twin."""
@@ -80,6 +106,30 @@ class Database:
         in your transaction (``priority``, ``max_attempts``, ``delay`` or ``scheduled_at``)."""
         msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id, priority, max_attempts, delay, scheduled_at)
         return json.loads(await self._db.enqueue(msg))
+
+    async def cancel_inbox(
+        self,
+        *,
+        id: Optional[str] = None,
+        source: Optional[str] = None,
+        key: Optional[str] = None,
+        aggregate: Optional[str] = None,
+    ) -> CancelCounts:
+        """Cancels pending pull rows (what ``queuebox cancel inbox`` does): one row by ``id``,
+        or within ``source`` the row of an idempotency ``key``, or every pending row of an
+        ``aggregate``. One statement of the core: a row being handled is counted in
+        ``in_flight`` and left to finish, and nothing is cancelled twice. A target that names
+        no row raises :class:`InvalidInput` naming the missing field."""
+        target = _cancel_target(id=id, source=source, key=key, aggregate=aggregate)
+        return _cancel_counts(await self._db.cancel("inbox", target))
+
+    async def cancel_outbox(
+        self, *, id: Optional[str] = None, topic: Optional[str] = None, key: Optional[str] = None
+    ) -> CancelCounts:
+        """Cancels pending outbox rows (what ``queuebox cancel outbox`` does): one row by
+        ``id``, or every pending row of a ``key`` (the ordering key), optionally only those of
+        ``topic``."""
+        return _cancel_counts(await self._db.cancel("outbox", _cancel_target(id=id, topic=topic, key=key)))
 
     async def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         """One statement in its own transaction; returns the affected row count. Parameters
@@ -133,6 +183,24 @@ class BlockingDatabase:
         """As :meth:`Database.enqueue`."""
         msg = _enqueue_json(source, idempotency_key, payload, aggregate_id, event_type, headers, correlation_id, priority, max_attempts, delay, scheduled_at)
         return json.loads(self._db.call_blocking("enqueue", msg))  # type: ignore[no-any-return]
+
+    def cancel_inbox(
+        self,
+        *,
+        id: Optional[str] = None,
+        source: Optional[str] = None,
+        key: Optional[str] = None,
+        aggregate: Optional[str] = None,
+    ) -> CancelCounts:
+        """As :meth:`Database.cancel_inbox`."""
+        target = _cancel_target(id=id, source=source, key=key, aggregate=aggregate)
+        return _cancel_counts(self._db.cancel_blocking("inbox", target))
+
+    def cancel_outbox(
+        self, *, id: Optional[str] = None, topic: Optional[str] = None, key: Optional[str] = None
+    ) -> CancelCounts:
+        """As :meth:`Database.cancel_outbox`."""
+        return _cancel_counts(self._db.cancel_blocking("outbox", _cancel_target(id=id, topic=topic, key=key)))
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> int:
         return self._db.call_blocking("execute", sql, _params.encode(params))  # type: ignore[no-any-return]

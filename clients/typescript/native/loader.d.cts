@@ -6,6 +6,7 @@ declare namespace native {
     query(sql: string, paramsJson?: string | null): Promise<string>;
     executeScript(sql: string): Promise<number>;
     enqueue(messageJson: string): Promise<string>;
+    cancel(table: string, targetJson: string): Promise<string>;
     close(): Promise<void>;
   }
   class NativeTask {

@@ -15,8 +15,42 @@ export interface NewMessage {
 }
 
 /**
+ * Pull inbox rows to cancel (see `Database.cancelInbox`): one row by `id`, or within
+ * `source` the row of an idempotency `key`, or every pending row of an `aggregate`. Give
+ * exactly one of `id`, `key` and `aggregate`; `source` is required with `key` or `aggregate`.
+ */
+export interface InboxCancelTarget {
+  id?: string;
+  source?: string;
+  key?: string;
+  aggregate?: string;
+}
+
+/**
+ * Outbox rows to cancel (see `Database.cancelOutbox`): one row by `id`, or every pending row
+ * of a `key` (the outbox's ordering key), optionally only those of `topic`.
+ */
+export interface OutboxCancelTarget {
+  id?: string;
+  topic?: string;
+  key?: string;
+}
+
+/** What a cancel did with the rows it named (all zeros when it matched none). */
+export interface CancelCounts {
+  /** Pending (or scheduled, or waiting for a retry) rows now `cancelled`. */
+  cancelled: number;
+  /** Rows being handled: left to finish or fail normally. */
+  inFlight: number;
+  /** Rows already terminal (processed/sent, dead, or cancelled before): unchanged. */
+  finished: number;
+  /** Inbox push rows: the relay forwards them, they are never cancelled. */
+  push: number;
+}
+
+/**
  * A small connection pool run by the core: enqueue pull rows (deduplicated on
- * `(source, idempotencyKey)`) and run statements outside a handler.
+ * `(source, idempotencyKey)`), cancel pending rows, and run statements outside a handler.
  */
 export class Database {
   private constructor(private readonly db: NativeDatabase) {}
@@ -28,6 +62,21 @@ export class Database {
   /** Stores a pull row; `duplicate` is true when the key was already there. */
   async enqueue(message: NewMessage): Promise<{ id: string; duplicate: boolean }> {
     return JSON.parse(await call(this.db.enqueue(JSON.stringify(message))));
+  }
+
+  /**
+   * Cancels the pending pull rows `target` names (what `queuebox cancel inbox` does): in one
+   * statement of the core, so a row being handled is counted in `inFlight` and left to
+   * finish, and nothing is cancelled twice. A target that names no row rejects with
+   * `InvalidInput` naming the missing field.
+   */
+  async cancelInbox(target: InboxCancelTarget): Promise<CancelCounts> {
+    return JSON.parse(await call(this.db.cancel("inbox", JSON.stringify(target))));
+  }
+
+  /** Cancels the pending outbox rows `target` names (what `queuebox cancel outbox` does). */
+  async cancelOutbox(target: OutboxCancelTarget): Promise<CancelCounts> {
+    return JSON.parse(await call(this.db.cancel("outbox", JSON.stringify(target))));
   }
 
   /**

@@ -1,5 +1,13 @@
 export { Worker } from "./worker.js";
-export { Database, migrate, evaluate, type NewMessage } from "./database.js";
+export {
+  Database,
+  migrate,
+  evaluate,
+  type NewMessage,
+  type InboxCancelTarget,
+  type OutboxCancelTarget,
+  type CancelCounts,
+} from "./database.js";
 export {
   completeTx,
   publish,
