@@ -114,7 +114,7 @@ const admin = (base, p, init = {}) => fetch(`${base}${p}`, {
   ...init, headers: { Authorization: `Bearer ${TOKEN}`, ...(init.headers || {}) },
 });
 
-test('operator console in Chromium: counts, dead letters, replay, delete, message, escaping, auth', async (t) => {
+test('operator console in Chromium: counts, dead letters, replay, delete, message, cancel, escaping, auth', async (t) => {
   assert.ok(SERVER_URL, 'QUEUEBOX_TEST_DATABASE_URL is set');
   const db = freshDatabase();
   const receiver = await startReceiver();
@@ -191,7 +191,7 @@ sources:
   const page = await browser.newPage();
   const pageErrors = [];
   page.on('pageerror', (e) => pageErrors.push(e.message));
-  page.on('dialog', (d) => d.accept()); // the replay and delete confirmations
+  page.on('dialog', (d) => d.accept()); // the replay, delete and cancel confirmations
   const xss = () => page.evaluate(() => window.__xss);
   // A dead-letter row by its key (the order's aggregate id); ids are random UUIDs.
   const deadRow = (key) => page.locator('#dead-rows tbody tr')
@@ -333,6 +333,26 @@ sources:
     assert.deepEqual([j3.inbox.state, j3.inbox.attempt, j3.inbox.lastError], ['pending', 0, null], 'requeued for a worker');
     assert.deepEqual(j3.outbox, [], 'a pull job is not turned into an outbox row');
     assert.equal((await admin(base, '/admin/journey?q=jobs:j-4')).status, 404, 'j-4 deleted');
+  });
+
+  await t.test('cancel: a pending pull job from the message view; a finished row has no cancel', async () => {
+    await page.click('a[href="#message"]');
+    await page.fill('#message-q', 'orders:o-1');
+    await page.click('#message-form button');
+    await page.locator('#journey tr[data-table="inbox"] td.state', { hasText: 'processed' }).waitFor();
+    assert.equal(await page.locator('#journey button.cancel').count(), 0, 'no cancel on processed or sent rows');
+    await page.fill('#message-q', 'jobs:j-1');
+    await page.click('#message-form button');
+    const job = page.locator('#journey tr[data-table="inbox"]');
+    await job.locator('td.state', { hasText: 'pending' }).waitFor();
+    await job.locator('button.cancel').click();
+    await page.locator('#status', { hasText: 'Cancelled 1 inbox row(s).' }).waitFor();
+    await page.locator('#journey tr.state-cancelled[data-table="inbox"]').waitFor();
+    assert.equal(await job.locator('td.state').textContent(), 'cancelled');
+    assert.equal(await page.locator('#journey button.cancel').count(), 0, 'no cancel on a cancelled row');
+    const j1 = await (await admin(base, '/admin/journey?q=jobs:j-1')).json();
+    assert.deepEqual([j1.inbox.state, j1.inbox.attempt], ['cancelled', 0], 'cancelled in the database, never attempted');
+    await page.screenshot({ path: path.join(OUT, 'cancel.png'), fullPage: true });
   });
 
   await t.test('signing out forgets the credential', async () => {

@@ -188,7 +188,10 @@ function journeyRow(table, r) {
     el('td', {}, r.id),
     el('td', {}, r.topicOrSource),
     el('td', {}, r.key ?? '-'),
-    el('td', { class: 'state' }, r.state),
+    el('td', { class: 'state' }, r.state,
+      // Only a pending row can be cancelled; the core counts any other it is asked about.
+      r.state === 'pending'
+        ? el('button', { type: 'button', class: 'cancel', click: () => cancelRow(table, r.id) }, 'Cancel') : ''),
     el('td', { class: 'num' }, r.attempt),
     el('td', {}, time(r.createdAt)),
     el('td', {}, time(r.updatedAt)),
@@ -197,6 +200,20 @@ function journeyRow(table, r) {
       el('details', {}, el('summary', {}, 'payload and headers'),
         el('pre', { class: 'payload' }, JSON.stringify(r.payload, null, 2)),
         el('pre', { class: 'headers' }, JSON.stringify(r.headers, null, 2)))));
+}
+
+/** A pending row becomes `cancelled`, as `queuebox cancel` does: no worker or relay takes it
+ *  again. The answer says what happened when it was no longer pending (or was a push row). */
+async function cancelRow(table, id) {
+  if (!confirm(`Cancel ${table} row ${id}? It will never be handled or delivered.`)) return;
+  await attempt(async () => {
+    const r = await api('POST', `/admin/cancel/${table}`, { id });
+    const left = [r.inFlight && `${r.inFlight} in flight (left to finish)`,
+      r.finished && `${r.finished} already finished`,
+      r.push && `${r.push} push row(s), which the relay forwards and are never cancelled`].filter(Boolean);
+    await loadMessage();
+    say(`Cancelled ${r.cancelled} ${table} row(s)${left.length ? `; ${left.join(', ')}` : ''}.`);
+  });
 }
 
 async function loadMessage() {
