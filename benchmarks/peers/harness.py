@@ -4,7 +4,14 @@ report.py). Started by run.sh, which installs and builds the adapters first.
 
 Every adapter has the same CLI:  drain URL N CONC | latency URL RATE SECS CONC |
 enqueue URL N | work URL CONC SLEEP_MS LOG  (see node/common.js, river/benchcli,
-queuebox/src/main.rs, procrastinate/adapter.py). Each scenario run gets a fresh database.
+queuebox/src/main.rs, procrastinate/adapter.py, python/queuebox_py.py: drain and enqueue).
+Each scenario run gets a fresh database.
+
+The same terms for every system (issue 39): a drain's rows are inserted by the adapter's own
+`enqueue`, then the harness runs VACUUM ANALYZE, then the adapter opens its connections and
+only then starts its clock (drain_bounded); rounds are interleaved; the ceiling is the best
+of a batch x clients sweep (ceiling_sweep). The only exception to the timer boundary is
+queuebox-ts: the TypeScript Worker has no public connect, so it connects inside run().
 """
 import datetime
 import json
@@ -27,35 +34,51 @@ CRASH_WAIT_TUNED = float(os.environ.get("CRASH_WAIT_TUNED", "90"))  # rescuers r
 TUNED_CRASH = {"pg-boss-expire30s", "river-rescue30s"}
 BIN = os.environ["PEERS_BIN"]
 ONLY = os.environ.get("PEERS_ONLY", "").split()
-SCENARIOS = os.environ.get("PEERS_SCENARIOS", "dlc")  # d = drain, l = latency + bloat, c = crash
+SCENARIOS = os.environ.get("PEERS_SCENARIOS", "dlc")  # d = drain (and the ceiling's sweep), l = latency + bloat, c = crash
+CEILING_BATCHES = os.environ.get("CEILING_BATCHES", "64 256 1024")
+CEILING_CLIENTS = os.environ.get("CEILING_CLIENTS", "1 2 4 8 16 32")
 
-# name -> (argv prefix, extra env, SQL counting completed jobs (given N), scenarios)
+RIVER = "SELECT count(*) FROM river_job WHERE state = 'completed'"
+GRAPHILE = "SELECT {n} - count(*) FROM graphile_worker._private_jobs"
+PGBOSS = "SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state = 'completed'"
+QB = "SELECT count(*) FROM inbox WHERE state = 'processed'"
+PY = os.environ.get("QB_PYTHON", "python3")  # an interpreter with the queuebox_inbox client (run.sh)
+# name -> (argv prefix, extra env, SQL counting completed jobs (given N), scenarios, settings).
+# QB_BATCH "rust-default" is replaced per concurrency by the Rust worker's default batch
+# (`queuebox-peers-bench batch C`), so a wrapper runs at exactly the Rust worker's options.
 SYSTEMS = {
-    "queuebox-rust": ([f"{BIN}/queuebox-peers-bench"], {},
-                      "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
-    "queuebox-go": ([f"{BIN}/queuebox-go"], {},
-                    "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
-    "queuebox-ts": (["node", f"{HERE}/node/queuebox-ts.js"], {},
-                    "SELECT count(*) FROM inbox WHERE state = 'processed'", "dlc"),
-    "pg-boss": (["node", f"{HERE}/node/pgboss.js"], {},
-                "SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state = 'completed'", "dlc"),
-    "graphile-worker": (["node", f"{HERE}/node/graphile.js"], {},
-                        "SELECT {n} - count(*) FROM graphile_worker._private_jobs", "dlc"),
-    "river": ([f"{BIN}/river"], {}, "SELECT count(*) FROM river_job WHERE state = 'completed'", "dlc"),
-    "river-cooldown1ms": ([f"{BIN}/river"], {"RIVER_FETCH_COOLDOWN_MS": "1"},
-                          "SELECT count(*) FROM river_job WHERE state = 'completed'", "dl"),
+    "queuebox-rust": ([f"{BIN}/queuebox-peers-bench"], {}, QB, "dlc",
+                      "Rust core Worker, default options but concurrency (adaptive batch clamp(8c, 64, 10000))"),
+    "river": ([f"{BIN}/river"], {}, RIVER, "dlc",
+              "defaults: FetchCooldown 100 ms, FetchPollInterval 1 s, LISTEN, async completer; MaxWorkers c; pgx pool 40"),
+    "river-tuned": ([f"{BIN}/river"], {"RIVER_FETCH_COOLDOWN_MS": "1", "RIVER_FETCH_POLL_MS": "10"}, RIVER, "dl",
+                    "FetchCooldown 1 ms (its minimum), FetchPollInterval 10 ms; MaxWorkers c; pgx pool 40"),
+    "graphile-worker": (["node", f"{HERE}/node/graphile.js"], {}, GRAPHILE, "dlc",
+                        "defaults: no local queue, no batched completion, pollInterval 2 s, LISTEN; concurrency c; pool max(10, c + 2)"),
+    "graphile-worker-tuned": (["node", f"{HERE}/node/graphile.js"], {"GRAPHILE_TUNED": "1"}, GRAPHILE, "dl",
+                              "its documented performance preset: localQueue.size 500, completeJobBatchDelay 0, failJobBatchDelay 0; concurrency c; pool max(10, c + 2)"),
+    "pg-boss-tuned": (["node", f"{HERE}/node/pgboss.js"], {}, PGBOSS, "dlc",
+                      "c work() subscriptions, batchSize 500 (batch fetch, one complete call per batch), pollingIntervalSeconds 0.5 (its minimum); pool c + 2. Defaults (batchSize 1, 2 s) not run: 0.5 jobs/s per subscription"),
     # Crash-only variants with a stuck-job timeout comparable to QueueBox's 30 s lease.
-    "pg-boss-expire30s": (["node", f"{HERE}/node/pgboss.js"], {"PGBOSS_EXPIRE_S": "30"},
-                          "SELECT count(*) FROM pgboss.job WHERE name = 'bench' AND state = 'completed'", "c"),
-    "river-rescue30s": ([f"{BIN}/river"], {"RIVER_RESCUE_AFTER_S": "30"},
-                        "SELECT count(*) FROM river_job WHERE state = 'completed'", "c"),
-    # The bare-SQL ceiling (issue 21): pgbench's SKIP LOCKED claim + complete loop on QueueBox's
-    # own table, same batch and concurrency as queuebox-rust; drain only.
-    "ceiling-sql": (["bash", f"{HERE}/ceiling/adapter.sh"], {},
-                    "SELECT count(*) FROM inbox WHERE state = 'processed'", "d"),
-    "procrastinate": ([f"{os.environ['PEERS_VENV']}/bin/python", f"{HERE}/procrastinate/adapter.py"], {},
-                      "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'", "dlc"),
+    "pg-boss-expire30s": (["node", f"{HERE}/node/pgboss.js"], {"PGBOSS_EXPIRE_S": "30"}, PGBOSS, "c", "crash only"),
+    "river-rescue30s": ([f"{BIN}/river"], {"RIVER_RESCUE_AFTER_S": "30"}, RIVER, "c", "crash only"),
+    "procrastinate": ([f"{os.environ.get('PEERS_VENV', '')}/bin/python", f"{HERE}/procrastinate/adapter.py"], {},
+                      "SELECT count(*) FROM procrastinate_jobs WHERE status = 'succeeded'", "dlc",
+                      "defaults: LISTEN, fetch_job_polling_interval 5 s, no batch fetch; concurrency c; pool max(10, c + 2)"),
+    # The bare-SQL ceiling: a sweep of batch x clients (ceiling_sweep), once per round.
+    "ceiling-sql": ([f"{BIN}/queuebox-peers-bench"], {}, QB, "s",
+                    "plain SKIP LOCKED claim + one completing UPDATE per batch, autocommit, on QueueBox's inbox; best of the batch x clients sweep, connections opened before timing"),
+    # Wrapper overhead (issue 39 item 3): the wrappers at their defaults (the hand-out batch,
+    # clamp(32c, 1024, 10000)), and every language at an explicit, equal batch.
+    "queuebox-go": ([f"{BIN}/queuebox-go"], {}, QB, "d", "Go wrapper, default options but concurrency"),
+    "queuebox-ts": (["node", f"{HERE}/node/queuebox-ts.js"], {}, QB, "d", "TypeScript wrapper, default options but concurrency"),
+    "queuebox-py": ([PY, f"{HERE}/python/queuebox_py.py"], {}, QB, "d", "Python wrapper, default options but concurrency"),
 }
+for lang, prefix in (("rust", SYSTEMS["queuebox-rust"][0]), ("go", SYSTEMS["queuebox-go"][0]),
+                     ("ts", SYSTEMS["queuebox-ts"][0]), ("py", SYSTEMS["queuebox-py"][0])):
+    for tag, b, what in (("brust", "rust-default", "the Rust worker's default batch for c (64/64/256 at c=1/8/32), explicit"),
+                         ("b1024", "1024", "batch 1024 explicit (the wrappers' default size)")):
+        SYSTEMS[f"queuebox-{lang}-{tag}"] = (prefix, {"QB_BATCH": b}, QB, "d", f"{lang} at {what}, concurrency c")
 if ONLY:
     SYSTEMS = {k: v for k, v in SYSTEMS.items() if k in ONLY}
 
@@ -89,10 +112,23 @@ def drop(db):
     psql("postgres", f"DROP DATABASE IF EXISTS {db} WITH (FORCE)")
 
 
-def run(sysname, argv, timeout, expect_json=True):
-    prefix, env, _, _ = SYSTEMS[sysname]
+_rust_batch = {}
+
+
+def env_of(sysname, conc):
+    env = dict(SYSTEMS[sysname][1])
+    if env.get("QB_BATCH") == "rust-default":
+        if conc not in _rust_batch:
+            _rust_batch[conc] = subprocess.run([f"{BIN}/queuebox-peers-bench", "batch", str(conc)], check=True,
+                                               capture_output=True, text=True).stdout.strip()
+        env["QB_BATCH"] = _rust_batch[conc]
+    return {**os.environ, **env}
+
+
+def run(sysname, argv, timeout, expect_json=True, conc=1, extra_env=None):
+    prefix = SYSTEMS[sysname][0]
     p = subprocess.Popen(prefix + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                         env={**os.environ, **env}, start_new_session=True)
+                         env={**env_of(sysname, conc), **(extra_env or {})}, start_new_session=True)
     try:
         out, err = p.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -106,19 +142,31 @@ def run(sysname, argv, timeout, expect_json=True):
 
 
 def drain_bounded(sysname, conc):
-    """Like drain, but a run slower than DRAIN_TIMEOUT is killed and scored as the completed
-    rows in the database over DRAIN_TIMEOUT (marked partial)."""
+    """One drain of ROWS rows at concurrency conc, on the same terms for every system:
+    the rows are inserted by the adapter's own `enqueue` (each system's bulk API or SQL) in a
+    process of its own, then the harness runs a database-wide VACUUM ANALYZE (the same
+    maintenance for all), then `drain` (told by PEERS_PREENQUEUED not to insert) opens its
+    connections and starts its clock only once they are open, stopping it at the last handler
+    call. A run slower than DRAIN_TIMEOUT is killed and scored as the completed rows in the
+    database over DRAIN_TIMEOUT (marked partial)."""
     db, url = fresh(f"{sysname}_d{conc}")
-    la = loadavg()
-    prefix, env, done_sql, _ = SYSTEMS[sysname]
-    p = subprocess.Popen(prefix + ["drain", url, str(ROWS), str(conc)], stdout=subprocess.PIPE,
-                         stderr=subprocess.PIPE, text=True, env={**os.environ, **env}, start_new_session=True)
-    out = {"concurrency": conc, "rows": ROWS, "loadavg_1m_before": la}
-    # Enqueueing is not timed by the adapter; give it up to 120 s on top of the bound.
-    deadline = time.time() + DRAIN_TIMEOUT + 120
+    _, _, done_sql, _, _ = SYSTEMS[sysname]
+    out = {"concurrency": conc, "rows": ROWS}
+    t_enq = time.time()
+    _, err = run(sysname, ["enqueue", url, str(ROWS)], 300, expect_json=False, conc=conc)
+    if err:
+        drop(db)
+        return {**out, "error": f"enqueue: {err}"}
+    out["enqueue_s"] = round(time.time() - t_enq, 2)
+    psql(db, "VACUUM ANALYZE")
+    out["loadavg_1m_before"] = loadavg()
+    p = subprocess.Popen(SYSTEMS[sysname][0] + ["drain", url, str(ROWS), str(conc)], stdout=subprocess.PIPE,
+                         stderr=subprocess.PIPE, text=True, env={**env_of(sysname, conc), "PEERS_PREENQUEUED": "1"},
+                         start_new_session=True)
+    deadline = time.time() + DRAIN_TIMEOUT + 60
     started = None
     while p.poll() is None and time.time() < deadline:
-        time.sleep(0.5)
+        time.sleep(0.25)
         if started is None:
             try:
                 n = int(psql(db, done_sql.format(n=ROWS)) or 0)
@@ -147,10 +195,23 @@ def drain_bounded(sysname, conc):
     return out
 
 
+def ceiling_sweep():
+    """The bare-SQL ceiling: `queuebox-peers-bench ceiling` drains ROWS rows once per
+    (batch, clients) pair of the sweep, each on a freshly truncated, refilled and
+    VACUUM ANALYZEd inbox, its clients connected and their statements prepared before the
+    clock starts; the ceiling is the best pair."""
+    db, url = fresh("ceiling")
+    la = loadavg()
+    res, err = run("ceiling-sql", ["ceiling", url, str(ROWS)], 900,
+                   extra_env={"CEILING_BATCHES": CEILING_BATCHES, "CEILING_CLIENTS": CEILING_CLIENTS})
+    drop(db)
+    return {"rows": ROWS, "loadavg_1m_before": la, "loadavg_1m_after": loadavg(), **(res or {"error": err})}
+
+
 def latency_and_bloat(sysname):
     db, url = fresh(f"{sysname}_lat")
     la = loadavg()
-    res, err = run(sysname, ["latency", url, str(RATE), str(SECS), str(LAT_CONC)], SECS + 120)
+    res, err = run(sysname, ["latency", url, str(RATE), str(SECS), str(LAT_CONC)], SECS + 120, conc=LAT_CONC)
     out = {"rate": RATE, "seconds": SECS, "concurrency": LAT_CONC, "loadavg_1m_before": la}
     out.update(res or {"error": err})
     time.sleep(1)  # the adapter's backends flushed their statistics when they exited
@@ -187,7 +248,7 @@ def read_log(path):
 
 def crash(sysname):
     db, url = fresh(f"{sysname}_crash")
-    prefix, env, _, _ = SYSTEMS[sysname]
+    prefix, env = SYSTEMS[sysname][0], env_of(sysname, CRASH_CONC)
     tmp = os.path.join(HERE, "..", "results", "tmp")
     os.makedirs(tmp, exist_ok=True)
     la_, lb_ = os.path.join(tmp, f"{sysname}-A.log"), os.path.join(tmp, f"{sysname}-B.log")
@@ -199,7 +260,7 @@ def crash(sysname):
         drop(db)
         return {"error": f"enqueue: {err}"}
     spawn = lambda logf: subprocess.Popen(prefix + ["work", url, str(CRASH_CONC), str(CRASH_SLEEP), logf],
-                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env={**os.environ, **env},
+                                          stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env,
                                           start_new_session=True)
     a = spawn(la_)
     deadline = time.time() + 60
@@ -261,11 +322,29 @@ def main():
                            "crash": {"jobs": CRASH_JOBS, "concurrency": CRASH_CONC, "handler_ms": CRASH_SLEEP, "wait_s": CRASH_WAIT,
                                      "wait_s_tuned_variants": CRASH_WAIT_TUNED}},
               "drain": {}, "latency": {}, "bloat": {}, "crash": {}}
+    result["settings"] = {k: v[4] for k, v in SYSTEMS.items()}
+    result["workload"]["timer"] = ("every adapter opens its connections before its clock starts (queuebox-ts excepted: "
+                                   "its Worker connects inside run()); rows inserted and VACUUM ANALYZE run before that")
+    result["workload"]["ceiling_sweep"] = {"batches": CEILING_BATCHES, "clients": CEILING_CLIENTS}
+    path = os.environ["PEERS_OUT"]
+    save = lambda: open(path, "w").write(json.dumps(result, indent=2) + "\n")
     names = list(SYSTEMS)
+
+    def sweep(rnd):
+        r = ceiling_sweep()
+        r["round"] = rnd
+        log(f"ceiling r{rnd}: {r.get('rows_per_s', 0):.0f} rows/s best {r.get('best')} {r.get('error', '')}")
+        result["drain"].setdefault("ceiling-sql", []).append(r)
+        save()
+
     # Each round visits every (concurrency, system) once; the system order alternates per
     # concurrency and rotates per round, so no system always runs first or right after another.
+    # The ceiling's sweep (independent of c) runs once per round, first in odd rounds, last in even.
     k = 0
     for rnd in range(1, ROUNDS + 1):
+        sweep_now = "ceiling-sql" in SYSTEMS and "d" in SCENARIOS
+        if sweep_now and rnd % 2 == 1:
+            sweep(rnd)
         for conc in CONCS:
             order = names if k % 2 == 0 else names[::-1]
             shift = (rnd - 1) % len(order)
@@ -278,26 +357,30 @@ def main():
                 r["round"] = rnd
                 log(f"drain r{rnd} c={conc} {s}: {r.get('rows_per_s', 0):.0f} rows/s {r.get('error', '')}{' (partial)' if r.get('partial') else ''}")
                 result["drain"].setdefault(s, []).append(r)
+                save()
+        if sweep_now and rnd % 2 == 0:
+            sweep(rnd)
     for s in names[::-1]:
         if "l" not in SYSTEMS[s][3] or "l" not in SCENARIOS:
             continue
         lat, bloat = latency_and_bloat(s)
         log(f"latency {s}: p50 {lat.get('p50')} p99 {lat.get('p99')} n {lat.get('n')} dead {bloat['dead_tuples']} {lat.get('error', '')}")
         result["latency"][s], result["bloat"][s] = lat, bloat
+        save()
     for s in names:
         if "c" not in SYSTEMS[s][3] or "c" not in SCENARIOS:
             continue
         c = crash(s)
         log(f"crash {s}: {c}")
         result["crash"][s] = c
+        save()
     result["finished"] = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
     loadavg()
     result["machine"]["loadavg_1m_samples"] = {"min": min(loadavg_samples), "max": max(loadavg_samples),
                                                "mean": round(sum(loadavg_samples) / max(1, len(loadavg_samples)), 2),
                                                "n": len(loadavg_samples)}
     result["machine"]["loadavg_at_end"] = open("/proc/loadavg").read().strip()
-    path = os.environ["PEERS_OUT"]
-    open(path, "w").write(json.dumps(result, indent=2) + "\n")
+    save()
     log("wrote", path)
 
 

@@ -34,9 +34,52 @@ def drain_of(s, c):
             "partial": any(x.get("partial") for x in xs)}
 
 
+def rounds_of(s, c):
+    """{round: rows/s} of system s at concurrency c (the ceiling's sweep: every c)."""
+    out = {}
+    for x in r["drain"].get(s, []):
+        if x.get("rows_per_s") and (s == CEIL or x.get("concurrency") == c):
+            out[x["round"]] = x["rows_per_s"]
+    return out
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return None if not n else (v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2)
+
+
+def paired(a, b, c):
+    """QB-side system a over b at concurrency c: the ratio of their medians, and the min and
+    max of the per-round ratios (both ran in the same round, interleaved)."""
+    ra, rb = rounds_of(a, c), rounds_of(b, c)
+    both = sorted(set(ra) & set(rb))
+    if not both:
+        return None
+    per = [ra[k] / rb[k] for k in both]
+    return {"ratio": median(ra.values()) / median(rb.values()), "min": min(per), "max": max(per), "n": len(per)}
+
+
+def verdict(p, goal):
+    """met: every round's ratio reaches the goal; missed: none does; otherwise within noise."""
+    if p is None:
+        return "—"
+    if p["min"] >= goal:
+        return "met"
+    if p["max"] < goal:
+        return "**missed**"
+    return "*within noise (unproven)*"
+
+
+def fmt_ratio(p):
+    return "—" if p is None else f"{p['ratio']:.2f} ({p['min']:.2f}–{p['max']:.2f})"
+
+
+CEIL = "ceiling-sql"
 L = []
+
 m, pg = r["machine"], r["postgres"]
-L.append("# QueueBox vs PostgreSQL-backed queues (pg-boss, graphile-worker, River, procrastinate) and the bare-SQL ceiling\n")
+L.append("# QueueBox vs PostgreSQL-backed queues (pg-boss, graphile-worker, River, procrastinate), the bare-SQL ceiling, and its wrappers\n")
 L.append(f"`bash benchmarks/peers/run.sh` — {r['started']} to {r['finished']}; raw data: "
          f"`benchmarks/results/{os.path.basename(src)}`.\n")
 la = m["loadavg_1m_samples"]
@@ -59,45 +102,107 @@ L.append("## Results\n")
 L.append("Ratios are **QueueBox (Rust core Worker) / peer**. Throughput: > 1 means QueueBox is faster. "
          "Latency: < 1 means QueueBox picks up sooner. Bloat: < 1 means QueueBox leaves fewer dead tuples.\n")
 rounds = w.get("drain_rounds", 1)
-L.append(f"### 1. Drain {w['drain_rows']} pre-inserted no-op messages (rows/s"
-         + (f", median of {rounds} rounds (min–max); ratios of medians" if rounds > 1 else "") + ")\n")
-L.append(f"Rows inserted in bulk before the clock starts (each system's bulk API or SQL); timed from worker start to the "
-         f"last handler call. A run still going after {w['drain_timeout_s']:.0f} s of processing is killed and scored as "
-         "completed rows in the database / elapsed (marked *partial*). For queuebox-go and queuebox-ts (the Go and "
-         "TypeScript wrappers over the same core) QB/peer is the Rust core's rate over the wrapper's: the wrapper's cost.\n")
-hdr = "| system | " + " | ".join(f"c={c} rows/s | QB/peer" for c in w["drain_concurrency"]) + " |"
+concs = w["drain_concurrency"]
+if r.get("settings"):
+    L.append("### Systems and settings\n")
+    L.append("| system | version | settings |")
+    L.append("|---|---|---|")
+    vers = {"queuebox": f"queuebox {v.get('queuebox')}", "river": f"River {v.get('river')}",
+            "graphile": f"graphile-worker {v.get('graphile-worker')}", "pg-boss": f"pg-boss {v.get('pg-boss')}",
+            "procrastinate": f"procrastinate {v.get('procrastinate')}", "ceiling": f"PostgreSQL {pg['server_version'].split()[0]}"}
+    for s_, text in r["settings"].items():
+        if s_ in r["drain"] or s_ in r.get("latency", {}) or s_ in r.get("crash", {}):
+            ver_ = next((val for k, val in vers.items() if s_.startswith(k)), "")
+            L.append(f"| {s_} | {ver_} | {text} |")
+    L.append("")
+L.append(f"### 1. Drain {w['drain_rows']} pre-inserted no-op messages (rows/s, median of {rounds} rounds (min–max))\n")
+L.append("Every drain, every system: the rows are inserted by the system's own bulk API or SQL (the adapter's `enqueue`, "
+         "a process of its own), then the harness runs `VACUUM ANALYZE` on the database, then the adapter opens its "
+         "connections, and only then does its clock start; it stops at the last handler call. "
+         + w.get("timer", "") + ". Rounds are interleaved: each round runs every system at every c, in an order that "
+         f"rotates per round. A run still going after {w['drain_timeout_s']:.0f} s of processing is killed and scored as "
+         "completed rows in the database / elapsed (marked *partial*). QB/peer = the Rust worker's median / the peer's "
+         "median, with the lowest and highest per-round ratio in brackets (both systems ran in the same round).\n")
+hdr = "| system | " + " | ".join(f"c={c} rows/s | QB/peer" for c in concs) + " |"
 L.append(hdr)
-L.append("|" + "---|" * (1 + 2 * len(w["drain_concurrency"])))
-for s in [n for n in names if n in r["drain"]]:
+L.append("|" + "---|" * (1 + 2 * len(concs)))
+for s in [n for n in names if n in r["drain"] and n != CEIL]:
     cells = []
-    for c in w["drain_concurrency"]:
-        x, q = drain_of(s, c), drain_of(QB, c)
+    for c in concs:
+        x = drain_of(s, c)
         val = f(x.get("rows_per_s")) + (f" ({x['min']:.0f}–{x['max']:.0f})" if x.get("n", 1) > 1 else "") \
             + (" *partial*" if x.get("partial") else "") + (" error" if x.get("error") else "")
-        cells += [val, ratio(q.get("rows_per_s"), x.get("rows_per_s")) if s != QB else "1.00"]
+        cells += [val, fmt_ratio(paired(QB, s, c)) if s != QB else "1.00"]
     L.append(f"| {s} | " + " | ".join(cells) + " |")
 L.append("")
-# Issue 21's drain targets, from the medians above: >= 2x River (FetchCooldown 1 ms) and
-# graphile-worker, >= 0.5 of the bare-SQL ceiling (ceiling-sql: same table, batch, concurrency).
-TARGETS = [("river-cooldown1ms", 2.0, "≥ 2"), ("graphile-worker", 2.0, "≥ 2"), ("ceiling-sql", 0.5, "≥ 0.5")]
-if any(t in r["drain"] for t, _, _ in TARGETS) and QB in r["drain"]:
-    L.append("**Issue 21 drain targets** (QueueBox Rust worker's median / the other's median, same run; "
-             "the ratio of the worst and best rounds in brackets: min/max and max/min):\n")
-    L.append("| QueueBox / | target | " + " | ".join(f"c={c}" for c in w["drain_concurrency"]) + " |")
-    L.append("|---|---|" + "---|" * len(w["drain_concurrency"]))
-    for t, goal, label in TARGETS:
+if CEIL in r["drain"]:
+    runs = [x for x in r["drain"][CEIL] if x.get("sweep")]
+    sw = w.get("ceiling_sweep", {})
+    L.append(f"### Bare-SQL ceiling: batch × clients sweep (rows/s, median of {len(runs)} rounds)\n")
+    L.append("A plain `FOR UPDATE SKIP LOCKED` claim of a batch and one `UPDATE` completing it, each in autocommit, "
+             "by every client until its claim comes back empty, on QueueBox's own inbox table and indexes (no lease, "
+             "fence, owner or renewal); each cell on freshly inserted rows after `VACUUM ANALYZE`, its connections "
+             "opened and statements prepared before the clock. The ceiling of a round is its best cell; the same "
+             "ceiling is used at every c (it is what the database allows, whatever the worker's concurrency).\n")
+    cells = {}
+    for x in runs:
+        for e in x["sweep"]:
+            cells.setdefault((e["batch"], e["clients"]), []).append(e["rows_per_s"])
+    bs = sorted({k[0] for k in cells})
+    cs = sorted({k[1] for k in cells})
+    L.append("| batch \\ clients | " + " | ".join(str(c) for c in cs) + " |")
+    L.append("|---|" + "---|" * len(cs))
+    for b_ in bs:
+        L.append(f"| {b_} | " + " | ".join(f(median(cells.get((b_, c), [])) or None) for c in cs) + " |")
+    bests = [f"round {x['round']}: {x['rows_per_s']:.0f} (batch {x['best']['batch']}, {x['best']['clients']} clients)" for x in runs]
+    L.append("\nBest per round: " + "; ".join(bests) + ".\n")
+# Issue 39's targets, paired per round.
+PEERS_TUNED = ["river-tuned", "graphile-worker-tuned", "pg-boss-tuned", "procrastinate"]
+if QB in r["drain"]:
+    L.append("### Targets (issue 39): QueueBox Rust worker at its defaults\n")
+    L.append("Ratio of medians, (lowest–highest per-round ratio). **met** when every round reaches the target, "
+             "**missed** when none does, *within noise (unproven)* otherwise.\n")
+    L.append("| QueueBox / | target | " + " | ".join(f"c={c}" for c in concs) + " |")
+    L.append("|---|---|" + "---|" * len(concs))
+    for t, goal, label in [(p_, 2.0, "≥ 2") for p_ in PEERS_TUNED] + [(CEIL, 0.7, "≥ 0.7")]:
         if t not in r["drain"]:
             continue
         cells = []
-        for c in w["drain_concurrency"]:
-            x, q = drain_of(t, c), drain_of(QB, c)
-            if not x.get("rows_per_s") or not q.get("rows_per_s"):
-                cells.append("—")
-                continue
-            v = q["rows_per_s"] / x["rows_per_s"]
-            spread = f" ({q['min'] / x['max']:.2f}–{q['max'] / x['min']:.2f})" if q.get("n", 1) > 1 and x.get("n", 1) > 1 else ""
-            cells.append(f"{v:.2f}{spread} {'met' if v >= goal else '**missed**'}")
+        for c in concs:
+            pr = paired(QB, t, c)
+            cells.append(f"{fmt_ratio(pr)} {verdict(pr, goal)}")
         L.append(f"| {t} | {label} | " + " | ".join(cells) + " |")
+    lq = r.get("latency", {}).get(QB)
+    if lq and lq.get("p99") is not None:
+        v99 = lq["p99"]
+        L.append(f"| pickup p99 (ms) | < 10 | {v99:.1f} ms at {lq.get('offered_per_s', 0):.0f} msg/s, c={lq.get('concurrency')}: "
+                 f"{'met' if v99 < 9 else ('**missed**' if v99 > 11 else '*within noise (unproven)*')} (one run) |" + " |" * (len(concs) - 1))
+    L.append("")
+# Issue 39 item 3: each wrapper against the Rust worker at the same options.
+WR = [("go", "Go"), ("ts", "TypeScript"), ("py", "Python")]
+if any(f"queuebox-{k}" in r["drain"] or f"queuebox-{k}-brust" in r["drain"] for k, _ in WR):
+    L.append("### Wrapper overhead: each wrapper / the Rust worker at the same options\n")
+    L.append("Same harness, same rounds. *at the Rust default batch*: both explicit at the Rust worker's default batch "
+             "for c (64 / 64 / 256); *at batch 1024*: both explicit at 1024 (the wrappers' default size); "
+             "*defaults*: each at the options users get (the Rust worker's adaptive batch, clamp(8c, 64, 10000); "
+             "a wrapper's adaptive hand-out batch, clamp(32c, 1024, 10000)), not equal options. "
+             "Ratio of medians (lowest–highest per-round ratio); target ≥ 0.9.\n")
+    L.append("| wrapper | options | " + " | ".join(f"c={c}" for c in concs) + " |")
+    L.append("|---|---|" + "---|" * len(concs))
+    for k, name in WR:
+        for tag, label, base in (("-brust", "at the Rust default batch", "queuebox-rust-brust"),
+                                 ("-b1024", "at batch 1024", "queuebox-rust-b1024"), ("", "defaults (unequal)", QB)):
+            sysn = f"queuebox-{k}{tag}"
+            if sysn not in r["drain"] or base not in r["drain"]:
+                continue
+            cells = []
+            for c in concs:
+                pr = paired(sysn, base, c)
+                cells.append(fmt_ratio(pr) + ("" if not tag else f" {verdict(pr, 0.9)}"))
+            L.append(f"| {name} | {label} | " + " | ".join(cells) + " |")
+    for tag, label in (("-brust", "Rust explicit at its default batch / Rust default"), ("-b1024", "Rust at 1024 / Rust default")):
+        if f"queuebox-rust{tag}" in r["drain"]:
+            L.append(f"| (Rust) | {label} | " + " | ".join(fmt_ratio(paired(f'queuebox-rust{tag}', QB, c)) for c in concs) + " |")
     L.append("")
 lw = w["latency"]
 L.append(f"### 2. Steady load: {lw['rate_per_s']} msg/s for {lw['seconds']} s, concurrency {lw['concurrency']} — pickup latency insert → handler (ms)\n")

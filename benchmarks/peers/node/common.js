@@ -1,7 +1,9 @@
 // The CLI shared by the Node adapters (same contract as every adapter, see ../harness.py):
 //   drain URL N CONC | latency URL RATE SECS CONC | enqueue URL N | work URL CONC SLEEP_MS LOG
-// An adapter supplies { setup(url), enqueue(n), enqueueOne(payload), start(conc, handler), stop() };
-// handler(payload) is awaited per job.
+// An adapter supplies { setup(url), enqueue(n), enqueueOne(payload), prepare?(conc), start(conc, handler),
+// stop() }; handler(payload) is awaited per job. Drain: with PEERS_PREENQUEUED set the harness
+// has inserted the rows (`enqueue`) and run VACUUM ANALYZE; prepare(conc) opens the adapter's
+// connections, and only then does the clock start.
 const fs = require('fs');
 
 const nowMs = () => Number(process.hrtime.bigint() / 1000n) / 1000 + offset;
@@ -18,7 +20,8 @@ async function main(adapter) {
     await adapter.stop();
   } else if (mode === 'drain') {
     const n = Number(a[0]), conc = Number(a[1]);
-    await adapter.enqueue(n);
+    if (!process.env.PEERS_PREENQUEUED) await adapter.enqueue(n);
+    if (adapter.prepare) await adapter.prepare(conc);
     let done = 0, finished;
     const all = new Promise((r) => (finished = r));
     const t0 = process.hrtime.bigint();

@@ -1,9 +1,16 @@
-// graphile-worker adapter (defaults: LISTEN/NOTIFY, pollInterval 2 s; concurrency per run,
-// maxPoolSize raised to concurrency + 2 so handlers never wait for a connection).
-const { run, makeWorkerUtils } = require('graphile-worker');
+// graphile-worker adapter. Defaults: LISTEN/NOTIFY, pollInterval 2 s, no local queue, no
+// batched completion; concurrency per run and a pg pool of max(10, concurrency + 2) so
+// handlers never wait for a connection. GRAPHILE_TUNED=1 ("graphile-worker-tuned") applies
+// the settings of its performance page (worker.graphile.org/docs/performance, 0.17+):
+// localQueue.size 500 (jobs fetched and locked in batches, served from memory) and
+// completeJobBatchDelay / failJobBatchDelay 0 (completions batched into one statement).
+// The pool is created and all of its connections opened in prepare(), before the clock.
+const { Pool } = require('pg');
+const { run, makeWorkerUtils, Logger } = require('graphile-worker');
 const { main } = require('./common');
 
-let url, utils, runner;
+const TUNED = process.env.GRAPHILE_TUNED === '1';
+let url, utils, runner, pool;
 main({
   async setup(u) {
     url = u;
@@ -19,12 +26,24 @@ main({
     }
   },
   async enqueueOne(payload) { await utils.addJob('bench', payload); },
+  async prepare(conc) {
+    const max = Math.max(10, conc + 2);
+    pool = new Pool({ connectionString: url, max });
+    const clients = await Promise.all(Array.from({ length: max }, () => pool.connect()));
+    clients.forEach((c) => c.release());
+  },
   async start(conc, handler) {
+    if (!pool) await this.prepare(conc);
+    const preset = TUNED ? { worker: { localQueue: { size: 500 }, completeJobBatchDelay: 0, failJobBatchDelay: 0 } } : undefined;
     runner = await run({
-      connectionString: url, concurrency: conc, maxPoolSize: Math.max(10, conc + 2), noHandleSignals: true,
-      logger: new (require('graphile-worker').Logger)(() => () => {}),
+      pgPool: pool, concurrency: conc, noHandleSignals: true, preset,
+      logger: new Logger(() => () => {}),
       taskList: { bench: async (payload) => { await handler(payload); } },
     });
   },
-  async stop() { if (runner) await runner.stop(); await utils.release(); },
+  async stop() {
+    if (runner) await runner.stop();
+    await utils.release();
+    if (pool) await pool.end();
+  },
 });

@@ -1,7 +1,9 @@
 // QueueBox TypeScript wrapper adapter: clients/typescript's Worker.run (over the napi addon
-// from bindings/node, a release build; run.sh sets QUEUEBOX_NATIVE_PATH) with
-// batchSize = max(10, concurrency), LISTEN on, other options at their defaults, the same
-// settings as the Rust and Go adapters. Rows are inserted with plain SQL through pg
+// from bindings/node, a release build; run.sh sets QUEUEBOX_NATIVE_PATH) with default options
+// but concurrency, so the batch is the users' default (the core's hand-out batch); QB_BATCH
+// sets an explicit batch (harness.py's queuebox-ts-b* systems: the Rust worker's options).
+// The Worker has no public connect: it connects inside run(), so this adapter's clock alone
+// includes opening the worker's connections. Rows are inserted with plain SQL through pg
 // (QueueBox's inbox is written by the relay or by the application's own INSERT).
 const path = require('path');
 const { Pool } = require('pg');
@@ -18,14 +20,14 @@ main({
   async enqueue(n) {
     await pool.query(`INSERT INTO inbox (source, idempotency_key, payload, consumption)
       SELECT 'bench', 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, $1::int) g`, [n]);
-    await pool.query('VACUUM ANALYZE inbox');
   },
   async enqueueOne(payload) {
     await pool.query(`INSERT INTO inbox (source, idempotency_key, payload, consumption)
       VALUES ('bench', 'l' || $1::bigint, $2::jsonb, 'pull')`, [payload.n, JSON.stringify(payload)]);
   },
   async start(conc, handler) {
-    const worker = new Worker({ databaseUrl: url, source: 'bench', batchSize: Math.max(10, conc), concurrency: conc });
+    const batch = process.env.QB_BATCH ? { batchSize: Number(process.env.QB_BATCH) } : {};
+    const worker = new Worker({ databaseUrl: url, source: 'bench', concurrency: conc, ...batch });
     stop = new AbortController();
     running = worker.run(async (message) => { await handler(message.payload); }, { signal: stop.signal });
     running.catch((e) => { console.error('queuebox-ts:', e); process.exit(1); });

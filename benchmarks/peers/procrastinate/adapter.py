@@ -2,7 +2,9 @@
     drain URL N CONC | latency URL RATE SECS CONC | enqueue URL N | work URL CONC SLEEP_MS LOG
 
 Defaults: LISTEN/NOTIFY on, fetch_job_polling_interval 5 s, jobs kept after success; the
-psycopg pool is sized max(10, concurrency + 2). procrastinate never requeues the jobs of a
+psycopg pool is sized max(10, concurrency + 2), every connection opened (min_size = max_size,
+pool.wait()) before a drain's clock. Drain: with PEERS_PREENQUEUED the harness has inserted the
+rows (`enqueue`) and run VACUUM ANALYZE. procrastinate never requeues the jobs of a
 dead worker by itself: its documented recipe ("retry stalled jobs") is a periodic call of
 get_stalled_jobs() (workers silent for 30 s, heartbeat every 10 s) + retry_job(); the `work`
 mode runs that recipe every 5 s so that the crash scenario measures it.
@@ -19,7 +21,7 @@ mode, url, *args = sys.argv[1:]
 conc_arg = {"drain": 1, "latency": 2, "work": 0}.get(mode)
 conc = int(args[conc_arg]) if conc_arg is not None else 1
 app = App(  # noqa: the task module is __main__ on purpose (one-file adapter)
-    connector=PsycopgConnector(conninfo=url, min_size=1, max_size=max(10, conc + 2)))
+    connector=PsycopgConnector(conninfo=url, min_size=max(10, conc + 2), max_size=max(10, conc + 2)))
 handler = None
 
 
@@ -58,7 +60,9 @@ async def main():
             await enqueue(int(args[0]))
         elif mode == "drain":
             n = int(args[0])
-            await enqueue(n)
+            if not os.environ.get("PEERS_PREENQUEUED"):
+                await enqueue(n)
+            await app.connector.pool.wait()
             state = {"done": 0, "t1": None}
             ev = asyncio.Event()
 

@@ -1,12 +1,16 @@
 // Command queuebox-go is the Go wrapper's adapter of benchmarks/peers/run.sh: clients/go
-// (cgo over libqueuebox) Worker.Run with BatchSize = max(10, concurrency), LISTEN on, other
-// options at their defaults. Rows are inserted with plain SQL through pgx (QueueBox's inbox
-// is written by the relay or by the application's own INSERT).
+// (cgo over libqueuebox) Worker.Run with default options but Concurrency, so the batch is the
+// users' default (the core's hand-out batch); QB_BATCH sets an explicit BatchSize (harness.py's
+// queuebox-go-b* systems: the Rust worker's options). The worker is created (and connected)
+// in Prepare, before a drain's clock. Rows are inserted with plain SQL through pgx
+// (QueueBox's inbox is written by the relay or by the application's own INSERT).
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"strconv"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -25,9 +29,6 @@ type adapter struct {
 func (a *adapter) Enqueue(ctx context.Context, n int) error {
 	_, err := a.pool.Exec(ctx, `INSERT INTO inbox (source, idempotency_key, payload, consumption)
 		SELECT 'bench', 'k' || g, jsonb_build_object('n', g), 'pull' FROM generate_series(1, $1::int) g`, n)
-	if err == nil {
-		_, err = a.pool.Exec(ctx, "VACUUM ANALYZE inbox")
-	}
 	return err
 }
 
@@ -38,12 +39,31 @@ func (a *adapter) EnqueueOne(ctx context.Context, p benchcli.Payload) error {
 	return err
 }
 
-func (a *adapter) Start(ctx context.Context, conc int, h func(context.Context, benchcli.Payload)) error {
-	w, err := queuebox.NewWorker(a.url, queuebox.Options{Source: "bench", BatchSize: max(10, conc), Concurrency: conc})
+// Prepare creates the worker, which connects to the database.
+func (a *adapter) Prepare(_ context.Context, conc int) error {
+	opts := queuebox.Options{Source: "bench", Concurrency: conc}
+	if b := os.Getenv("QB_BATCH"); b != "" {
+		n, err := strconv.Atoi(b)
+		if err != nil {
+			return err
+		}
+		opts.BatchSize = n
+	}
+	w, err := queuebox.NewWorker(a.url, opts)
 	if err != nil {
 		return err
 	}
 	a.w = w
+	return nil
+}
+
+func (a *adapter) Start(ctx context.Context, conc int, h func(context.Context, benchcli.Payload)) error {
+	if a.w == nil {
+		if err := a.Prepare(ctx, conc); err != nil {
+			return err
+		}
+	}
+	w := a.w
 	ctx, a.stop = context.WithCancel(ctx)
 	a.done = make(chan error, 1)
 	go func() {

@@ -1,10 +1,11 @@
 // Command river is River's adapter of benchmarks/peers/run.sh: river.Client with the
 // riverpgxv5 driver, default settings (LISTEN/NOTIFY, FetchCooldown 100 ms, FetchPollInterval
 // 1 s, async completer) and MaxWorkers = concurrency on the default queue; pgx pool of 40
-// (pgxpool's default, max(4, CPUs), would starve 32 workers). River fetches at most once per
-// FetchCooldown, so its throughput is capped near MaxWorkers / 100 ms by default (its docs:
-// "throughput is limited by this value"); RIVER_FETCH_COOLDOWN_MS overrides it (run.sh's
-// "river-cooldown1ms" variant uses River's minimum, 1 ms).
+// (pgxpool's default, max(4, CPUs), would starve 32 workers), every connection opened in
+// Prepare, before a drain's clock. River fetches at most once per FetchCooldown (its docs:
+// "throughput is limited by this value"); RIVER_FETCH_COOLDOWN_MS and RIVER_FETCH_POLL_MS
+// override FetchCooldown and FetchPollInterval (harness.py's "river-tuned": 1 ms, River's
+// minimum, and 10 ms).
 package main
 
 import (
@@ -77,6 +78,13 @@ func (a *adapter) Start(ctx context.Context, conc int, h func(context.Context, b
 		}
 		cfg.FetchCooldown = time.Duration(n) * time.Millisecond
 	}
+	if ms := os.Getenv("RIVER_FETCH_POLL_MS"); ms != "" {
+		n, err := strconv.Atoi(ms)
+		if err != nil {
+			return err
+		}
+		cfg.FetchPollInterval = time.Duration(n) * time.Millisecond
+	}
 	// RIVER_RESCUE_AFTER_S (the "river-rescue30s" crash variant): running jobs are rescued after
 	// that many seconds (default 1 h); River requires JobTimeout below it (default 1 min).
 	if s := os.Getenv("RIVER_RESCUE_AFTER_S"); s != "" {
@@ -93,6 +101,24 @@ func (a *adapter) Start(ctx context.Context, conc int, h func(context.Context, b
 	}
 	a.work = c
 	return c.Start(ctx)
+}
+
+// Prepare opens every connection of the pool (acquired at once, then released).
+func (a *adapter) Prepare(ctx context.Context, _ int) error {
+	conns := make([]*pgxpool.Conn, 0, a.pool.Config().MaxConns)
+	defer func() {
+		for _, c := range conns {
+			c.Release()
+		}
+	}()
+	for i := int32(0); i < a.pool.Config().MaxConns; i++ {
+		c, err := a.pool.Acquire(ctx)
+		if err != nil {
+			return err
+		}
+		conns = append(conns, c)
+	}
+	return nil
 }
 
 func (a *adapter) Stop(ctx context.Context) error {

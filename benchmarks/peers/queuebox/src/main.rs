@@ -2,8 +2,11 @@
 //! options but `concurrency` (so the batch is the core's adaptive one, `WorkerOptions::batch`).
 //! Same CLI as every other adapter (see benchmarks/peers/harness.py):
 //!   drain URL N CONC | latency URL RATE SECS CONC | enqueue URL N | work URL CONC SLEEP_MS LOG
-//! and `batch CONC`, which prints the batch a worker of CONC handlers uses (the ceiling
-//! adapter claims the same batch).
+//! and `batch CONC`, which prints the batch a worker of CONC handlers uses, and
+//! `ceiling URL N`, the bare-SQL ceiling's batch x clients sweep (see `ceiling`).
+//! Drain: with PEERS_PREENQUEUED set (the harness inserts the rows with `enqueue` and runs
+//! VACUUM ANALYZE first, for every system alike) the rows are not inserted again; the clock
+//! starts once the worker is connected.
 
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -40,7 +43,8 @@ async fn enqueue(pool: &PgPool, n: i64) {
 }
 
 fn options(conc: u32) -> WorkerOptions {
-    // QB_BATCH sets an explicit batch (for investigations; run.sh never sets it).
+    // QB_BATCH sets an explicit batch (the harness's queuebox-rust-b* systems, which run every
+    // language at the same batch); unset, the batch is the core's adaptive default.
     let batch = std::env::var("QB_BATCH").ok().and_then(|v| v.parse().ok());
     WorkerOptions { batch_size: batch, concurrency: conc, ..WorkerOptions::new(SOURCE) }
 }
@@ -68,8 +72,9 @@ async fn main() {
         "drain" => {
             let n: usize = a[3].parse().unwrap();
             let conc: u32 = a[4].parse().unwrap();
-            enqueue(&pool, n as i64).await;
-            sqlx::query("VACUUM ANALYZE inbox").execute(&pool).await.unwrap();
+            if std::env::var_os("PEERS_PREENQUEUED").is_none() {
+                enqueue(&pool, n as i64).await;
+            }
             let w = worker(&url, conc).await;
             let done = Arc::new(AtomicUsize::new(0));
             let all = Arc::new(tokio::sync::Notify::new());
@@ -176,6 +181,77 @@ async fn main() {
             .await
             .unwrap();
         }
+        "ceiling" => {
+            let n: i64 = a[3].parse().unwrap();
+            let list = |k: &str, d: &str| -> Vec<u32> {
+                std::env::var(k).unwrap_or_else(|_| d.into()).split_whitespace().map(|v| v.parse().unwrap()).collect()
+            };
+            let mut sweep = Vec::new();
+            for batch in list("CEILING_BATCHES", "64 256 1024") {
+                for clients in list("CEILING_CLIENTS", "1 2 4 8 16 32") {
+                    let (rate, secs) = ceiling(&pool, &url, n, batch, clients).await;
+                    eprintln!("ceiling batch {batch} clients {clients}: {rate:.0} rows/s");
+                    sweep.push(json!({"batch": batch, "clients": clients, "rows_per_s": rate, "seconds": secs}));
+                }
+            }
+            let best = sweep.iter().max_by(|x, y| x["rows_per_s"].as_f64().partial_cmp(&y["rows_per_s"].as_f64()).unwrap()).unwrap().clone();
+            println!("{}", json!({"rows_per_s": best["rows_per_s"], "best": {"batch": best["batch"], "clients": best["clients"]}, "sweep": sweep}));
+        }
         m => panic!("unknown mode {m}"),
     }
+}
+
+/// The plain SKIP LOCKED claim of the ceiling: no lease, fence, owner or aggregate rule.
+const CEILING_CLAIM: &str = "WITH c AS (
+  UPDATE inbox SET state = 'processing'
+   WHERE id IN (SELECT id FROM inbox
+                 WHERE source = 'bench' AND consumption = 'pull' AND state = 'pending'
+                 ORDER BY scheduled_at, sequence LIMIT $1 FOR UPDATE SKIP LOCKED)
+  RETURNING id)
+SELECT id FROM c";
+const CEILING_COMPLETE: &str = "UPDATE inbox SET state = 'processed', processed_at = clock_timestamp() WHERE id = ANY($1)";
+
+/// One point of the ceiling's sweep: `n` fresh rows (TRUNCATE, insert, VACUUM ANALYZE, as
+/// the harness prepares every system's drain), drained by `clients` connections that each
+/// claim `batch` rows and complete them with one statement, in autocommit, until a claim
+/// comes back empty. Connections are opened and both statements prepared before the clock
+/// starts; it stops at the last completion.
+async fn ceiling(pool: &PgPool, url: &str, n: i64, batch: u32, clients: u32) -> (f64, f64) {
+    use sqlx::{Connection, PgConnection};
+    sqlx::query("TRUNCATE inbox").execute(pool).await.unwrap();
+    enqueue(pool, n).await;
+    sqlx::query("VACUUM ANALYZE").execute(pool).await.unwrap();
+    let mut conns = Vec::new();
+    for _ in 0..clients {
+        let mut c = PgConnection::connect(url).await.expect("ceiling connect");
+        sqlx::query(CEILING_CLAIM).bind(0i64).fetch_all(&mut c).await.unwrap();
+        sqlx::query(CEILING_COMPLETE).bind(Vec::<sqlx::types::Uuid>::new()).execute(&mut c).await.unwrap();
+        conns.push(c);
+    }
+    let start = Instant::now();
+    let tasks: Vec<_> = conns
+        .into_iter()
+        .map(|mut c| {
+            tokio::spawn(async move {
+                let mut last = start;
+                loop {
+                    let ids: Vec<sqlx::types::Uuid> =
+                        sqlx::query_scalar(CEILING_CLAIM).bind(batch as i64).fetch_all(&mut c).await.unwrap();
+                    if ids.is_empty() {
+                        return last;
+                    }
+                    sqlx::query(CEILING_COMPLETE).bind(&ids).execute(&mut c).await.unwrap();
+                    last = Instant::now();
+                }
+            })
+        })
+        .collect();
+    let mut end = start;
+    for t in tasks {
+        end = end.max(t.await.unwrap());
+    }
+    let done: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox WHERE state = 'processed'").fetch_one(pool).await.unwrap();
+    assert_eq!(done, n, "ceiling: every row processed");
+    let secs = (end - start).as_secs_f64();
+    (n as f64 / secs, secs)
 }

@@ -23,6 +23,11 @@ type Payload struct {
 	T float64 `json:"t"`
 }
 
+// Preparer is an Adapter that opens its connections before a drain's clock starts.
+type Preparer interface {
+	Prepare(ctx context.Context, conc int) error
+}
+
 // Adapter is one queue system. Start must not block; Stop stops the workers gracefully.
 type Adapter interface {
 	Enqueue(ctx context.Context, n int) error
@@ -57,7 +62,14 @@ func Main(setup func(ctx context.Context, url string) (Adapter, error)) {
 		must(ad.Enqueue(ctx, atoi(a[2])))
 	case "drain":
 		n, conc := atoi(a[2]), atoi(a[3])
-		must(ad.Enqueue(ctx, n))
+		// With PEERS_PREENQUEUED the harness has inserted the rows (`enqueue`) and run VACUUM
+		// ANALYZE; the clock starts once the adapter's connections are open.
+		if os.Getenv("PEERS_PREENQUEUED") == "" {
+			must(ad.Enqueue(ctx, n))
+		}
+		if p, ok := ad.(Preparer); ok {
+			must(p.Prepare(ctx, conc))
+		}
 		var done atomic.Int64
 		all := make(chan time.Time, 1)
 		t0 := time.Now()
