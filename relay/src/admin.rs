@@ -1,6 +1,6 @@
 //! The admin API (off by default; `admin.auth` required unless `admin.insecure: true`):
 //! list dead rows, replay an inbox row as a new outbox row, replay or delete outbox rows,
-//! cancel pending rows, and the read-only views of the operator console (`console`, served at `/console`):
+//! cancel pending rows, pause and resume sources, destinations and topics, and the read-only views of the operator console (`console`, served at `/console`):
 //! counts by state, a message's journey.
 
 mod console;
@@ -11,7 +11,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{delete, get, post};
 use axum::{Json, Router};
 use bytes::Bytes;
-use queuebox_core::store::relay::{CancelTarget, DeadFilter, DeadTable, ReplayFilter};
+use queuebox_core::store::relay::{CancelTarget, DeadFilter, DeadTable, PauseKind, ReplayFilter};
 use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
@@ -32,6 +32,9 @@ pub fn router(max_payload_bytes: u64) -> Router<AppState> {
         .route("/admin/inbox/:id/requeue", post(requeue_inbox))
         .route("/admin/inbox/:id", delete(delete_inbox))
         .route("/admin/cancel/:table", post(cancel))
+        .route("/admin/paused", get(list_paused))
+        .route("/admin/pause/:kind", post(pause))
+        .route("/admin/resume/:kind", post(resume))
         .route("/admin/transform/test", post(transform_test))
         .route("/admin/overview", get(overview))
         .route("/admin/journey", get(journey))
@@ -332,6 +335,83 @@ async fn cancel(
             );
             Json(r).into_response()
         }
+        Err(e) => db_error(e),
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct PauseBody {
+    name: String,
+}
+
+/// `POST /admin/pause/{source|destination|topic}` with `{"name": …}`: what `queuebox pause`
+/// does; answers `{kind, name, paused}` (`paused: false` when it was paused already). An
+/// unknown name is a 404 naming it. PostgreSQL only.
+async fn pause(
+    State(st): State<AppState>,
+    Path(kind): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    pause_or_resume(st, kind, headers, body, true).await
+}
+
+/// `POST /admin/resume/{source|destination|topic}` with `{"name": …}`: answers
+/// `{kind, name, resumed}` (`resumed: false` when it was not paused).
+async fn resume(
+    State(st): State<AppState>,
+    Path(kind): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    pause_or_resume(st, kind, headers, body, false).await
+}
+
+async fn pause_or_resume(
+    st: AppState,
+    kind: String,
+    headers: HeaderMap,
+    body: Bytes,
+    pause: bool,
+) -> Response {
+    if let Err(r) = guard(&st, &headers, &body) {
+        return r;
+    }
+    let kind = match PauseKind::parse(&kind) {
+        Ok(k) => k,
+        Err(e) => return err(StatusCode::NOT_FOUND, e.to_string()),
+    };
+    let b: PauseBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => return err(StatusCode::BAD_REQUEST, format!("Invalid request: {e}")),
+    };
+    let changed =
+        match crate::paused::set(Some(&st.cfg), st.store.as_ref(), kind, &b.name, pause).await {
+            Ok(c) => c,
+            Err(e) => {
+                return match e.downcast::<queuebox_core::Error>() {
+                    Ok(e) => db_error(e),
+                    // The name check's refusal: an unknown or empty name.
+                    Err(e) => err(StatusCode::NOT_FOUND, e.to_string()),
+                };
+            }
+        };
+    // This replica's view at once (the others read it within a second).
+    if let Err(e) = crate::paused::refresh(&st).await {
+        tracing::warn!(error = %e, "could not read the paused set after a change");
+    }
+    let word = if pause { "paused" } else { "resumed" };
+    Json(json!({ "kind": kind.as_str(), "name": b.name, word: changed })).into_response()
+}
+
+/// `GET /admin/paused`: `{paused: [{kind, name, pausedAt}]}`, read from the database.
+async fn list_paused(State(st): State<AppState>, headers: HeaderMap) -> Response {
+    if let Err(r) = guard(&st, &headers, b"") {
+        return r;
+    }
+    match st.store.list_paused().await {
+        Ok(rows) => Json(json!({ "paused": rows })).into_response(),
         Err(e) => db_error(e),
     }
 }

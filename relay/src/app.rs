@@ -49,6 +49,8 @@ pub struct AppState {
     /// The owner key the relay's claims record, so another relay can take over this one's
     /// rows within seconds of a crash (`relay_owner`).
     pub owner: Arc<crate::relay_owner::RelayOwner>,
+    /// The paused set as last read (`paused`): readiness and the admin API show it.
+    pub paused: Arc<crate::paused::PausedView>,
 }
 
 /// Connects the backend the database URL names ([`backend::connect`]: PostgreSQL, or SQL
@@ -134,11 +136,22 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             Instant::now(),
         )),
         owner,
+        paused: Arc::default(),
     };
 
     let stop = CancellationToken::new();
     let mut loops = Vec::new();
     let pool_wait = Duration::from_millis(cfg.database.connection_timeout_ms);
+    // The paused set before the first claim, so a destination paused while this replica was
+    // down gets nothing delivered in its first second; then once a second.
+    if let Err(e) = crate::paused::refresh(&st).await {
+        tracing::warn!(error = %e, "could not read the paused set at start");
+    }
+    loops.push(st.loops.spawn(
+        "pause-watch",
+        liveness::grace(crate::paused::REFRESH, pool_wait),
+        |hb| crate::paused::run(st.clone(), stop.clone(), hb),
+    ));
     if cfg.outbox.enabled {
         let grace = liveness::grace(
             Duration::from_millis(cfg.outbox.poll_interval_ms),
@@ -388,11 +401,26 @@ fn serve(
     })
 }
 
+#[cfg(unix)]
 async fn shutdown_signal() {
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .expect("SIGTERM handler");
     tokio::select! {
         _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+}
+
+/// Windows has no SIGTERM: Ctrl+C, Ctrl+Break and closing its console end the relay
+/// gracefully.
+#[cfg(windows)]
+async fn shutdown_signal() {
+    use tokio::signal::windows;
+    let mut brk = windows::ctrl_break().expect("Ctrl+Break handler");
+    let mut close = windows::ctrl_close().expect("console close handler");
+    tokio::select! {
+        _ = brk.recv() => {}
+        _ = close.recv() => {}
         _ = tokio::signal::ctrl_c() => {}
     }
 }
@@ -503,9 +531,13 @@ async fn ready(State(st): State<AppState>) -> Response {
     for (name, s) in &loops {
         components[*name] = s.to_json();
     }
+    // What is paused is said, never counted as down: a paused replica still accepts and
+    // stores messages (an unready one would be taken out of its load balancer, refusing the
+    // very work a pause keeps), and a pause is an operator's intent, not a fault.
     let body = json!({
         "status": if all { "healthy" } else { "unhealthy" },
         "components": components,
+        "paused": st.paused.current(),
     });
     (
         if all {

@@ -17,6 +17,7 @@ mod metrics;
 mod operate;
 mod outbox;
 mod outbox_limits;
+mod paused;
 mod relay_loop;
 mod relay_owner;
 mod retention;
@@ -89,6 +90,23 @@ enum Command {
     Cancel {
         #[command(subcommand)]
         command: operate::CancelCommand,
+    },
+    /// Pause a source (its workers or the inbox relay stop taking its rows), an outbox
+    /// destination or an outbox topic, for every replica and worker within a second; new
+    /// messages are still received and stored
+    Pause {
+        #[command(flatten)]
+        args: operate::PauseArgs,
+    },
+    /// Resume what `pause` paused
+    Resume {
+        #[command(flatten)]
+        args: operate::PauseArgs,
+    },
+    /// List what is paused
+    Paused {
+        #[command(flatten)]
+        db: operate::Database,
     },
 }
 
@@ -250,6 +268,9 @@ async fn main() -> std::process::ExitCode {
         }
         Command::Dead { command } => operate::dead(command, cli.config.as_deref()).await,
         Command::Cancel { command } => operate::cancel(command, cli.config.as_deref()).await,
+        Command::Pause { args } => operate::pause(args, true, cli.config.as_deref()).await,
+        Command::Resume { args } => operate::pause(args, false, cli.config.as_deref()).await,
+        Command::Paused { db } => operate::list_paused(db, cli.config.as_deref()).await,
     };
     match result {
         Ok(()) => std::process::ExitCode::SUCCESS,

@@ -69,6 +69,11 @@ const FAMILIES: &[(&str, Kind, &str)] = &[
         "Age of the oldest pending pull inbox row (waiting for application workers)",
     ),
     (
+        "queuebox_paused",
+        Kind::Gauge,
+        "1 while a source, destination or topic is paused (queuebox pause), 0 once resumed",
+    ),
+    (
         "queuebox_outbox_messages_reclaimed_total",
         Kind::Counter,
         "Outbox rows returned to pending after an expired claim",

@@ -1,6 +1,7 @@
 //! The operator commands: `queuebox inspect <message-id|source:key>` (a message's journey,
 //! inbox row → outbox rows), `queuebox dead list|replay|delete` (dead rows by filter) and
-//! `queuebox cancel inbox|outbox` (pending rows by id, key or aggregate).
+//! `queuebox cancel inbox|outbox` (pending rows by id, key or aggregate), `queuebox
+//! pause|resume source|destination|topic <name>` and `queuebox paused`.
 //! The SQL lives in the store (`RelayStore::find_dead`, `journey`, …); an outbox replay is
 //! the admin API's own `replay_outbox`, restricted to the listed dead rows.
 
@@ -8,7 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use queuebox_core::backend::{self, DatabaseSettings};
 use queuebox_core::store::relay::{
     CancelTarget, Cancelled, DeadFilter, DeadRow, DeadTable, Journey, JourneyRow, JourneyTarget,
-    RelayStore, ReplayFilter,
+    PauseKind, RelayStore, ReplayFilter,
 };
 use serde_json::json;
 use uuid::Uuid;
@@ -183,6 +184,108 @@ fn print_cancelled(r: &Cancelled) {
     if *r == Cancelled::default() {
         println!("no row matches");
     }
+}
+
+/// What `queuebox pause` and `resume` name (docs/operations.md, "Pausing").
+#[derive(Clone, Copy, ValueEnum)]
+pub enum PauseWhat {
+    /// An inbox source: a pull source's workers (every language) claim nothing of it, a push
+    /// source's rows are not forwarded; its messages are still received and stored
+    Source,
+    /// An outbox destination: the rows of the topics routed to it stay pending
+    Destination,
+    /// One outbox topic, whatever its route
+    Topic,
+}
+
+impl PauseWhat {
+    fn kind(self) -> PauseKind {
+        match self {
+            PauseWhat::Source => PauseKind::Source,
+            PauseWhat::Destination => PauseKind::Destination,
+            PauseWhat::Topic => PauseKind::Topic,
+        }
+    }
+}
+
+/// `queuebox pause|resume <source|destination|topic> <name>`.
+#[derive(Args)]
+pub struct PauseArgs {
+    #[arg(value_enum)]
+    kind: PauseWhat,
+    /// The source's, destination's or topic's name, as in the configuration
+    name: String,
+    #[command(flatten)]
+    db: Database,
+}
+
+/// Pauses (`pause`) or resumes what `args` names, stored in the database: every relay
+/// replica and every worker obeys within a second, without a restart. The name is checked
+/// against the configuration (`--config`, $QUEUEBOX_CONFIG_FILE; not the packaged demo) and,
+/// for a source, the inbox's rows (`paused::check_name`).
+pub async fn pause(
+    args: PauseArgs,
+    pause: bool,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let cfg = match crate::load_with_origin(config)? {
+        (_, queuebox_config::Origin::Packaged) => None,
+        (cfg, _) => Some(cfg),
+    };
+    let db = connect(&args.db, config).await?;
+    let kind = args.kind.kind();
+    let result = crate::paused::set(
+        cfg.as_ref(),
+        db.relay_store().as_ref(),
+        kind,
+        &args.name,
+        pause,
+    )
+    .await;
+    db.close().await;
+    let changed = result?;
+    let (word, already) = if pause {
+        ("paused", "was paused already")
+    } else {
+        ("resumed", "was not paused")
+    };
+    if args.db.json {
+        println!(
+            "{}",
+            json!({ "kind": kind.as_str(), "name": args.name, word: changed })
+        );
+    } else if changed {
+        println!("{word} {} '{}'", kind.as_str(), args.name);
+    } else {
+        println!("{} '{}' {already}", kind.as_str(), args.name);
+    }
+    Ok(())
+}
+
+/// `queuebox paused`: what is paused now.
+pub async fn list_paused(
+    db_args: Database,
+    config: Option<&std::path::Path>,
+) -> anyhow::Result<()> {
+    let db = connect(&db_args, config).await?;
+    let rows = db.relay_store().list_paused().await;
+    db.close().await;
+    let rows = rows?;
+    if db_args.json {
+        println!("{}", json!({ "paused": rows }));
+        return Ok(());
+    }
+    println!("{:<12}  {:<40}  PAUSED SINCE", "KIND", "NAME");
+    for p in &rows {
+        println!(
+            "{:<12}  {:<40}  {}",
+            p.kind.as_str(),
+            clip(&p.name, 40),
+            p.paused_at.format("%Y-%m-%d %H:%M:%S")
+        );
+    }
+    println!("({} paused)", rows.len());
+    Ok(())
 }
 
 /// `90s`, `15m`, `2h`, `7d`.

@@ -267,6 +267,19 @@ pub fn relay_command(config_path: &std::path::Path, args: &[&str]) -> Command {
     cmd
 }
 
+/// Runs `queuebox <args>` with the relay's configuration: exit code, stdout, stderr.
+pub async fn relay_cli(relay: &Relay, args: &[&str]) -> (i32, String, String) {
+    let out = relay_command(relay.config.path(), args)
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 pub fn write_config(yaml: &str) -> tempfile::NamedTempFile {
     let f = tempfile::NamedTempFile::new().unwrap();
     std::fs::write(f.path(), yaml).unwrap();

@@ -605,10 +605,10 @@ impl RelayStore for PgStore {
         let r = sqlx::query(self.sql(sql::RESUME))
             .bind(kind.as_str())
             .bind(name)
-            .execute(self.db())
+            .fetch_optional(self.db())
             .await
             .map_err(|e| db_err("resume", e))?;
-        Ok(r.rows_affected() == 1)
+        Ok(r.is_some())
     }
 
     async fn list_paused(&self) -> Result<Vec<Paused>> {

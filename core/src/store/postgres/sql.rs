@@ -810,8 +810,13 @@ pub const ENQUEUE: &str = "SELECT n, CAST(id AS text) AS id, duplicate FROM queu
 /// Pauses `$2` of kind `$1`; returns a row only when it was not paused already.
 pub const PAUSE: &str =
     "INSERT INTO queuebox_paused (kind, name) VALUES ($1, $2) ON CONFLICT (kind, name) DO NOTHING RETURNING paused_at";
-/// Resumes `$2` of kind `$1`; one row affected when it was paused.
-pub const RESUME: &str = "DELETE FROM queuebox_paused WHERE kind = $1 AND name = $2";
+/// Resumes `$2` of kind `$1`; a row when it was paused. A resumed source wakes its idle pull
+/// workers at once with the NOTIFY a new row sends (migration 3), rather than at their next
+/// poll; the relay's loops poll often enough.
+pub const RESUME: &str = "
+WITH gone AS (DELETE FROM queuebox_paused WHERE kind = $1 AND name = $2 RETURNING kind, name)
+SELECT g.name FROM gone g
+  LEFT JOIN LATERAL (SELECT pg_notify('queuebox_inbox_pull', g.name) WHERE g.kind = 'source') n ON true";
 /// Everything paused, in a stable order.
 pub const LIST_PAUSED: &str =
     "SELECT kind, name, paused_at FROM queuebox_paused ORDER BY kind, name";
