@@ -70,6 +70,28 @@ namespace QueueBox.Inbox.Tests
             }
         }
 
+        // The README's cancel example, compiled in by 32-csharp.sh, cancels the row it names.
+        [Test]
+        public static async Task ReadmeCancelExampleCancelsThePendingRow()
+        {
+            Type t = typeof(CancelTests).Assembly.GetType("CancelExample");
+            if (t == null) throw new AssertionException("NOT RUN: the README's CancelExample is not compiled in (32-csharp.sh extracts the README's csharp blocks)");
+            var example = (Func<string, string, CancellationToken, Task<bool>>)Delegate.CreateDelegate(
+                typeof(Func<string, string, CancellationToken, Task<bool>>), t.GetMethod("CancelWelcomeAsync"));
+            string url = await Db.CreateAsync();
+            try
+            {
+                Db.Psql(url, "INSERT INTO inbox (source, idempotency_key, payload, consumption) VALUES ('emails','welcome-7','{}','pull')");
+                Assert.True(await example(url, "7", CancellationToken.None), "the example reports the row cancelled");
+                Assert.Equal("cancelled", Db.Psql(url, "SELECT state FROM inbox"), "state");
+                Assert.True(!await example(url, "7", CancellationToken.None), "a second cancel cancels nothing");
+            }
+            finally
+            {
+                Db.Drop(url);
+            }
+        }
+
         // A target that names no row is refused naming the missing field, before connecting
         // (the URL is unreachable); a cancelled token stops the waiting at once.
         [Test]
