@@ -4,7 +4,7 @@
 'use strict';
 
 const CREDENTIAL = 'queuebox-console-credential';
-const VIEWS = ['signin', 'overview', 'dead', 'message'];
+const VIEWS = ['signin', 'overview', 'dead', 'message', 'paused'];
 const $ = (id) => document.getElementById(id);
 let auth = { scheme: 'none', header: null };
 let overviewTimer = null;
@@ -66,6 +66,7 @@ function show(view) {
     overviewTimer = setInterval(() => { if (!document.hidden) attempt(loadOverview); }, 5000);
   }
   if (view === 'dead') attempt(loadDead);
+  if (view === 'paused') attempt(loadPaused);
 }
 
 function route() {
@@ -235,6 +236,32 @@ async function loadMessage() {
   say('');
 }
 
+// ---- paused ----
+
+async function loadPaused() {
+  const { paused } = await api('GET', '/admin/paused');
+  const lines = paused.map((p) => el('tr', { 'data-kind': p.kind, 'data-name': p.name },
+    el('td', {}, p.kind),
+    el('td', {}, p.name),
+    el('td', {}, time(p.pausedAt)),
+    el('td', { class: 'actions' },
+      el('button', { type: 'button', class: 'resume', click: () => setPaused(p.kind, p.name, false) }, 'Resume'))));
+  replaceRows(document.querySelector('#paused-rows tbody'), lines, 'Nothing is paused.', 4);
+}
+
+/** Pause or resume, as `queuebox pause|resume` do; an unknown name is refused, naming it. */
+async function setPaused(kind, name, pause) {
+  const verb = pause ? 'pause' : 'resume';
+  if (!confirm(`${pause ? 'Pause' : 'Resume'} ${kind} ${name}?`)) return;
+  await attempt(async () => {
+    const r = await api('POST', `/admin/${verb}/${kind}`, { name });
+    const changed = pause ? r.paused : r.resumed;
+    await loadPaused();
+    say(changed ? `${pause ? 'Paused' : 'Resumed'} ${kind} ${name}.`
+      : `${kind} ${name} ${pause ? 'was paused already' : 'was not paused'}.`);
+  });
+}
+
 // ---- wiring ----
 
 $('signin-form').addEventListener('submit', (e) => {
@@ -252,6 +279,10 @@ $('overview-refresh').addEventListener('click', () => attempt(loadOverview));
 $('dead-form').addEventListener('submit', (e) => { e.preventDefault(); attempt(loadDead); });
 $('dead-table').addEventListener('change', () => attempt(loadDead));
 $('message-form').addEventListener('submit', (e) => { e.preventDefault(); attempt(loadMessage); });
+$('pause-form').addEventListener('submit', (e) => {
+  e.preventDefault();
+  setPaused($('pause-kind').value, $('pause-name').value.trim(), true);
+});
 window.addEventListener('hashchange', route);
 
 fetch('/console/auth', { cache: 'no-store' })
