@@ -17,8 +17,10 @@
 //
 // Files: worker.go (Worker, Run with the library-owned Tx of tx.go), task.go (RunPgx,
 // RunSQL, RunTasks: the application-owned transaction), apptx.go (Executor, CompleteTx),
-// publish.go (Publish, PublishMany), message.go, options.go, errors.go, native*.go (the
-// only files that call the C ABI).
+// publish.go (Publish, PublishMany), enqueue.go (Enqueue, EnqueueMany), typed.go (Typed,
+// Job[T], DecodePayload: payloads as Go types), message.go, options.go, errors.go, native*.go
+// (the only files that call the C ABI). The queueboxprom package registers a worker's
+// metrics in the application's Prometheus registry.
 //
 // Linking: the released module carries the header and a static libqueuebox.a per platform
 // (lib/linux_amd64, lib/linux_arm64 when built), picked by cgo build tags, so `go get` and

@@ -87,3 +87,14 @@ func (tx *Tx) QueryInto(ctx context.Context, target any, sql string, args ...any
 	}
 	return nil
 }
+
+// QueryRows runs a query in tx and returns its rows decoded into T by column name (encoding/json
+// field names and tags), e.g. []Order from "SELECT id, total FROM orders": the typed form of
+// Query. A json.Number field keeps a numeric column's exact digits.
+func QueryRows[T any](ctx context.Context, tx *Tx, sql string, args ...any) ([]T, error) {
+	var rows []T
+	if err := tx.QueryInto(ctx, &rows, sql, args...); err != nil {
+		return nil, err
+	}
+	return rows, nil
+}

@@ -248,6 +248,7 @@ func TestNumericColumnReadsBackAsTheExactNumber(t *testing.T) {
 	var got []string
 	var kinds []string
 	var floats []float64
+	var viaRows []string
 	var failure atomic.Value
 	var done atomic.Bool
 	handler := func(ctx context.Context, m *queuebox.Message, tx *queuebox.Tx) error {
@@ -278,6 +279,17 @@ func TestNumericColumnReadsBackAsTheExactNumber(t *testing.T) {
 		for _, r := range typed {
 			floats = append(floats, r.V)
 		}
+		// QueryRows is QueryInto typed by its result: a json.Number field keeps every digit.
+		exact, err := queuebox.QueryRows[struct {
+			V json.Number `json:"v"`
+		}](ctx, tx, "SELECT v FROM money ORDER BY n")
+		if err != nil {
+			failure.Store("QueryRows: " + err.Error())
+			return queuebox.Dead(err.Error())
+		}
+		for _, r := range exact {
+			viaRows = append(viaRows, r.V.String())
+		}
 		return nil
 	}
 	w := newWorker(t, url, quickOptions("go-numeric"))
@@ -287,6 +299,9 @@ func TestNumericColumnReadsBackAsTheExactNumber(t *testing.T) {
 	}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("numeric read back as\n%v\nwant\n%v", got, want)
+	}
+	if fmt.Sprint(viaRows) != fmt.Sprint(want) {
+		t.Errorf("QueryRows read back\n%v\nwant\n%v", viaRows, want)
 	}
 	for i, k := range kinds {
 		if k != "json.Number" {
