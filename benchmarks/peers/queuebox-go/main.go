@@ -40,7 +40,7 @@ func (a *adapter) EnqueueOne(ctx context.Context, p benchcli.Payload) error {
 }
 
 // Prepare creates the worker, which connects to the database.
-func (a *adapter) Prepare(_ context.Context, conc int) error {
+func (a *adapter) Prepare(ctx context.Context, conc int) error {
 	opts := queuebox.Options{Source: "bench", Concurrency: conc}
 	if b := os.Getenv("QB_BATCH"); b != "" {
 		n, err := strconv.Atoi(b)
@@ -49,7 +49,7 @@ func (a *adapter) Prepare(_ context.Context, conc int) error {
 		}
 		opts.BatchSize = n
 	}
-	w, err := queuebox.NewWorker(a.url, opts)
+	w, err := queuebox.NewWorker(ctx, a.url, opts)
 	if err != nil {
 		return err
 	}
@@ -88,7 +88,7 @@ func (a *adapter) Stop(context.Context) error {
 
 func main() {
 	benchcli.Main(func(ctx context.Context, url string) (benchcli.Adapter, error) {
-		if err := queuebox.Migrate(url); err != nil {
+		if err := queuebox.Migrate(ctx, url); err != nil {
 			return nil, err
 		}
 		pool, err := pgxpool.New(ctx, url)
