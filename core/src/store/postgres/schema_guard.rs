@@ -1,7 +1,7 @@
 //! The start-up guards of a schema with custom names (proto-docs/own-schema.md, "Start-up guards"):
 //! QueueBox does not migrate such a schema (the application owns it), so before the first statement
-//! it checks that every mapped column exists, and says how to add the two that later releases
-//! added.
+//! it checks that every mapped column exists, and says how to add the ones that later releases
+//! added, and that QueueBox's own `queuebox_paused` table exists.
 
 use sqlx::PgPool;
 
@@ -39,11 +39,27 @@ pub(super) async fn check(pool: &PgPool, names: &Names) -> Result<()> {
         _ => 5,
     };
     missing_columns.sort_by_key(|(t, key, _)| rank(*t, key));
-    match missing_columns.first() {
-        Some((t, key, column)) => Err(missing(names, *t, key, column)),
-        None => Ok(()),
+    if let Some((t, key, column)) = missing_columns.first() {
+        return Err(missing(names, *t, key, column));
+    }
+    // Every claim reads the paused set (`sql::CLAIM`, `CLAIM_PUSH`): QueueBox's own table,
+    // found through the search path like `queuebox_enqueue_many`.
+    let paused: Option<String> = sqlx::query_scalar(sql::SCHEMA_CHECK)
+        .bind("queuebox_paused")
+        .fetch_one(pool)
+        .await
+        .map_err(|e| db_err("schema check", e))?;
+    match paused {
+        Some(_) => Ok(()),
+        None => Err(Error::Config {
+            path: "database".into(),
+            reason: format!("the table queuebox_paused does not exist; every claim reads it (pause and resume). Create it, then start QueueBox again: {PAUSED_TABLE}"),
+        }),
     }
 }
+
+/// The paused set's table as migration 15 creates it (one line).
+const PAUSED_TABLE: &str = "CREATE TABLE queuebox_paused (kind VARCHAR(16) NOT NULL, name VARCHAR(255) NOT NULL, paused_at TIMESTAMPTZ NOT NULL DEFAULT CURRENT_TIMESTAMP, PRIMARY KEY (kind, name), CHECK (kind IN ('source', 'destination', 'topic')));";
 
 fn missing(names: &Names, t: Table, key: &str, column: &str) -> Error {
     let path = Names::column_key(t, key);
