@@ -87,13 +87,18 @@ pub fn outbox_exclusion(cfg: &Config, list: &[Paused]) -> Option<String> {
     topics_pattern(&topics, &routes)
 }
 
+const PAUSED_READ_FAILED: &str = "could not read the paused set; keeping the last one";
+
 /// The loop: [`refresh`] every [`REFRESH`]. A failed read keeps the last set (the database
 /// being down stops the claims anyway) and is logged.
 pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
     while !stop.is_cancelled() {
         hb.beat(REFRESH * 2);
         if let Err(e) = refresh(&st).await {
-            tracing::warn!(error = %e, "could not read the paused set; keeping the last one");
+            // Every second during a database outage: the first in full, then a count per 10 s.
+            if crate::warn_limit::admit(&st.metrics, "paused_read_failed", PAUSED_READ_FAILED) {
+                tracing::warn!(error = %e, "{PAUSED_READ_FAILED}");
+            }
         }
         tokio::select! {
             _ = stop.cancelled() => {}
