@@ -45,22 +45,22 @@ var typedRows = []struct{ key, payload, lastError string }{
 // each other row is dead at once (no failed attempt counted, no retry) with a last_error naming the
 // type and the field.
 func TestTypedHandlerDeadLettersAPayloadThatDoesNotDecode(t *testing.T) {
-	forms := map[string]func(ctx context.Context, w *queuebox.Worker, url string, seen func(*queuebox.Job[shipment])) error{
-		"Run": func(ctx context.Context, w *queuebox.Worker, _ string, seen func(*queuebox.Job[shipment])) error {
+	forms := map[string]func(t *testing.T, ctx context.Context, w *queuebox.Worker, url string, seen func(*queuebox.Job[shipment])) error{
+		"Run": func(_ *testing.T, ctx context.Context, w *queuebox.Worker, _ string, seen func(*queuebox.Job[shipment])) error {
 			return w.Run(ctx, queuebox.Typed(func(ctx context.Context, job *queuebox.Job[shipment], tx *queuebox.Tx) error {
 				seen(job)
 				_, err := tx.Exec(ctx, "INSERT INTO shipped (id, total) VALUES ($1, $2)", job.Args.ID, job.Args.Total)
 				return err
 			}))
 		},
-		"RunPgx": func(ctx context.Context, w *queuebox.Worker, url string, seen func(*queuebox.Job[shipment])) error {
+		"RunPgx": func(t *testing.T, ctx context.Context, w *queuebox.Worker, url string, seen func(*queuebox.Job[shipment])) error {
 			return w.RunPgx(ctx, pgxPool(t, url), queuebox.Typed(func(ctx context.Context, job *queuebox.Job[shipment], tx pgx.Tx) error {
 				seen(job)
 				_, err := tx.Exec(ctx, "INSERT INTO shipped (id, total) VALUES ($1, $2)", job.Args.ID, job.Args.Total)
 				return err
 			}))
 		},
-		"RunSQL": func(ctx context.Context, w *queuebox.Worker, url string, seen func(*queuebox.Job[shipment])) error {
+		"RunSQL": func(t *testing.T, ctx context.Context, w *queuebox.Worker, url string, seen func(*queuebox.Job[shipment])) error {
 			return w.RunSQL(ctx, sqlDB(t, url), queuebox.Typed(func(ctx context.Context, job *queuebox.Job[shipment], tx *sql.Tx) error {
 				seen(job)
 				_, err := tx.ExecContext(ctx, "INSERT INTO shipped (id, total) VALUES ($1, $2)", job.Args.ID, job.Args.Total)
@@ -70,6 +70,7 @@ func TestTypedHandlerDeadLettersAPayloadThatDoesNotDecode(t *testing.T) {
 	}
 	for name, run := range forms {
 		t.Run(name, func(t *testing.T) {
+			t.Parallel() // a database each: three forms in the time of one
 			url := newDB(t)
 			psql(t, url, "CREATE TABLE shipped (id text, total numeric)")
 			for _, r := range typedRows {
@@ -81,7 +82,7 @@ func TestTypedHandlerDeadLettersAPayloadThatDoesNotDecode(t *testing.T) {
 			ctx, cancel := context.WithCancel(t.Context())
 			done := make(chan error, 1)
 			go func() {
-				done <- run(ctx, w, url, func(j *queuebox.Job[shipment]) {
+				done <- run(t, ctx, w, url, func(j *queuebox.Job[shipment]) {
 					mu.Lock()
 					jobs = append(jobs, j)
 					mu.Unlock()
