@@ -119,7 +119,7 @@ L.append(f"### 1. Drain {w['drain_rows']} pre-inserted no-op messages (rows/s, m
 L.append("Every drain, every system: the rows are inserted by the system's own bulk API or SQL (the adapter's `enqueue`, "
          "a process of its own), then the harness runs `VACUUM ANALYZE` on the database, then the adapter opens its "
          "connections, and only then does its clock start; it stops at the last handler call. "
-         + w.get("timer", "") + ". Rounds are interleaved: each round runs every system at every c, in an order that "
+         + (f"Timer boundary: {w['timer']}. " if w.get("timer") else "") + "Rounds are interleaved: each round runs every system at every c, in an order that "
          f"rotates per round. A run still going after {w['drain_timeout_s']:.0f} s of processing is killed and scored as "
          "completed rows in the database / elapsed (marked *partial*). QB/peer = the Rust worker's median / the peer's "
          "median, with the lowest and highest per-round ratio in brackets (both systems ran in the same round).\n")
@@ -157,7 +157,7 @@ if CEIL in r["drain"]:
     bests = [f"round {x['round']}: {x['rows_per_s']:.0f} (batch {x['best']['batch']}, {x['best']['clients']} clients)" for x in runs]
     L.append("\nBest per round: " + "; ".join(bests) + ".\n")
 # Issue 39's targets, paired per round.
-PEERS_TUNED = ["river-tuned", "graphile-worker-tuned", "pg-boss-tuned", "procrastinate"]
+PEERS_TUNED = ["river-tuned", "river-cooldown1ms", "graphile-worker-tuned", "pg-boss-tuned", "procrastinate"]
 if QB in r["drain"]:
     L.append("### Targets (issue 39): QueueBox Rust worker at its defaults\n")
     L.append("Ratio of medians, (lowest–highest per-round ratio). **met** when every round reaches the target, "
