@@ -108,6 +108,21 @@ impl PgStore {
     }
 }
 
+/// A database older than migration 15 has no paused set: say to migrate, not "relation does
+/// not exist".
+fn paused_err(op: &'static str, e: sqlx::Error) -> crate::Error {
+    let undefined_table = e
+        .as_database_error()
+        .and_then(|d| d.code())
+        .is_some_and(|c| c == "42P01");
+    if undefined_table {
+        return crate::Error::InvalidInput(format!(
+            "{op}: the table queuebox_paused does not exist; run `queuebox migrate` (migration 15) first"
+        ));
+    }
+    db_err(op, e)
+}
+
 #[async_trait]
 impl RelayStore for PgStore {
     async fn reclaim_push(&self) -> Result<u64> {
@@ -597,7 +612,7 @@ impl RelayStore for PgStore {
             .bind(name)
             .fetch_optional(self.db())
             .await
-            .map_err(|e| db_err("pause", e))?;
+            .map_err(|e| paused_err("pause", e))?;
         Ok(r.is_some())
     }
 
@@ -607,7 +622,7 @@ impl RelayStore for PgStore {
             .bind(name)
             .fetch_optional(self.db())
             .await
-            .map_err(|e| db_err("resume", e))?;
+            .map_err(|e| paused_err("resume", e))?;
         Ok(r.is_some())
     }
 
@@ -615,7 +630,7 @@ impl RelayStore for PgStore {
         let rows = sqlx::query(self.sql(sql::LIST_PAUSED))
             .fetch_all(self.db())
             .await
-            .map_err(|e| db_err("list paused", e))?;
+            .map_err(|e| paused_err("list paused", e))?;
         rows.iter()
             .map(|r| {
                 Ok(Paused {
