@@ -12,6 +12,8 @@ cd "$(dirname "$0")/../.."
 SIZES="${SIZES:-0 2000 20000 200000}" LOOPS="${LOOPS:-500}"
 port="${QB_PG_PORT:-55432}"
 pg() { psql -h 127.0.0.1 -p "$port" -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
+# The same under the machine's benchmark lock, for the statements whose time is read.
+pg_locked() { flock "${EXPLAIN_LOCK:-/tmp/bench.lock}" psql -h 127.0.0.1 -p "$port" -U postgres -X -q -v ON_ERROR_STOP=1 "$@"; }
 db=qb_enqueue_explain
 pg -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" -c "CREATE DATABASE $db"
 trap 'pg -c "DROP DATABASE IF EXISTS $db WITH (FORCE)" >/dev/null 2>&1 || true' EXIT
@@ -54,7 +56,7 @@ for size in $SIZES; do
     echo " queuebox_enqueue_many of $n message(s), second call in the session (each statement inside):"
     # The last statements of the second call: the INSERT, the NOTIFY trigger, the lookup of
     # the stored ids, the call itself (the per-message checks before them are each < 0.01 ms).
-    flock /tmp/bench.lock bash -c "$(declare -f pg nested); db=$db; port=$port; nested $n" | tail -n 9
+    flock "${EXPLAIN_LOCK:-/tmp/bench.lock}" bash -c "$(declare -f pg nested); db=$db; port=$port; nested $n" | tail -n 9
   done
   # The functions' own times, without auto_explain (whose notices inflate the per-message
   # checks): LOOPS one-row calls, then LOOPS / 50 calls of 1,000 messages, each set in one
@@ -62,7 +64,7 @@ for size in $SIZES; do
   for n in 1 1000; do
     calls=$LOOPS; [ "$n" = 1 ] || calls=$((LOOPS / 50))
     pg -d "$db" -Atc "SELECT pg_stat_reset()" >/dev/null
-    flock /tmp/bench.lock pg -d "$db" -c "BEGIN" -c "DO \$\$ BEGIN FOR i IN 1..$calls LOOP
+    pg_locked -d "$db" -c "BEGIN" -c "DO \$\$ BEGIN FOR i IN 1..$calls LOOP
       PERFORM count(*) FROM queuebox_enqueue_many((SELECT jsonb_agg(jsonb_build_object('source', 'bench', 'payload', jsonb_build_object('n', g))) FROM generate_series(1, $n) g));
       END LOOP; END \$\$" -c "ROLLBACK"
     sleep 0.7  # function statistics reach the view within 500 ms of the session's end

@@ -63,7 +63,7 @@ def main() -> None:
             "loadavg_start": load_start,
             "loadavg_end": load_end,
             "loadavg_1m_during_runs": {"min": min(loads), "max": max(loads)},
-            "note": "shared machine; each timed run held /tmp/bench.lock",
+            "note": "shared machine; the timed section (all rounds) held /tmp/bench.lock",
         },
         "versions": dict(line.split("=", 1) for line in versions.splitlines() if "=" in line and " " not in line.split("=", 1)[0]),
         "versions_raw": versions.splitlines(),
