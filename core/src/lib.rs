@@ -15,7 +15,7 @@
 //! | [`backend`] | the backend factory: a database URL → a [`backend::Database`] (pull store, relay store, migrations, pool gauges); the only place that reads URL schemes |
 //! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`]) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`), each with its statements in one `sql` module |
 //! | [`tls`] | the process-wide rustls crypto provider every TLS client installs first |
-//! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown |
+//! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown, typed payloads ([`typed`]) |
 //! | [`app_tx`] | the application's own transaction: the fenced completion and the outbox publish and the pull enqueue rendered for the application's driver ([`app_tx::Placeholder`]), and the sqlx entry points `complete_in`, `publish`, `publish_many`, `enqueue`, `enqueue_many` |
 //! | [`lease`] | lease renewal (every third of the lease; a lost claim cancels its work), shared by the pull worker and the relay's outbox |
 //! | [`backoff`] | [`RetryPolicy`]: the retry schedule and dead-letter ceiling |
@@ -104,7 +104,7 @@ pub use message::{
     OutboxState,
 };
 pub use store::{SqlValue, Store, StoreTx};
-pub use worker::{HandlerError, Outcome, Task, Worker, WorkerOptions};
+pub use worker::{typed, HandlerError, Outcome, PayloadError, Task, Worker, WorkerOptions};
 
 impl From<String> for SqlValue {
     fn from(s: String) -> Self {

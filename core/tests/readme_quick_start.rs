@@ -1,7 +1,7 @@
 //! The Rust code the docs show is the code `cargo test` compiles: the README's quick start is
-//! core/examples/quick_start.rs, and docs/rust.md's "Your transaction, your driver" program is
-//! core/examples/app_tx.rs. These tests keep each page's copy equal to its example, so the
-//! docs never show Rust that does not compile.
+//! core/examples/quick_start.rs, and docs/rust.md's "Your transaction, your driver" and "Typed
+//! payloads" programs are core/examples/app_tx.rs and core/examples/typed.rs. These tests keep
+//! each page's copy equal to its example, so the docs never show Rust that does not compile.
 
 use std::path::Path;
 
@@ -46,4 +46,9 @@ fn the_readme_shows_the_compiled_quick_start() {
 #[test]
 fn docs_rust_shows_the_compiled_app_tx_example() {
     check("docs/rust.md", "examples/app_tx.rs");
+}
+
+#[test]
+fn docs_rust_shows_the_compiled_typed_example() {
+    check("docs/rust.md", "examples/typed.rs");
 }

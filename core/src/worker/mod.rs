@@ -11,6 +11,7 @@ mod prefetch;
 mod renew;
 mod run;
 mod task;
+mod typed;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
@@ -28,6 +29,7 @@ pub use options::{
 };
 pub use run::{HandlerError, Outcome};
 pub use task::{Task, TxGuard};
+pub use typed::{typed, PayloadError};
 
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow};
