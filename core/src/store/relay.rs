@@ -318,10 +318,11 @@ pub trait RelayStore: Send + Sync + 'static {
         Ok(Vec::new())
     }
     /// Whether any inbox row (of any state) has `source`: a source that only applications
-    /// enqueue to is in no relay configuration, yet can be paused once it has rows.
+    /// enqueue to is in no relay configuration, yet can be paused once it has rows. Only the
+    /// pause's name check asks, so a backend without pause refuses here too.
     async fn source_seen(&self, source: &str) -> Result<bool> {
         let _ = source;
-        Ok(false)
+        Err(pause_unsupported())
     }
     /// From now on the outbox claim leaves pending the rows whose topic matches `pattern` (a
     /// PostgreSQL regular expression, [`topics_pattern`]); `None` claims every topic.
