@@ -2,7 +2,8 @@
 # The operator console (/console) in a real headless Chromium: installs Debian's chromium and
 # Node.js if missing, builds the relay binary, then tests/console/run.sh drives the page
 # against the real relay, the test PostgreSQL and a real HTTP receiver (dead rows, replay,
-# delete, message view, escaping of attacker-controlled text, refusal without credentials).
+# delete, message view, cancel, pause and resume, escaping of attacker-controlled text, refusal
+# without credentials).
 # Screenshots of the three views land in target/console-test/.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
