@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Node.js / TypeScript client: installs Node (Debian) if missing, the npm dev dependencies
 # (npm ci: @napi-rs/cli, typescript, and the drivers the application-transaction tests use,
-# pg, knex, drizzle-orm, postgres (postgres.js) and kysely, which the package itself only
-# names as optional peers), builds the native addon from bindings/node with `napi build`,
+# pg, knex, drizzle-orm, postgres (postgres.js) and kysely, and the observability tests'
+# prom-client and OpenTelemetry SDK, which the package itself only names as optional peers), builds the native addon from bindings/node with `napi build`,
 # builds the ESM and CommonJS outputs, and runs `node --test` against the real PostgreSQL
 # (each test file creates and migrates its own database), the worker's TLS test against a
 # TLS-only PostgreSQL (scripts/postgres-tls.sh).

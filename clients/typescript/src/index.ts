@@ -1,4 +1,5 @@
 export { Worker } from "./worker.js";
+export { QueueBoxMetrics, type PromRegistry, type MetricsSource } from "./prometheus.js";
 export {
   Database,
   migrate,
@@ -46,6 +47,7 @@ export type {
   ResolvedOptions,
   RetryOptions,
   RunOptions,
+  TracerProviderLike,
   Transaction,
   WorkerOptions,
   WorkerStats,

@@ -131,6 +131,13 @@ export interface WorkerOptions<T = unknown> {
    */
   otlpEndpoint?: string;
   /**
+   * The OpenTelemetry tracer provider whose tracer wraps each handler call in a `CONSUMER`
+   * span `handle <source>`, child of the row's trace context (`message.trace`). Unset means
+   * the provider registered with `@opentelemetry/api` when `run` starts, if any; with none,
+   * handlers run without a span of their own (the `otlpEndpoint` exporter still works).
+   */
+  tracerProvider?: TracerProviderLike;
+  /**
    * A schema of your own (proto-docs/own-schema.md): the tables' names (`"schema.table"`
    * allowed) and renamed columns by mapping key, e.g.
    * `{ inbox: { idempotencyKey: "key" } }`. Claims, completions and `completeTx` use them.
@@ -138,6 +145,14 @@ export interface WorkerOptions<T = unknown> {
   outboxTableName?: string;
   inboxTableName?: string;
   columnMapping?: { outbox?: Record<string, string>; inbox?: Record<string, string> };
+}
+
+/**
+ * An `@opentelemetry/api` `TracerProvider` (named by shape so that this package's types do
+ * not need `@opentelemetry/api` installed).
+ */
+export interface TracerProviderLike {
+  getTracer(name: string, version?: string): unknown;
 }
 
 /** The options in force, defaults filled in by the core. */

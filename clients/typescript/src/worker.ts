@@ -2,14 +2,15 @@ import native, { type NativeTask, type NativeWorker } from "./native.js";
 import { Completions } from "./completions.js";
 import { call, callSync, Cancelled, ConfigError, Dead, InvalidInput, QueueBoxError, Retry } from "./errors.js";
 import { consoleLogger, registerLogger } from "./logging.js";
+import { traced } from "./otel.js";
 import { encodeParams } from "./params.js";
-import type { Handler, InboxMessage, Logger, QueryResult, ResolvedOptions, RunOptions, Transaction, WorkerOptions, WorkerStats } from "./types.js";
+import type { Handler, InboxMessage, Logger, QueryResult, ResolvedOptions, RunOptions, TracerProviderLike, Transaction, WorkerOptions, WorkerStats } from "./types.js";
 
 
 /** The options as the core reads them (camelCase names; `databaseUrl` and `logger` stay here). */
 function coreOptions(opts: WorkerOptions<unknown>): Record<string, unknown> {
   if (opts === null || typeof opts !== "object") throw new TypeError("Worker options must be an object.");
-  const { databaseUrl: _url, logger: _logger, validate: _validate, maxConcurrency, ...rest } = opts;
+  const { databaseUrl: _url, logger: _logger, validate: _validate, tracerProvider: _tp, maxConcurrency, ...rest } = opts;
   const out: Record<string, unknown> = { ...rest };
   if (maxConcurrency !== undefined) {
     if (rest.concurrency !== undefined && rest.concurrency !== maxConcurrency) {
@@ -99,6 +100,7 @@ export class Worker<T = unknown> {
   private readonly coreJson: string;
   private readonly logger: Logger;
   private readonly validate: ((payload: unknown) => T) | undefined;
+  private readonly tracerProvider: TracerProviderLike | undefined;
   private native: NativeWorker | undefined;
   private running = false;
 
@@ -108,6 +110,10 @@ export class Worker<T = unknown> {
       throw new ConfigError("invalid configuration at `validate`: must be a function (payload: unknown) => T");
     }
     this.validate = options.validate;
+    if (options.tracerProvider !== undefined && typeof options.tracerProvider?.getTracer !== "function") {
+      throw new ConfigError("invalid configuration at `tracerProvider`: must be an OpenTelemetry TracerProvider (it has no getTracer)");
+    }
+    this.tracerProvider = options.tracerProvider;
     if (typeof options.databaseUrl !== "string" || options.databaseUrl.trim() === "") {
       throw new ConfigError("invalid configuration at `databaseUrl`: is required");
     }
@@ -146,11 +152,13 @@ export class Worker<T = unknown> {
   async run(typedHandler: Handler<T>, { signal }: RunOptions = {}): Promise<void> {
     if (typeof typedHandler !== "function") throw new TypeError("The handler must be a function.");
     // Without `validate` the payload is the parsed JSON as it is: `T` is what you declared.
-    const handler = this.validate ? validated(typedHandler, this.validate) : (typedHandler as Handler<unknown>);
+    const checked = this.validate ? validated(typedHandler, this.validate) : (typedHandler as Handler<unknown>);
     if (this.running) throw new InvalidInput("invalid input: this worker is already running");
     this.running = true;
     try {
       if (signal?.aborted) return;
+      // In a span of the application's tracer when it has one (the payload check included).
+      const handler = await traced(checked, this.options.source, this.tracerProvider);
       // The native worker hands out up to its whole batch (one crossing carries many rows
       // even at concurrency 1); this loop runs at most `concurrency` handlers at once.
       const w = await call(native.connectWorker(this.databaseUrl, this.coreJson));
