@@ -47,6 +47,7 @@ export type {
   ResolvedOptions,
   RetryOptions,
   RunOptions,
+  Schedule,
   TracerProviderLike,
   Transaction,
   WorkerOptions,

@@ -145,6 +145,41 @@ export interface WorkerOptions<T = unknown> {
   outboxTableName?: string;
   inboxTableName?: string;
   columnMapping?: { outbox?: Record<string, string>; inbox?: Record<string, string> };
+  /**
+   * Periodic schedules this worker runs beside its claims until it stops: each tick enqueues
+   * one pull row, once however many workers (and relays) run the same schedule, keyed
+   * `schedule:<name>:<tick as RFC 3339 UTC with milliseconds>`. The core checks them; an error
+   * names the field, e.g. `schedules[0].cron`.
+   */
+  schedules?: Schedule[];
+}
+
+/**
+ * One periodic schedule (`WorkerOptions.schedules`): set exactly one of `cron` and `everyMs`.
+ * Missed ticks (nothing ran the schedule) are never enqueued in a flood: see `missed`.
+ */
+export interface Schedule {
+  /** Unique among the worker's schedules; part of every tick's idempotency key (at most 200 characters). */
+  name: string;
+  /** The source the ticks' rows are enqueued into (any source, not only the worker's). */
+  source: string;
+  /** A cron expression: five fields, or six with seconds first. */
+  cron?: string;
+  /** The IANA time zone `cron` is read in (default `UTC`); for `cron` only. */
+  timeZone?: string;
+  /** A fixed interval in ms (at least 100): ticks at its multiples since the Unix epoch. */
+  everyMs?: number;
+  /** Every tick's row payload (JSON; default `null`). */
+  payload?: unknown;
+  /** The rows' priority (default 0). */
+  priority?: number;
+  /** The rows' headers. */
+  headers?: Record<string, string>;
+  /**
+   * Ticks missed while nothing ran the schedule: `"latest"` (default) enqueues the most
+   * recent one once, `"skip"` none.
+   */
+  missed?: "latest" | "skip";
 }
 
 /**

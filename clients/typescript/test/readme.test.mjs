@@ -14,7 +14,7 @@ const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 test("every README example compiles against the package's types (and the drivers' own types)", () => {
   const readme = readFileSync(join(root, "README.md"), "utf8");
   const examples = [...readme.matchAll(/```ts\n([\s\S]*?)```/g)].map((m) => m[1]);
-  assert.equal(examples.length, 5, "the pg quick start, the Knex and Drizzle examples, the zero-setup and the typed-payload examples");
+  assert.equal(examples.length, 6, "the pg quick start, the Knex and Drizzle examples, the zero-setup, the typed-payload and the schedules examples");
   for (const e of examples) assert.doesNotMatch(e, /\bas any\b/, "typed payloads need no cast");
   for (const e of examples) assert.ok(e.includes("@alternayte/queuebox-inbox"), "each example imports the package by name");
   assert.match(examples[0], /completeTx\(client, message\)[\s\S]*publish\(client,/, "the quick start shows both directions with pg");
