@@ -44,6 +44,11 @@ namespace QueueBox.Inbox
         /// (<c>Inbox["idempotencyKey"] = "key"</c>); claims, completions and the statements
         /// handed to your transaction use them.</summary>
         public InboxColumnMapping ColumnMapping { get; set; }
+        /// <summary>Periodic schedules the worker runs beside its claims until it stops: each
+        /// tick enqueues one pull row, once however many workers (and relays) run the same
+        /// schedule, keyed <c>schedule:&lt;name&gt;:&lt;tick as RFC 3339 UTC with milliseconds&gt;</c>.
+        /// The core checks them and names a bad field (<c>schedules[0].cron</c>).</summary>
+        public IList<Schedule> Schedules { get; set; }
 
         internal string ToJson()
         {
@@ -77,6 +82,12 @@ namespace QueueBox.Inbox
                 if (ColumnMapping.Inbox != null) mapping["inbox"] = Columns(ColumnMapping.Inbox);
                 m["columnMapping"] = mapping;
             }
+            if (Schedules != null)
+            {
+                var list = new List<object>();
+                foreach (var s in Schedules) list.Add(s == null ? null : s.ToCore());
+                m["schedules"] = list;
+            }
             return Json.Serialize(m);
         }
 
@@ -86,6 +97,63 @@ namespace QueueBox.Inbox
             foreach (var kv in columns) d[kv.Key] = kv.Value;
             return d;
         }
+    }
+
+    /// <summary>One periodic schedule (<see cref="InboxOptions.Schedules"/>): set exactly one
+    /// of <see cref="Cron"/> and <see cref="Every"/>.</summary>
+    public sealed class Schedule
+    {
+        /// <summary>Unique among the worker's schedules; part of every tick's idempotency key
+        /// (at most 200 characters).</summary>
+        public string Name { get; set; }
+        /// <summary>The source the ticks' rows are enqueued into (any source, not only the worker's).</summary>
+        public string Source { get; set; }
+        /// <summary>A cron expression: five fields, or six with seconds first.</summary>
+        public string Cron { get; set; }
+        /// <summary>The IANA time zone <see cref="Cron"/> is read in (null: UTC); for Cron only.</summary>
+        public string TimeZone { get; set; }
+        /// <summary>A fixed interval (at least 100 ms, whole milliseconds): ticks at its
+        /// multiples since the Unix epoch.</summary>
+        public TimeSpan? Every { get; set; }
+        /// <summary>Every tick's row payload: a value <see cref="Json"/> writes (null, string,
+        /// number, bool, dictionary, list).</summary>
+        public object Payload { get; set; }
+        /// <summary>The rows' priority (null: 0).</summary>
+        public int? Priority { get; set; }
+        /// <summary>The rows' headers.</summary>
+        public IDictionary<string, string> Headers { get; set; }
+        /// <summary>Ticks missed while nothing ran the schedule (null: <see cref="ScheduleMissed.Latest"/>).</summary>
+        public ScheduleMissed? Missed { get; set; }
+
+        // The core's names; it validates every value.
+        internal Dictionary<string, object> ToCore()
+        {
+            var o = new Dictionary<string, object>();
+            if (Name != null) o["name"] = Name;
+            if (Source != null) o["source"] = Source;
+            if (Cron != null) o["cron"] = Cron;
+            if (TimeZone != null) o["timeZone"] = TimeZone;
+            if (Every.HasValue) o["everyMs"] = (long)Every.Value.TotalMilliseconds;
+            o["payload"] = Payload;
+            if (Priority.HasValue) o["priority"] = (long)Priority.Value;
+            if (Headers != null)
+            {
+                var h = new Dictionary<string, object>();
+                foreach (var kv in Headers) h[kv.Key] = kv.Value;
+                o["headers"] = h;
+            }
+            if (Missed.HasValue) o["missed"] = Missed.Value == ScheduleMissed.Skip ? "skip" : "latest";
+            return o;
+        }
+    }
+
+    /// <summary>What a schedule does with ticks that passed while nothing ran it.</summary>
+    public enum ScheduleMissed
+    {
+        /// <summary>Enqueue the most recent missed tick once; drop the older ones.</summary>
+        Latest,
+        /// <summary>Enqueue none; wait for the next tick.</summary>
+        Skip,
     }
 
     /// <summary>Renamed columns of each table: mapping key → column name.</summary>
