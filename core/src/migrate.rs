@@ -208,6 +208,7 @@ pub const POSTGRES: &[Migration] = &[
     migration!("postgres", 13, "0013_inbox_pull_priority_index"),
     migration!("postgres", 14, "0014_cancelled_state"),
     migration!("postgres", 15, "0015_paused"),
+    migration!("postgres", 16, "0016_inbox_enqueue_many_set_based"),
 ];
 
 /// The SQL Server migrations, in order: the same versions as [`POSTGRES`] (a version that does
@@ -228,6 +229,7 @@ pub const SQLSERVER: &[Migration] = &[
     migration!("sqlserver", 13, "0013_inbox_pull_priority_index"),
     migration!("sqlserver", 14, "0014_cancelled_state"),
     migration!("sqlserver", 15, "0015_paused"),
+    migration!("sqlserver", 16, "0016_inbox_enqueue_many_set_based"),
 ];
 
 /// What a migration run did.

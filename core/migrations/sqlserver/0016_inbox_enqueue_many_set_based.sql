@@ -1,0 +1,6 @@
+-- Version 16 on PostgreSQL redefines queuebox_enqueue_many (a set-based check, one INSERT,
+-- and the duplicates' ids looked up through the unique index:
+-- migrations/postgres/0016_inbox_enqueue_many_set_based.sql). SQL Server's procedure of
+-- version 11 is unchanged, so this version is intentionally empty here: it exists so both
+-- engines share version numbers. The runner records it in queuebox_schema_history without
+-- sending a batch.
