@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"log/slog"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Options of a Worker. Zero values mean the core's defaults; the core validates the rest
@@ -46,6 +48,12 @@ type Options struct {
 	// message is handled in a "handle" span exported there, and Message.Trace carries
 	// that span's context. Empty means OTEL_EXPORTER_OTLP_ENDPOINT, else no tracing.
 	OTLPEndpoint string
+	// TracerProvider's tracer wraps each handler call in a CONSUMER span "handle <source>",
+	// child of the row's trace context (Message.Trace), with the span in the handler's ctx.
+	// Nil means the application's otel.GetTracerProvider() when it set one
+	// (otel.SetTracerProvider) before Run; with none, handlers run without a span of their
+	// own (OTLPEndpoint still works).
+	TracerProvider trace.TracerProvider
 	// Schedules the worker's process runs beside its claims, from NewWorker until Close:
 	// each tick enqueues one pull row, once however many workers and relays run the same
 	// schedule (the tick's time is in the row's idempotency key; docs/operations.md,

@@ -12,6 +12,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Handler processes one message. Return nil to complete the row (together with the
@@ -40,6 +42,9 @@ type Worker struct {
 	slots int
 	// unlog stops routing this worker's log records to Options.Logger.
 	unlog func()
+	// source and tracer: the handler spans' name and Options.TracerProvider (otel.go).
+	source string
+	tracer trace.TracerProvider
 }
 
 // NewWorker validates opts and connects to the PostgreSQL database at databaseURL (whose
@@ -78,7 +83,7 @@ func NewWorker(ctx context.Context, databaseURL string, opts Options) (*Worker, 
 			unlog()
 			return nil, r.err
 		}
-		return &Worker{rt: rt, w: r.w, unlog: unlog, slots: max(opts.Concurrency, 1)}, nil
+		return &Worker{rt: rt, w: r.w, unlog: unlog, slots: max(opts.Concurrency, 1), source: opts.Source, tracer: opts.TracerProvider}, nil
 	case <-ctx.Done():
 		abandoned.Add(1)
 		go func() {
@@ -125,6 +130,8 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 	}
 	w.running, w.done = true, make(chan struct{})
 	w.mu.Unlock()
+	// Every handler form in a span of the application's tracer, when it set one.
+	call = traced(tracerProvider(w.tracer), w.source, call)
 	defer func() {
 		w.mu.Lock()
 		w.running = false
