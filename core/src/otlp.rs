@@ -153,7 +153,7 @@ impl Span {
 }
 
 /// The remote span context of a validated W3C trace context.
-fn span_context(t: &TraceContext) -> Option<SpanContext> {
+pub(crate) fn span_context(t: &TraceContext) -> Option<SpanContext> {
     let p = &t.traceparent;
     let trace_id = TraceId::from_hex(&p[3..35]).ok()?;
     let span_id = SpanId::from_hex(&p[36..52]).ok()?;

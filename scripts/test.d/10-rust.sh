@@ -27,3 +27,8 @@ cargo clippy --workspace --all-targets --quiet -- -D warnings
 cargo build --workspace --bins --quiet
 # The acceptance suite has its own part (25-acceptance.sh), which starts the brokers it needs.
 cargo test --workspace --exclude queuebox-acceptance --quiet --no-fail-fast -- --test-threads=4
+# The worker's handle span with the core's optional `otel` feature (the OpenTelemetry
+# parent from the row's traceparent); the workspace run above builds the default features
+# and shows that test as NOT RUN. The core library and one test rebuilt: about 40 s here.
+cargo clippy -p queuebox-core --features otel --lib --test worker_spans --quiet -- -D warnings
+cargo test -p queuebox-core --features otel --test worker_spans --quiet

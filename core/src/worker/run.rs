@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use tokio::task::JoinSet;
+use tracing::Instrument;
 
 use super::{Task, Worker};
 use crate::error::{Error, Result};
@@ -50,7 +51,8 @@ impl Worker {
                 next = self.next() => match next {
                     Ok(Some(task)) => {
                         let h = handler.clone();
-                        running.spawn(run_one(task, move |t| h(t)));
+                        let span = handle_span(task.message());
+                        running.spawn(run_one(task, move |t| h(t)).instrument(span));
                     }
                     Ok(None) => break,
                     Err(e) => { failure = Some(e); break; }
@@ -70,6 +72,44 @@ impl Worker {
     }
 }
 
+/// The `tracing` span a handled row runs in (the handler and the row's finish): `handle`,
+/// named `handle <source>` for OpenTelemetry, with `source`, `message_id`, `attempt`, and the
+/// `outcome` recorded at the end (an error status when the handler failed or panicked).
+/// With the `otel` feature and the application's `tracing-opentelemetry` layer, its parent is
+/// the row's W3C trace context, so the trace of the request that brought the row goes on
+/// through the handler and its own spans. Without a subscriber that wants it, it costs
+/// nothing.
+fn handle_span(m: &crate::message::InboxMessage) -> tracing::Span {
+    let span = tracing::info_span!(
+        "handle",
+        otel.name = %format_args!("handle {}", m.source),
+        otel.kind = "consumer",
+        otel.status_code = tracing::field::Empty,
+        source = %m.source,
+        message_id = %m.id,
+        attempt = m.attempt,
+        outcome = tracing::field::Empty,
+    );
+    #[cfg(feature = "otel")]
+    if let Some(sc) = m.trace.as_ref().and_then(crate::otlp::span_context) {
+        use opentelemetry::trace::TraceContextExt;
+        use tracing_opentelemetry::OpenTelemetrySpanExt;
+        // Only a span whose subscriber has the OpenTelemetry layer takes a parent; without
+        // one there is nothing to attach it to and nothing to report.
+        let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(sc));
+    }
+    span
+}
+
+/// Records the row's outcome on the current `handle` span (see [`handle_span`]).
+fn record_outcome(outcome: &'static str, failed: bool) {
+    let span = tracing::Span::current();
+    span.record("outcome", outcome);
+    if failed {
+        span.record("otel.status_code", "ERROR");
+    }
+}
+
 /// Runs one handler and finishes its task by the outcome.
 async fn run_one<H, F>(task: Task, handler: H)
 where
@@ -82,10 +122,17 @@ where
         r = work => r,
         _ = cancel.cancelled() => {
             // Lease lost or shutdown grace over: drop the handler, write nothing.
+            record_outcome("abandoned", true);
             task.abandon().await;
             return;
         }
     };
+    match &result {
+        Ok(Ok(Outcome::Complete)) => record_outcome("complete", false),
+        Ok(Ok(Outcome::Retry { .. })) => record_outcome("retry", false),
+        Ok(Ok(Outcome::Dead { .. })) => record_outcome("dead", true),
+        Ok(Err(_)) | Err(_) => record_outcome("failed", true),
+    }
     let finished = match result {
         Ok(Ok(Outcome::Complete)) => task.complete().await,
         Ok(Ok(Outcome::Retry {
