@@ -67,10 +67,10 @@ func TestGORMTransactionCarriesPublishEnqueueAndCompletion(t *testing.T) {
 				return psql(t, url, "SELECT string_agg(idempotency_key || '=' || state || '/' || attempt, ',' ORDER BY idempotency_key) FROM inbox WHERE source = 'gorm'") == "k1=processed/0,k2=pending/1"
 			})
 			want := map[string]string{
-				"SELECT string_agg(key, ',') FROM shipments":                                           "k1",
+				"SELECT string_agg(key, ',') FROM shipments":                                            "k1",
 				"SELECT string_agg(payload->>'key', ',') FROM outbox WHERE topic = 'shipments.created'": "k1",
-				"SELECT string_agg(idempotency_key, ',') FROM inbox WHERE source = 'emails'":           "mail-k1",
-				"SELECT last_error FROM inbox WHERE idempotency_key = 'k2'":                            failed.Error(),
+				"SELECT string_agg(idempotency_key, ',') FROM inbox WHERE source = 'emails'":            "mail-k1",
+				"SELECT last_error FROM inbox WHERE idempotency_key = 'k2'":                             failed.Error(),
 			}
 			for q, v := range want {
 				if got := psql(t, url, q); got != v {
