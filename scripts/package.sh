@@ -15,6 +15,13 @@
 #   dist/image/    queuebox-<v>-oci/ (an OCI image layout, tag <v>) and queuebox-<v>-oci.tar
 #                  (the same as an oci-archive): the relay, non-root, no shell (pkg_image)
 #   dist/SHA256SUMS, dist/MANIFEST.txt (every artifact, its size, its platform)
+#   With a Windows or macOS triple in QB_PACKAGE_TARGETS (parts c and relay only):
+#   dist/c/        queuebox-c-<v>-x86_64-pc-windows-gnu.zip        (header, queuebox.dll,
+#                  import library, .a, .def) and queuebox-c-<v>-<arch>-apple-darwin.tar.gz
+#                  (header, .dylib, .a)
+#   dist/relay/    queuebox-<v>-x86_64-pc-windows-gnu.zip          (queuebox.exe, ...)
+# QB_DIST=<dir> writes there instead of dist/ (scripts/test.d/53-windows.sh: its Windows
+# build beside, not over, the artifacts 50-install tested).
 # Usage: [QB_PACKAGE_TARGETS="<triple> ..."|all] bash scripts/package.sh [crates c go python npm nuget relay image ...]
 # (default: every part). Targets, Rust triples:
 #   x86_64-unknown-linux-gnu   the host. The libraries (c, go, python, npm, nuget) with
@@ -29,6 +36,15 @@
 #                              the C tarball (libqueuebox.a and .so from that cdylib build)
 #                              and the NuGet linux-musl-x64 runtime; the Go library for musl
 #                              is not built (docs/install.md)
+#   x86_64-pc-windows-gnu      only when QB_PACKAGE_TARGETS names it (all): the C library
+#                              (queuebox.dll) and the relay (queuebox.exe, without Kafka:
+#                              win_relay_features), with Debian's mingw-w64 and native cargo
+#                              in target/windows-gnu; tests/platforms/windows.sh runs them
+#                              under wine (CI: 53-windows)
+#   aarch64-apple-darwin, x86_64-apple-darwin
+#                              only when QB_PACKAGE_TARGETS names them (all): the C library
+#                              (.dylib, .a) with cargo-zigbuild, no Apple SDK; checked by
+#                              scripts/macho-check.sh, never run (no macOS here)
 # The default, unset, is what CI builds: x86_64 and aarch64 glibc, without the cross relays
 # and the aarch64 wheel (their cold builds compile OpenSSL and librdkafka, or a Python tree,
 # from source; tests/install/README.md has the times). Each zig target is one dependency
@@ -41,14 +57,14 @@ cd "$(dirname "$0")/.."
 root=$PWD
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$root/target}"
 export CARGO_TERM_COLOR=never
-dist="$root/dist"
+dist=$(mkdir -p "${QB_DIST:-$root/dist}" && cd "${QB_DIST:-$root/dist}" && pwd)
 bash scripts/version.sh >/dev/null # every manifest carries one version, or stop here
 version=$(grep -m1 -E '^version = "' Cargo.toml | sed -E 's/^version = "([^"]+)"$/\1/')
 host=$(rustc -vV | sed -n 's/^host: //p')
 [ "$host" = x86_64-unknown-linux-gnu ] || { echo "package: the host $host is not linux x86_64 glibc, the only build host packaging knows" >&2; exit 1; }
 # aarch64-unknown-linux-musl would take the same path as x86_64 musl, but was never built
 # here (time): not offered (docs/install.md).
-all_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl"
+all_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu x86_64-unknown-linux-musl x86_64-pc-windows-gnu aarch64-apple-darwin x86_64-apple-darwin"
 ci_targets="x86_64-unknown-linux-gnu aarch64-unknown-linux-gnu"
 targets=${QB_PACKAGE_TARGETS:-$ci_targets}
 [ "$targets" = all ] && targets=$all_targets
@@ -61,16 +77,19 @@ log() { echo "package: $*"; }
 
 # The glibc targets asked for (the libraries'), and the relay's and the wheels': a cross
 # build only when QB_PACKAGE_TARGETS names it, its cold build is long; musl is the relay's.
-gnu_targets() { for t in $targets; do case "$t" in *-gnu) echo "$t" ;; esac; done; }
+gnu_targets() { for t in $targets; do case "$t" in *-linux-gnu) echo "$t" ;; esac; done; }
 relay_targets() {
   for t in $targets; do
     if [ "$t" = "$host" ] || [ -n "${QB_PACKAGE_TARGETS:-}" ]; then echo "$t"; fi
   done
 }
-wheel_targets() { relay_targets; }
+# The wheels are Linux only (no Windows or macOS wheel is built: docs/install.md).
+wheel_targets() { relay_targets | grep -- '-linux-' || true; }
+# The Windows and macOS targets asked for (parts c and relay).
+other_os_targets() { for t in $targets; do case "$t" in *-windows-* | *-apple-*) echo "$t" ;; esac; done; }
 # The library packages with a musl build (C, npm, NuGet): the glibc targets, and x86_64 musl
 # when QB_PACKAGE_TARGETS names it.
-lib_targets() { for t in $targets; do case "$t" in *-gnu | x86_64-unknown-linux-musl) echo "$t" ;; esac; done; }
+lib_targets() { for t in $targets; do case "$t" in *-linux-gnu | x86_64-unknown-linux-musl) echo "$t" ;; esac; done; }
 # Per target: the arch name of elf-check.sh, Go's GOOS_GOARCH, napi-rs's platform, npm's
 # cpu, .NET's runtime identifier, and the newest glibc its native files may need.
 arch_of() { echo "${1%%-*}"; }
@@ -139,7 +158,7 @@ lib_rel_of() { case "$1" in *-musl) echo "$CARGO_TARGET_DIR/musl-dylib/$1/releas
 # cargo_build <triple> <cargo args...>: a --release build for the target with cargo-zigbuild
 # (glibc 2.17 for a -gnu triple), the host's arch too: its files in target/<triple>/release,
 # apart from the native host build of the other tests (target/release).
-zig_target_of() { case "$1" in *-gnu) echo "$1.$zig_glibc" ;; *) echo "$1" ;; esac; }
+zig_target_of() { case "$1" in *-linux-gnu) echo "$1.$zig_glibc" ;; *) echo "$1" ;; esac; }
 cargo_build() {
   local t=$1; shift
   zig_tools
@@ -181,6 +200,27 @@ pkg_c() {
   rm -rf "$dist/c"; mkdir -p "$dist/c"
   local t
   for t in $(lib_targets); do c_tarball "$t"; done
+  for t in $(other_os_targets); do
+    case "$t" in *-windows-*) windows_c_zip "$t" ;; *) macos_c_tarball "$t" ;; esac
+  done
+}
+
+# write_pc <file> <Libs.private>: the pkg-config file of a C package, relocatable (the prefix
+# is computed from where the .pc file lies).
+write_pc() {
+  mkdir -p "$(dirname "$1")"
+  cat >"$1" <<EOF
+prefix=\${pcfiledir}/../..
+libdir=\${prefix}/lib
+includedir=\${prefix}/include
+
+Name: queuebox
+Description: QueueBox C ABI: the inbox pull worker of the Rust core
+Version: $version
+Cflags: -I\${includedir}
+Libs: -L\${libdir} -lqueuebox
+Libs.private: $2
+EOF
 }
 
 # c_tarball <triple>: the C library of one target, relocatable (pkg-config computes the
@@ -199,18 +239,7 @@ c_tarball() {
   elf_check "$d/lib/libqueuebox.a" "$t"
   elf_check "$d/lib/libqueuebox.so" "$t" "$(dylib_glibc_of "$t")"
   cp LICENSE "$d/"
-  cat >"$d/lib/pkgconfig/queuebox.pc" <<EOF
-prefix=\${pcfiledir}/../..
-libdir=\${prefix}/lib
-includedir=\${prefix}/include
-
-Name: queuebox
-Description: QueueBox C ABI: the inbox pull worker of the Rust core
-Version: $version
-Cflags: -I\${includedir}
-Libs: -L\${libdir} -lqueuebox
-Libs.private: $private
-EOF
+  write_pc "$d/lib/pkgconfig/queuebox.pc" "$private"
   cat >"$d/README.txt" <<EOF
 QueueBox $version C library for $t ($libc).
   include/queuebox.h        the API (contract: proto-docs/ffi.md in the repository)
@@ -258,15 +287,7 @@ pkg_go() {
   echo "$v" >"$out/list"
   printf '{"Version":"%s","Time":"%s"}\n' "$v" "$(git log -1 --format=%cI)" >"$out/$v.info"
   cp "$src/go.mod" "$out/$v.mod"
-  python3 - "$src" "$mod@$v" "$out/$v.zip" <<'EOF'
-import os, sys, zipfile
-src, prefix, out = sys.argv[1:]
-with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
-    for d, _, files in sorted(os.walk(src)):
-        for f in sorted(files):
-            p = os.path.join(d, f)
-            z.write(p, prefix + "/" + os.path.relpath(p, src))
-EOF
+  zip_tree "$src" "$mod@$v" "$out/$v.zip"
 }
 
 pkg_python() {
@@ -437,7 +458,15 @@ NUSPEC
 pkg_relay() {
   rm -rf "$dist/relay"; mkdir -p "$dist/relay"
   local t
-  for t in $(relay_targets); do relay_tarball "$t"; done
+  for t in $(relay_targets); do
+    case "$t" in
+      *-windows-*) windows_relay_zip "$t" ;;
+      # Not built: it needs Apple's Security framework and librdkafka for macOS
+      # (docs/install.md, "What is not built").
+      *-apple-*) log "relay for $t: not built (no Apple SDK here: docs/install.md)" ;;
+      *) relay_tarball "$t" ;;
+    esac
+  done
 }
 
 # relay_tarball <triple>: librdkafka built in. On the host (kafka-static, relay/brokers/
@@ -583,6 +612,186 @@ PY
   unpacked=$(du -sb "$rootfs" | cut -f1)
   echo "image queuebox:$tag ($t relay): layers $layer bytes compressed ($((layer / 1024 / 1024)) MiB), rootfs $unpacked bytes unpacked ($((unpacked / 1024 / 1024)) MiB)" >"$stage/image-size"
   log "$(cat "$stage/image-size")"
+}
+
+# zip_tree <dir> <prefix> <zip>: every file under <dir>, named <prefix>/<path> in the zip
+# (the Go module zip, the Windows zips: Windows users unpack a .zip without other tools).
+zip_tree() {
+  python3 - "$1" "$2" "$3" <<'EOF'
+import os, sys, zipfile
+src, prefix, out = sys.argv[1:]
+with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+    for d, _, files in sorted(os.walk(src)):
+        for f in sorted(files):
+            p = os.path.join(d, f)
+            z.write(p, prefix + "/" + os.path.relpath(p, src))
+EOF
+}
+
+# Windows, x86_64-pc-windows-gnu: Debian's mingw-w64 is the linker (Rust's default for the
+# target) and the C compiler (ring, mimalloc, zstd), with native cargo, in a target dir of its
+# own (win_dir): its cold build neither waits on nor blocks the Linux trees' cargo lock. The
+# posix flavour of mingw's gcc (Debian's default); pe-check.sh makes sure nothing of the
+# MinGW runtime (libwinpthread-1.dll, libgcc_s_seh-1.dll) is left for the user to find.
+win_dir() { echo "$CARGO_TARGET_DIR/windows-gnu"; }
+win_rel_of() { echo "$(win_dir)/$1/release"; }
+win_build() {
+  local t=$1; shift
+  need_apt x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64-posix
+  rustup target list --installed | grep -qx "$t" || rustup target add "$t"
+  log "cargo build --release --target $t $* (mingw-w64)"
+  CARGO_TARGET_DIR="$(win_dir)" cargo build --quiet --release --target "$t" "$@"
+}
+win_strip() { mkdir -p "$(dirname "$2")"; x86_64-w64-mingw32-strip --strip-debug -o "$2" "$1"; }
+# The Windows relay's features: PostgreSQL and SQL Server, HTTP, RabbitMQ and NATS; no Kafka
+# (queuebox-brokers' `kafka` off): librdkafka would need OpenSSL and librdkafka cross-built
+# for MinGW, a cold C build that did not finish here in the time it was given, and far
+# beyond CI's budget (docs/install.md, "Windows").
+win_relay_features=sqlserver
+# What a program linking libqueuebox.a statically needs besides it: the Windows libraries of
+# Rust's std and of the crates (the DLL's imports; tests/platforms/windows.sh links with them).
+win_static_libs="-lws2_32 -lbcrypt -ladvapi32 -lkernel32 -lntdll -luserenv -lsynchronization -lsecur32 -lshell32 -lole32"
+
+# windows_c_zip <triple>: queuebox.dll with its import library (MinGW's libqueuebox.dll.a) and
+# a .def of its exports (for MSVC's `lib /def:`), the static library and the header.
+windows_c_zip() {
+  local t=$1 rel name="queuebox-c-$version-$1" d="$stage/c/queuebox-c-$version-$1"
+  win_build "$t" -p queuebox-c
+  rel=$(win_rel_of "$t")
+  mkdir -p "$d/include" "$d/bin" "$d/lib/pkgconfig"
+  cp bindings/c/include/queuebox.h "$d/include/"
+  win_strip "$rel/queuebox.dll" "$d/bin/queuebox.dll"
+  cp "$rel/libqueuebox.dll.a" "$d/lib/"
+  # Not stripped: MinGW's strip refuses the archive (an empty .dwo member, "has no sections").
+  cp "$rel/libqueuebox.a" "$d/lib/libqueuebox.a"
+  # Every function the header declares is exported by the DLL.
+  # shellcheck disable=SC2046
+  bash scripts/pe-check.sh "$d/bin/queuebox.dll" $(grep -oE '\bqb_[a-z0-9_]+\(' bindings/c/include/queuebox.h | tr -d '(' | sort -u)
+  bash scripts/pe-check.sh "$d/lib/libqueuebox.a"
+  {
+    echo "LIBRARY queuebox.dll"
+    echo "EXPORTS"
+    x86_64-w64-mingw32-objdump -p "$d/bin/queuebox.dll" | sed -n 's/^\s*\[ *[0-9]*\] \(qb_[a-z0-9_]*\)$/    \1/p'
+  } >"$d/lib/queuebox.def"
+  cp LICENSE "$d/"
+  write_pc "$d/lib/pkgconfig/queuebox.pc" "$win_static_libs"
+  cat >"$d/README.txt" <<EOF
+QueueBox $version C library for Windows x86_64 (built with MinGW-w64).
+  include/queuebox.h        the API (contract: proto-docs/ffi.md in the repository)
+  bin/queuebox.dll          the library: put it beside your .exe (or on PATH)
+  lib/libqueuebox.dll.a     its import library for MinGW-w64 gcc/clang: -Llib -lqueuebox
+  lib/queuebox.def          its exports; MSVC: lib /def:lib\\queuebox.def /machine:x64 /out:queuebox.lib
+  lib/libqueuebox.a         static library (MinGW-w64 only), link also: $win_static_libs
+  lib/pkgconfig/queuebox.pc pkg-config --cflags --libs [--static] queuebox (MSYS2)
+Tested: built with Debian's x86_64-w64-mingw32-gcc and run under wine 8 (not on Windows
+itself, and not with MSVC).
+EOF
+  zip_tree "$d" "$name" "$dist/c/$name.zip"
+}
+
+# windows_relay_zip <triple>: queuebox.exe with the features of win_relay_features, in a zip
+# with the example configuration and the migrations.
+windows_relay_zip() {
+  local t=$1 rel name="queuebox-$version-$1" d="$stage/relay/queuebox-$version-$1"
+  win_build "$t" -p queuebox --bin queuebox --no-default-features --features "$win_relay_features"
+  rel=$(win_rel_of "$t")
+  mkdir -p "$d"
+  win_strip "$rel/queuebox.exe" "$d/queuebox.exe"
+  bash scripts/pe-check.sh "$d/queuebox.exe"
+  cp LICENSE CHANGELOG.md "$d/"
+  cp examples/relay.yml "$d/relay.example.yml"
+  cp -r core/migrations "$d/migrations"
+  zip_tree "$d" "$name" "$dist/relay/$name.zip"
+}
+
+# macOS, aarch64-apple-darwin and x86_64-apple-darwin: cargo-zigbuild, with no Apple SDK (none
+# can be installed here). zig brings libSystem's stubs; the C library also calls two
+# frameworks, through crates of the core's dependency tree: CoreFoundation (chrono's local
+# time zone, iana-time-zone, which chrono's `clock` feature brings in; whoami, sqlx's default
+# user name, for the computer's name) and SystemConfiguration (whoami:
+# SCDynamicStoreCopyComputerName). macos_stubs writes a text stub (.tbd) of each framework
+# with just the functions those crates call, so the link records the frameworks' install
+# names as the SDK would; both are in every macOS. A crate that calls another framework
+# function fails the link, naming it. The stubs live at a fixed path in the target dir:
+# the path is part of the rustflags, and one that changed would rebuild the tree.
+# Minimum macOS: 11.0 on Apple silicon, 10.12 on Intel (rustc's defaults for the targets;
+# scripts/macho-check.sh verifies them in LC_BUILD_VERSION).
+macos_min_of() { case "$1" in aarch64-*) echo 11.0 ;; *) echo 10.12 ;; esac; }
+macos_arch_of() { case "$1" in aarch64-*) echo arm64 ;; *) echo x86_64 ;; esac; }
+macos_fw() { echo "/System/Library/Frameworks/$1.framework/Versions/A/$1"; }
+macos_stubs() {
+  local d="$CARGO_TARGET_DIR/macos-stubs"
+  macos_stub "$d" CoreFoundation _CFRelease _CFTimeZoneCopySystem _CFTimeZoneGetName _CFTimeZoneResetSystem \
+    _CFStringGetCStringPtr _CFStringGetCString _CFStringGetLength _CFStringGetBytes _CFStringGetMaximumSizeForEncoding
+  macos_stub "$d" SystemConfiguration _SCDynamicStoreCopyComputerName
+  echo "$d"
+}
+# macos_stub <dir> <framework> <symbol>...: <dir>/<framework>.framework/<framework>.tbd.
+macos_stub() {
+  local d=$1/$2.framework fw=$2; shift 2
+  mkdir -p "$d"
+  cat >"$d/$fw.tbd" <<EOF
+--- !tapi-tbd
+tbd-version:     4
+targets:         [ x86_64-macos, arm64-macos ]
+install-name:    '$(macos_fw "$fw")'
+exports:
+  - targets:         [ x86_64-macos, arm64-macos ]
+    symbols:         [ $(echo "$@" | sed 's/ /, /g') ]
+...
+EOF
+}
+# macos_build <triple> <cargo args...>: cargo-zigbuild for the target in a target dir of its
+# own (target/apple: the Linux trees' cargo lock is not shared with it), the stub's
+# directory on the framework search path (-F).
+macos_dir() { echo "$CARGO_TARGET_DIR/apple"; }
+macos_build() {
+  local t=$1 stubs var; shift
+  zig_tools
+  stubs=$(macos_stubs)
+  var="CARGO_TARGET_$(echo "$t" | tr 'a-z-' 'A-Z_')_RUSTFLAGS"
+  log "cargo zigbuild --release --target $t $* (no Apple SDK)"
+  # MACOSX_DEPLOYMENT_TARGET: without it rustc's objects say 11.0 but zig compiles the C
+  # code (ring, mimalloc) and links the image for its own newest macOS (15.0).
+  # -install_name: the dylib's id is @rpath/libqueuebox.dylib (a program finds it through its
+  # own rpath), not this build's absolute path. It cannot be changed after the link: that
+  # breaks the ad-hoc code signature zig's linker writes, without which Apple silicon refuses
+  # to load the code.
+  env "$var=-C link-arg=-F$stubs -C link-arg=-Wl,-install_name,@rpath/libqueuebox.dylib" MACOSX_DEPLOYMENT_TARGET="$(macos_min_of "$t")" \
+    CARGO_TARGET_DIR="$(macos_dir)" cargo zigbuild --quiet --release --target "$t" "$@"
+}
+# macos_check <file> <triple>: what the image may load: libSystem, the two frameworks, and
+# libiconv with libcharset, which Rust's std links on Apple targets (-liconv; both in every
+# macOS's /usr/lib) though nothing binds to them: macho-check.sh fails on any undefined
+# symbol not bound to one of these.
+macos_check() {
+  bash "$root/scripts/macho-check.sh" "$1" "$(macos_arch_of "$2")" "$(macos_min_of "$2")" \
+    "$(macos_fw CoreFoundation)" "$(macos_fw SystemConfiguration)" /usr/lib/libiconv.2.dylib /usr/lib/libcharset.1.dylib
+}
+
+# macos_c_tarball <triple>: libqueuebox.dylib (install name @rpath/libqueuebox.dylib), the .a
+# and the header, checked by macho-check.sh, never run (no macOS here).
+macos_c_tarball() {
+  local t=$1 rel name="queuebox-c-$version-$1" d="$stage/c/queuebox-c-$version-$1"
+  macos_build "$t" -p queuebox-c
+  rel="$(macos_dir)/$t/release"
+  mkdir -p "$d/include" "$d/lib/pkgconfig"
+  cp bindings/c/include/queuebox.h "$d/include/"
+  cp "$rel/libqueuebox.a" "$rel/libqueuebox.dylib" "$d/lib/"
+  macos_check "$d/lib/libqueuebox.dylib" "$t"
+  macos_check "$d/lib/libqueuebox.a" "$t"
+  cp LICENSE "$d/"
+  write_pc "$d/lib/pkgconfig/queuebox.pc" "-framework CoreFoundation -framework SystemConfiguration"
+  cat >"$d/README.txt" <<EOF
+QueueBox $version C library for macOS $(macos_arch_of "$t") (macOS >= $(macos_min_of "$t")).
+  include/queuebox.h        the API (contract: proto-docs/ffi.md in the repository)
+  lib/libqueuebox.dylib     shared library (needs libSystem, CoreFoundation, SystemConfiguration)
+  lib/libqueuebox.a         static library (link also: -framework CoreFoundation -framework SystemConfiguration)
+  lib/pkgconfig/queuebox.pc PKG_CONFIG_PATH=<this dir>/lib/pkgconfig pkg-config --cflags --libs queuebox
+Built on Linux with cargo-zigbuild, without an Apple SDK; checked (architecture, load
+commands, minimum macOS, undefined symbols), never run on a Mac. Not signed or notarized.
+EOF
+  tar -C "$stage/c" -czf "$dist/c/$name.tar.gz" "$name"
 }
 
 manifest() {

@@ -76,6 +76,7 @@ impl ListenerTls {
     }
 
     /// Reloads on every SIGHUP until the process ends.
+    #[cfg(unix)]
     pub fn reload_on_sighup(self: Arc<Self>) -> std::io::Result<()> {
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
         tokio::spawn(async move {
@@ -83,6 +84,12 @@ impl ListenerTls {
                 self.reload_logged("SIGHUP");
             }
         });
+        Ok(())
+    }
+
+    /// Windows has no SIGHUP: the file watch ([`Self::reload_on_change`]) reloads there.
+    #[cfg(windows)]
+    pub fn reload_on_sighup(self: Arc<Self>) -> std::io::Result<()> {
         Ok(())
     }
 

@@ -20,14 +20,19 @@ pub mod config;
 pub mod error;
 pub mod health;
 pub mod ingest;
+// Kafka is a feature (Cargo.toml): the Windows relay is built without it, as librdkafka is
+// not built for MinGW here (docs/install.md, "Windows").
+#[cfg(feature = "kafka")]
 pub mod kafka;
 pub mod nats;
+#[cfg(feature = "kafka")]
 pub mod offsets;
 pub mod outbound;
 pub mod rabbitmq;
 pub mod reconnect;
 pub mod registry;
 pub mod template;
+#[cfg(feature = "kafka")]
 pub mod tls_check;
 
 pub use error::BrokerError;

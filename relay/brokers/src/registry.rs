@@ -13,14 +13,26 @@ use tokio_util::sync::CancellationToken;
 use crate::error::BrokerError;
 use crate::health::Health;
 use crate::ingest::Sink;
+#[cfg(feature = "kafka")]
+use crate::kafka;
 use crate::outbound::OutboundMessage;
-use crate::{kafka, nats, rabbitmq};
+use crate::{nats, rabbitmq};
 
 /// Every broker kind the relay knows, by `type`.
+#[cfg(feature = "kafka")]
 pub static KINDS: &[&dyn BrokerKind] = &[&rabbitmq::RabbitMq, &kafka::Kafka, &nats::Nats];
+/// Every broker kind the relay knows, by `type`: this build has no Kafka.
+#[cfg(not(feature = "kafka"))]
+pub static KINDS: &[&dyn BrokerKind] = &[&rabbitmq::RabbitMq, &nats::Nats];
 
 /// The broker kind whose `type` is `type_name`.
 pub fn kind(type_name: &str) -> Result<&'static dyn BrokerKind, BrokerError> {
+    if type_name == "kafka" && !cfg!(feature = "kafka") {
+        return Err(BrokerError::config(
+            "type",
+            "`kafka`: this relay was built without Kafka (the Windows build; docs/install.md)",
+        ));
+    }
     KINDS
         .iter()
         .copied()
