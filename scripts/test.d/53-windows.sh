@@ -22,8 +22,13 @@ for need in "x86_64-w64-mingw32-gcc gcc-mingw-w64-x86-64-posix" "x86_64-w64-ming
     exit 77
   fi
 done
-out="${CARGO_TARGET_DIR:-$PWD/target}/windows-dist"
+target="${CARGO_TARGET_DIR:-$PWD/target}"
+out="$target/windows-dist"
 rm -rf "$out"
+# The Windows tree (target/windows-gnu) is about 2.5 GB cold; CI (QB_DROP_DEBUG_TREE, as in
+# 50-install) deletes it afterwards, as no later part needs it.
+[ -n "${QB_DROP_DEBUG_TREE:-}" ] && trap 'rm -rf "$target/windows-gnu" "$out"' EXIT
+echo "53-windows: $(df -h --output=avail "$target" | tail -1 | tr -d ' ') free before the Windows build"
 t0=$(date +%s)
 QB_DIST="$out" QB_PACKAGE_TARGETS=x86_64-pc-windows-gnu bash scripts/package.sh c relay
 echo "53-windows: the Windows build took $(($(date +%s) - t0))s"
