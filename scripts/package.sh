@@ -751,8 +751,10 @@ macos_build() {
   stubs=$(macos_stubs)
   var="CARGO_TARGET_$(echo "$t" | tr 'a-z-' 'A-Z_')_RUSTFLAGS"
   log "cargo zigbuild --release --target $t $* (no Apple SDK)"
-  # MACOSX_DEPLOYMENT_TARGET: without it rustc's objects say 11.0 but zig compiles the C
-  # code (ring, mimalloc) and links the image for its own newest macOS (15.0).
+  # MACOSX_DEPLOYMENT_TARGET: rustc's objects say 11.0 either way, but zig compiles the C code
+  # (ring, mimalloc) and links the image for its own newest macOS (15.0), and this variable
+  # did not change that (cargo-zigbuild 0.20's wrapper passes -target aarch64-macos-none):
+  # macho-check.sh then refuses the dylib. Left open: docs/install.md, "macOS".
   # -install_name: the dylib's id is @rpath/libqueuebox.dylib (a program finds it through its
   # own rpath), not this build's absolute path. It cannot be changed after the link: that
   # breaks the ad-hoc code signature zig's linker writes, without which Apple silicon refuses

@@ -37,7 +37,9 @@ cleanup() {
   [ -n "$relay_pid" ] && kill "$relay_pid" 2>/dev/null
   [ -n "$recv_pid" ] && kill "$recv_pid" 2>/dev/null
   wait 2>/dev/null
+  # Killed and waited for before the prefix is deleted, or it complains it cannot save it.
   wineserver -k 2>/dev/null || true
+  wineserver -w 2>/dev/null || true
   install_cleanup
 }
 trap cleanup EXIT
