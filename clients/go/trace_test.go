@@ -1,6 +1,6 @@
 package queuebox_test
 
-// Issue 19: a handler gets the row's W3C trace context on Message.Trace, and with OTLP on
+// A handler gets the row's W3C trace context on Message.Trace, and with OTLP on
 // (Options.OTLPEndpoint, or OTEL_EXPORTER_OTLP_ENDPOINT set for the process) the core's
 // "handle" span's context instead (same trace id, the handle span's id), so the handler
 // continues the trace.

@@ -15,7 +15,7 @@ import (
 )
 
 // A handler's tx.Exec stores exactly the values it was given, whatever the order of their
-// kinds under one statement text (issue 35): the core caches a prepared statement per text,
+// kinds under one statement text: the core caches a prepared statement per text,
 // and once bound a whole number as int8 and a fraction as float8, so 4.25 after 3 was
 // stored as 4616471093031469056, silently. Mirrors core/tests/handler_statement_values.rs
 // through the Go wrapper: one message, one handler, one transaction, and each stored

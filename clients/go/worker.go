@@ -162,7 +162,7 @@ func (w *Worker) run(ctx context.Context, call func(ctx context.Context, task *T
 	// whole batch (the worker is a hand-out worker, options.go). They wait in jobs for one
 	// of Concurrency handler goroutines (a fixed set: no goroutine, and no stack growth, per
 	// task); plain completions go back in batches through the completer (batch.go), with the
-	// handlers' times, which size what the core claims ahead of them (issue 21).
+	// handlers' times, which size what the core claims ahead of them.
 	var handlers sync.WaitGroup
 	var failure error
 	gate := newSlotGate(w.slots)

@@ -101,7 +101,7 @@ pub const POSTGRES_SUPERSEDED: &[Superseded] = &[Superseded {
     version: 9,
     checksum: "0840a77dd0ddf1728a7ddfc9bff677eabd0014181d13634463227f05a6f391dc",
     why: "9 as first released built its three indexes in one transaction, blocking outbox \
-          writes meanwhile; it now builds them CONCURRENTLY outside a transaction (issue 41). \
+          writes meanwhile; it now builds them CONCURRENTLY outside a transaction. \
           Both texts end with the same indexes under the same names",
 }];
 

@@ -234,7 +234,7 @@ pub const CLAIM_FROM: &str = pull_claim!(
     ""
 );
 
-// ---- dead-session recovery of pull claims (`owner.rs`, issue 21) ----
+// ---- dead-session recovery of pull claims (`owner.rs`) ----
 //
 // A worker holds a session-level advisory lock on a random key (its owner key) on a connection
 // it keeps open, and its claims record the key in `claim_owner`. PostgreSQL releases the lock
@@ -528,7 +528,7 @@ WITH RECURSIVE window_rows AS (
 SELECT c.*, p.walked FROM claimed c JOIN pick p ON p.id = c.id"
 );
 
-// A relay's owner session (issue 21) is the same advisory-lock session a pull worker holds
+// A relay's owner session is the same advisory-lock session a pull worker holds
 // ([`OWNER_LOCK`]); these two put the rows of relays whose session is gone straight back to
 // pending (what [`RECLAIM_OUTBOX`] / [`RECLAIM_PUSH`] do once a lease expires), no attempt
 // spent. A shared try-lock succeeds only when no session holds the key: the owner is gone.
