@@ -5,17 +5,15 @@
 //! - it came back full, and a batch twice as large would still be processed within
 //!   [`STEP_LIMIT`] and hold at most [`BYTES_LIMIT`] of rows: double, up to `max` or the
 //!   keys' limit below (the rows were there, and each claim and each sent mark costs about
-//!   the same for 100 rows as for 1,000: a drain to NATS went from 16,400 to 26,600
-//!   rows/s at batch 1,000);
+//!   the same for 100 rows as for 1,000, so larger batches drain faster: BENCHMARKS.md);
 //! - it came back short, claimed with nothing else held (everything claimable, or one row per
 //!   ordering key when keys bound it): the size and the limit become what it returned, at
 //!   least `min`. Asking for more where keys bound the claim makes the claim walk every key
-//!   for nothing (100 keys: 0.96× the rows/s of a fixed 100 when it asked a quarter more);
+//!   for nothing;
 //! - it came back short, claimed *ahead* while the batch before held `held` rows and so their
 //!   keys: about `held + got` keys have rows, and two batches of half that each fill while
-//!   the other is published, so the size and the limit become `(held + got) / 2` (1,000 keys
-//!   drained 22,248 rows/s at a fixed 500 and ~16,500 alternating full batches of 800 with
-//!   short ones of 200);
+//!   the other is published, so the size and the limit become `(held + got) / 2` (rather
+//!   than alternating full and short batches, which drained slower);
 //! - it took longer than [`STEP_LIMIT`] or held more than [`BYTES_LIMIT`]: halve, down to
 //!   `min`, so a slow destination or large payloads bring it back to the configured floor.
 //!

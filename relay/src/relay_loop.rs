@@ -3,12 +3,11 @@
 //! off `poll_interval × failures` (at most ×10) after a failed claim), process it, and claim
 //! again at once; only a claim that found nothing waits `poll_interval`, until `stop` is
 //! cancelled. (Waiting after every batch that was not full made a relay whose rows sit on
-//! fewer keys than `batchSize` sleep after every batch: 100 keys, batch 500 → ~130 rows/s.)
+//! fewer keys than `batchSize` sleep after every batch, however large the backlog.)
 //!
 //! A relay that [claims ahead](Relay::claims_ahead) claims its next batch while the current
 //! one is processed, so the claim's round trip overlaps the batch's work instead of pausing
-//! it (the outbox relay spent ~40 % of a drain to NATS claiming while nothing was
-//! published); the batch claimed last before `stop` is processed too. It does so only after a
+//! it (otherwise a large part of a drain is spent claiming while nothing is published); the batch claimed last before `stop` is processed too. It does so only after a
 //! full batch (a shorter one took everything claimable: with ordering keys, the rest waits
 //! behind the keys it holds, and a claim ahead would find nothing) and while the batch before
 //! took less than a third of the lease (a renewal interval): a batch claimed ahead is not

@@ -1,7 +1,7 @@
 //! `qb_worker_next_messages*` and `qb_message_batch_free`: a batch of tasks whose messages
 //! cross as C structs of strings instead of JSON text, so a language reads each field where
 //! the library wrote it and parses nothing (decoding each message's JSON was the
-//! Go wrapper's largest single cost, ~4 µs per row with `encoding/json`). The hand-out is
+//! Go wrapper's largest single cost, with `encoding/json`). The hand-out is
 //! `qb_worker_next_batch`'s (same core call, same slots); only the message format differs.
 //!
 //! All of a batch's text lives in one buffer owned by the batch; every [`QbStr`] points
