@@ -8,9 +8,10 @@
 //! A relay that [claims ahead](Relay::claims_ahead) claims its next batch while the current
 //! one is processed, so the claim's round trip overlaps the batch's work instead of pausing
 //! it (otherwise a large part of a drain is spent claiming while nothing is published); the
-//! batch claimed last before `stop` is processed too. It does so only after a full batch (a shorter one took everything claimable: with ordering keys, the rest waits
-//! behind the keys it holds, and a claim ahead would find nothing) and while the batch before
-//! took less than a third of the lease (a renewal interval): a batch claimed ahead is not
+//! batch claimed last before `stop` is processed too. It does so only after a full batch (a
+//! shorter one took everything claimable: with ordering keys, the rest waits behind the
+//! keys it holds, and a claim ahead would find nothing) and while the batch before took
+//! less than a third of the lease (a renewal interval): a batch claimed ahead is not
 //! renewed while it waits, and behind slow batches its lease would run out and another
 //! replica take its rows (claims lost, though nothing is sent twice).
 //!
