@@ -3,6 +3,7 @@
 # 127.0.0.1:${QB_PG_PORT:-55432} with trust auth, owned by this checkout. Idempotent.
 #   source scripts/postgres.sh   -> exports QUEUEBOX_TEST_DATABASE_URL
 #   scripts/postgres.sh stop
+#   scripts/postgres.sh clean    -> drops the test databases (qb_*) every test run leaves
 set -euo pipefail
 QB_PG_PORT="${QB_PG_PORT:-55432}"
 QB_PG_DIR="${QB_PG_DIR:-/tmp/queuebox-pg-$QB_PG_PORT}"
@@ -51,6 +52,8 @@ fsync = off
 synchronous_commit = off
 full_page_writes = off
 shared_buffers = 256MB
+# CREATE DATABASE writes its template (8 MB) to WAL; recycle it sooner than the 1 GB default.
+max_wal_size = 256MB
 CONF
   fi
   if ! qb_pg_as "$bin/pg_ctl" -D "$QB_PG_DIR" status >/dev/null 2>&1; then
@@ -74,8 +77,21 @@ qb_pg_stop() {
   qb_pg_as "$bin/pg_ctl" -D "$QB_PG_DIR" -m fast stop >/dev/null 2>&1 || true
 }
 
+# Each test makes a database of its own (qb_<suite>_<random>) and leaves it behind, about
+# 8 MB each: a whole test run leaves hundreds, enough to fill a small CI disk (stop 47's CI
+# did, in its acceptance part). scripts/test.sh calls this after every part.
+qb_pg_clean() {
+  local url="postgres://postgres@127.0.0.1:$QB_PG_PORT/postgres" names
+  names=$(psql "$url" -XAtc "SELECT datname FROM pg_database WHERE datname LIKE 'qb\_%'") || return 1
+  for n in $names; do
+    PGOPTIONS=--client-min-messages=warning psql "$url" -Xqc "DROP DATABASE IF EXISTS \"$n\" WITH (FORCE)" >/dev/null || return 1
+  done
+  echo "postgres: dropped $(echo "$names" | grep -c . || true) test databases" >&2
+}
+
 case "${1:-start}" in
   start) qb_pg_start ;;
   stop) qb_pg_stop ;;
-  *) echo "usage: scripts/postgres.sh [start|stop]" >&2; exit 2 ;;
+  clean) qb_pg_clean ;;
+  *) echo "usage: scripts/postgres.sh [start|stop|clean]" >&2; exit 2 ;;
 esac

@@ -34,8 +34,12 @@ for part in scripts/test.d/*.sh; do
   else
     fail=$((fail+1)); failed+=("$part")
   fi
-  # The disk left after each part: a full disk fails builds with messages that name anything.
-  echo "=== test part $part finished in $(( $(date +%s) - t0 ))s ($(df -h --output=avail . | tail -1 | tr -d ' ') free)"
+  # The part's test databases are dropped, so they never add up over the run.
+  bash scripts/postgres.sh clean || echo "=== could not drop the test databases after $part"
+  # The disk left after each part, and the biggest users: a full disk fails builds with
+  # messages that name anything.
+  echo "=== test part $part finished in $(( $(date +%s) - t0 ))s ($(df -h --output=avail . | tail -1 | tr -d ' ') free;" \
+    "$(du -sh "${CARGO_TARGET_DIR:-target}" fuzz/target "$QB_PG_DIR" 2>/dev/null | awk '{printf "%s %s  ", $2, $1}'))"
 done
 for part in "${failed[@]}"; do
   echo "=== why $part failed (its last 40 lines):"

@@ -28,6 +28,9 @@ fi
 # LLVM over each large crate; the fresh-machine build is most of this part's time, and CI's
 # 60-minute budget matters more than the few percent of executions per second it costs.
 fuzz() { local cmd=$1; shift; cargo +nightly fuzz "$cmd" --codegen-units 16 "$@"; }
+# CI (.ci/run sets QB_DROP_DEBUG_TREE) needs this tree for this part only: it is dropped on
+# the way out, before the acceptance part's databases and builds want the disk.
+[ -n "${QB_DROP_DEBUG_TREE:-}" ] && trap 'rm -rf fuzz/target' EXIT
 fuzz build --sanitizer none
 targets="${QB_FUZZ_TARGETS:-$(cargo +nightly fuzz list | tr '\n' ' ')}"
 status=0
