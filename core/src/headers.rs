@@ -13,7 +13,8 @@
 use serde_json::{Map, Value};
 use uuid::Uuid;
 
-use crate::message::MAX_CORRELATION_CHARS;
+/// The most characters of `correlation_id`.
+pub const MAX_CORRELATION_CHARS: usize = 128;
 
 /// The inbox row id of a relayed message.
 pub const X_INBOX_ID: &str = "x-inbox-id";

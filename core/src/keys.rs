@@ -15,7 +15,9 @@ use serde_json::Value;
 use sha2::{Digest, Sha256};
 
 use crate::error::{Error, Result};
-use crate::message::MAX_KEY_CHARS;
+
+/// The most characters `source`, `idempotency_key`, `aggregate_id` and `event_type` hold.
+pub const MAX_KEY_CHARS: usize = 255;
 
 /// One place a key may come from.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -9,10 +9,10 @@ use uuid::Uuid;
 use crate::error::{Error, Result};
 use crate::headers;
 
-/// The most characters `source`, `idempotency_key`, `aggregate_id` and `event_type` hold.
-pub const MAX_KEY_CHARS: usize = 255;
-/// The most characters of `correlation_id`.
-pub const MAX_CORRELATION_CHARS: usize = 128;
+// The column limits live with the rules that enforce them; they are named here too
+// because a row's fields are checked against them.
+pub use crate::headers::MAX_CORRELATION_CHARS;
+pub use crate::keys::MAX_KEY_CHARS;
 
 /// How a row leaves the inbox; fixed on the row at receipt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
