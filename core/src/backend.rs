@@ -25,7 +25,10 @@ use crate::error::{Error, Result};
 use crate::migrate::MigrationReport;
 use crate::store::names::Names;
 use crate::store::relay::RelayStore;
+use crate::store::sqlserver_form::sqlserver_form;
 use crate::store::{Backend, Store};
+
+pub use crate::store::PoolHealth;
 
 /// What an error about an unknown URL lists as accepted.
 pub const ACCEPTED_FORMS: &str = "postgres://user:pass@host:5432/db, postgresql://…, jdbc:postgresql://host:5432/db?user=…&password=…, \
@@ -138,38 +141,6 @@ impl DatabaseUrl {
     }
 }
 
-/// The three spellings of a SQL Server connection string.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum SqlServerForm {
-    /// `sqlserver://` or `mssql://`.
-    Url,
-    /// `jdbc:sqlserver://host:port;key=value;…`.
-    Jdbc,
-    /// ADO.NET `Server=…;Database=…;…`.
-    Ado,
-}
-
-/// Which SQL Server form `url` is written in, if any. The one recogniser of SQL Server URLs:
-/// the factory and the SQL Server parser both ask it.
-pub(crate) fn sqlserver_form(url: &str) -> Option<SqlServerForm> {
-    let lower = url.trim().to_ascii_lowercase();
-    if lower.starts_with("sqlserver://") || lower.starts_with("mssql://") {
-        return Some(SqlServerForm::Url);
-    }
-    if lower.starts_with("jdbc:sqlserver://") {
-        return Some(SqlServerForm::Jdbc);
-    }
-    let ado = !lower.contains("://")
-        && lower.split(';').any(|pair| {
-            let key = pair.split('=').next().unwrap_or("").trim();
-            matches!(
-                key,
-                "server" | "data source" | "address" | "addr" | "network address"
-            )
-        });
-    ado.then_some(SqlServerForm::Ado)
-}
-
 /// `jdbc:postgresql://host:5432/db?user=u&password=p&sslmode=…` →
 /// `postgres://u:p@host:5432/db?sslmode=…`. A JDBC URL without a host
 /// (`jdbc:postgresql:db`) is refused with the equivalent `postgres://` spelled out.
@@ -223,27 +194,6 @@ pub struct PoolGauges {
     pub active: u64,
     /// Open and waiting in the pool.
     pub idle: u64,
-}
-
-/// What a store's pool cannot get and why: the relay's readiness and
-/// `queuebox_db_pool_*` metrics. PostgreSQL only; another backend reports all well.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct PoolHealth {
-    /// The last connect attempt's failure in the server's words (`sorry, too many clients
-    /// already (SQLSTATE 53300)`, `Connection refused (os error 111)`); `None` once one
-    /// succeeded.
-    pub last_connect_error: Option<String>,
-    /// The last connect attempt found the server unreachable (refused, no answer, shutting
-    /// down or starting up): statements fail at once instead of waiting for a connection.
-    pub unreachable: bool,
-    /// Connecting fails and a statement got no connection within the last 10 s: the pool
-    /// cannot get the connections it needs (readiness reports the database down).
-    pub starved: bool,
-    /// Statements that got no connection (timed out, failed fast, or past their caller's
-    /// deadline) since start.
-    pub acquire_failures: u64,
-    /// Failed connect attempts seen since start.
-    pub connect_failures: u64,
 }
 
 /// One connected database: everything the relay, a worker and `queuebox migrate` need from
@@ -640,15 +590,6 @@ mod tests {
                 "{url}"
             );
         }
-        assert_eq!(
-            sqlserver_form("jdbc:sqlserver://h;databaseName=a"),
-            Some(SqlServerForm::Jdbc)
-        );
-        assert_eq!(
-            sqlserver_form("Server=h;Database=a"),
-            Some(SqlServerForm::Ado)
-        );
-        assert_eq!(sqlserver_form("postgres://h/a"), None);
     }
 
     #[test]

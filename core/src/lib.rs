@@ -13,7 +13,7 @@
 //! |---|---|
 //! | [`message`] | rows and states: [`InboxMessage`], [`InboxState`], [`Consumption`], [`NewInboxMessage`] |
 //! | [`backend`] | the backend factory: a database URL → a [`backend::Database`] (pull store, relay store, migrations, pool gauges); the only place that reads URL schemes |
-//! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`]) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`), each with its statements in one `sql` module |
+//! | [`store`] | the store interfaces ([`Store`], [`StoreTx`], [`store::relay::RelayStore`], the pool health a store reports) and one module per database: `store::postgres`, `store::sqlserver` (feature `sqlserver`; its URL forms are recognised in every build), each with its statements in one `sql` module |
 //! | [`tls`] | the process-wide rustls crypto provider every TLS client installs first |
 //! | [`worker`] | the pull worker: claim, lease renewal, LISTEN/NOTIFY wake-up, complete / retry / dead, shutdown, typed payloads ([`typed`]) |
 //! | [`app_tx`] | the application's own transaction: the fenced completion and the outbox publish and the pull enqueue rendered for the application's driver ([`app_tx::Placeholder`]), and the sqlx entry points `complete_in`, `publish`, `publish_many`, `enqueue`, `enqueue_many` |

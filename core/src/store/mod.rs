@@ -21,6 +21,10 @@ pub mod postgres;
 pub mod relay;
 #[cfg(feature = "sqlserver")]
 pub mod sqlserver;
+/// How a SQL Server connection string is spelled, in every build: the backend factory tells
+/// a SQL Server URL from a wrong one even without the `sqlserver` feature.
+#[path = "sqlserver/form.rs"]
+pub(crate) mod sqlserver_form;
 
 /// Each backend's statements (`postgres::sql`, `sqlserver::sql`) in every build: the
 /// statements an application's own driver runs ([`crate::app_tx`]) are rendered for either
@@ -49,6 +53,27 @@ pub mod sqlserver_sql;
 pub enum Backend {
     Postgres,
     SqlServer,
+}
+
+/// What a store's pool cannot get and why: the relay's readiness and
+/// `queuebox_db_pool_*` metrics. PostgreSQL only; another backend reports all well.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PoolHealth {
+    /// The last connect attempt's failure in the server's words (`sorry, too many clients
+    /// already (SQLSTATE 53300)`, `Connection refused (os error 111)`); `None` once one
+    /// succeeded.
+    pub last_connect_error: Option<String>,
+    /// The last connect attempt found the server unreachable (refused, no answer, shutting
+    /// down or starting up): statements fail at once instead of waiting for a connection.
+    pub unreachable: bool,
+    /// Connecting fails and a statement got no connection within the last 10 s: the pool
+    /// cannot get the connections it needs (readiness reports the database down).
+    pub starved: bool,
+    /// Statements that got no connection (timed out, failed fast, or past their caller's
+    /// deadline) since start.
+    pub acquire_failures: u64,
+    /// Failed connect attempts seen since start.
+    pub connect_failures: u64,
 }
 
 /// A parameter bound to a statement run through a [`StoreTx`].

@@ -207,7 +207,7 @@ impl PgStore {
     }
 
     /// What the pool cannot get and why (the relay's readiness and metrics).
-    pub fn pool_health(&self) -> crate::backend::PoolHealth {
+    pub fn pool_health(&self) -> crate::store::PoolHealth {
         self.db.health()
     }
 

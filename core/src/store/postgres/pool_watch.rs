@@ -43,7 +43,7 @@ use sqlx::postgres::{PgConnectOptions, PgPool, PgQueryResult, PgRow, PgStatement
 use sqlx::{Describe, Either, Execute, Executor, Postgres, Transaction};
 use tokio::time::Instant;
 
-use crate::backend::PoolHealth;
+use crate::store::PoolHealth;
 
 /// How long an acquire waits before the watch checks whether connections can be opened:
 /// long enough that an acquire served by an idle or just-released connection never

@@ -26,9 +26,9 @@ use std::time::Duration;
 use async_trait::async_trait;
 use tiberius::{AuthMethod, Config, EncryptionLevel};
 
-use crate::backend::SqlServerForm;
 use crate::error::{Error, Result};
 use crate::message::{ClaimRef, ClaimedRow, InsertOutcome, NewInboxMessage};
+use crate::store::sqlserver_form::{sqlserver_form, SqlServerForm};
 use crate::store::{Backend, Store, StoreTx, Wakeup};
 
 pub use pool::{Pool, PooledConn};
@@ -232,7 +232,7 @@ pub fn parse_connection_string(url: &str) -> Result<Config> {
         reason,
     };
     let trimmed = url.trim();
-    let mut config = match crate::backend::sqlserver_form(trimmed) {
+    let mut config = match sqlserver_form(trimmed) {
         Some(SqlServerForm::Jdbc) => Config::from_jdbc_string(trimmed).map_err(|e| bad(format!("not a JDBC SQL Server URL: {e}")))?,
         Some(SqlServerForm::Url) => parse_url(trimmed).map_err(bad)?,
         Some(SqlServerForm::Ado) => Config::from_ado_string(trimmed).map_err(|e| bad(format!("not an ADO.NET connection string: {e}")))?,
@@ -262,7 +262,7 @@ pub(crate) fn url_login(url: &str) -> Result<(Option<String>, Option<String>)> {
         let password = ["password", "pwd"].iter().find_map(|k| d.get(*k).cloned());
         (user, password)
     };
-    match crate::backend::sqlserver_form(trimmed) {
+    match sqlserver_form(trimmed) {
         Some(SqlServerForm::Url) => {
             let rest = trimmed.split_once("://").map(|(_, r)| r).unwrap_or(trimmed);
             let authority = rest.split(['/', '?']).next().unwrap_or("");
