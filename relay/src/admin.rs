@@ -16,8 +16,8 @@ use serde::Deserialize;
 use serde_json::json;
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::inbox_relay::outbox_row;
+use crate::state::AppState;
 
 /// The admin routes. Every request body is read under `admin.maxPayloadBytes` (413 above
 /// it) before the admin auth check, so an oversized unauthenticated request is refused
@@ -398,7 +398,7 @@ async fn pause_or_resume(
             }
         };
     // This replica's view at once (the others read it within a second).
-    if let Err(e) = crate::paused::refresh(&st).await {
+    if let Err(e) = st.paused.refresh().await {
         tracing::warn!(error = %e, "could not read the paused set after a change");
     }
     let word = if pause { "paused" } else { "resumed" };

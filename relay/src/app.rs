@@ -2,7 +2,6 @@
 //! (data port and optional management port), the background loops, and the ordered
 //! graceful shutdown.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -14,44 +13,14 @@ use axum::routing::get;
 use axum::{Json, Router};
 use queuebox_config::Config;
 use queuebox_core::backend::{self, Database};
-use queuebox_core::store::relay::RelayStore;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::destinations::{self, Publisher};
+use crate::destinations;
 use crate::liveness::{self, Loops};
 use crate::metrics::Metrics;
 use crate::sources::Inbox;
-
-/// What every handler and loop shares.
-#[derive(Clone)]
-pub struct AppState {
-    pub cfg: Arc<Config>,
-    /// The connected backend (PostgreSQL or SQL Server): migrations, readiness, pool gauges.
-    pub db: Arc<dyn Database>,
-    /// The relay store of [`Self::db`]: the inbox relay, outbox relay, retention and admin.
-    pub store: Arc<dyn RelayStore>,
-    pub inbox: Inbox,
-    pub metrics: Arc<Metrics>,
-    pub publishers: Arc<BTreeMap<String, Arc<dyn Publisher>>>,
-    /// Every transform and key expression, compiled once at start-up.
-    pub transforms: Arc<crate::transforms::Transforms>,
-    pub draining: Arc<AtomicBool>,
-    /// Ingest requests being handled now: the shutdown drain waits for them.
-    pub ingesting: Arc<std::sync::atomic::AtomicUsize>,
-    pub secrets: Arc<Vec<String>>,
-    /// The background loops' liveness, for `/health/ready`.
-    pub loops: Loops,
-    /// The routes' `routingKeyTemplate`s, compiled.
-    pub route_keys: Arc<destinations::route_keys::RouteKeys>,
-    /// The HTTP sources' `rateLimit` buckets.
-    pub rate_limits: Arc<crate::sources::rate_limit::RateLimits>,
-    /// The owner key the relay's claims record, so another relay can take over this one's
-    /// rows within seconds of a crash (`relay_owner`).
-    pub owner: Arc<crate::relay_owner::RelayOwner>,
-    /// The paused set as last read (`paused`): readiness and the admin API show it.
-    pub paused: Arc<crate::paused::PausedView>,
-}
+use crate::state::AppState;
 
 /// Connects the backend the database URL names ([`backend::connect`]: PostgreSQL, or SQL
 /// Server in a build with the `sqlserver` feature) with backoff until
@@ -136,7 +105,11 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
             Instant::now(),
         )),
         owner,
-        paused: Arc::default(),
+        paused: Arc::new(crate::paused::PausedView::new(
+            db.relay_store(),
+            cfg.clone(),
+            metrics.clone(),
+        )),
     };
 
     let stop = CancellationToken::new();
@@ -144,13 +117,13 @@ pub async fn run(cfg: Config) -> anyhow::Result<()> {
     let pool_wait = Duration::from_millis(cfg.database.connection_timeout_ms);
     // The paused set before the first claim, so a destination paused while this replica was
     // down gets nothing delivered in its first second; then once a second.
-    if let Err(e) = crate::paused::refresh(&st).await {
+    if let Err(e) = st.paused.refresh().await {
         tracing::warn!(error = %e, "could not read the paused set at start");
     }
     loops.push(st.loops.spawn(
         "pause-watch",
         liveness::grace(crate::paused::REFRESH, pool_wait),
-        |hb| crate::paused::run(st.clone(), stop.clone(), hb),
+        |hb| crate::paused::run(st.paused.clone(), stop.clone(), hb),
     ));
     if cfg.outbox.enabled {
         let grace = liveness::grace(

@@ -18,10 +18,10 @@ use queuebox_core::store::relay::{Forwarded, NewOutboxRow};
 use queuebox_core::{ClaimedRow, InboxMessage};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
 use crate::batch_size::BatchSize;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
+use crate::state::AppState;
 use queuebox_core::otlp::{KeyValue, SpanKind};
 use queuebox_core::trace::TraceContext;
 

@@ -22,6 +22,7 @@ mod relay_loop;
 mod relay_owner;
 mod retention;
 mod sources;
+mod state;
 mod telemetry;
 mod transforms;
 mod warn_limit;

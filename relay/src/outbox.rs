@@ -48,11 +48,11 @@ use tokio::sync::{Notify, Semaphore};
 use tokio_util::sync::CancellationToken;
 use uuid::Uuid;
 
-use crate::app::AppState;
 use crate::batch_size::BatchSize;
 use crate::destinations::OutboundMessage;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::{self, Pace, Relay};
+use crate::state::AppState;
 use queuebox_core::otlp::{KeyValue, SpanKind};
 
 const OUTBOX_CLAIM_FAILED: &str = "outbox claim failed; retrying";
@@ -579,7 +579,7 @@ async fn process(
         Ok(msg) => msg,
         Err(stop) => {
             live.lock().unwrap().remove(&row.id);
-            stop.write(st, &c).await;
+            write_stop(st, stop, &c).await;
             return None;
         }
     };
@@ -692,9 +692,33 @@ fn row_trace(row: &OutboxRow) -> Option<queuebox_core::trace::TraceContext> {
     queuebox_core::trace::TraceContext::from_headers(headers).0
 }
 
+/// Writes the outcome of a claimed row whose transform stopped it: dead at once (`Dead`,
+/// or `Fail` with no attempts left) or back to pending after the backoff (`Fail`), with
+/// the transform's `last_error`.
+async fn write_stop(st: &AppState, stop: crate::transforms::Stop, c: &ClaimedOutbox) {
+    let decision = if stop.dead {
+        Decision::Dead
+    } else {
+        after_failure(st, &c.row)
+    };
+    match decision {
+        Decision::Retry(delay) => {
+            let r = st
+                .store
+                .retry_outbox(&c.claim, delay, &stop.last_error)
+                .await;
+            finish(st, c, r, "failed");
+        }
+        Decision::Dead => {
+            let r = st.store.dead_outbox(&c.claim, &stop.last_error).await;
+            finish(st, c, r, "dead");
+        }
+    }
+}
+
 /// What a failed delivery of `row` leads to: a retry after the backoff, or dead once its
 /// `max_attempts` are spent. The one rule for publish failures and transform failures.
-pub(crate) fn after_failure(st: &AppState, row: &OutboxRow) -> Decision {
+fn after_failure(st: &AppState, row: &OutboxRow) -> Decision {
     row_policy(st, row).decide_now(row.attempt.max(0) as u32)
 }
 
@@ -740,12 +764,7 @@ fn row_policy(st: &AppState, row: &OutboxRow) -> RetryPolicy {
     }
 }
 
-pub(crate) fn finish(
-    st: &AppState,
-    c: &ClaimedOutbox,
-    r: queuebox_core::Result<bool>,
-    status: &'static str,
-) {
+fn finish(st: &AppState, c: &ClaimedOutbox, r: queuebox_core::Result<bool>, status: &'static str) {
     match r {
         Ok(true) => st
             .metrics

@@ -6,7 +6,9 @@
 //! what this module adds is the outbox side, whose destinations and route globs only the
 //! relay knows: once a second [`run`] reads the set, turns the paused destinations and topics
 //! into the outbox claim's exclusion ([`RelayStore::exclude_outbox_topics`]), sets the
-//! `queuebox_paused{kind,name}` gauge and keeps the list `/health/ready` shows.
+//! `queuebox_paused{kind,name}` gauge and keeps the list `/health/ready` shows. The
+//! [`PausedView`] holds the store, configuration and metrics it needs, so the loop and the
+//! admin API refresh it without the rest of the relay's state.
 
 use std::collections::BTreeSet;
 use std::sync::{Arc, RwLock};
@@ -16,8 +18,8 @@ use queuebox_config::Config;
 use queuebox_core::store::relay::{topics_pattern, PauseKind, Paused, RelayStore};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
 use crate::liveness::Heartbeat;
+use crate::metrics::Metrics;
 
 /// How often the relay reads the paused set: the bound on how late a pause of a destination
 /// or topic reaches the outbox claim.
@@ -25,9 +27,11 @@ pub const REFRESH: Duration = Duration::from_secs(1);
 
 /// The paused set as last read, and every `(kind, name)` the gauge has shown (a resumed one
 /// goes to 0 rather than vanishing, so a dashboard sees the change).
-#[derive(Default)]
 pub struct PausedView {
-    /// One [`refresh`] at a time: the loop's read, older than an admin change's, must not
+    store: Arc<dyn RelayStore>,
+    cfg: Arc<Config>,
+    metrics: Arc<Metrics>,
+    /// One [`Self::refresh`] at a time: the loop's read, older than an admin change's, must not
     /// set the outbox exclusion after the change's own refresh did (a paused destination
     /// would be claimed until the next second).
     refreshing: tokio::sync::Mutex<()>,
@@ -36,32 +40,44 @@ pub struct PausedView {
 }
 
 impl PausedView {
+    /// Nothing read yet: [`Self::refresh`] before the first claim.
+    pub fn new(store: Arc<dyn RelayStore>, cfg: Arc<Config>, metrics: Arc<Metrics>) -> Self {
+        Self {
+            store,
+            cfg,
+            metrics,
+            refreshing: tokio::sync::Mutex::default(),
+            current: RwLock::default(),
+            shown: RwLock::default(),
+        }
+    }
+
     /// What is paused, as of the last read.
     pub fn current(&self) -> Vec<Paused> {
         self.current.read().expect("paused view").clone()
     }
-}
 
-/// Reads the paused set once: the outbox claim's exclusion, the gauge and the view.
-pub async fn refresh(st: &AppState) -> queuebox_core::Result<()> {
-    let _one = st.paused.refreshing.lock().await;
-    let list = st.store.list_paused().await?;
-    st.store
-        .exclude_outbox_topics(outbox_exclusion(&st.cfg, &list));
-    let mut shown = st.paused.shown.write().expect("paused view");
-    for p in &list {
-        shown.insert((p.kind, p.name.clone()));
+    /// Reads the paused set once: the outbox claim's exclusion, the gauge and the view.
+    pub async fn refresh(&self) -> queuebox_core::Result<()> {
+        let _one = self.refreshing.lock().await;
+        let list = self.store.list_paused().await?;
+        self.store
+            .exclude_outbox_topics(outbox_exclusion(&self.cfg, &list));
+        let mut shown = self.shown.write().expect("paused view");
+        for p in &list {
+            shown.insert((p.kind, p.name.clone()));
+        }
+        for (kind, name) in shown.iter() {
+            let on = list.iter().any(|p| p.kind == *kind && &p.name == name);
+            self.metrics.set(
+                "queuebox_paused",
+                &[("kind", kind.as_str()), ("name", name)],
+                if on { 1.0 } else { 0.0 },
+            );
+        }
+        *self.current.write().expect("paused view") = list;
+        Ok(())
     }
-    for (kind, name) in shown.iter() {
-        let on = list.iter().any(|p| p.kind == *kind && &p.name == name);
-        st.metrics.set(
-            "queuebox_paused",
-            &[("kind", kind.as_str()), ("name", name)],
-            if on { 1.0 } else { 0.0 },
-        );
-    }
-    *st.paused.current.write().expect("paused view") = list;
-    Ok(())
 }
 
 /// The outbox claim's exclusion for `list`: paused topics, and the topics whose first
@@ -89,14 +105,14 @@ pub fn outbox_exclusion(cfg: &Config, list: &[Paused]) -> Option<String> {
 
 const PAUSED_READ_FAILED: &str = "could not read the paused set; keeping the last one";
 
-/// The loop: [`refresh`] every [`REFRESH`]. A failed read keeps the last set (the database
-/// being down stops the claims anyway) and is logged.
-pub async fn run(st: AppState, stop: CancellationToken, hb: Arc<Heartbeat>) {
+/// The loop: [`PausedView::refresh`] every [`REFRESH`]. A failed read keeps the last set
+/// (the database being down stops the claims anyway) and is logged.
+pub async fn run(view: Arc<PausedView>, stop: CancellationToken, hb: Arc<Heartbeat>) {
     while !stop.is_cancelled() {
         hb.beat(REFRESH * 2);
-        if let Err(e) = refresh(&st).await {
+        if let Err(e) = view.refresh().await {
             // Every second during a database outage: the first in full, then a count per 10 s.
-            if crate::warn_limit::admit(&st.metrics, "paused_read_failed", PAUSED_READ_FAILED) {
+            if crate::warn_limit::admit(&view.metrics, "paused_read_failed", PAUSED_READ_FAILED) {
                 tracing::warn!(error = %e, "{PAUSED_READ_FAILED}");
             }
         }

@@ -8,9 +8,9 @@ use std::time::{Duration, Instant};
 use queuebox_config::{parse_duration, TableRetention};
 use tokio_util::sync::CancellationToken;
 
-use crate::app::AppState;
 use crate::liveness::Heartbeat;
 use crate::relay_loop::sleep_or_stop;
+use crate::state::AppState;
 
 /// How often the loop looks whether a table's cleanup is due.
 pub(crate) const TICK: Duration = Duration::from_millis(200);

@@ -253,34 +253,3 @@ pub async fn at_delivery(
         }),
     }
 }
-
-impl Stop {
-    /// Writes the outcome of a claimed row whose transform stopped it: dead at once
-    /// (`Dead`, or `Fail` with no attempts left) or back to pending after the backoff
-    /// (`Fail`), with the transform's `last_error`.
-    pub async fn write(
-        self,
-        st: &crate::app::AppState,
-        c: &queuebox_core::store::relay::ClaimedOutbox,
-    ) {
-        use queuebox_core::backoff::Decision;
-        let decision = if self.dead {
-            Decision::Dead
-        } else {
-            crate::outbox::after_failure(st, &c.row)
-        };
-        match decision {
-            Decision::Retry(delay) => {
-                let r = st
-                    .store
-                    .retry_outbox(&c.claim, delay, &self.last_error)
-                    .await;
-                crate::outbox::finish(st, c, r, "failed");
-            }
-            Decision::Dead => {
-                let r = st.store.dead_outbox(&c.claim, &self.last_error).await;
-                crate::outbox::finish(st, c, r, "dead");
-            }
-        }
-    }
-}

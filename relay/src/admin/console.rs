@@ -18,7 +18,7 @@ use axum::{Json, Router};
 use queuebox_config::AuthConfig;
 use serde_json::json;
 
-use crate::app::AppState;
+use crate::state::AppState;
 
 const INDEX: &str = include_str!("console/index.html");
 const SCRIPT: &str = include_str!("console/app.js");

@@ -9,6 +9,7 @@ use base64::Engine;
 use queuebox_config::{DestinationAuth, HmacSigning, HttpConfig, HttpDestination};
 use reqwest::header::HeaderValue;
 
+use super::error_text::{error_chain, truncate};
 use super::oauth2::TokenSource;
 use super::{OutboundMessage, PublishError, Publisher};
 use crate::metrics::Metrics;
@@ -247,29 +248,6 @@ fn value(name: &str, text: &str) -> Result<HeaderValue, PublishError> {
             "header {name} holds a control character and cannot be sent"
         ))
     })
-}
-
-/// `text` cut to at most `max` bytes on a character boundary.
-pub(super) fn truncate(mut text: String, max: usize) -> String {
-    if text.len() > max {
-        let mut cut = max;
-        while !text.is_char_boundary(cut) {
-            cut -= 1;
-        }
-        text.truncate(cut);
-    }
-    text
-}
-
-pub(super) fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut cur = e.source();
-    while let Some(c) = cur {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        cur = c.source();
-    }
-    s
 }
 
 /// The `status_class` label of a response.

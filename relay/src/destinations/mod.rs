@@ -12,10 +12,12 @@
 //! | [`oauth2`] | the OAuth2 client-credentials token of an HTTP destination: fetched once, cached, refreshed |
 //! | [`address_guard`] | `http.blockPrivateAddresses`: the start-up check and the connect-time resolver |
 //! | [`brokers`] | every broker kind (RabbitMQ, Kafka, NATS) through `queuebox-brokers`' registry |
+//! | [`error_text`] | how a failed HTTP exchange reads in `last_error` (error chain, body cut to size) |
 //! | [`route_keys`] | a route's `routingKeyTemplate`, rendered per row in place of the destination's key |
 
 pub mod address_guard;
 pub mod brokers;
+mod error_text;
 pub mod http;
 pub mod oauth2;
 pub mod route_keys;

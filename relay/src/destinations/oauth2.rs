@@ -112,14 +112,14 @@ impl TokenSource {
             .body(self.form.clone())
             .send()
             .await
-            .map_err(|e| fail(super::http::error_chain(&e)))?;
+            .map_err(|e| fail(super::error_text::error_chain(&e)))?;
         let status = resp.status();
         let body = resp
             .bytes()
             .await
-            .map_err(|e| fail(super::http::error_chain(&e)))?;
+            .map_err(|e| fail(super::error_text::error_chain(&e)))?;
         if !status.is_success() {
-            let text = super::http::truncate(
+            let text = super::error_text::truncate(
                 String::from_utf8_lossy(&body).into_owned(),
                 self.max_error_body,
             );

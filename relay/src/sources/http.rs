@@ -16,7 +16,7 @@ use queuebox_core::headers;
 use serde_json::json;
 
 use super::{Received, Rejected, Stored};
-use crate::app::AppState;
+use crate::state::AppState;
 
 /// `Retry-After` of a 503 for an unreachable database: a short wait, as a restarting or
 /// failing-over database is usually back within seconds.
