@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 use base64::Engine;
 use serde::{Deserialize, Serialize};
 
-use crate::model::{hmac_sha256, sha256_prefix, x_signature, ApiKeyAuth, BearerAuth};
+use crate::auth::{hmac_sha256, sha256_prefix, x_signature, ApiKeyAuth, BearerAuth};
 use crate::secret::Secret;
 use crate::strict::ConfigErrors;
 
@@ -147,7 +147,7 @@ pub struct HmacSigning {
 impl HmacSigning {
     /// True when the signed bytes are `timestamp + "." + body` (the source's rule).
     pub fn signs_timestamp(&self) -> bool {
-        crate::model::signs_timestamp(
+        crate::auth::signs_timestamp(
             self.signature_payload_format.as_deref(),
             self.timestamp_header.is_some(),
         )

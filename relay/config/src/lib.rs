@@ -14,6 +14,7 @@
 //! |---|---|
 //! | (crate root) | [`load`] (file / environment / packaged demo precedence) and [`from_yaml_with_env`]: text → substitution → overrides → typed → validated [`Config`] |
 //! | `model` | the typed configuration ([`Config`] and its sections), re-exported at the root |
+//! | `auth` | an HTTP source's and the admin API's request auth ([`AuthConfig`]: bearer, api-key, hmac), and the shapes an outbound auth shares |
 //! | `destination_auth` | an HTTP destination's outbound auth ([`DestinationAuth`]: bearer, api-key, basic, header, oauth2, hmac signing) |
 //! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations |
 //! | `substitute` | `${VAR}` substitution and the problem an unset variable causes at its key |
@@ -21,7 +22,7 @@
 //! | `parse` | section by section typing; `type`-dispatched maps (sources, destinations, auth) |
 //! | `strict` | path-aware deserialisation: unknown keys, type errors, hints ([`ConfigErrors`], [`Problem`], [`suggest`]) |
 //! | `validate` | semantic checks after parsing, each naming its key path |
-//! | `transform` | the `transform` blocks and key expressions ([`TransformConfig`]), compiled during validation |
+//! | `transform` | compiling the `transform` blocks ([`TransformConfig`], a `model` type) and key expressions, during validation and for the relay |
 //! | [`template`] | the one `{{ name }}` template renderer ([`Template`], [`render_topic`]) |
 //! | `glob` | route globs ([`glob_match`]) |
 //! | `secret` | [`Secret`]: a value printed as `***` |
@@ -38,6 +39,7 @@
 //! `outbox.pollIntervalMs`, `QUEUEBOX_DESTINATIONS_MY__API_BASEURL` →
 //! `destinations.my_api.baseUrl`, `QUEUEBOX_ROUTES_0_TOPICPATTERN` → `routes[0].topicPattern`.
 
+mod auth;
 pub mod brokers;
 mod destination_auth;
 mod env;
@@ -54,6 +56,7 @@ mod validate;
 
 use std::path::Path;
 
+pub use auth::{ApiKeyAuth, AuthConfig, BearerAuth, HmacAuth};
 pub use destination_auth::{
     BasicAuth, DestinationAuth, HeaderAuth, HmacSigning, OAuth2Auth, DESTINATION_AUTH_TYPES,
 };
@@ -62,9 +65,7 @@ pub use model::*;
 pub use secret::Secret;
 pub use strict::{suggest, ConfigErrors, Problem};
 pub use template::{render_topic, Template, TemplateError, TOPIC_PLACEHOLDERS};
-pub use transform::{
-    key_expression, key_expressions, TransformConfig, TransformProblem, MAX_TRANSFORM_TIMEOUT_MS,
-};
+pub use transform::{key_expression, key_expressions, TransformProblem, MAX_TRANSFORM_TIMEOUT_MS};
 
 /// The variable naming the configuration file when `--config` is not given.
 pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";

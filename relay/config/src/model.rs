@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::auth::AuthConfig;
 use crate::secret::Secret;
 use queuebox_core::Consumption;
 
@@ -558,7 +559,35 @@ pub struct RouteConfig {
     pub routing_key_missing_field_default: Option<String>,
     /// Applied at delivery before the destination's transform.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub transform: Option<crate::TransformConfig>,
+    pub transform: Option<TransformConfig>,
+}
+
+/// `transform: { expression, onError, timeoutMs, maxDepth }`, as configured; `crate::transform`
+/// compiles it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct TransformConfig {
+    /// The JSONata expression; its result is the new payload.
+    pub expression: String,
+    /// `Fail` (default), `Skip` or `Dead`, exact case.
+    #[serde(default = "fail")]
+    pub on_error: String,
+    /// The longest one evaluation may run (default 100 ms).
+    #[serde(default = "hundred_u64")]
+    pub timeout_ms: u64,
+    /// The deepest evaluation stack (default 100).
+    #[serde(default = "hundred_usize")]
+    pub max_depth: usize,
+}
+
+fn fail() -> String {
+    "Fail".into()
+}
+fn hundred_u64() -> u64 {
+    100
+}
+fn hundred_usize() -> usize {
+    100
 }
 
 /// One destination: its name and its kind-specific settings.
@@ -571,7 +600,7 @@ pub struct DestinationConfig {
     /// Applied at delivery after the route's transform (every kind; parsed apart from the
     /// kind's own keys in `crate::parse`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub transform: Option<crate::TransformConfig>,
+    pub transform: Option<TransformConfig>,
     /// Outbound limits of this destination, per relay replica (every kind; parsed apart from
     /// the kind's own keys in `crate::parse`, like `transform`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -743,7 +772,7 @@ pub struct SourceCommon {
     /// A JSONPath into the body naming the publish time (`$.time`).
     pub scheduled_at_path: Option<String>,
     /// Applied at receipt; the stored payload is its result.
-    pub transform: Option<crate::TransformConfig>,
+    pub transform: Option<TransformConfig>,
     /// JSONata over the original body (before `transform`): after the key header, before
     /// the key paths.
     pub idempotency_key_expression: Option<String>,
@@ -845,100 +874,6 @@ pub struct RateLimit {
     pub requests_per_minute: u32,
 }
 
-/// Request authentication of an HTTP source or the admin API.
-#[derive(Debug, Clone, Serialize)]
-#[serde(tag = "type")]
-pub enum AuthConfig {
-    #[serde(rename = "bearer")]
-    Bearer(BearerAuth),
-    #[serde(rename = "api-key")]
-    ApiKey(ApiKeyAuth),
-    #[serde(rename = "hmac")]
-    Hmac(HmacAuth),
-}
-
-impl AuthConfig {
-    /// The request header that carries the credential (never stored on a row).
-    pub fn header_name(&self) -> &str {
-        match self {
-            AuthConfig::Bearer(_) => "Authorization",
-            AuthConfig::ApiKey(a) => &a.header_name,
-            AuthConfig::Hmac(h) => &h.header_name,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct BearerAuth {
-    pub token: Secret,
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ApiKeyAuth {
-    #[serde(default = "x_api_key")]
-    pub header_name: String,
-    pub key: Secret,
-}
-fn x_api_key() -> String {
-    "X-API-Key".into()
-}
-
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct HmacAuth {
-    pub secret: Secret,
-    #[serde(default = "x_signature")]
-    pub header_name: String,
-    #[serde(default = "hmac_sha256")]
-    pub algorithm: String,
-    #[serde(default = "sha256_prefix")]
-    pub signature_prefix: String,
-    #[serde(default)]
-    pub timestamp_header: Option<String>,
-    /// Milliseconds either side of now a timestamp may be (the header is Unix seconds).
-    #[serde(default = "five_minutes")]
-    pub timestamp_tolerance: u64,
-    /// `body` or `timestamp-dot-body` (default: the latter when `timestampHeader` is set).
-    #[serde(default)]
-    pub signature_payload_format: Option<String>,
-}
-pub(crate) fn x_signature() -> String {
-    "X-Signature".into()
-}
-pub(crate) fn hmac_sha256() -> String {
-    "HmacSHA256".into()
-}
-pub(crate) fn sha256_prefix() -> String {
-    "sha256=".into()
-}
-fn five_minutes() -> u64 {
-    300_000
-}
-
-impl HmacAuth {
-    /// True when the signed bytes are `timestamp + "." + body`.
-    pub fn signs_timestamp(&self) -> bool {
-        signs_timestamp(
-            self.signature_payload_format.as_deref(),
-            self.timestamp_header.is_some(),
-        )
-    }
-}
-
-/// The HMAC `signaturePayloadFormat` rule, the same for a source that verifies and a
-/// destination that signs: `timestamp-dot-body` (also `TIMESTAMP_DOT_BODY`) signs
-/// `timestamp + "." + body`; unset, that is the default when a timestamp header is set.
-pub(crate) fn signs_timestamp(format: Option<&str>, has_timestamp_header: bool) -> bool {
-    match format.map(|s| s.to_ascii_lowercase().replace('_', "-")) {
-        Some(f) => f == "timestamp-dot-body",
-        None => has_timestamp_header,
-    }
-}
-
-/// Every struct's key list, for env-var mapping and "did you mean" hints. A new struct
-/// adds its `fields_of` here.
 /// The `database.columnMapping.*` keys, so `QUEUEBOX_DATABASE_COLUMNMAPPING_INBOX_IDEMPOTENCYKEY`
 /// finds `idempotencyKey`. Built once: the known keys are cached (`strict::all_known_keys`).
 fn mapping_keys() -> &'static [&'static str] {
@@ -951,6 +886,8 @@ fn mapping_keys() -> &'static [&'static str] {
     Box::leak(keys.into_boxed_slice())
 }
 
+/// Every struct's key list, for env-var mapping and "did you mean" hints. A new struct
+/// adds its `fields_of` here (a struct of another module, to that module's `key_lists`).
 pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
     use crate::strict::fields_of;
     vec![
@@ -973,20 +910,18 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<TableRetention>(),
         fields_of::<RouteConfig>(),
         fields_of::<ScheduleConfig>(),
-        fields_of::<crate::TransformConfig>(),
+        fields_of::<TransformConfig>(),
         fields_of::<HttpDestination>(),
         fields_of::<DestinationLimits>(),
         &["rateLimit"],
         fields_of::<SourceCommon>(),
         fields_of::<HttpSource>(),
-        fields_of::<BearerAuth>(),
-        fields_of::<ApiKeyAuth>(),
-        fields_of::<HmacAuth>(),
         fields_of::<crate::brokers::AttributeHeaders>(),
         &["auth"],
     ]
     .into_iter()
     .chain(crate::brokers::KINDS.iter().flat_map(|k| (k.keys)()))
+    .chain(crate::auth::key_lists())
     .chain(crate::destination_auth::key_lists())
     .collect()
 }

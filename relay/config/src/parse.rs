@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
+use crate::auth::AuthConfig;
 use crate::destination_auth::DestinationAuth;
 use crate::model::*;
 use crate::strict::{join, suggest, typed, ConfigErrors};
@@ -177,7 +178,7 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
     let (mut rest, kind, auth_v) = split_kind(v, &path, errs)?;
     // `transform` is the same block on every kind, so it is typed here, not by each kind.
     let transform = match rest.remove("transform") {
-        Some(t) => Some(typed::<crate::TransformConfig>(
+        Some(t) => Some(typed::<TransformConfig>(
             &t,
             &join(&path, "transform"),
             errs,

@@ -65,9 +65,10 @@ impl Block {
 
 /// Every block of docs/configuration.md, in the page's order.
 fn blocks() -> Vec<Block> {
+    use crate::auth::*;
     use crate::brokers::*;
+    use crate::destination_auth::{BasicAuth, HeaderAuth, HmacSigning, OAuth2Auth};
     use crate::model::*;
-    use crate::{BasicAuth, HeaderAuth, HmacSigning, OAuth2Auth, TransformConfig};
     const TRANSFORM: &[&str] = &["transform"];
     vec![
         block::<ServerConfig>("server", "The HTTP listener: ingest on `httpPort`; `/health/*`, `/metrics` and `/admin/*` on it too unless `managementPort` is set.").nested(&["tls"]),

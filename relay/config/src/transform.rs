@@ -1,43 +1,15 @@
-//! The `transform` block of sources, routes and destinations and the key expressions of
-//! sources (docs/relay.md, "Transforms and key expressions"): kept here as configured text, and compiled by
-//! [`expressions`] during validation so that a syntax error stops start-up naming its key.
-//! The relay compiles its own copies once at start-up with [`TransformConfig::compile`]
-//! and [`key_expression`] (the same calls, so what validation accepted compiles again).
+//! Compiling the configuration's JSONata (docs/relay.md, "Transforms and key expressions"):
+//! the `transform` blocks of sources, routes and destinations ([`TransformConfig`], kept in
+//! the model as configured text) and the key expressions of sources. [`expressions`] compiles
+//! every one during validation, so that a syntax error stops start-up naming its key; the
+//! relay compiles its own copies once at start-up with [`TransformConfig::compile`] and
+//! [`key_expression`] (the same calls, so what validation accepted compiles again).
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-use crate::model::{Config, SourceConfig};
+use crate::model::{Config, SourceConfig, TransformConfig};
 use crate::strict::ConfigErrors;
 use queuebox_transform::{CompileError, KeyExpression, Limits, OnError, Transform};
-
-/// `transform: { expression, onError, timeoutMs, maxDepth }`.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct TransformConfig {
-    /// The JSONata expression; its result is the new payload.
-    pub expression: String,
-    /// `Fail` (default), `Skip` or `Dead`, exact case.
-    #[serde(default = "fail")]
-    pub on_error: String,
-    /// The longest one evaluation may run (default 100 ms).
-    #[serde(default = "hundred_u64")]
-    pub timeout_ms: u64,
-    /// The deepest evaluation stack (default 100).
-    #[serde(default = "hundred_usize")]
-    pub max_depth: usize,
-}
-
-fn fail() -> String {
-    "Fail".into()
-}
-fn hundred_u64() -> u64 {
-    100
-}
-fn hundred_usize() -> usize {
-    100
-}
 
 /// Longest `timeoutMs` a transform may set. A transform runs once per message on the
 /// relay's blocking pool; a bound of minutes would let one hostile expression hold a

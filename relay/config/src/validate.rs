@@ -2,6 +2,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::auth::AuthConfig;
 use crate::model::*;
 use crate::strict::ConfigErrors;
 use crate::template::{Template, TOPIC_PLACEHOLDERS};
