@@ -1,6 +1,7 @@
 //! [`BrokerError`]: what went wrong with a broker, one variant per thing a caller acts on.
 //! Every message names the broker and the connection (`RabbitMQ `orders` at amqp://…`) or the
-//! configuration key, with credentials redacted.
+//! configuration key, with credentials redacted. [`IngestError`]: why a source's store of a
+//! message did not end in an acknowledgement (the [`crate::ingest::Sink`]'s error).
 
 /// A broker client's failure. [`BrokerError::retryable`] says whether the same call could
 /// succeed later without anyone changing the configuration or the broker.
@@ -30,7 +31,7 @@ pub enum BrokerError {
     Timeout { connection: String, reason: String },
     /// The crash failpoint of the tests fired (`QB_FAILPOINT_CRASH_AFTER_STORES`).
     #[error("{0}")]
-    Crashed(#[from] crate::ingest::IngestError),
+    Crashed(#[from] IngestError),
 }
 
 impl BrokerError {
@@ -59,6 +60,29 @@ impl BrokerError {
         }
     }
 }
+
+/// Why a store did not end in an acknowledgement.
+#[derive(Debug)]
+pub enum IngestError {
+    /// The store failed: do not acknowledge; the broker must deliver the message again.
+    Store(queuebox_core::Error),
+    /// Failpoint: the row committed and the source must now stop as if killed, without
+    /// acknowledging (tests of the crash window between commit and ack).
+    CrashAfterStore,
+}
+
+impl std::fmt::Display for IngestError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            IngestError::Store(e) => write!(f, "the inbox store failed: {e}"),
+            IngestError::CrashAfterStore => {
+                f.write_str("failpoint: stopped after the store, before the acknowledgement")
+            }
+        }
+    }
+}
+
+impl std::error::Error for IngestError {}
 
 /// Sorts a connection failure by the words of its cause, for the client libraries that only
 /// say it in text (lapin; async-nats and rdkafka have kinds, used where they exist).

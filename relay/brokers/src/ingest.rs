@@ -7,7 +7,7 @@
 //! `dead` row that says why (acknowledged by the caller): nothing downstream could read it,
 //! and a refusal to acknowledge it would block the queue or partition for ever.
 
-use crate::error::BrokerError;
+use crate::error::{BrokerError, IngestError};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
@@ -185,29 +185,6 @@ impl SourceRule {
         trace
     }
 }
-
-/// Why a store did not end in an acknowledgement.
-#[derive(Debug)]
-pub enum IngestError {
-    /// The store failed: do not acknowledge; the broker must deliver the message again.
-    Store(queuebox_core::Error),
-    /// Failpoint: the row committed and the source must now stop as if killed, without
-    /// acknowledging (tests of the crash window between commit and ack).
-    CrashAfterStore,
-}
-
-impl std::fmt::Display for IngestError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            IngestError::Store(e) => write!(f, "the inbox store failed: {e}"),
-            IngestError::CrashAfterStore => {
-                f.write_str("failpoint: stopped after the store, before the acknowledgement")
-            }
-        }
-    }
-}
-
-impl std::error::Error for IngestError {}
 
 /// Where a broker source hands each message. `Ok` means the row committed (new, duplicate
 /// or dead): acknowledge. The relay's sink goes through its shared inbox entry; [`Ingest`]

@@ -22,9 +22,9 @@ use rdkafka::{Offset, TopicPartitionList};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{BrokerTls, KafkaDestinationConfig, KafkaSourceConfig, OffsetReset};
-use crate::error::BrokerError;
+use crate::error::{BrokerError, IngestError};
 use crate::health::Health;
-use crate::ingest::{IngestError, Received, Sink};
+use crate::ingest::{Received, Sink};
 use crate::offsets::{Admit, OffsetTracker, Tp};
 use crate::outbound::OutboundMessage;
 use crate::template::{self, Template};

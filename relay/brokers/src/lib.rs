@@ -6,7 +6,7 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`config`] | the `sources.<name>` / `destinations.<name>` keys of the three kinds |
-//! | [`error`] | [`BrokerError`]: connect, login, TLS, refused, timeout, configuration; what a caller acts on |
+//! | [`error`] | [`BrokerError`]: connect, login, TLS, refused, timeout, configuration; what a caller acts on. [`error::IngestError`]: a store that ends in no acknowledgement |
 //! | [`ingest`] | broker message → [`queuebox_core::NewInboxMessage`]: key chain, event type, aggregate, headers, non-JSON → dead |
 //! | [`offsets`] | Kafka: the unbroken run of accepted offsets per partition |
 //! | [`template`] | the vocabulary of address templates (`{{ topic }}`, `{{ key }}`, `{{ payload.x }}` …), rendered by the relay's one renderer, `queuebox_config::Template` |

@@ -18,9 +18,9 @@ use tokio::sync::OnceCell;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{NatsDestinationConfig, NatsSourceConfig};
-use crate::error::{classify_connect, BrokerError};
+use crate::error::{classify_connect, BrokerError, IngestError};
 use crate::health::Health;
-use crate::ingest::{IngestError, Received, Sink};
+use crate::ingest::{Received, Sink};
 use crate::outbound::OutboundMessage;
 use crate::reconnect::Backoff;
 use crate::template::{self, Template};

@@ -8,7 +8,8 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use queuebox_brokers::config::BrokerSourceCommon;
-use queuebox_brokers::ingest::{IngestError, Received as BrokerReceived, Sink, SourceRule};
+use queuebox_brokers::error::IngestError;
+use queuebox_brokers::ingest::{Received as BrokerReceived, Sink, SourceRule};
 use queuebox_brokers::{registry, Health};
 use queuebox_config::SourceConfig;
 use tokio_util::sync::CancellationToken;
