@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::registry::{not_mine, BrokerKind, PublisherClient, SourceClient};
+use crate::client::{not_mine, BrokerKind, PublisherClient, SourceClient};
 use async_trait::async_trait;
 use queuebox_config::{DestinationConfig, DestinationKind, SourceConfig, SourceKind};
 use rdkafka::client::ClientContext;

@@ -6,16 +6,18 @@
 //! | module | what it owns |
 //! |---|---|
 //! | [`config`] | the `sources.<name>` / `destinations.<name>` keys of the three kinds |
+//! | [`client`] | what every broker implements: [`client::BrokerKind`] (by `type`), [`client::SourceClient`], [`client::PublisherClient`] |
 //! | [`error`] | [`BrokerError`]: connect, login, TLS, refused, timeout, configuration; what a caller acts on. [`error::IngestError`]: a store that ends in no acknowledgement |
 //! | [`ingest`] | broker message → [`queuebox_core::NewInboxMessage`]: key chain, event type, aggregate, headers, non-JSON → dead |
 //! | [`offsets`] | Kafka: the unbroken run of accepted offsets per partition |
 //! | [`template`] | the vocabulary of address templates (`{{ topic }}`, `{{ key }}`, `{{ payload.x }}` …), rendered by the relay's one renderer, `queuebox_config::Template` |
 //! | [`health`] | per-component up/down state for readiness |
 //! | [`reconnect`] | the reconnect backoff |
-//! | [`registry`] | the broker kinds, one table ([`registry::KINDS`]): the relay builds every source and publisher through it |
+//! | [`registry`] | the broker kinds, one table ([`registry::KINDS`]), the one module that names every broker: the relay builds every source and publisher through it |
 //! | [`tls_check`] | why a broker's certificate was refused, when the client library does not say (Kafka) |
-//! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker, and its [`registry::BrokerKind`] |
+//! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker, and its [`client::BrokerKind`] |
 
+pub mod client;
 pub mod config;
 pub mod error;
 pub mod health;

@@ -7,7 +7,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::registry::{not_mine, BrokerKind, PublisherClient, SourceClient};
+use crate::client::{not_mine, BrokerKind, PublisherClient, SourceClient};
 use async_nats::jetstream::{self, consumer::pull, AckKind};
 use async_nats::{HeaderMap, ServerAddr};
 use async_trait::async_trait;

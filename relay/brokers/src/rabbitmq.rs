@@ -6,7 +6,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::registry::{not_mine, BrokerKind, PublisherClient, SourceClient};
+use crate::client::{not_mine, BrokerKind, PublisherClient, SourceClient};
 use async_trait::async_trait;
 use futures::stream::{FuturesUnordered, StreamExt};
 use lapin::options::{

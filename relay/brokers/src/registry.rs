@@ -1,21 +1,15 @@
-//! The broker kinds, one table: [`KINDS`]. The relay builds every broker source and
-//! destination through it ([`kind`] by the configured `type`), so adding a broker is its own
-//! module implementing [`BrokerKind`] (a [`SourceClient`] and a [`PublisherClient`]) plus
-//! its line in [`KINDS`]; the keys it reads register in [`queuebox_config::brokers::KINDS`].
+//! The broker kinds, one table: [`KINDS`], the one place that names every broker. The relay
+//! builds every broker source and destination through it ([`kind`] by the configured
+//! `type`), so adding a broker is its own module implementing [`BrokerKind`] (a
+//! [`SourceClient`](crate::client::SourceClient) and a
+//! [`PublisherClient`](crate::client::PublisherClient), all in [`crate::client`]) plus its
+//! line in [`KINDS`]; the keys it reads register in [`queuebox_config::brokers::KINDS`].
 //! proto-docs/brokers.md, "Adding a broker", walks through it.
 
-use std::sync::Arc;
-
-use async_trait::async_trait;
-use queuebox_config::{DestinationConfig, SourceConfig};
-use tokio_util::sync::CancellationToken;
-
+use crate::client::BrokerKind;
 use crate::error::BrokerError;
-use crate::health::Health;
-use crate::ingest::Sink;
 #[cfg(feature = "kafka")]
 use crate::kafka;
-use crate::outbound::OutboundMessage;
 use crate::{nats, rabbitmq};
 
 /// Every broker kind the relay knows, by `type`.
@@ -38,52 +32,4 @@ pub fn kind(type_name: &str) -> Result<&'static dyn BrokerKind, BrokerError> {
         .copied()
         .find(|k| k.type_name() == type_name)
         .ok_or_else(|| BrokerError::config("type", format!("`{type_name}` is not a broker kind")))
-}
-
-/// One broker kind: how its sources consume and its destinations publish.
-pub trait BrokerKind: Sync {
-    /// The `type` value of its sources and destinations, also the first part of their
-    /// health component (`nats.<name>`).
-    fn type_name(&self) -> &'static str;
-
-    /// Refuses, before anything connects, a source this kind cannot run. The parsed keys
-    /// are already validated by the configuration; this is for what only the client knows.
-    fn check_source(&self, _source: &SourceConfig) -> Result<(), BrokerError> {
-        Ok(())
-    }
-
-    /// The consumer of `source` (of this kind), handing each message to `sink`.
-    fn source(
-        &self,
-        source: &SourceConfig,
-        sink: Arc<dyn Sink>,
-        health: Health,
-    ) -> Result<Box<dyn SourceClient>, BrokerError>;
-
-    /// The publisher of `destination` (of this kind).
-    fn publisher(
-        &self,
-        destination: &DestinationConfig,
-        health: Health,
-    ) -> Result<Box<dyn PublisherClient>, BrokerError>;
-}
-
-/// A broker source's consumer: acknowledges each message only after `sink` stored it.
-#[async_trait]
-pub trait SourceClient: Send {
-    /// Consumes until `stop`, riding out broker outages; an error is what reconnecting
-    /// cannot fix (a missing queue or stream).
-    async fn consume(self: Box<Self>, stop: CancellationToken) -> Result<(), BrokerError>;
-}
-
-/// A broker destination's publisher: `Ok` only after the broker confirmed the message.
-#[async_trait]
-pub trait PublisherClient: Send + Sync {
-    async fn send(&self, msg: &OutboundMessage) -> Result<(), BrokerError>;
-}
-
-/// The error of a source or destination handed to a kind that is not its own (a wrong
-/// table entry, never a user's mistake).
-pub(crate) fn not_mine(kind: &str, path: &str) -> BrokerError {
-    BrokerError::config(path, format!("not of type {kind}"))
 }

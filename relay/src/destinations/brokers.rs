@@ -2,7 +2,8 @@
 //! table of kinds (`registry`), so no line here names a broker.
 
 use async_trait::async_trait;
-use queuebox_brokers::registry::{self, PublisherClient};
+use queuebox_brokers::client::PublisherClient;
+use queuebox_brokers::registry;
 use queuebox_brokers::{BrokerError, Health};
 use queuebox_config::DestinationConfig;
 
