@@ -8,6 +8,7 @@
 //! |---|---|
 //! | [`error`] | `QbStatus`, the `QbError` object and `qb_error_free` |
 //! | [`boundary`] | the panic guard, argument checks, blocking vs. callback paths, `qb_string_free` |
+//! | [`callbacks`] | `QbCountCallback`, `QbDoneCallback`, `QbStringCallback`: the callback shapes several exports share |
 //! | [`runtime`] | `qb_runtime_*`: the tokio runtime callbacks fire on |
 //! | [`worker`] | `qb_worker_*`: options JSON, connect, next, shutdown, stats |
 //! | [`task`] | `qb_task_*`: message, transaction (execute/query), cancellation, finishes |
@@ -28,6 +29,7 @@
 pub mod app_tx;
 pub mod batch;
 pub mod boundary;
+pub mod callbacks;
 pub mod error;
 pub mod logs;
 pub mod message_batch;

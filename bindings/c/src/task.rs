@@ -14,8 +14,8 @@ use crate::boundary::{
     block, clear_out, guard, handle_ref, into_c_string, opt_str_arg, spawn, str_arg, write_out,
     Outcome, SendPtr,
 };
+use crate::callbacks::{QbCountCallback, QbDoneCallback, QbStringCallback};
 use crate::error::{Failure, QbError, QbStatus};
-use crate::worker::{QbCountCallback, QbDoneCallback, QbStringCallback};
 
 /// A claimed row. Thread-safe. Every async call holds its own reference, so the handle may
 /// be freed as soon as the last call on it has *returned* (its callback may fire later).

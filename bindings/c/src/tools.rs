@@ -7,9 +7,9 @@ use serde_json::Value;
 use crate::boundary::{
     block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, Outcome, SendPtr,
 };
+use crate::callbacks::QbStringCallback;
 use crate::error::{Failure, QbError, QbStatus};
 use crate::runtime::QbRuntime;
-use crate::worker::QbStringCallback;
 
 /// Runs one case of a `proto-docs/vectors/*.json` file through the core
 /// (`queuebox_bridge::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a

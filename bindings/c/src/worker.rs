@@ -10,6 +10,7 @@ use tokio::runtime::Handle;
 use crate::boundary::{
     block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, write_out, Outcome, SendPtr,
 };
+use crate::callbacks::QbCountCallback;
 use crate::error::{Failure, QbError, QbStatus};
 use crate::runtime::QbRuntime;
 use crate::task::QbTask;
@@ -53,25 +54,6 @@ pub type QbTaskCallback = Option<
         status: QbStatus,
         task: *mut QbTask,
         message_json: *mut c_char,
-        error: *mut QbError,
-    ),
->;
-
-/// Fires once with a count (rows affected, tasks abandoned) or an error.
-pub type QbCountCallback = Option<
-    unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, count: u64, error: *mut QbError),
->;
-
-/// Fires once with the outcome of an operation that returns nothing.
-pub type QbDoneCallback =
-    Option<unsafe extern "C" fn(user_data: *mut c_void, status: QbStatus, error: *mut QbError)>;
-
-/// Fires once with a JSON string (owned by the receiver) or an error.
-pub type QbStringCallback = Option<
-    unsafe extern "C" fn(
-        user_data: *mut c_void,
-        status: QbStatus,
-        json: *mut c_char,
         error: *mut QbError,
     ),
 >;
