@@ -2,81 +2,20 @@
 //! listed in docs/configuration.md. The keys every source shares (`consumption`, `topic`, the `*Path` keys)
 //! stay in [`crate::SourceCommon`]. The clients live in the `queuebox-brokers` crate.
 //!
-//! A broker kind registers its keys once, in [`KINDS`] (its `type` name and how its source
-//! and destination keys are read), and implements [`BrokerSourceKeys`] and
-//! [`BrokerDestinationKeys`]: secrets, validation, the attribute headers and the publish
-//! budget are asked of those traits (through `SourceKind::broker` and
-//! `DestinationKind::broker`), never matched kind by kind.
+//! A broker kind lists its structs in `key_lists` (the "did you mean" hints and environment
+//! mapping), is typed by its entry in the parser's broker kind table (`crate::parse`), and
+//! implements [`BrokerSourceKeys`] and [`BrokerDestinationKeys`]: secrets, validation (with
+//! the checks of this module), the attribute headers and the publish budget are asked of
+//! those traits (through `SourceKind::broker` and `DestinationKind::broker`), never matched
+//! kind by kind. This module imports no other of the configuration's types.
 
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
-use serde_yaml::Value;
 
-use crate::model::{DestinationKind, SourceKind};
+use crate::checks::{positive, readable};
 use crate::secret::Secret;
-use crate::strict::{fields_of, typed, ConfigErrors};
-use crate::validate::{amqp_tls, kafka_security, nats_login, positive};
-
-/// One broker kind of the configuration: its `type` value and how its keys are typed.
-pub struct BrokerKeysKind {
-    pub type_name: &'static str,
-    /// `sources.<name>` of this type (the common keys already taken out) → the source kind.
-    pub(crate) source: fn(&Value, &str, &mut ConfigErrors) -> Option<SourceKind>,
-    /// `destinations.<name>` of this type → the destination kind.
-    pub(crate) destination: fn(&Value, &str, &mut ConfigErrors) -> Option<DestinationKind>,
-    /// The key lists of its structs, for "did you mean" hints and environment mapping.
-    pub(crate) keys: fn() -> Vec<&'static [&'static str]>,
-}
-
-/// The broker kinds, in the order the `type` lists name them. A new kind is one entry here
-/// (and its variant in `SourceKind` / `DestinationKind`).
-pub const KINDS: &[BrokerKeysKind] = &[
-    BrokerKeysKind {
-        type_name: "rabbitmq",
-        source: |v, p, e| Some(SourceKind::RabbitMq(typed(v, p, e)?)),
-        destination: |v, p, e| Some(DestinationKind::RabbitMq(typed(v, p, e)?)),
-        keys: || {
-            vec![
-                fields_of::<RabbitMqSourceConfig>(),
-                fields_of::<RabbitMqDestinationConfig>(),
-            ]
-        },
-    },
-    BrokerKeysKind {
-        type_name: "kafka",
-        source: |v, p, e| Some(SourceKind::Kafka(typed(v, p, e)?)),
-        destination: |v, p, e| Some(DestinationKind::Kafka(typed(v, p, e)?)),
-        keys: || {
-            vec![
-                fields_of::<KafkaSourceConfig>(),
-                fields_of::<KafkaDestinationConfig>(),
-            ]
-        },
-    },
-    BrokerKeysKind {
-        type_name: "nats",
-        source: |v, p, e| {
-            nats_entry(v, p, e, |s: &mut NatsSourceConfig, l| s.login = l).map(SourceKind::Nats)
-        },
-        destination: |v, p, e| {
-            nats_entry(v, p, e, |d: &mut NatsDestinationConfig, l| d.login = l)
-                .map(DestinationKind::Nats)
-        },
-        keys: || {
-            vec![
-                fields_of::<NatsSourceConfig>(),
-                fields_of::<NatsDestinationConfig>(),
-                fields_of::<NatsLogin>(),
-            ]
-        },
-    },
-];
-
-/// The registered broker kind named `type_name`.
-pub fn kind(type_name: &str) -> Option<&'static BrokerKeysKind> {
-    KINDS.iter().find(|k| k.type_name == type_name)
-}
+use crate::strict::{fields_of, ConfigErrors};
 
 /// What the relay asks of a broker source's keys, whatever its kind.
 pub trait BrokerSourceKeys {
@@ -147,7 +86,7 @@ pub struct BrokerTls {
 /// How a NATS source or destination logs in and encrypts (`username`/`password`, `token`,
 /// `nkeySeed`, `credsFile`, `tls`), shared by both. Its keys sit beside the other keys of
 /// the source or destination; parse.rs takes them out and types them here (see the `nats`
-/// entry of [`KINDS`]) rather than `#[serde(flatten)]`, which would hide the keys from the
+/// entry of its broker kind table) rather than `#[serde(flatten)]`, which would hide the keys from the
 /// strict unknown-key check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, Default)]
 #[serde(rename_all = "camelCase")]
@@ -493,18 +432,115 @@ impl NatsLogin {
     }
 }
 
-/// A NATS entry: its login keys typed into [`NatsLogin`], the others into `T` (both under
-/// `path`, so an unknown key of either part is named in full).
-fn nats_entry<T: serde::de::DeserializeOwned>(
-    v: &Value,
+/// The key lists of this module's structs (env mapping, "did you mean" hints).
+pub(crate) fn key_lists() -> Vec<&'static [&'static str]> {
+    vec![
+        fields_of::<BrokerTls>(),
+        fields_of::<AttributeHeaders>(),
+        fields_of::<RabbitMqSourceConfig>(),
+        fields_of::<RabbitMqDestinationConfig>(),
+        fields_of::<KafkaSourceConfig>(),
+        fields_of::<KafkaDestinationConfig>(),
+        fields_of::<NatsSourceConfig>(),
+        fields_of::<NatsDestinationConfig>(),
+        fields_of::<NatsLogin>(),
+    ]
+}
+
+/// One way to log in to NATS, and readable certificate files.
+fn nats_login(l: &NatsLogin, path: &str, errs: &mut ConfigErrors) {
+    let ways = [
+        l.token.is_some(),
+        l.username.is_some() || l.password.is_some(),
+        l.nkey_seed.is_some(),
+        l.creds_file.is_some(),
+    ];
+    if ways.iter().filter(|w| **w).count() > 1 {
+        errs.push(
+            path,
+            "set only one of token, username/password, nkeySeed, credsFile",
+        );
+    }
+    if l.username.is_some() != l.password.is_some() {
+        errs.push(path, "username and password go together");
+    }
+    if let Some(f) = &l.creds_file {
+        readable(errs, &format!("{path}.credsFile"), f);
+    }
+    if let Some(t) = &l.tls {
+        broker_tls(t, &format!("{path}.tls"), errs);
+    }
+}
+
+/// Kafka's `securityProtocol` and `saslMechanism` are librdkafka's names; a `tls:` block
+/// needs an SSL protocol (else its certificates would be set and never used).
+fn kafka_security(
+    protocol: &Option<String>,
+    mechanism: &Option<String>,
+    tls: &Option<BrokerTls>,
     path: &str,
     errs: &mut ConfigErrors,
-    set: fn(&mut T, NatsLogin),
-) -> Option<T> {
-    let (login, rest) = crate::parse::take_keys::<NatsLogin>(v, path, errs);
-    let mut entry: T = typed(&rest, path, errs)?;
-    set(&mut entry, login?);
-    Some(entry)
+) {
+    let p = protocol
+        .as_deref()
+        .unwrap_or("PLAINTEXT")
+        .to_ascii_uppercase();
+    if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&p.as_str()) {
+        errs.push(
+            format!("{path}.securityProtocol"),
+            format!("`{p}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
+        );
+    }
+    if let Some(m) = mechanism {
+        if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&m.to_ascii_uppercase().as_str()) {
+            errs.push(
+                format!("{path}.saslMechanism"),
+                format!("`{m}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
+            );
+        }
+    }
+    if let Some(t) = tls {
+        if !p.ends_with("SSL") {
+            errs.push(format!("{path}.tls"), format!("needs securityProtocol SSL or SASL_SSL (it is {p}): nothing would be encrypted"));
+        }
+        broker_tls(t, &format!("{path}.tls"), errs);
+    }
+}
+
+/// A RabbitMQ `tls:` block needs an `amqps://` URL (lapin speaks TLS by the scheme alone).
+fn amqp_tls(url: &str, tls: &Option<BrokerTls>, path: &str, errs: &mut ConfigErrors) {
+    if let Some(t) = tls {
+        if !url
+            .trim_start()
+            .to_ascii_lowercase()
+            .starts_with("amqps://")
+        {
+            errs.push(
+                format!("{path}.tls"),
+                "needs an amqps:// URL: nothing would be encrypted",
+            );
+        }
+        broker_tls(t, &format!("{path}.tls"), errs);
+    }
+}
+
+/// A broker's `tls:` block: readable files, and a client certificate with its key.
+fn broker_tls(t: &BrokerTls, path: &str, errs: &mut ConfigErrors) {
+    for (key, file) in [
+        ("caFile", &t.ca_file),
+        ("certFile", &t.cert_file),
+        ("keyFile", &t.key_file),
+    ] {
+        if let Some(f) = file {
+            readable(errs, &format!("{path}.{key}"), f);
+        }
+    }
+    if t.cert_file.is_some() != t.key_file.is_some() {
+        errs.push(
+            path,
+            "certFile and keyFile go together (the client certificate and its key)",
+        );
+    }
 }
 
 #[cfg(test)]

@@ -16,14 +16,15 @@
 //! | `model` | the typed configuration ([`Config`] and its sections), re-exported at the root |
 //! | `auth` | an HTTP source's and the admin API's request auth ([`AuthConfig`]: bearer, api-key, hmac), and the shapes an outbound auth shares |
 //! | `destination_auth` | an HTTP destination's outbound auth ([`DestinationAuth`]: bearer, api-key, basic, header, oauth2, hmac signing) |
-//! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations |
+//! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations, and their checks |
 //! | `substitute` | `${VAR}` substitution and the problem an unset variable causes at its key |
 //! | `env` | `QUEUEBOX_*` overrides mapped onto key paths |
-//! | `parse` | section by section typing; `type`-dispatched maps (sources, destinations, auth) |
+//! | `parse` | section by section typing; `type`-dispatched maps (sources, destinations, auth) and the broker kind table |
 //! | `strict` | path-aware deserialisation: unknown keys, type errors, hints ([`ConfigErrors`], [`Problem`], [`suggest`]) |
 //! | `validate` | semantic checks after parsing, each naming its key path |
 //! | `transform` | compiling the `transform` blocks ([`TransformConfig`], a `model` type) and key expressions, during validation and for the relay |
 //! | [`template`] | the one `{{ name }}` template renderer ([`Template`], [`render_topic`]) |
+//! | `checks` | the checks several sections share (a positive number, a readable file) |
 //! | `glob` | route globs ([`glob_match`]) |
 //! | `secret` | [`Secret`]: a value printed as `***` |
 //!
@@ -41,6 +42,7 @@
 
 mod auth;
 pub mod brokers;
+mod checks;
 mod destination_auth;
 mod env;
 mod glob;

@@ -625,7 +625,7 @@ pub struct DestinationLimits {
 }
 
 /// The kinds of destination. A broker kind is one more variant (and its arms in
-/// `type_name` and `broker`), registered in [`crate::brokers::KINDS`].
+/// `type_name` and `broker`), registered in the broker kind table of `crate::parse`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type")]
 pub enum DestinationKind {
@@ -719,7 +719,7 @@ impl SourceConfig {
 }
 
 /// The kinds of source. A broker kind is one more variant (and its arms in `type_name` and
-/// `broker`), registered in [`crate::brokers::KINDS`].
+/// `broker`), registered in the broker kind table of `crate::parse`.
 #[derive(Debug, Clone, Serialize)]
 #[serde(tag = "type")]
 pub enum SourceKind {
@@ -894,7 +894,6 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         fields_of::<RawConfig>(),
         fields_of::<ServerConfig>(),
         fields_of::<ServerTls>(),
-        fields_of::<crate::brokers::BrokerTls>(),
         fields_of::<DatabaseConfig>(),
         fields_of::<ColumnMapping>(),
         mapping_keys(),
@@ -916,11 +915,10 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
         &["rateLimit"],
         fields_of::<SourceCommon>(),
         fields_of::<HttpSource>(),
-        fields_of::<crate::brokers::AttributeHeaders>(),
         &["auth"],
     ]
     .into_iter()
-    .chain(crate::brokers::KINDS.iter().flat_map(|k| (k.keys)()))
+    .chain(crate::brokers::key_lists())
     .chain(crate::auth::key_lists())
     .chain(crate::destination_auth::key_lists())
     .collect()

@@ -7,6 +7,7 @@ use serde::de::DeserializeOwned;
 use serde_yaml::{Mapping, Value};
 
 use crate::auth::AuthConfig;
+use crate::brokers::{NatsDestinationConfig, NatsLogin, NatsSourceConfig};
 use crate::destination_auth::DestinationAuth;
 use crate::model::*;
 use crate::strict::{join, suggest, typed, ConfigErrors};
@@ -112,7 +113,7 @@ fn admin(v: Option<&Value>, errs: &mut ConfigErrors) -> Option<AdminConfig> {
 /// rest is returned for the entry's own struct. Both parts are typed under the same `path`,
 /// so each reports the unknown keys of its own part by their full path (the common keys of
 /// a source, the login keys of a NATS entry).
-pub(crate) fn take_keys<T: DeserializeOwned>(
+fn take_keys<T: DeserializeOwned>(
     v: &Value,
     path: &str,
     errs: &mut ConfigErrors,
@@ -166,10 +167,64 @@ fn unknown_kind(path: &str, kind: &str, known: &[&str], errs: &mut ConfigErrors)
     );
 }
 
+/// One broker kind of the configuration: its `type` value and how its keys are typed (the
+/// key lists of its structs are in `brokers::key_lists`).
+struct BrokerKeysKind {
+    type_name: &'static str,
+    /// `sources.<name>` of this type (the common keys already taken out) → the source kind.
+    source: fn(&Value, &str, &mut ConfigErrors) -> Option<SourceKind>,
+    /// `destinations.<name>` of this type → the destination kind.
+    destination: fn(&Value, &str, &mut ConfigErrors) -> Option<DestinationKind>,
+}
+
+/// The broker kinds, in the order the `type` lists name them. A new kind is one entry here
+/// (and its variant in `SourceKind` / `DestinationKind`, its structs in `brokers::key_lists`).
+const BROKER_KINDS: &[BrokerKeysKind] = &[
+    BrokerKeysKind {
+        type_name: "rabbitmq",
+        source: |v, p, e| Some(SourceKind::RabbitMq(typed(v, p, e)?)),
+        destination: |v, p, e| Some(DestinationKind::RabbitMq(typed(v, p, e)?)),
+    },
+    BrokerKeysKind {
+        type_name: "kafka",
+        source: |v, p, e| Some(SourceKind::Kafka(typed(v, p, e)?)),
+        destination: |v, p, e| Some(DestinationKind::Kafka(typed(v, p, e)?)),
+    },
+    BrokerKeysKind {
+        type_name: "nats",
+        source: |v, p, e| {
+            nats_entry(v, p, e, |s: &mut NatsSourceConfig, l| s.login = l).map(SourceKind::Nats)
+        },
+        destination: |v, p, e| {
+            nats_entry(v, p, e, |d: &mut NatsDestinationConfig, l| d.login = l)
+                .map(DestinationKind::Nats)
+        },
+    },
+];
+
+/// The registered broker kind named `type_name`.
+fn broker_kind(type_name: &str) -> Option<&'static BrokerKeysKind> {
+    BROKER_KINDS.iter().find(|k| k.type_name == type_name)
+}
+
+/// A NATS entry: its login keys typed into [`NatsLogin`], the others into `T` (both under
+/// `path`, so an unknown key of either part is named in full).
+fn nats_entry<T: DeserializeOwned>(
+    v: &Value,
+    path: &str,
+    errs: &mut ConfigErrors,
+    set: fn(&mut T, NatsLogin),
+) -> Option<T> {
+    let (login, rest) = take_keys::<NatsLogin>(v, path, errs);
+    let mut entry: T = typed(&rest, path, errs)?;
+    set(&mut entry, login?);
+    Some(entry)
+}
+
 /// Destination kinds: HTTP and the registered broker kinds.
 fn destination_types() -> Vec<&'static str> {
     std::iter::once("http")
-        .chain(crate::brokers::KINDS.iter().map(|k| k.type_name))
+        .chain(BROKER_KINDS.iter().map(|k| k.type_name))
         .collect()
 }
 
@@ -211,7 +266,7 @@ fn destination(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<Destina
             };
             DestinationKind::Http(h)
         }
-        Some(other) => match crate::brokers::kind(other) {
+        Some(other) => match broker_kind(other) {
             Some(broker) => (broker.destination)(&rest, &path, errs)?,
             None => {
                 unknown_kind(&path, other, &destination_types(), errs);
@@ -245,7 +300,7 @@ fn source(name: &str, v: &Value, errs: &mut ConfigErrors) -> Option<SourceConfig
             };
             SourceKind::Http(h)
         }
-        other => match crate::brokers::kind(other) {
+        other => match broker_kind(other) {
             Some(broker) => (broker.source)(&kind_v, &path, errs)?,
             None => {
                 unknown_kind(&path, other, &source_types(), errs);

@@ -3,6 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::auth::AuthConfig;
+use crate::checks::{positive, readable};
 use crate::model::*;
 use crate::strict::ConfigErrors;
 use crate::template::{Template, TOPIC_PLACEHOLDERS};
@@ -171,113 +172,6 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
     positive(errs, "admin.maxPayloadBytes", c.admin.max_payload_bytes);
 }
 
-pub(crate) fn positive(errs: &mut ConfigErrors, path: &str, v: u64) {
-    if v == 0 {
-        errs.push(path, "must be greater than 0");
-    }
-}
-
-/// One way to log in to NATS, and readable certificate files.
-pub(crate) fn nats_login(l: &crate::brokers::NatsLogin, path: &str, errs: &mut ConfigErrors) {
-    let ways = [
-        l.token.is_some(),
-        l.username.is_some() || l.password.is_some(),
-        l.nkey_seed.is_some(),
-        l.creds_file.is_some(),
-    ];
-    if ways.iter().filter(|w| **w).count() > 1 {
-        errs.push(
-            path,
-            "set only one of token, username/password, nkeySeed, credsFile",
-        );
-    }
-    if l.username.is_some() != l.password.is_some() {
-        errs.push(path, "username and password go together");
-    }
-    if let Some(f) = &l.creds_file {
-        readable(errs, &format!("{path}.credsFile"), f);
-    }
-    if let Some(t) = &l.tls {
-        broker_tls(t, &format!("{path}.tls"), errs);
-    }
-}
-
-/// Kafka's `securityProtocol` and `saslMechanism` are librdkafka's names; a `tls:` block
-/// needs an SSL protocol (else its certificates would be set and never used).
-pub(crate) fn kafka_security(
-    protocol: &Option<String>,
-    mechanism: &Option<String>,
-    tls: &Option<crate::brokers::BrokerTls>,
-    path: &str,
-    errs: &mut ConfigErrors,
-) {
-    let p = protocol
-        .as_deref()
-        .unwrap_or("PLAINTEXT")
-        .to_ascii_uppercase();
-    if !["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"].contains(&p.as_str()) {
-        errs.push(
-            format!("{path}.securityProtocol"),
-            format!("`{p}` is not one of PLAINTEXT, SSL, SASL_PLAINTEXT, SASL_SSL"),
-        );
-    }
-    if let Some(m) = mechanism {
-        if !["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"].contains(&m.to_ascii_uppercase().as_str()) {
-            errs.push(
-                format!("{path}.saslMechanism"),
-                format!("`{m}` is not one of PLAIN, SCRAM-SHA-256, SCRAM-SHA-512"),
-            );
-        }
-    }
-    if let Some(t) = tls {
-        if !p.ends_with("SSL") {
-            errs.push(format!("{path}.tls"), format!("needs securityProtocol SSL or SASL_SSL (it is {p}): nothing would be encrypted"));
-        }
-        broker_tls(t, &format!("{path}.tls"), errs);
-    }
-}
-
-/// A RabbitMQ `tls:` block needs an `amqps://` URL (lapin speaks TLS by the scheme alone).
-pub(crate) fn amqp_tls(
-    url: &str,
-    tls: &Option<crate::brokers::BrokerTls>,
-    path: &str,
-    errs: &mut ConfigErrors,
-) {
-    if let Some(t) = tls {
-        if !url
-            .trim_start()
-            .to_ascii_lowercase()
-            .starts_with("amqps://")
-        {
-            errs.push(
-                format!("{path}.tls"),
-                "needs an amqps:// URL: nothing would be encrypted",
-            );
-        }
-        broker_tls(t, &format!("{path}.tls"), errs);
-    }
-}
-
-/// A broker's `tls:` block: readable files, and a client certificate with its key.
-pub(crate) fn broker_tls(t: &crate::brokers::BrokerTls, path: &str, errs: &mut ConfigErrors) {
-    for (key, file) in [
-        ("caFile", &t.ca_file),
-        ("certFile", &t.cert_file),
-        ("keyFile", &t.key_file),
-    ] {
-        if let Some(f) = file {
-            readable(errs, &format!("{path}.{key}"), f);
-        }
-    }
-    if t.cert_file.is_some() != t.key_file.is_some() {
-        errs.push(
-            path,
-            "certFile and keyFile go together (the client certificate and its key)",
-        );
-    }
-}
-
 /// `tracing.otlp`: the endpoint from the file, else from `OTEL_EXPORTER_OTLP_ENDPOINT`
 /// (filled in, so `check-config` shows what runs); it must be an http(s) URL with a host,
 /// and the error names where it came from.
@@ -300,15 +194,6 @@ pub(super) fn otlp(o: &mut crate::OtlpConfig, vars: &[(String, String)], errs: &
     };
     if let Err(why) = queuebox_core::otlp::check_endpoint(endpoint) {
         errs.push(key, why);
-    }
-}
-
-/// A certificate or key file must be readable at start-up, not at the first handshake.
-fn readable(errs: &mut ConfigErrors, path: &str, file: &str) {
-    if file.trim().is_empty() {
-        errs.push(path, "required (a PEM file)");
-    } else if let Err(e) = std::fs::read(file) {
-        errs.push(path, format!("cannot read {file}: {e}"));
     }
 }
 
