@@ -3,7 +3,12 @@
 
 use serde_yaml::{Mapping, Value};
 
-use crate::strict::{all_known_keys, ConfigErrors};
+use crate::model::all_known_keys;
+use crate::strict::{ConfigErrors, Problem};
+
+/// The variable naming the configuration file when `--config` is not given (it configures
+/// no key).
+pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";
 
 /// Keys whose children are names chosen by the user, not fields.
 const NAME_MAPS: [&str; 4] = ["sources", "destinations", "headers", "extraParams"];
@@ -20,7 +25,7 @@ const MAX_LIST_INDEX: usize = 1023;
 /// Variables that never configure anything.
 fn ignored(var: &str) -> bool {
     let rest = &var["QUEUEBOX_".len()..];
-    if var == crate::CONFIG_FILE_ENV || rest.starts_with("TEST_") || rest.is_empty() {
+    if var == CONFIG_FILE_ENV || rest.starts_with("TEST_") || rest.is_empty() {
         return true;
     }
     // Kubernetes service links: *_SERVICE_HOST, *_SERVICE_PORT*, *_PORT, *_PORT_<n>_<proto>*.
@@ -63,7 +68,7 @@ pub(super) fn apply(
             .map(|s| s.replace('\u{0}', "_").to_ascii_lowercase())
             .collect();
         if segments.iter().any(|s| s.is_empty()) {
-            errs.problems.push(crate::Problem {
+            errs.problems.push(Problem {
                 path: body.to_ascii_lowercase(),
                 env: Some(var.clone()),
                 message: "cannot be mapped to a configuration key".into(),
@@ -84,7 +89,7 @@ pub(super) fn apply(
                 // Bounded: a list is filled up to the index, so `ROUTES_22222222222222_…`
                 // would take all memory (found by the fuzz target config_load).
                 let Some(idx) = seg.parse().ok().filter(|i| *i <= MAX_LIST_INDEX) else {
-                    errs.problems.push(crate::Problem {
+                    errs.problems.push(Problem {
                         path: format!("{path}[{seg}]"),
                         env: Some(var.clone()),
                         message: format!(
@@ -121,6 +126,8 @@ pub(super) fn apply(
                         seg.clone()
                     } else {
                         all_known_keys()
+                            .iter()
+                            .copied()
                             .find(|k| k.eq_ignore_ascii_case(seg))
                             .map(str::to_string)
                             .unwrap_or_else(|| seg.clone())

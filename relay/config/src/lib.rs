@@ -10,21 +10,24 @@
 //!
 //! ## Module map
 //!
+//! From the top down; a module imports only modules listed below it.
+//!
 //! | module | what it owns |
 //! |---|---|
 //! | (crate root) | [`load`] (file / environment / packaged demo precedence) and [`from_yaml_with_env`]: text → substitution → overrides → typed → validated [`Config`] |
-//! | `model` | the typed configuration ([`Config`] and its sections), re-exported at the root |
-//! | `auth` | an HTTP source's and the admin API's request auth ([`AuthConfig`]: bearer, api-key, hmac), and the shapes an outbound auth shares |
-//! | `destination_auth` | an HTTP destination's outbound auth ([`DestinationAuth`]: bearer, api-key, basic, header, oauth2, hmac signing) |
-//! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations, and their checks |
 //! | `substitute` | `${VAR}` substitution and the problem an unset variable causes at its key |
 //! | `env` | `QUEUEBOX_*` overrides mapped onto key paths |
+//! | [`reference`] | docs/configuration.md, generated from the model's structs |
 //! | `parse` | section by section typing; `type`-dispatched maps (sources, destinations, auth) and the broker kind table |
-//! | `strict` | path-aware deserialisation: unknown keys, type errors, hints ([`ConfigErrors`], [`Problem`], [`suggest`]) |
 //! | `validate` | semantic checks after parsing, each naming its key path |
-//! | `transform` | compiling the `transform` blocks ([`TransformConfig`], a `model` type) and key expressions, during validation and for the relay |
-//! | [`template`] | the one `{{ name }}` template renderer ([`Template`], [`render_topic`]) |
+//! | `transform` | compiling the `transform` blocks ([`TransformConfig`]) and key expressions, during validation and for the relay |
+//! | `model` | the typed configuration ([`Config`] and its sections) and every key it knows, re-exported at the root |
+//! | [`brokers`] | the keys of the RabbitMQ, Kafka and NATS sources and destinations, and their checks |
+//! | `destination_auth` | an HTTP destination's outbound auth ([`DestinationAuth`]: bearer, api-key, basic, header, oauth2, hmac signing) |
+//! | `auth` | an HTTP source's and the admin API's request auth ([`AuthConfig`]: bearer, api-key, hmac), and the shapes an outbound auth shares |
 //! | `checks` | the checks several sections share (a positive number, a readable file) |
+//! | `strict` | path-aware deserialisation: unknown keys, type errors, hints ([`ConfigErrors`], [`Problem`], [`suggest`]) |
+//! | [`template`] | the one `{{ name }}` template renderer ([`Template`], [`render_topic`]) |
 //! | `glob` | route globs ([`glob_match`]) |
 //! | `secret` | [`Secret`]: a value printed as `***` |
 //!
@@ -62,15 +65,13 @@ pub use auth::{ApiKeyAuth, AuthConfig, BearerAuth, HmacAuth};
 pub use destination_auth::{
     BasicAuth, DestinationAuth, HeaderAuth, HmacSigning, OAuth2Auth, DESTINATION_AUTH_TYPES,
 };
+pub use env::CONFIG_FILE_ENV;
 pub use glob::glob_match;
 pub use model::*;
 pub use secret::Secret;
 pub use strict::{suggest, ConfigErrors, Problem};
 pub use template::{render_topic, Template, TemplateError, TOPIC_PLACEHOLDERS};
 pub use transform::{key_expression, key_expressions, TransformProblem, MAX_TRANSFORM_TIMEOUT_MS};
-
-/// The variable naming the configuration file when `--config` is not given.
-pub const CONFIG_FILE_ENV: &str = "QUEUEBOX_CONFIG_FILE";
 
 /// The file read when neither `--config` nor `QUEUEBOX_CONFIG_FILE` names one.
 pub const DEFAULT_CONFIG_FILE: &str = "/etc/queuebox/queuebox.yml";

@@ -1,14 +1,17 @@
 //! The typed configuration. Structs with fixed keys derive `Deserialize`; the maps whose
 //! entries pick a kind with `type` (sources, destinations, auth blocks) are dispatched by
-//! hand in [`crate::parse`], so a new kind is one struct plus one match arm.
+//! hand in [`crate::parse`], so a new kind is one struct plus one match arm. The model also
+//! knows every key name of the configuration ([`all_known_keys`]: hints, environment mapping).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
 use crate::auth::AuthConfig;
 use crate::secret::Secret;
+use crate::strict::fields_of;
 use queuebox_core::Consumption;
 
 #[derive(Debug, Clone, Serialize)]
@@ -686,7 +689,7 @@ pub struct HttpDestination {
     pub headers: BTreeMap<String, Secret>,
     /// Outbound authentication, typed in `crate::parse` (kinds: [`crate::DestinationAuth`]).
     #[serde(skip_deserializing)]
-    pub auth: Option<crate::DestinationAuth>,
+    pub auth: Option<crate::destination_auth::DestinationAuth>,
 }
 fn slash() -> String {
     "/".into()
@@ -825,7 +828,7 @@ impl HeaderRule {
             (None, ..) => false,
             (Some(v), Some(e), _, _) => v == e,
             (Some(v), _, Some(list), _) => list.iter().any(|e| e == v),
-            (Some(v), _, _, Some(glob)) => crate::glob_match(glob, v),
+            (Some(v), _, _, Some(glob)) => crate::glob::glob_match(glob, v),
             (Some(_), ..) => true,
         }
     }
@@ -875,7 +878,7 @@ pub struct RateLimit {
 }
 
 /// The `database.columnMapping.*` keys, so `QUEUEBOX_DATABASE_COLUMNMAPPING_INBOX_IDEMPOTENCYKEY`
-/// finds `idempotencyKey`. Built once: the known keys are cached (`strict::all_known_keys`).
+/// finds `idempotencyKey`. Built once: the known keys are cached ([`all_known_keys`]).
 fn mapping_keys() -> &'static [&'static str] {
     use queuebox_core::store::names::{INBOX_COLUMNS, OUTBOX_COLUMNS};
     let keys: Vec<&'static str> = OUTBOX_COLUMNS
@@ -888,8 +891,7 @@ fn mapping_keys() -> &'static [&'static str] {
 
 /// Every struct's key list, for env-var mapping and "did you mean" hints. A new struct
 /// adds its `fields_of` here (a struct of another module, to that module's `key_lists`).
-pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
-    use crate::strict::fields_of;
+fn known_key_lists() -> Vec<&'static [&'static str]> {
     vec![
         fields_of::<RawConfig>(),
         fields_of::<ServerConfig>(),
@@ -922,6 +924,17 @@ pub(super) fn known_key_lists() -> Vec<&'static [&'static str]> {
     .chain(crate::auth::key_lists())
     .chain(crate::destination_auth::key_lists())
     .collect()
+}
+
+/// Every key name of every configuration struct, for env-var mapping and hints.
+pub(crate) fn all_known_keys() -> &'static BTreeSet<&'static str> {
+    static KEYS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
+    KEYS.get_or_init(|| {
+        let mut s: BTreeSet<&'static str> =
+            known_key_lists().into_iter().flatten().copied().collect();
+        s.insert("type");
+        s
+    })
 }
 
 /// Parses `30s`, `5m`, `2h`, `7d` (a bare number or a negative value is refused).

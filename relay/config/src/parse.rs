@@ -10,7 +10,7 @@ use crate::auth::AuthConfig;
 use crate::brokers::{NatsDestinationConfig, NatsLogin, NatsSourceConfig};
 use crate::destination_auth::DestinationAuth;
 use crate::model::*;
-use crate::strict::{join, suggest, typed, ConfigErrors};
+use crate::strict::{self, join, suggest, ConfigErrors};
 
 /// What parsing produced: the typed configuration, and the destinations that are declared
 /// but could not be built (their problem is already reported, so a route naming one must
@@ -79,6 +79,11 @@ pub(super) fn config(root: &Value, errs: &mut ConfigErrors) -> Option<Parsed> {
     })
 }
 
+/// [`strict::typed`], its "did you mean" hints drawn from every key of the configuration.
+fn typed<T: DeserializeOwned>(v: &Value, path: &str, errs: &mut ConfigErrors) -> Option<T> {
+    strict::typed(v, path, all_known_keys(), errs)
+}
+
 /// A fixed section: its defaults when absent (or empty), else typed under `path`.
 fn section<T: DeserializeOwned + Default>(
     v: &Option<Value>,
@@ -118,7 +123,7 @@ fn take_keys<T: DeserializeOwned>(
     path: &str,
     errs: &mut ConfigErrors,
 ) -> (Option<T>, Value) {
-    let fields = crate::strict::fields_of::<T>();
+    let fields = strict::fields_of::<T>();
     let mut taken = Mapping::new();
     let mut rest = Mapping::new();
     for (key, val) in v.as_mapping().cloned().unwrap_or_default() {

@@ -469,7 +469,9 @@ mod tests {
                     .map(|(k, _)| *k),
             )
             .collect();
-        let missing: Vec<&str> = crate::strict::all_known_keys()
+        let missing: Vec<&str> = crate::model::all_known_keys()
+            .iter()
+            .copied()
             .filter(|k| !documented.contains(k))
             .collect();
         assert!(

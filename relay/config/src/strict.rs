@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::fmt;
-use std::sync::OnceLock;
 
 use serde::de::{self, DeserializeOwned, Visitor};
 use serde_yaml::Value;
@@ -86,9 +85,15 @@ pub fn join(parent: &str, key: &str) -> String {
 }
 
 /// Deserialises `value` into `T`, recording unknown keys (with a hint from `T`'s own field
-/// names) and a type error, each under its full key path (`path` joined with the key inside
-/// `value`, e.g. `server.httpPort`). `None` when `T` could not be built.
-pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigErrors) -> Option<T> {
+/// names, else from `known`: every key of the configuration) and a type error, each under its
+/// full key path (`path` joined with the key inside `value`, e.g. `server.httpPort`). `None`
+/// when `T` could not be built.
+pub fn typed<T: DeserializeOwned>(
+    value: &Value,
+    path: &str,
+    known: &BTreeSet<&'static str>,
+    errs: &mut ConfigErrors,
+) -> Option<T> {
     let mut unknown = Vec::new();
     let mut on_ignored = |p: serde_ignored::Path| unknown.push(p.to_string());
     let result: Result<T, _> = serde_path_to_error::deserialize(serde_ignored::Deserializer::new(
@@ -108,9 +113,9 @@ pub fn typed<T: DeserializeOwned>(value: &Value, path: &str, errs: &mut ConfigEr
         // takes out of the same mapping (a source's common keys, NATS login keys) are found
         // among all known keys.
         let hint = if u.contains('.') {
-            suggest(&last, all_known_keys())
+            suggest(&last, known.iter().copied())
         } else {
-            suggest(&last, own.iter().copied()).or_else(|| suggest(&last, all_known_keys()))
+            suggest(&last, own.iter().copied()).or_else(|| suggest(&last, known.iter().copied()))
         };
         errs.push(full, unknown_message(hint));
     }
@@ -250,20 +255,4 @@ pub fn fields_of<T: DeserializeOwned>() -> &'static [&'static str] {
     let mut fields: &'static [&'static str] = &[];
     let _ = T::deserialize(Probe(&mut fields));
     fields
-}
-
-/// Every key name of every configuration struct, for env-var mapping and hints.
-pub fn all_known_keys() -> impl Iterator<Item = &'static str> {
-    static KEYS: OnceLock<BTreeSet<&'static str>> = OnceLock::new();
-    KEYS.get_or_init(|| {
-        let mut s: BTreeSet<&'static str> = crate::model::known_key_lists()
-            .into_iter()
-            .flatten()
-            .copied()
-            .collect();
-        s.insert("type");
-        s
-    })
-    .iter()
-    .copied()
 }

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::auth::AuthConfig;
 use crate::checks::{positive, readable};
 use crate::model::*;
-use crate::strict::ConfigErrors;
+use crate::strict::{suggest, ConfigErrors};
 use crate::template::{Template, TOPIC_PLACEHOLDERS};
 use queuebox_core::keys::JsonPath;
 use queuebox_core::Consumption;
@@ -122,7 +122,7 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
         if !c.destinations.contains_key(&r.destination)
             && !broken_destinations.contains(&r.destination)
         {
-            let hint = crate::suggest(&r.destination, c.destinations.keys().map(String::as_str))
+            let hint = suggest(&r.destination, c.destinations.keys().map(String::as_str))
                 .map(|h| format!("; did you mean {h}?"))
                 .unwrap_or_default();
             errs.push(
@@ -175,7 +175,7 @@ pub(super) fn config(c: &Config, broken_destinations: &BTreeSet<String>, errs: &
 /// `tracing.otlp`: the endpoint from the file, else from `OTEL_EXPORTER_OTLP_ENDPOINT`
 /// (filled in, so `check-config` shows what runs); it must be an http(s) URL with a host,
 /// and the error names where it came from.
-pub(super) fn otlp(o: &mut crate::OtlpConfig, vars: &[(String, String)], errs: &mut ConfigErrors) {
+pub(super) fn otlp(o: &mut OtlpConfig, vars: &[(String, String)], errs: &mut ConfigErrors) {
     let mut key = "tracing.otlp.endpoint";
     if o.endpoint.is_none() {
         let from_env = vars
@@ -476,7 +476,7 @@ fn common(s: &SourceConfig, path: &str, errs: &mut ConfigErrors) {
 /// NATS destinations have no such key (the NATS subject is the destination's `subject`), so
 /// there it is refused rather than ignored. Its placeholders are checked with the
 /// destination's templates when the publishers are built.
-fn route_key(c: &Config, i: usize, r: &crate::RouteConfig, errs: &mut ConfigErrors) {
+fn route_key(c: &Config, i: usize, r: &RouteConfig, errs: &mut ConfigErrors) {
     match &r.routing_key_template {
         Some(t) if t.trim().is_empty() => errs.push(
             format!("routes[{i}].routingKeyTemplate"),
@@ -504,7 +504,7 @@ fn route_key(c: &Config, i: usize, r: &crate::RouteConfig, errs: &mut ConfigErro
 
 /// Each rule names a header and exactly one test; `exists: false` is refused (use an
 /// `exclude` rule with `exists: true`), as are an empty `in` list and a blank `matches`.
-fn header_filter(f: &crate::HeaderFilter, path: &str, errs: &mut ConfigErrors) {
+fn header_filter(f: &HeaderFilter, path: &str, errs: &mut ConfigErrors) {
     for (list, rules) in [("require", &f.require), ("exclude", &f.exclude)] {
         for (i, r) in rules.iter().enumerate() {
             let at = format!("{path}.{list}[{i}]");
