@@ -22,7 +22,7 @@
 //! | [`keys`] | idempotency-key extraction (header, JSONPath, broker message id, SHA-256 digest) and `AttributeRule`, the one key / event type / aggregate id rule of every source |
 //! | [`headers`] | stored headers, the four relay headers, correlation ids, error redaction |
 //! | [`trace`] | W3C trace context (`traceparent`, `tracestate`): validated at receipt, kept in the inbox row's columns, stamped on the relayed outbox row |
-//! | [`migrate`] | embedded migrations and their runner |
+//! | [`migrate`] | embedded migrations and their runners (`migrate::postgres`, `migrate::sqlserver`, which live with their stores) |
 //! | [`schedule`] | periodic schedules (cron in a time zone, fixed intervals): the ticks, the missed-ticks policy, the one row per tick and the runner the relay and workers share |
 //! | [`metrics`] | process-wide counters such as claims lost |
 //! | [`error`] | [`Error`]: one variant per thing a caller can act on; [`ErrorKind`]: the one error-kind table (code and name) every binding and wrapper uses |

@@ -8,6 +8,7 @@
 
 mod claim_pool;
 mod claim_start;
+pub mod migrate;
 mod owner;
 mod pool_watch;
 mod pooler;

@@ -317,10 +317,10 @@ pub const SCHEMA_CHECK: &str = "SELECT to_regclass($1)::text";
 pub const TABLE_COLUMNS: &str = "SELECT a.attname::text FROM pg_attribute a
  WHERE a.attrelid = to_regclass($1) AND a.attnum > 0 AND NOT a.attisdropped";
 
-// ---- migrations (`crate::migrate::postgres`) ----
+// ---- migrations (`super::migrate`) ----
 
 /// An arbitrary constant key: concurrent `migrate` runs take turns on this advisory lock.
-/// Polled, never waited in: see `migrate::postgres::take_lock`.
+/// Polled, never waited in: see `migrate::take_lock`.
 pub const MIGRATE_LOCK: &str = "SELECT pg_try_advisory_lock($1)";
 /// Whether the index named `$1` (found on the search path) exists and is INVALID: what an
 /// interrupted `CREATE INDEX CONCURRENTLY` leaves behind.
