@@ -19,11 +19,10 @@ use uuid::Uuid;
 use crate::inbox_relay::outbox_row;
 use crate::state::AppState;
 
-/// The admin routes. Every request body is read under `admin.maxPayloadBytes` (413 above
-/// it) before the admin auth check, so an oversized unauthenticated request is refused
-/// early and an HMAC check sees the whole body (docs/relay.md, "Admin API").
-pub fn router(max_payload_bytes: u64) -> Router<AppState> {
-    let limit = usize::try_from(max_payload_bytes).unwrap_or(usize::MAX);
+/// The admin routes. Every API route is behind [`authenticate`]; the console's page and
+/// files are not (the page is what asks for the credentials).
+pub fn router(st: &AppState) -> Router<AppState> {
+    let limit = usize::try_from(st.cfg.admin.max_payload_bytes).unwrap_or(usize::MAX);
     Router::new()
         .route("/admin/dead/:table", get(list_dead))
         .route("/admin/replay", post(replay_outbox))
@@ -42,26 +41,10 @@ pub fn router(max_payload_bytes: u64) -> Router<AppState> {
         .layer(axum::extract::DefaultBodyLimit::max(limit))
 }
 
-/// `POST /admin/transform/test` (docs/relay.md, "Transforms and key expressions"): the body is read under
-/// `admin.maxPayloadBytes` before the auth check (413 above it, and HMAC signs the exact
-/// bytes); the answer is `queuebox_transform::run_transform_test`'s, evaluated on the
-/// blocking pool with `timeoutMs` clamped to `admin.maxTransformTimeoutMs`.
-async fn transform_test(State(st): State<AppState>, req: axum::extract::Request) -> Response {
-    let (parts, body) = req.into_parts();
-    let limit = st.cfg.admin.max_payload_bytes;
-    let body = match crate::sources::http::read_limited(&parts.headers, body, limit).await {
-        Ok(b) => b,
-        Err(true) => {
-            return err(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                format!("Request body exceeds {limit} bytes"),
-            )
-        }
-        Err(false) => return err(StatusCode::BAD_REQUEST, "The request body broke off"),
-    };
-    if let Err(r) = guard(&st, &parts.headers, &body) {
-        return r;
-    }
+/// `POST /admin/transform/test` (docs/relay.md, "Transforms and key expressions"): the
+/// answer is `queuebox_transform::run_transform_test`'s, evaluated on the blocking pool with
+/// `timeoutMs` clamped to `admin.maxTransformTimeoutMs`.
+async fn transform_test(State(st): State<AppState>, body: Bytes) -> Response {
     let max = std::time::Duration::from_millis(st.cfg.admin.max_transform_timeout_ms);
     let answer = tokio::task::spawn_blocking(move || {
         queuebox_transform::run_transform_test(
@@ -89,8 +72,36 @@ fn err(status: StatusCode, msg: impl Into<String>) -> Response {
     (status, Json(json!({ "error": msg.into() }))).into_response()
 }
 
-// The refusal is the response itself, handed straight back by the handler; boxing it
-// would only add an allocation on the refused path.
+/// Every admin API request, before its handler: the body is read under
+/// `admin.maxPayloadBytes` (413 above it), so an oversized unauthenticated request is refused
+/// early and an HMAC check sees the exact bytes; then `admin.auth` is checked (401). The
+/// handler gets the body it was checked with (docs/relay.md, "Admin API").
+async fn authenticate(
+    State(st): State<AppState>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let (parts, body) = req.into_parts();
+    let limit = st.cfg.admin.max_payload_bytes;
+    let body = match crate::sources::http::read_limited(&parts.headers, body, limit).await {
+        Ok(b) => b,
+        Err(true) => {
+            return err(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                format!("Request body exceeds {limit} bytes"),
+            )
+        }
+        Err(false) => return err(StatusCode::BAD_REQUEST, "The request body broke off"),
+    };
+    if let Err(r) = guard(&st, &parts.headers, &body) {
+        return r;
+    }
+    next.run(axum::extract::Request::from_parts(parts, body.into()))
+        .await
+}
+
+// The refusal is the response itself, handed back by the layer; boxing it would only add
+// an allocation on the refused path.
 #[allow(clippy::result_large_err)]
 fn guard(st: &AppState, headers: &HeaderMap, body: &[u8]) -> Result<(), Response> {
     let Some(auth) = &st.cfg.admin.auth else {
@@ -135,11 +146,7 @@ async fn list_dead(
     State(st): State<AppState>,
     Path(table): Path<String>,
     Query(q): Query<DeadQuery>,
-    headers: HeaderMap,
 ) -> Response {
-    if let Err(r) = guard(&st, &headers, b"") {
-        return r;
-    }
     let limit = q.limit.unwrap_or(100).min(1000);
     let table = match table.as_str() {
         "outbox" => DeadTable::Outbox,
@@ -188,10 +195,7 @@ struct ReplayBody {
 }
 
 /// `POST /admin/replay`: matching `sent`/`dead` outbox rows back to pending, `attempt = 0`.
-async fn replay_outbox(State(st): State<AppState>, headers: HeaderMap, body: Bytes) -> Response {
-    if let Err(r) = guard(&st, &headers, &body) {
-        return r;
-    }
+async fn replay_outbox(State(st): State<AppState>, body: Bytes) -> Response {
     let b: ReplayBody = match serde_json::from_slice(&body) {
         Ok(b) => b,
         Err(e) => return err(StatusCode::BAD_REQUEST, format!("Invalid request: {e}")),
@@ -221,15 +225,7 @@ async fn replay_outbox(State(st): State<AppState>, headers: HeaderMap, body: Byt
 
 /// `POST /admin/inbox/{id}/replay`: a new outbox row (new `X-Message-Id`) with the same
 /// `x-idempotency-key`, so receivers deduplicating on it see the repeat.
-async fn replay_inbox(
-    State(st): State<AppState>,
-    Path(id): Path<Uuid>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = guard(&st, &headers, &body) {
-        return r;
-    }
+async fn replay_inbox(State(st): State<AppState>, Path(id): Path<Uuid>) -> Response {
     let m = match st.store.inbox_row(id).await {
         Ok(Some(m)) => m,
         Ok(None) => return err(StatusCode::NOT_FOUND, "no such inbox row"),
@@ -248,14 +244,7 @@ async fn replay_inbox(
     }
 }
 
-async fn delete_outbox(
-    State(st): State<AppState>,
-    Path(id): Path<Uuid>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(r) = guard(&st, &headers, b"") {
-        return r;
-    }
+async fn delete_outbox(State(st): State<AppState>, Path(id): Path<Uuid>) -> Response {
     match st.store.delete_outbox(&[id]).await {
         Ok(n) => Json(json!({ "deleted": n })).into_response(),
         Err(e) => db_error(e),
@@ -266,15 +255,7 @@ async fn delete_outbox(
 /// `queuebox dead replay --table inbox` does (the relay forwards a push row again, a worker
 /// claims a pull row again). Unlike `/admin/inbox/{id}/replay`, which makes an outbox row from
 /// any inbox row, this is the retry a dead pull job needs. PostgreSQL only.
-async fn requeue_inbox(
-    State(st): State<AppState>,
-    Path(id): Path<Uuid>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = guard(&st, &headers, &body) {
-        return r;
-    }
+async fn requeue_inbox(State(st): State<AppState>, Path(id): Path<Uuid>) -> Response {
     match st.store.requeue_dead_inbox(&[id]).await {
         Ok(n) => {
             tracing::info!(inbox_id = %id, requeued = n, "admin requeue of a dead inbox row");
@@ -286,14 +267,7 @@ async fn requeue_inbox(
 
 /// `DELETE /admin/inbox/{id}`: deletes the inbox row if it is dead, as
 /// `queuebox dead delete --table inbox` does. PostgreSQL only.
-async fn delete_inbox(
-    State(st): State<AppState>,
-    Path(id): Path<Uuid>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(r) = guard(&st, &headers, b"") {
-        return r;
-    }
+async fn delete_inbox(State(st): State<AppState>, Path(id): Path<Uuid>) -> Response {
     match st.store.delete_dead(DeadTable::Inbox, &[id]).await {
         Ok(n) => Json(json!({ "deleted": n })).into_response(),
         Err(e) => db_error(e),
@@ -302,15 +276,7 @@ async fn delete_inbox(
 
 /// `POST /admin/cancel/{inbox|outbox}`: pending rows become `cancelled`, as `queuebox cancel`
 /// does; answers `{cancelled, inFlight, finished, push}`. PostgreSQL only.
-async fn cancel(
-    State(st): State<AppState>,
-    Path(table): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if let Err(r) = guard(&st, &headers, &body) {
-        return r;
-    }
+async fn cancel(State(st): State<AppState>, Path(table): Path<String>, body: Bytes) -> Response {
     // The body names the rows as the bindings do (`CancelTarget::from_json`: `id`, or `key`
     // or `aggregate` with `source` for the inbox, `key` with an optional `topic` for the
     // outbox); unknown fields are refused by name there.
@@ -348,36 +314,17 @@ struct PauseBody {
 /// `POST /admin/pause/{source|destination|topic}` with `{"name": …}`: what `queuebox pause`
 /// does; answers `{kind, name, paused}` (`paused: false` when it was paused already). An
 /// unknown name is a 404 naming it. PostgreSQL only.
-async fn pause(
-    State(st): State<AppState>,
-    Path(kind): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    pause_or_resume(st, kind, headers, body, true).await
+async fn pause(State(st): State<AppState>, Path(kind): Path<String>, body: Bytes) -> Response {
+    pause_or_resume(st, kind, body, true).await
 }
 
 /// `POST /admin/resume/{source|destination|topic}` with `{"name": …}`: answers
 /// `{kind, name, resumed}` (`resumed: false` when it was not paused).
-async fn resume(
-    State(st): State<AppState>,
-    Path(kind): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    pause_or_resume(st, kind, headers, body, false).await
+async fn resume(State(st): State<AppState>, Path(kind): Path<String>, body: Bytes) -> Response {
+    pause_or_resume(st, kind, body, false).await
 }
 
-async fn pause_or_resume(
-    st: AppState,
-    kind: String,
-    headers: HeaderMap,
-    body: Bytes,
-    pause: bool,
-) -> Response {
-    if let Err(r) = guard(&st, &headers, &body) {
-        return r;
-    }
+async fn pause_or_resume(st: AppState, kind: String, body: Bytes, pause: bool) -> Response {
     let kind = match PauseKind::parse(&kind) {
         Ok(k) => k,
         Err(e) => return err(StatusCode::NOT_FOUND, e.to_string()),
@@ -406,10 +353,7 @@ async fn pause_or_resume(
 }
 
 /// `GET /admin/paused`: `{paused: [{kind, name, pausedAt}]}`, read from the database.
-async fn list_paused(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(r) = guard(&st, &headers, b"") {
-        return r;
-    }
+async fn list_paused(State(st): State<AppState>) -> Response {
     match st.store.list_paused().await {
         Ok(rows) => Json(json!({ "paused": rows })).into_response(),
         Err(e) => db_error(e),
@@ -418,10 +362,7 @@ async fn list_paused(State(st): State<AppState>, headers: HeaderMap) -> Response
 
 /// `GET /admin/overview`: the console's "is anything stuck" numbers, per outbox topic and
 /// inbox source (`RelayStore::state_counts`).
-async fn overview(State(st): State<AppState>, headers: HeaderMap) -> Response {
-    if let Err(r) = guard(&st, &headers, b"") {
-        return r;
-    }
+async fn overview(State(st): State<AppState>) -> Response {
     match st.store.state_counts().await {
         Ok(rows) => Json(json!({ "rows": rows })).into_response(),
         Err(e) => db_error(e),
@@ -434,14 +375,7 @@ struct JourneyQuery {
 }
 
 /// `GET /admin/journey?q=<row id | source:key>`: what `queuebox inspect` prints, as JSON.
-async fn journey(
-    State(st): State<AppState>,
-    Query(q): Query<JourneyQuery>,
-    headers: HeaderMap,
-) -> Response {
-    if let Err(r) = guard(&st, &headers, b"") {
-        return r;
-    }
+async fn journey(State(st): State<AppState>, Query(q): Query<JourneyQuery>) -> Response {
     let target = match crate::operate::parse_target(q.q.trim()) {
         Ok(t) => t,
         Err(e) => return err(StatusCode::BAD_REQUEST, format!("q: {e}")),

@@ -412,7 +412,7 @@ fn ops_router(st: AppState) -> Router<AppState> {
         .route("/health/ready", get(ready))
         .route("/health", get(ready));
     if st.cfg.admin.enabled {
-        r = r.merge(crate::admin::router(st.cfg.admin.max_payload_bytes));
+        r = r.merge(crate::admin::router(&st));
     }
     r
 }

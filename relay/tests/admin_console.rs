@@ -240,3 +240,91 @@ async fn inbox_requeue_and_delete_touch_dead_rows_only() {
         "dead-1 (requeued) and live remain"
     );
 }
+
+/// Every admin API route is behind `admin.auth`: without the key each answers 401 and does
+/// nothing (the dead row stays); with it each reaches its handler (anything but 401). The
+/// console's page and its auth-scheme probe load without credentials, since the page is
+/// what asks for them.
+#[tokio::test]
+async fn every_admin_api_route_needs_the_key_and_the_console_page_does_not() {
+    let (url, store) = fresh_db("adminauth").await;
+    let config =
+        base_config(&url, "http://127.0.0.1:9").replace("outbox:\n", "outbox:\n  enabled: false\n");
+    let relay = Relay::start(&format!(
+        "{config}admin:
+  enabled: true
+  auth:
+    type: api-key
+    key: admin-key-2
+sources:
+  jobs:
+    path: /jobs
+    consumption: pull
+    idempotencyKeyHeader: X-Job-Id
+"
+    ))
+    .await;
+    let dead = "00000000-0000-7000-8000-000000000001";
+    exec(
+        &store,
+        &format!(
+            "INSERT INTO inbox (id, source, idempotency_key, payload, consumption, state)
+             VALUES ('{dead}', 'jobs', 'k1', '{{}}', 'pull', 'dead')"
+        ),
+    )
+    .await;
+    let routes: [(&str, String, &str); 13] = [
+        ("GET", "/admin/dead/inbox".into(), ""),
+        ("POST", "/admin/replay".into(), r#"{"topic":"t"}"#),
+        ("POST", format!("/admin/inbox/{dead}/replay"), "{}"),
+        ("DELETE", format!("/admin/outbox/{dead}"), ""),
+        ("POST", format!("/admin/inbox/{dead}/requeue"), ""),
+        ("DELETE", format!("/admin/inbox/{dead}"), ""),
+        ("POST", "/admin/cancel/inbox".into(), r#"{"source":"jobs"}"#),
+        ("GET", "/admin/paused".into(), ""),
+        ("POST", "/admin/pause/source".into(), r#"{"name":"jobs"}"#),
+        ("POST", "/admin/resume/source".into(), r#"{"name":"jobs"}"#),
+        (
+            "POST",
+            "/admin/transform/test".into(),
+            r#"{"expression":"1","payload":{}}"#,
+        ),
+        ("GET", "/admin/overview".into(), ""),
+        ("GET", format!("/admin/journey?id={dead}"), ""),
+    ];
+    let client = reqwest::Client::new();
+    let send = |method: &str, path: &str, body: &str, key: Option<&str>| {
+        let mut req = client
+            .request(method.parse().unwrap(), relay.url(path))
+            .header("content-type", "application/json")
+            .body(body.to_string());
+        if let Some(k) = key {
+            req = req.header("X-API-Key", k);
+        }
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    for (method, path, body) in &routes {
+        for key in [None, Some("wrong-key")] {
+            assert_eq!(
+                send(method, path, body, key).await,
+                401,
+                "{method} {path} with key {key:?}"
+            );
+        }
+    }
+    let (state,): (String,) = sqlx::query_as("SELECT state FROM inbox WHERE id = $1::uuid")
+        .bind(dead)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(state, "dead", "a refused request changed nothing");
+    for (method, path, body) in &routes {
+        let status = send(method, path, body, Some("admin-key-2")).await;
+        assert!(
+            status != 401 && status != 0,
+            "{method} {path} with the key answered {status}"
+        );
+    }
+    assert_eq!(relay.get("/console").await.0, 200);
+    assert_eq!(relay.get("/console/auth").await.0, 200);
+}
