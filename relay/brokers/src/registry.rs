@@ -3,8 +3,9 @@
 //! `type`), so adding a broker is its own module implementing [`BrokerKind`] (a
 //! [`SourceClient`](crate::client::SourceClient) and a
 //! [`PublisherClient`](crate::client::PublisherClient), all in [`crate::client`]) plus its
-//! line in [`KINDS`]; the keys it reads register in [`queuebox_config::brokers::KINDS`].
-//! proto-docs/brokers.md, "Adding a broker", walks through it.
+//! line in [`KINDS`]; the keys it reads live in [`queuebox_config::brokers`] (typed by the
+//! broker kind table of that crate's parser). proto-docs/brokers.md, "Adding a broker", walks
+//! through it.
 
 use crate::client::BrokerKind;
 use crate::error::BrokerError;
