@@ -37,6 +37,10 @@ pub fn router(st: &AppState) -> Router<AppState> {
         .route("/admin/transform/test", post(transform_test))
         .route("/admin/overview", get(overview))
         .route("/admin/journey", get(journey))
+        .route_layer(axum::middleware::from_fn_with_state(
+            st.clone(),
+            authenticate,
+        ))
         .merge(console::router())
         .layer(axum::extract::DefaultBodyLimit::max(limit))
 }
