@@ -128,11 +128,16 @@ async fn apply_online(conn: &mut sqlx::PgConnection, m: &Migration) -> Result<()
             .await
             .map_err(failed)?;
     }
+    record(conn, m).await
+}
+
+/// Writes `m`'s history row (version, name, checksum): applied, or recorded as a baseline.
+async fn record(conn: &mut sqlx::PgConnection, m: &Migration) -> Result<()> {
     sqlx::query(HISTORY_INSERT)
         .bind(m.version)
         .bind(m.name)
         .bind(m.checksum())
-        .execute(&mut *conn)
+        .execute(conn)
         .await
         .map_err(|e| db_err("migrate", e))?;
     Ok(())
@@ -167,13 +172,7 @@ async fn apply(
             .await
             .map_err(|e| db_err("migrate", e))?;
         for m in recorded {
-            sqlx::query(HISTORY_INSERT)
-                .bind(m.version)
-                .bind(m.name)
-                .bind(m.checksum())
-                .execute(&mut *tx)
-                .await
-                .map_err(|e| db_err("migrate", e))?;
+            record(&mut tx, m).await?;
             tracing::info!(migration = m.name, "recorded as applied (baseline)");
         }
         tx.commit().await.map_err(|e| db_err("migrate", e))?;
@@ -235,13 +234,7 @@ async fn apply(
             .map_err(|e| {
                 Error::Migration(format!("{} failed: {}", m.name, db_err("migrate", e)))
             })?;
-        sqlx::query(HISTORY_INSERT)
-            .bind(m.version)
-            .bind(m.name)
-            .bind(m.checksum())
-            .execute(&mut *tx)
-            .await
-            .map_err(|e| db_err("migrate", e))?;
+        record(&mut tx, m).await?;
         tx.commit().await.map_err(|e| db_err("migrate", e))?;
         tracing::info!(migration = m.name, "applied migration");
         report.applied.push(m.name.to_string());
