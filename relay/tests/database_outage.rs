@@ -203,7 +203,11 @@ async fn a_pull_worker_reports_the_database_down_once_and_resumes_when_it_return
         worker.stats().claim_errors >= 3
     })
     .await;
-    let down = logs.lines("the database is unreachable");
+    // The worker's outage line by its own words: the phrase "the database is unreachable"
+    // also stands inside the error text of other warnings (a completion in flight when the
+    // database stopped, retried), which a slow restart on a loaded machine lets in.
+    const DOWN: &str = "the database is unreachable; pull worker retrying";
+    let down = logs.lines(DOWN);
     assert_eq!(
         down.len(),
         1,
@@ -228,7 +232,7 @@ async fn a_pull_worker_reports_the_database_down_once_and_resumes_when_it_return
     })
     .await;
     assert_eq!(logs.lines("the database is reachable again").len(), 1);
-    assert_eq!(logs.lines("the database is unreachable").len(), 1);
+    assert_eq!(logs.lines(DOWN).len(), 1, "one outage, one warn line");
 
     stop.cancel();
     run.await.unwrap().unwrap();
