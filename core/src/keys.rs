@@ -468,6 +468,58 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_finds_the_key_of_its_chain_and_a_key_fits_its_column_or_is_refused() {
+        let headers = vec![("X-Key".to_string(), "k-1".to_string())];
+        let input = KeyInput {
+            body: b"{}",
+            json: None,
+            headers: &headers,
+            message_id: None,
+        };
+        let rule = AttributeRule {
+            key: vec![KeySource::Header {
+                name: "x-key".into(),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            rule.key(&input).unwrap(),
+            Some(("k-1".into(), KeyOrigin::Header))
+        );
+        // The column holds 255 characters (not bytes): 255 fit, 256 are refused by name.
+        let key = |n: usize| vec![("X-Key".to_string(), "é".repeat(n))];
+        let fits = key(MAX_KEY_CHARS);
+        let input = KeyInput {
+            headers: &fits,
+            ..input
+        };
+        assert_eq!(rule.key(&input).unwrap().unwrap().0.chars().count(), 255);
+        let too_long = key(MAX_KEY_CHARS + 1);
+        let input = KeyInput {
+            headers: &too_long,
+            ..input
+        };
+        let refused = rule.key(&input).unwrap_err().to_string();
+        assert!(refused.contains("256 characters"), "{refused}");
+    }
+
+    #[test]
+    fn booleans_and_numbers_are_keys_and_containers_are_not() {
+        for (value, key) in [
+            (json!(true), Some("true")),
+            (json!(false), Some("false")),
+            (json!(7), Some("7")),
+            (json!("  s  "), Some("s")),
+            (json!("   "), None),
+            (json!(null), None),
+            (json!([1]), None),
+            (json!({"a": 1}), None),
+        ] {
+            assert_eq!(scalar_text(&value).as_deref(), key, "{value}");
+        }
+    }
+
+    #[test]
     fn paths_parse_and_select() {
         let v = json!({"a": {"b c": [1, {"d": 515725.0}]}});
         let p = JsonPath::parse("$.a['b c'][1].d").unwrap();
