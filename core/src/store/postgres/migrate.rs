@@ -32,30 +32,24 @@ pub async fn run(store: &PgStore) -> Result<MigrationReport> {
 /// running them (`queuebox migrate --baseline`, for a schema applied by hand); refused,
 /// changing nothing, when the database has a history already.
 pub async fn run_with_baseline(store: &PgStore, baseline: Option<i32>) -> Result<MigrationReport> {
-    let mut conn = store
-        .pool()
-        .acquire()
-        .await
-        .map_err(|e| db_err("migrate", e))?;
-    take_lock(&mut conn).await?;
-    let result = apply(&mut conn, baseline, i32::MAX).await;
-    let _ = sqlx::query(MIGRATE_UNLOCK)
-        .bind(LOCK_KEY)
-        .execute(&mut *conn)
-        .await;
-    result
+    run_locked(store, baseline, i32::MAX).await
 }
 
 /// Applies the pending migrations up to and including version `last` only: a database
 /// at an older schema, for tests and benchmarks of what a later migration does to it.
 pub async fn run_to(store: &PgStore, last: i32) -> Result<MigrationReport> {
+    run_locked(store, None, last).await
+}
+
+/// [`apply`] on one connection under the migration lock, released whatever the outcome.
+async fn run_locked(store: &PgStore, baseline: Option<i32>, last: i32) -> Result<MigrationReport> {
     let mut conn = store
         .pool()
         .acquire()
         .await
         .map_err(|e| db_err("migrate", e))?;
     take_lock(&mut conn).await?;
-    let result = apply(&mut conn, None, last).await;
+    let result = apply(&mut conn, baseline, last).await;
     let _ = sqlx::query(MIGRATE_UNLOCK)
         .bind(LOCK_KEY)
         .execute(&mut *conn)
