@@ -657,21 +657,16 @@ async fn process(
             let secrets: Vec<&str> = st.secrets.iter().map(String::as_str).collect();
             let why = redact_error(&e.to_string(), &secrets);
             span.end("failure", Some(&why));
-            match after_publish_failure(st, row, &e) {
+            let decision = after_publish_failure(st, row, &e);
+            match decision {
                 Decision::Retry(delay) => {
                     tracing::warn!(messageId = %row.id, topic = %row.topic, attempt = row.attempt, error = %why, delay_ms = delay.as_millis() as u64, "delivery failed; retrying");
-                    finish(
-                        st,
-                        &c,
-                        st.store.retry_outbox(&c.claim, delay, &why).await,
-                        "failed",
-                    );
                 }
                 Decision::Dead => {
                     tracing::warn!(messageId = %row.id, topic = %row.topic, attempt = row.attempt, error = %why, "delivery failed; no attempts left, the row is dead");
-                    finish(st, &c, st.store.dead_outbox(&c.claim, &why).await, "dead");
                 }
             }
+            write_failure(st, &c, decision, &why).await;
         }
     }
     st.metrics.observe(
@@ -701,16 +696,19 @@ async fn write_stop(st: &AppState, stop: crate::transforms::Stop, c: &ClaimedOut
     } else {
         after_failure(st, &c.row)
     };
+    write_failure(st, c, decision, &stop.last_error).await;
+}
+
+/// Writes a failed attempt's `decision` with its `last_error`: back to pending after the
+/// delay (counted `failed`) or dead (counted `dead`). Publish and transform failures both.
+async fn write_failure(st: &AppState, c: &ClaimedOutbox, decision: Decision, why: &str) {
     match decision {
         Decision::Retry(delay) => {
-            let r = st
-                .store
-                .retry_outbox(&c.claim, delay, &stop.last_error)
-                .await;
+            let r = st.store.retry_outbox(&c.claim, delay, why).await;
             finish(st, c, r, "failed");
         }
         Decision::Dead => {
-            let r = st.store.dead_outbox(&c.claim, &stop.last_error).await;
+            let r = st.store.dead_outbox(&c.claim, why).await;
             finish(st, c, r, "dead");
         }
     }
