@@ -48,7 +48,7 @@ PY = os.environ.get("QB_PYTHON", "python3")  # an interpreter with the queuebox_
 # (`queuebox-peers-bench batch C`), so a wrapper runs at exactly the Rust worker's options.
 SYSTEMS = {
     "queuebox-rust": ([f"{BIN}/queuebox-peers-bench"], {}, QB, "dlc",
-                      "Rust core Worker, default options but concurrency (adaptive batch clamp(8c, 64, 10000))"),
+                      "Rust core Worker, default options but concurrency (adaptive batch max(clamp(8192/c, 256, 1024), 2c))"),
     "river": ([f"{BIN}/river"], {}, RIVER, "dlc",
               "defaults: FetchCooldown 100 ms, FetchPollInterval 1 s, LISTEN, async completer; MaxWorkers c; pgx pool 40"),
     "river-tuned": ([f"{BIN}/river"], {"RIVER_FETCH_COOLDOWN_MS": "1", "RIVER_FETCH_POLL_MS": "10"}, RIVER, "dl",
@@ -70,17 +70,23 @@ SYSTEMS = {
     # The bare-SQL ceiling: a sweep of batch x clients (ceiling_sweep), once per round.
     "ceiling-sql": ([f"{BIN}/queuebox-peers-bench"], {}, QB, "s",
                     "plain SKIP LOCKED claim + one completing UPDATE per batch, autocommit, on QueueBox's inbox; best of the batch x clients sweep, connections opened before timing"),
-    # Wrapper overhead (issue 39 item 3): the wrappers at their defaults (the hand-out batch,
-    # clamp(32c, 1024, 10000)), and every language at an explicit, equal batch.
+    # Wrapper overhead (issue 39 item 3): the wrappers at their defaults (the same adaptive
+    # batch as the Rust worker's), and every language at an explicit, equal batch.
     "queuebox-go": ([f"{BIN}/queuebox-go"], {}, QB, "d", "Go wrapper, default options but concurrency"),
     "queuebox-ts": (["node", f"{HERE}/node/queuebox-ts.js"], {}, QB, "d", "TypeScript wrapper, default options but concurrency"),
     "queuebox-py": ([PY, f"{HERE}/python/queuebox_py.py"], {}, QB, "d", "Python wrapper, default options but concurrency"),
 }
 for lang, prefix in (("rust", SYSTEMS["queuebox-rust"][0]), ("go", SYSTEMS["queuebox-go"][0]),
                      ("ts", SYSTEMS["queuebox-ts"][0]), ("py", SYSTEMS["queuebox-py"][0])):
-    for tag, b, what in (("brust", "rust-default", "the Rust worker's default batch for c (64/64/256 at c=1/8/32), explicit"),
-                         ("b1024", "1024", "batch 1024 explicit (the wrappers' default size)")):
+    for tag, b, what in (("brust", "rust-default", "the Rust worker's default batch for c, explicit"),
+                         ("b1024", "1024", "batch 1024 explicit (the default up to c=8)")):
         SYSTEMS[f"queuebox-{lang}-{tag}"] = (prefix, {"QB_BATCH": b}, QB, "d", f"{lang} at {what}, concurrency c")
+# A QueueBox build to compare with in the same rounds (a before/after of a core change):
+# PEERS_BASELINE_BIN is a queuebox-peers-bench built from the other commit, PEERS_BASELINE_NOTE
+# says which (benchmarks/peers.md, "Method").
+if os.environ.get("PEERS_BASELINE_BIN"):
+    SYSTEMS["queuebox-rust-baseline"] = ([os.environ["PEERS_BASELINE_BIN"]], {}, QB, "dlc",
+                                         os.environ.get("PEERS_BASELINE_NOTE", "Rust core Worker of the baseline build"))
 if ONLY:
     SYSTEMS = {k: v for k, v in SYSTEMS.items() if k in ONLY}
 

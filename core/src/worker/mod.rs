@@ -24,8 +24,7 @@ use uuid::Uuid;
 
 pub use metrics::{WorkerMetrics, WorkerStats};
 pub use options::{
-    default_batch, default_hand_out_batch, WorkerOptions, MAX_BATCH_SIZE, MIN_DEFAULT_BATCH,
-    MIN_HAND_OUT_BATCH,
+    default_batch, WorkerOptions, MAX_BATCH_SIZE, MAX_DEFAULT_BATCH, MIN_DEFAULT_BATCH,
 };
 pub use run::{HandlerError, Outcome};
 pub use task::{Task, TxGuard};

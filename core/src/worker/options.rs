@@ -20,8 +20,6 @@ pub struct WorkerOptions {
     /// with [`WorkerOptions::batch`]. Within it a worker holds what its handlers consume
     /// while claims run, measured as it goes: the whole batch for fast handlers, about
     /// `concurrency` rows for slow ones (`worker::prefetch`).
-    /// A [`WorkerOptions::hand_out`] worker's adaptive batch is larger
-    /// ([`default_hand_out_batch`]).
     pub batch_size: Option<u32>,
     /// Handlers running at once (default 1); effectively at most [`WorkerOptions::batch`].
     pub concurrency: u32,
@@ -49,7 +47,7 @@ pub struct WorkerOptions {
     /// `concurrency` handlers at once (the Node and Python bindings set this; default false).
     /// Up to the whole batch may then be handed out, so that one crossing carries many rows
     /// even at concurrency 1; `concurrency` stays the handlers' count, which sizes the
-    /// adaptive batch ([`default_hand_out_batch`]) and the prefetch within it, from the
+    /// adaptive batch ([`default_batch`]) and the prefetch within it, from the
     /// handler times the loop reports ([`crate::Worker::handlers_took`]); an unset
     /// `batch_size` stays adaptive, with completions beside it. (Before this flag those
     /// wrappers passed the batch as `concurrency` and the resolved batch as an explicit
@@ -67,47 +65,37 @@ pub struct WorkerOptions {
 /// The largest batch, explicit or adaptive.
 pub const MAX_BATCH_SIZE: u32 = 10_000;
 
-/// The smallest adaptive batch: what a worker with up to 8 handlers may hold.
-pub const MIN_DEFAULT_BATCH: u32 = 64;
+/// The adaptive batch's floor at high concurrency, and its ceiling at low concurrency.
+pub const MIN_DEFAULT_BATCH: u32 = 256;
+pub const MAX_DEFAULT_BATCH: u32 = 1024;
 
-/// The batch of a worker that sets none: `clamp(8 × concurrency, 64, 10000)`.
+/// The batch of a worker that sets none, the same in every language:
+/// `max(clamp(8192 / concurrency, 256, 1024), 2 × concurrency)`, at most 10000
+/// (1024 up to 8 handlers, 512 at 16, 256 from 32 to 128, then two rows per handler).
 ///
 /// A worker never holds more than a batch of rows, so the batch bounds the rows in its
-/// pipeline (claimed and waiting, running, being completed) and, by Little's law, its rate:
-/// at a batch of `concurrency` the handlers idle while each claim and each completion
-/// statement runs. 8× is where a batch sweep stops gaining (benchmarks/peers.md): a larger
-/// batch adds little while a worker would hold rows that other workers cannot take and that
-/// a crash strands until recovery. The floor is 64 rather than a batch of a few rows: one
-/// handler spends most of its time waiting for claim and completion statements, and the
-/// batch is what overlaps them. A large batch no longer
-/// means many held rows: within the batch a worker holds what its measured handler and
-/// claim times call for (`worker::prefetch`), about `concurrency` rows for slow handlers,
-/// so the floor only lets fast handlers run ahead. 64 keeps the batch monotonic in
-/// `concurrency` (8 × 8) and a crashed worker's stranded rows few. The ceiling is the
-/// largest explicit batch.
-pub fn default_batch(concurrency: u32) -> u32 {
-    concurrency
-        .saturating_mul(8)
-        .clamp(MIN_DEFAULT_BATCH, MAX_BATCH_SIZE)
-}
-
-/// The smallest adaptive batch of a [`WorkerOptions::hand_out`] worker.
-pub const MIN_HAND_OUT_BATCH: u32 = 1024;
-
-/// The batch of a [`WorkerOptions::hand_out`] worker that sets none:
-/// `clamp(32 × concurrency, 1024, 10000)`.
+/// pipeline (claimed and waiting, running, being completed) and, by Little's law, its rate.
+/// The numbers are where the drains of benchmarks/peers.md peak on the reference 2-core
+/// machine: a plain `SKIP LOCKED` claim + complete on QueueBox's table is fastest at 1024
+/// rows per claim, and the Rust worker drained 1.36–1.48× faster at 1024 than at 64 with
+/// 1 and 8 handlers, but 0.87× at 32 handlers, where 256 was better for the Rust worker
+/// and the Python and TypeScript wrappers alike. Hence a batch that shrinks as handlers grow
+/// (about 8192 rows in flight over all handlers), down to 256, and never fewer than two rows
+/// per handler, so that many slow handlers all find work.
 ///
-/// A language's loop adds its own time per row (tens of microseconds in CPython, against
-/// microseconds for the Rust worker), so while it works through one hand-out the next claim
-/// and the previous completions must already be on their way: the pipeline needs more rows
-/// than the Rust worker's. The multiplier and the floor are where the wrappers' drain stopped
-/// gaining in the benchmarks (benchmarks/nodepy.md). Only fast handlers fill
-/// it: within the batch the worker holds what its reported handler times call for
-/// (`worker::prefetch`), about `concurrency` rows for slow ones.
-pub fn default_hand_out_batch(concurrency: u32) -> u32 {
-    concurrency
-        .saturating_mul(32)
-        .clamp(MIN_HAND_OUT_BATCH, MAX_BATCH_SIZE)
+/// A large batch does not mean many held rows: within it a worker holds what its measured
+/// handler and claim times call for (`worker::prefetch`), about `concurrency` rows for slow
+/// handlers, so the batch only lets fast handlers run ahead, and a crashed worker strands
+/// few slow rows. A [`WorkerOptions::hand_out`] wrapper (Go, C#, TypeScript, Python) gets
+/// the same batch: its loop's own time per row is covered by the prefetch it reports times
+/// for. (Before, the Rust worker defaulted to `clamp(8c, 64, 10000)` and the wrappers to
+/// `clamp(32c, 1024, 10000)`, so each language was fastest at a different concurrency and
+/// the Rust worker was the slow one at low concurrency.)
+pub fn default_batch(concurrency: u32) -> u32 {
+    let per_handler = (8192 / concurrency.max(1)).clamp(MIN_DEFAULT_BATCH, MAX_DEFAULT_BATCH);
+    per_handler
+        .max(concurrency.saturating_mul(2))
+        .min(MAX_BATCH_SIZE)
 }
 
 impl WorkerOptions {
@@ -174,12 +162,10 @@ impl WorkerOptions {
     }
 
     /// The batch in force: the explicit `batch_size`, else [`default_batch`] of
-    /// `concurrency` ([`default_hand_out_batch`] for a hand-out worker).
+    /// `concurrency`.
     pub fn batch(&self) -> u32 {
-        self.batch_size.unwrap_or_else(|| match self.hand_out {
-            true => default_hand_out_batch(self.concurrency),
-            false => default_batch(self.concurrency),
-        })
+        self.batch_size
+            .unwrap_or_else(|| default_batch(self.concurrency))
     }
 
     /// How many rows being completed a worker may hold beside its batch: none with an
@@ -242,13 +228,20 @@ mod tests {
     }
 
     #[test]
-    fn an_unset_batch_is_eight_per_handler_between_64_and_10000() {
-        assert_eq!(WorkerOptions::new("s").batch(), 64);
-        let got: Vec<u32> = [1, 2, 8, 32, 1250, 5000, u32::MAX]
+    fn an_unset_batch_shrinks_from_1024_to_256_then_is_two_rows_per_handler() {
+        assert_eq!(WorkerOptions::new("s").batch(), 1024);
+        let got: Vec<u32> = [1, 2, 8, 9, 16, 32, 128, 129, 400, 4999, 5000, u32::MAX]
             .iter()
             .map(|&c| with(None, c).batch())
             .collect();
-        assert_eq!(got, [64, 64, 64, 256, 10_000, 10_000, 10_000]);
+        assert_eq!(
+            got,
+            [1024, 1024, 1024, 910, 512, 256, 256, 258, 800, 9998, 10_000, 10_000]
+        );
+        // Never fewer rows than handlers: every slot of a slow queue finds work.
+        for c in 1..3000 {
+            assert!(with(None, c).batch() >= c, "concurrency {c}");
+        }
     }
 
     #[test]
@@ -272,11 +265,13 @@ mod tests {
             hand_out: true,
             ..with(batch_size, concurrency)
         };
-        let got: Vec<u32> = [1, 8, 32, 64, 313, 1000]
-            .iter()
-            .map(|&c| hand_out(None, c).batch())
-            .collect();
-        assert_eq!(got, [1024, 1024, 1024, 2048, 10_000, 10_000]);
+        for c in [1, 8, 32, 64, 313, 1000] {
+            assert_eq!(
+                hand_out(None, c).batch(),
+                with(None, c).batch(),
+                "one default"
+            );
+        }
         let o = hand_out(None, 8);
         assert_eq!(
             (o.effective_concurrency(), o.handler_slots()),

@@ -79,8 +79,8 @@ namespace QueueBox.Inbox
         [DllImport(Lib, CallingConvention = CallingConvention.Cdecl)]
         internal static extern int qb_tasks_complete(IntPtr[] tasks, UIntPtr len, TasksDoneCallback cb, IntPtr userData, out IntPtr error);
 
-        /// <summary>The most tasks one crossing takes (a claim of the default batch at
-        /// MaxConcurrency 32 or less is 1024); the core hands out no more than it holds.</summary>
+        /// <summary>The most tasks one crossing takes (the default batch is at most 1024 up to
+        /// MaxConcurrency 512); the core hands out no more than it holds.</summary>
         internal const int MaxBatch = 1024;
 
         /// <summary>Copies a batch's tasks and messages out and frees the batch. The messages
