@@ -989,13 +989,14 @@ async fn a_blocked_completion_frees_the_slot_but_shutdown_waits_for_it() {
 async fn with_the_adaptive_batch_claims_overlap_completions_up_to_twice_the_batch() {
     let (store, url) = fresh_store("overlap").await;
     let pool = store.pool().clone();
-    insert_pull_rows(&pool, "s", 200, |_| None).await;
     let opts = WorkerOptions {
         concurrency: 1,
         ..fast_opts("s")
     };
     assert_eq!(opts.batch_size, None);
     let batch = opts.batch() as usize;
+    // More rows than twice the batch, so that the cap, not the queue, stops the worker.
+    insert_pull_rows(&pool, "s", 2 * batch + 100, |_| None).await;
     let w = Worker::connect(&url, opts).await.unwrap();
     let mut lock = pool.begin().await.unwrap();
     let mut completions = Vec::new();
