@@ -20,11 +20,11 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use super::message_fields::{check_timing, JsonMessage};
+use super::message_fields::{check_timing, json_rows, JsonMessage, RowFields};
 use super::placeholder::{render, Marker, Placeholder};
 use super::{Expect, Statement};
 use crate::error::{Error, Result};
@@ -296,28 +296,14 @@ fn render_enqueue(
     backend: Backend,
     ids: Vec<Uuid>,
 ) -> Result<Statement> {
-    if messages.is_empty() {
-        return Err(Error::InvalidInput(
-            "messages must hold at least one message".into(),
-        ));
-    }
-    if ids.len() != messages.len() {
-        return Err(Error::InvalidInput(format!(
-            "ids: {} ids for {} messages",
-            ids.len(),
-            messages.len()
-        )));
-    }
-    let mut rows = Vec::with_capacity(messages.len());
-    for (i, (m, id)) in messages.iter().zip(&ids).enumerate() {
-        m.validate(&format!("messages[{i}]"))?;
-        rows.push(row_json(*id, m, backend));
-    }
+    let rows = json_rows(messages, &ids, EnqueueMessage::validate, |_, id, m| {
+        row_json(id, m, backend)
+    })?;
     let (text, marker) = match backend {
         Backend::Postgres => (sql::postgres::ENQUEUE, Marker::Dollar),
         Backend::SqlServer => (sql::sqlserver::ENQUEUE, Marker::AtP),
     };
-    let param = Some(Value::Array(rows).to_string());
+    let param = Some(rows);
     let (sql, params) = match style {
         Some(style) => render(text, marker, style, &[param]),
         None => (text.to_string(), vec![param]),
@@ -333,23 +319,7 @@ fn render_enqueue(
 /// One element of the statement's JSON array. PostgreSQL reads payload and headers as
 /// `jsonb`; SQL Server's `OPENJSON … WITH` reads them as text, so they travel as JSON text.
 fn row_json(id: Uuid, m: &EnqueueMessage, backend: Backend) -> Value {
-    let headers = Value::Object(m.headers.clone());
-    let (payload, headers) = match backend {
-        Backend::Postgres => (m.payload.clone(), headers),
-        Backend::SqlServer => (
-            Value::String(m.payload.to_string()),
-            Value::String(headers.to_string()),
-        ),
-    };
-    let scheduled_at = m.scheduled_at.map(|t| match backend {
-        Backend::Postgres => t.to_rfc3339_opts(SecondsFormat::Micros, true),
-        // DATETIME2 columns hold UTC without an offset.
-        Backend::SqlServer => t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
-    });
-    let delay_ms = match (&scheduled_at, m.delay) {
-        (Some(_), _) => None,
-        (None, d) => Some(d.map_or(0, |d| d.as_millis() as u64)),
-    };
+    let f = RowFields::new(&m.payload, &m.headers, m.scheduled_at, m.delay, backend);
     // The key is made here, not by the database, so that the statement is the whole rule.
     let key = m
         .given_key()
@@ -360,15 +330,15 @@ fn row_json(id: Uuid, m: &EnqueueMessage, backend: Backend) -> Value {
     json!({
         "aggregate_id": m.aggregate_id,
         "correlation_id": m.correlation_id,
-        "delay_ms": delay_ms,
+        "delay_ms": f.delay_ms,
         "event_type": m.event_type,
-        "headers": headers,
+        "headers": f.headers,
         "id": id,
         "idempotency_key": key,
         "max_attempts": m.max_attempts,
-        "payload": payload,
+        "payload": f.payload,
         "priority": m.priority,
-        "scheduled_at": scheduled_at,
+        "scheduled_at": f.scheduled_at,
         "source": m.source,
     })
 }

@@ -1,13 +1,16 @@
 //! What a published outbox message and an enqueued pull message share: the fields a wrapper's
-//! JSON message is read from (`OutboxMessage::from_json`, `EnqueueMessage::from_json`) and the
-//! timing rules both validate, so the two cannot drift apart in wording or bounds.
+//! JSON message is read from (`OutboxMessage::from_json`, `EnqueueMessage::from_json`), the
+//! timing rules both validate, and how both statements carry their rows (one JSON array,
+//! payload, headers and times in each backend's form), so the two cannot drift apart.
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
+use chrono::{DateTime, SecondsFormat, Utc};
 use serde_json::{Map, Value};
+use uuid::Uuid;
 
 use crate::error::{Error, Result};
+use crate::store::Backend;
 
 /// The longest delay: its seconds must fit SQL Server's `DATEADD` (an `INT`).
 pub(super) const MAX_DELAY_MS: u64 = i32::MAX as u64 * 1000;
@@ -142,6 +145,82 @@ impl<'a> JsonMessage<'a> {
                     })?
                     .with_timezone(&Utc),
             )),
+        }
+    }
+}
+
+/// The statement's one parameter: a JSON array of one row per message, each validated at
+/// `messages[i]` (the first bad one fails the whole statement) and built by `row` with its
+/// index and its id. `ids` holds one id per message.
+pub(super) fn json_rows<M>(
+    messages: &[M],
+    ids: &[Uuid],
+    validate: impl Fn(&M, &str) -> Result<()>,
+    row: impl Fn(usize, Uuid, &M) -> Value,
+) -> Result<String> {
+    if messages.is_empty() {
+        return Err(Error::InvalidInput(
+            "messages must hold at least one message".into(),
+        ));
+    }
+    if ids.len() != messages.len() {
+        return Err(Error::InvalidInput(format!(
+            "ids: {} ids for {} messages",
+            ids.len(),
+            messages.len()
+        )));
+    }
+    let mut rows = Vec::with_capacity(messages.len());
+    for (i, (m, id)) in messages.iter().zip(ids).enumerate() {
+        validate(m, &format!("messages[{i}]"))?;
+        rows.push(row(i, *id, m));
+    }
+    Ok(Value::Array(rows).to_string())
+}
+
+/// A row's payload, headers and timing as the backend's statement reads them.
+pub(super) struct RowFields {
+    pub payload: Value,
+    pub headers: Value,
+    /// The scheduled time, if any: RFC 3339 for PostgreSQL, offset-less UTC for SQL Server's
+    /// `DATETIME2`.
+    pub scheduled_at: Option<String>,
+    /// The delay in milliseconds (0 when none), absent when a time is scheduled.
+    pub delay_ms: Option<u64>,
+}
+
+impl RowFields {
+    /// PostgreSQL reads payload and headers as `jsonb`; SQL Server's `OPENJSON … WITH` reads
+    /// them as text, so they travel as JSON text.
+    pub(super) fn new(
+        payload: &Value,
+        headers: &Map<String, Value>,
+        scheduled_at: Option<DateTime<Utc>>,
+        delay: Option<Duration>,
+        backend: Backend,
+    ) -> RowFields {
+        let headers = Value::Object(headers.clone());
+        let (payload, headers) = match backend {
+            Backend::Postgres => (payload.clone(), headers),
+            Backend::SqlServer => (
+                Value::String(payload.to_string()),
+                Value::String(headers.to_string()),
+            ),
+        };
+        let scheduled_at = scheduled_at.map(|t| match backend {
+            Backend::Postgres => t.to_rfc3339_opts(SecondsFormat::Micros, true),
+            // DATETIME2 columns hold UTC without an offset.
+            Backend::SqlServer => t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
+        });
+        let delay_ms = match (&scheduled_at, delay) {
+            (Some(_), _) => None,
+            (None, d) => Some(d.map_or(0, |d| d.as_millis() as u64)),
+        };
+        RowFields {
+            payload,
+            headers,
+            scheduled_at,
+            delay_ms,
         }
     }
 }

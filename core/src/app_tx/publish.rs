@@ -4,11 +4,11 @@
 
 use std::time::Duration;
 
-use chrono::{DateTime, SecondsFormat, Utc};
+use chrono::{DateTime, Utc};
 use serde_json::{json, Map, Value};
 use uuid::Uuid;
 
-use super::message_fields::{check_timing, JsonMessage};
+use super::message_fields::{check_timing, json_rows, JsonMessage, RowFields};
 use super::placeholder::{render, Marker, Placeholder};
 use super::{Expect, Statement};
 use crate::error::{Error, Result};
@@ -203,29 +203,15 @@ fn render_publish(
     names: &Names,
     ids: Vec<Uuid>,
 ) -> Result<Statement> {
-    if messages.is_empty() {
-        return Err(Error::InvalidInput(
-            "messages must hold at least one message".into(),
-        ));
-    }
-    if ids.len() != messages.len() {
-        return Err(Error::InvalidInput(format!(
-            "ids: {} ids for {} messages",
-            ids.len(),
-            messages.len()
-        )));
-    }
-    let mut rows = Vec::with_capacity(messages.len());
-    for (i, (m, id)) in messages.iter().zip(&ids).enumerate() {
-        m.validate(&format!("messages[{i}]"))?;
-        rows.push(row_json(i, *id, m, backend));
-    }
+    let rows = json_rows(messages, &ids, OutboxMessage::validate, |n, id, m| {
+        row_json(n, id, m, backend)
+    })?;
     let (sql, marker) = match backend {
         Backend::Postgres => (sql::postgres::PUBLISH, Marker::Dollar),
         Backend::SqlServer => (sql::sqlserver::PUBLISH, Marker::AtP),
     };
     let sql = names.render(backend, sql);
-    let (sql, params) = render(&sql, marker, style, &[Some(Value::Array(rows).to_string())]);
+    let (sql, params) = render(&sql, marker, style, &[Some(rows)]);
     Ok(Statement {
         sql,
         params,
@@ -234,39 +220,22 @@ fn render_publish(
     })
 }
 
-/// One element of the statement's JSON array. PostgreSQL reads payload and headers as
-/// `jsonb`; SQL Server's `OPENJSON … WITH` reads them as text, so they travel as JSON text.
+/// One element of the statement's JSON array.
 fn row_json(n: usize, id: Uuid, m: &OutboxMessage, backend: Backend) -> Value {
-    let headers = Value::Object(m.headers.clone());
-    let (payload, headers) = match backend {
-        Backend::Postgres => (m.payload.clone(), headers),
-        Backend::SqlServer => (
-            Value::String(m.payload.to_string()),
-            Value::String(headers.to_string()),
-        ),
-    };
-    let scheduled_at = m.scheduled_at.map(|t| match backend {
-        Backend::Postgres => t.to_rfc3339_opts(SecondsFormat::Micros, true),
-        // DATETIME2 columns hold UTC without an offset.
-        Backend::SqlServer => t.format("%Y-%m-%dT%H:%M:%S%.6f").to_string(),
-    });
-    let delay_ms = match (&scheduled_at, m.delay) {
-        (Some(_), _) => None,
-        (None, d) => Some(d.map_or(0, |d| d.as_millis() as u64)),
-    };
+    let f = RowFields::new(&m.payload, &m.headers, m.scheduled_at, m.delay, backend);
     // Keys in alphabetical order: the text is the same whether or not serde_json keeps
     // insertion order (a workspace build turns `preserve_order` on), so the conformance
     // vectors hold in every build.
     json!({
         "aggregate_type": m.aggregate_type,
-        "delay_ms": delay_ms,
-        "headers": headers,
+        "delay_ms": f.delay_ms,
+        "headers": f.headers,
         "id": id,
         "key": m.key,
         "max_attempts": m.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS),
         "n": n,
-        "payload": payload,
-        "scheduled_at": scheduled_at,
+        "payload": f.payload,
+        "scheduled_at": f.scheduled_at,
         "topic": m.topic,
     })
 }
