@@ -75,6 +75,8 @@
 //! one aggregate keep their order whatever their priorities. [`app_tx`] renders the same
 //! statement for every other driver and language.
 
+#![forbid(unsafe_code)]
+
 pub mod app_tx;
 pub mod backend;
 pub mod backoff;

@@ -4,6 +4,8 @@
 //! applies the database migrations; `inspect`, `dead list|replay|delete` and `cancel` are the
 //! operator's look at one message, at dead rows and at pending rows (`operate`).
 
+#![forbid(unsafe_code)]
+
 mod admin;
 mod app;
 mod app_name;

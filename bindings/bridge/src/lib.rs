@@ -24,6 +24,8 @@
 //! into its own typed error (a `QB_ERR_*` status, a JavaScript `Error` whose `code` is the
 //! kind name, a Python exception class per kind).
 
+#![forbid(unsafe_code)]
+
 pub mod app_tx;
 pub mod conformance;
 pub mod database;

@@ -17,6 +17,8 @@
 //! | [`tls_check`] | why a broker's certificate was refused, when the client library does not say (Kafka) |
 //! | [`rabbitmq`], [`nats`], [`kafka`] | the clients: source loop and publisher per broker, and its [`client::BrokerKind`] |
 
+#![forbid(unsafe_code)]
+
 pub mod client;
 pub mod config;
 pub mod error;

@@ -43,6 +43,8 @@
 //! `outbox.pollIntervalMs`, `QUEUEBOX_DESTINATIONS_MY__API_BASEURL` →
 //! `destinations.my_api.baseUrl`, `QUEUEBOX_ROUTES_0_TOPICPATTERN` → `routes[0].topicPattern`.
 
+#![forbid(unsafe_code)]
+
 mod auth;
 pub mod brokers;
 mod checks;

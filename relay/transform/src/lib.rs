@@ -38,6 +38,8 @@
 //! # Ok::<(), queuebox_transform::CompileError>(())
 //! ```
 
+#![forbid(unsafe_code)]
+
 mod admin_test;
 mod context;
 mod error;
