@@ -19,7 +19,41 @@ function coreOptions(opts: WorkerOptions<unknown>): Record<string, unknown> {
     out.concurrency = maxConcurrency;
   }
   for (const [k, v] of Object.entries(out)) if (v === undefined) delete out[k];
+  if (Array.isArray(out.schedules)) out.schedules.forEach(checkScheduleNumbers);
   return out;
+}
+
+/**
+ * Refuses the numbers of `schedules[i]` that JSON cannot carry: `JSON.stringify` writes NaN
+ * and ±Infinity as `null` (the core would read the field as unset and blame the schedule as a
+ * whole, or take the default priority) and throws a bare TypeError on a bigint.
+ */
+function checkScheduleNumbers(s: unknown, i: number): void {
+  if (s === null || typeof s !== "object") return; // the core names `schedules[i]`
+  for (const k of ["everyMs", "priority"] as const) {
+    const v = (s as Record<string, unknown>)[k];
+    if (typeof v === "number" && !Number.isFinite(v)) {
+      throw new ConfigError(`invalid configuration at \`schedules[${i}].${k}\`: must be a finite number, got ${v}`);
+    }
+    if (typeof v === "bigint") throw new ConfigError(`invalid configuration at \`schedules[${i}].${k}\`: must be a number, not a bigint`);
+  }
+}
+
+/**
+ * The core's configuration error in this API's names: the core calls a schedule's interval
+ * `every` (Go's, C#'s and Python's name for it); here it is `everyMs`. A schedule that has
+ * an `every` key of its own keeps the name (the core refuses that key as written).
+ */
+function tsNames(e: unknown, schedules: unknown): unknown {
+  if (!(e instanceof ConfigError)) return e;
+  const text = e.message.replace(/`schedules\[(\d+)\]\.every`/g, (name, i: string) => {
+    const s = Array.isArray(schedules) ? schedules[Number(i)] : undefined;
+    return s !== null && typeof s === "object" && "every" in s ? name : `\`schedules[${i}].everyMs\``;
+  });
+  if (text === e.message) return e;
+  const renamed = new ConfigError(text);
+  renamed.stack = e.stack?.replace(e.message, text);
+  return renamed;
 }
 
 /**
@@ -120,7 +154,11 @@ export class Worker<T = unknown> {
     // What run() passes: the options as given, so that an unset batch stays the core's
     // adaptive one (not the resolved number, which the core reads as explicit).
     this.coreJson = JSON.stringify(core);
-    this.options = JSON.parse(callSync(() => native.resolveOptions(this.coreJson)));
+    try {
+      this.options = JSON.parse(callSync(() => native.resolveOptions(this.coreJson)));
+    } catch (e) {
+      throw tsNames(e, core.schedules);
+    }
     this.databaseUrl = options.databaseUrl;
     this.logger = options.logger ?? consoleLogger;
     registerLogger(this.options.source, options.logger);

@@ -41,14 +41,40 @@ test("a 200 ms schedule enqueues each tick once and the worker's handler receive
   assert.equal((ms.at(-1) - ms[0]) / 200 + 1, ms.length, `ticks missing or doubled: ${ms}`);
 });
 
-test("a bad schedule is refused, the core naming its field", () => {
-  assert.throws(
-    () => new Worker({ databaseUrl: env.url, source: "s", schedules: [{ name: "a", source: "s", cron: "not a cron" }] }),
-    (e) => e instanceof ConfigError && e.message.includes("schedules[0].cron"),
-  );
-  assert.throws(
-    () => new Worker({ databaseUrl: env.url, source: "s", schedules: [{ name: "a", source: "s", everyMs: 10 }] }),
-    // The core names the interval `schedules[0].every` here (its JSON key is `everyMs`).
-    (e) => e instanceof ConfigError && e.message.includes("schedules[0].every"),
-  );
+test("a bad schedule is refused naming the field as written here (`everyMs`, not the core's `every`)", () => {
+  const refusal = (schedules) => {
+    try {
+      new Worker({ databaseUrl: env.url, source: "s", schedules });
+    } catch (e) {
+      assert.ok(e instanceof ConfigError, String(e));
+      return e.message;
+    }
+    assert.fail(`accepted ${JSON.stringify(schedules)}`);
+  };
+  const ok = { name: "a", source: "s", everyMs: 1000, payload: {} };
+  for (const [bad, field] of [
+    [{ everyMs: 10 }, "everyMs"], // the core's own error names `every`
+    [{ everyMs: 99 }, "everyMs"],
+    [{ everyMs: 1.5 }, "everyMs"],
+    [{ everyMs: -1000 }, "everyMs"],
+    [{ everyMs: "1s" }, "everyMs"],
+    [{ everyMs: Number.NaN }, "everyMs"], // JSON would send null: "set exactly one of" the schedule
+    [{ everyMs: Infinity }, "everyMs"],
+    [{ everyMs: 1000n }, "everyMs"], // JSON.stringify would throw a TypeError naming nothing
+    [{ priority: Number.NaN }, "priority"], // JSON would send null: priority 0, silently
+    [{ priority: 40000 }, "priority"],
+    [{ everyMs: undefined, cron: "not a cron" }, "cron"],
+    [{ everyMs: undefined, cron: "0 9 * * *", timeZone: "Mars/Olympus" }, "timeZone"],
+    [{ timeZone: "UTC" }, "timeZone"],
+    [{ missed: "all" }, "missed"],
+    [{ headers: { h: 1 } }, "headers"],
+    [{ source: "" }, "source"],
+    [{ name: "" }, "name"],
+    [{ every: 1000 }, "every"], // a key this API does not have is named as written, too
+  ]) {
+    // The second schedule is the bad one, so the index is checked as well.
+    const message = refusal([ok, { ...ok, name: "b", ...bad }]);
+    assert.ok(message.includes(`\`schedules[1].${field}\``), `${JSON.stringify(bad, (_k, v) => (typeof v === "bigint" ? `${v}n` : v))}: ${message}`);
+  }
+  assert.match(refusal([{ name: "a", source: "s", payload: {} }]), /`schedules\[0\]`: set exactly one of `cron` and `everyMs`/);
 });
