@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Node.js / TypeScript client: installs Node (Debian) if missing, the npm dev dependencies
 # (npm ci: @napi-rs/cli, typescript, and the drivers the application-transaction tests use,
-# pg, knex, drizzle-orm, postgres (postgres.js) and kysely, and the observability tests'
+# pg, knex, drizzle-orm, postgres (postgres.js), kysely and Prisma (prisma, @prisma/client,
+# @prisma/adapter-pg: the tests generate a Prisma project's client, no engine binary), and the observability tests'
 # prom-client and OpenTelemetry SDK, which the package itself only names as optional peers), builds the native addon from bindings/node with `napi build`,
 # builds the ESM and CommonJS outputs, and runs `node --test` against the real PostgreSQL
 # (each test file creates and migrates its own database), the worker's TLS test against a

@@ -7,7 +7,9 @@
  * used), and postgres.js (its `sql` or the `sql` of `sql.begin(async (sql) => …)`: a
  * function with `unsafe` and `begin` or `savepoint`) and Kysely on node-postgres (a `Kysely`
  * or the `trx` of `db.transaction().execute(async (trx) => …)`: an object with
- * `executeQuery` and `isTransaction`; `kysely` is imported only when one is used). Each driver only runs the SQL text the
+ * `executeQuery` and `isTransaction`; `kysely` is imported only when one is used), and
+ * Prisma (a `PrismaClient` or the `tx` of `prisma.$transaction(async (tx) => …)`: an object
+ * with `$executeRawUnsafe` and `$queryRawUnsafe`). Each driver only runs the SQL text the
  * core rendered in its placeholder style and
  * reports how many rows it affected; none of them writes SQL.
  */
@@ -59,14 +61,26 @@ export interface KyselyQueryable {
   readonly isTransaction: boolean;
 }
 
+/**
+ * What Prisma offers: the `PrismaClient` or the `tx` of `prisma.$transaction(async (tx) =>
+ * …)` (an interactive transaction), which has no `$connect` / `$disconnect`. Its raw calls
+ * bind the core's parameters (never interpolated).
+ */
+export interface PrismaQueryable {
+  // Typed loosely on purpose: Prisma's own signatures are generated per schema.
+  $executeRawUnsafe: (query: string, ...values: never[]) => PromiseLike<unknown>;
+  $queryRawUnsafe: (query: string, ...values: never[]) => PromiseLike<unknown>;
+  $disconnect?: (...args: never[]) => unknown;
+}
+
 /** A connection or transaction of the application's driver. */
-export type AppDb = PgQueryable | KnexQueryable | DrizzleQueryable | PostgresJsQueryable | KyselyQueryable;
+export type AppDb = PgQueryable | KnexQueryable | DrizzleQueryable | PostgresJsQueryable | KyselyQueryable | PrismaQueryable;
 
 /** The core's placeholder style names (`queuebox_core::app_tx::Placeholder`). */
 export type Placeholder = "dollar" | "question";
 
 export interface Driver {
-  readonly name: "pg" | "knex" | "drizzle" | "postgres.js" | "kysely";
+  readonly name: "pg" | "knex" | "drizzle" | "postgres.js" | "kysely" | "prisma";
   /** The style the core renders this driver's SQL in. */
   readonly placeholder: Placeholder;
   /** Runs one rendered statement; resolves to the rows it affected. */
@@ -137,6 +151,37 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
       rows: async (text, params) => {
         const rows = await unsafe(text, params);
         if (!Array.isArray(rows)) throw new InvalidInput("invalid input: db: postgres.js did not return rows");
+        return rows as Record<string, unknown>[];
+      },
+    };
+  }
+  if (
+    db !== null &&
+    typeof db === "object" &&
+    typeof (db as { $executeRawUnsafe?: unknown }).$executeRawUnsafe === "function" &&
+    typeof (db as { $queryRawUnsafe?: unknown }).$queryRawUnsafe === "function"
+  ) {
+    const prisma = db as PrismaQueryable;
+    // An interactive transaction's client lacks the client's lifecycle methods; on the
+    // client itself every raw call runs on any connection of its pool and commits at once.
+    if (transaction && typeof prisma.$disconnect === "function") {
+      throw new InvalidInput("invalid input: db: a PrismaClient commits every statement on its own; pass the tx of prisma.$transaction(async (tx) => …)");
+    }
+    const executeRaw = prisma.$executeRawUnsafe as unknown as (q: string, ...values: unknown[]) => PromiseLike<unknown>;
+    const queryRaw = prisma.$queryRawUnsafe as unknown as (q: string, ...values: unknown[]) => PromiseLike<unknown>;
+    return {
+      name: "prisma",
+      placeholder: "dollar",
+      run: async (text, params) => {
+        const n = await executeRaw.call(prisma, text, ...params);
+        if (typeof n !== "number") throw new InvalidInput("invalid input: db: Prisma's $executeRawUnsafe did not resolve to a row count");
+        return n;
+      },
+      rows: async (text, params) => {
+        // Prisma reads int8 as bigint and keeps uuid and boolean as they are: what the
+        // callers' reading of the result takes.
+        const rows = await queryRaw.call(prisma, text, ...params);
+        if (!Array.isArray(rows)) throw new InvalidInput("invalid input: db: Prisma's $queryRawUnsafe did not return rows");
         return rows as Record<string, unknown>[];
       },
     };
@@ -217,7 +262,7 @@ export function driverOf(db: unknown, { transaction = false } = {}): Driver {
     };
   }
   throw new InvalidInput(
-    `invalid input: db: expected a node-postgres Client/PoolClient, a Knex transaction, a Drizzle tx, a Kysely trx or a postgres.js sql.begin transaction, got ${describe(db)}`,
+    `invalid input: db: expected a node-postgres Client/PoolClient, a Knex transaction, a Drizzle tx, a Kysely trx, a postgres.js sql.begin transaction or a Prisma $transaction tx, got ${describe(db)}`,
   );
 }
 

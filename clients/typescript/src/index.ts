@@ -21,7 +21,7 @@ export {
   type EnqueueMessage,
   type Enqueued,
 } from "./app-tx.js";
-export type { AppDb, KnexQueryable, PgQueryable, DrizzleQueryable, PostgresJsQueryable, KyselyQueryable } from "./drivers.js";
+export type { AppDb, KnexQueryable, PgQueryable, DrizzleQueryable, PostgresJsQueryable, KyselyQueryable, PrismaQueryable } from "./drivers.js";
 export {
   QueueBoxError,
   ClaimLost,

@@ -1,20 +1,32 @@
 // The application's own transaction: completeTx / publish / publishMany on the
 // drivers users run, node-postgres (a PoolClient inside BEGIN … COMMIT), Knex
-// (knex.transaction) and Drizzle ORM on node-postgres (db.transaction), against a real
-// PostgreSQL through the real native addon. Every behaviour runs once per driver.
+// (knex.transaction), Drizzle ORM on node-postgres (db.transaction) and Prisma
+// (prisma.$transaction, in a Prisma project generated for this file: test/prisma-project.mjs),
+// against a real PostgreSQL through the real native addon. Every behaviour runs once per
+// driver.
 import { after, before, test } from "node:test";
 import assert from "node:assert/strict";
+import { execFileSync } from "node:child_process";
+import { writeFileSync } from "node:fs";
+import { createRequire } from "node:module";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
 import pg from "pg";
 import knexFactory from "knex";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { sql as dsql } from "drizzle-orm";
 import { ClaimLost, completeTx, InvalidInput, publish, publishMany, QueueBoxError, Worker } from "../dist/esm/index.js";
 import { countState, enqueue, freshDatabase, states, waitFor } from "./helpers.mjs";
+import { prismaProject } from "./prisma-project.mjs";
+
+const root = join(dirname(fileURLToPath(import.meta.url)), "..");
 
 let env;
 let pool;
 let knex;
 let orm;
+let project;
+let prisma;
 /** Statements Drizzle ran that touched the outbox (its logger sees each one). */
 let drizzleOutboxStatements = 0;
 before(async () => {
@@ -26,6 +38,8 @@ before(async () => {
   pool.on("error", () => {});
   knex = knexFactory({ client: "pg", connection: env.url, pool: { min: 0, max: 4 } });
   orm = drizzle(pool, { logger: { logQuery: (q) => (/outbox/i.test(q) ? drizzleOutboxStatements++ : 0) } });
+  project = await prismaProject();
+  prisma = new project.PrismaClient({ adapter: new project.PrismaPg({ connectionString: env.url, max: 4 }) });
 });
 const running = [];
 after(async () => {
@@ -33,6 +47,8 @@ after(async () => {
   await Promise.allSettled(running.map((r) => r.done));
   await pool?.end();
   await knex?.destroy();
+  await prisma?.$disconnect();
+  project?.remove();
   await env?.drop();
 });
 
@@ -61,6 +77,13 @@ const DRIVERS = [
     name: "drizzle",
     inTx: (fn) => orm.transaction(fn),
     insert: (tx, id, note) => tx.execute(dsql`INSERT INTO orders_seen (inbox_id, note) VALUES (${id}, ${note})`),
+  },
+  {
+    name: "prisma",
+    // Interactive transactions end after 5 s by default; the lost-lease tests wait inside one
+    // for a second worker.
+    inTx: (fn) => prisma.$transaction(fn, { maxWait: 10000, timeout: 60000 }),
+    insert: (tx, id, note) => tx.orderSeen.create({ data: { inboxId: id, note } }),
   },
 ];
 
@@ -301,6 +324,14 @@ for (const d of DRIVERS) {
         const counted = { query: (...args) => (statements++, db.query(...args)) };
         return publishMany(counted, messages);
       }
+      if (d.name === "prisma") {
+        // The real tx, counted the same way: its raw calls are all publishMany has.
+        const counted = {
+          $executeRawUnsafe: (...args) => (statements++, db.$executeRawUnsafe(...args)),
+          $queryRawUnsafe: (...args) => (statements++, db.$queryRawUnsafe(...args)),
+        };
+        return publishMany(counted, messages);
+      }
       if (d.name === "drizzle") {
         const before = drizzleOutboxStatements;
         try {
@@ -353,13 +384,15 @@ for (const d of DRIVERS) {
   });
 }
 
-test("publish on a pg Pool, the Knex instance or the Drizzle database commits at once (no transaction of the application's)", async () => {
+test("publish on a pg Pool, the Knex instance, the Drizzle database or the PrismaClient commits at once (no transaction of the application's)", async () => {
   const a = await publish(pool, "autocommit.pool", { n: 1 });
   const [b] = await publishMany(knex, [{ topic: "autocommit.knex", payload: { n: 2 } }]);
   const c = await publish(orm, "autocommit.drizzle", { n: 3 });
+  const d = await publish(prisma, "autocommit.prisma", { n: 4 });
   assert.equal((await outboxRow(a)).topic, "autocommit.pool");
   assert.equal((await outboxRow(b)).topic, "autocommit.knex");
   assert.equal((await outboxRow(c)).topic, "autocommit.drizzle");
+  assert.equal((await outboxRow(d)).topic, "autocommit.prisma");
 });
 
 test("publish refuses an object that is no driver, naming db", async () => {
@@ -376,6 +409,7 @@ test("completeTx refuses what is not a transaction, and a message no handler rec
     errors.pool = await completeTx(pool, m).catch((e) => e);
     errors.knex = await completeTx(knex, m).catch((e) => e);
     errors.drizzle = await completeTx(orm, m).catch((e) => e);
+    errors.prisma = await completeTx(prisma, m).catch((e) => e);
     errors.copy = await inPgTx((c) => completeTx(c, { ...m })).catch((e) => e);
   });
   await waitFor(async () => (await countState(env.db, source, "processed")) === 1, 10000, "processed by the worker");
@@ -383,6 +417,10 @@ test("completeTx refuses what is not a transaction, and a message no handler rec
   assert.ok(errors.pool instanceof InvalidInput && /db: a pg Pool/.test(errors.pool.message), String(errors.pool));
   assert.ok(errors.knex instanceof InvalidInput && /db: a Knex instance/.test(errors.knex.message), String(errors.knex));
   assert.ok(errors.drizzle instanceof InvalidInput && /db: a Drizzle database/.test(errors.drizzle.message), String(errors.drizzle));
+  assert.ok(
+    errors.prisma instanceof InvalidInput && /db: a PrismaClient .*prisma\.\$transaction\(async \(tx\)/.test(errors.prisma.message),
+    String(errors.prisma),
+  );
   assert.ok(errors.copy instanceof InvalidInput && /\bmessage\b/.test(errors.copy.message), String(errors.copy));
   assert.ok(errors.copy instanceof QueueBoxError);
 });
@@ -458,4 +496,35 @@ test("one task, one transaction: completeTx after tx.execute is refused, and tx.
   // Each row was completed by the transaction it used, with its write.
   assert.deepEqual(await seenNotes(first), ["wrapper tx"]);
   assert.deepEqual(await seenNotes(second), ["app tx"]);
+});
+
+test("prisma: the tx of prisma.$transaction and the PrismaClient type-check where the functions take db", () => {
+  // Against the types Prisma generated for the project's schema, as an application compiles.
+  writeFileSync(
+    join(project.dir, "check.mts"),
+    `import { PrismaClient } from "./generated/prisma/index.js";
+import { completeTx, enqueue, publish, type InboxMessage } from ${JSON.stringify(join(root, "dist", "esm", "index.js"))};
+declare const prisma: PrismaClient;
+declare const message: InboxMessage<{ total: number }>;
+export async function handle(): Promise<void> {
+  await prisma.$transaction(async (tx) => {
+    await tx.orderSeen.create({ data: { inboxId: message.id, note: "typed" } });
+    await completeTx(tx, message);
+    await publish(tx, "orders.seen", { id: message.id });
+    await enqueue(tx, "orders", { total: message.payload.total });
+  });
+  await publish(prisma, "orders.seen", {});
+}
+`,
+  );
+  const tsc = createRequire(import.meta.url).resolve("typescript/bin/tsc");
+  const args = [
+    tsc, "--noEmit", "--strict", "--module", "NodeNext", "--moduleResolution", "NodeNext", "--target", "ES2022",
+    "--types", "node", "--skipLibCheck", join(project.dir, "check.mts"),
+  ];
+  try {
+    execFileSync(process.execPath, args, { stdio: "pipe", cwd: project.dir });
+  } catch (e) {
+    assert.fail(`the Prisma check does not type-check:\n${e.stdout ?? ""}${e.stderr ?? ""}`);
+  }
 });

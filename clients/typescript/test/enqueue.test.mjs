@@ -1,6 +1,7 @@
 // Enqueue in the application's transaction: enqueue / enqueueMany on
-// node-postgres (a PoolClient inside BEGIN … COMMIT), Knex (knex.transaction) and Drizzle ORM
-// (db.transaction), against a real PostgreSQL through the real native addon. The rows of
+// node-postgres (a PoolClient inside BEGIN … COMMIT), Knex (knex.transaction), Drizzle ORM
+// (db.transaction) and Prisma (prisma.$transaction, in a Prisma project generated for this
+// file: test/prisma-project.mjs), against a real PostgreSQL through the real native addon. The rows of
 // every driver are then claimed by one real Worker, so a row that only looks stored but is
 // not claimable fails here too.
 import { after, before, test } from "node:test";
@@ -10,21 +11,28 @@ import knexFactory from "knex";
 import { drizzle } from "drizzle-orm/node-postgres";
 import { enqueue, enqueueMany, InvalidInput, Worker } from "../dist/esm/index.js";
 import { freshDatabase, waitFor } from "./helpers.mjs";
+import { prismaProject } from "./prisma-project.mjs";
 
 let env;
 let pool;
 let knex;
 let orm;
+let project;
+let prisma;
 before(async () => {
   env = await freshDatabase("enqueue");
   pool = new pg.Pool({ connectionString: env.url, max: 4 });
   pool.on("error", () => {}); // the database drop at teardown terminates idle clients
   knex = knexFactory({ client: "pg", connection: env.url, pool: { min: 0, max: 4 } });
   orm = drizzle(pool);
+  project = await prismaProject();
+  prisma = new project.PrismaClient({ adapter: new project.PrismaPg({ connectionString: env.url, max: 4 }) });
 });
 after(async () => {
   await pool?.end();
   await knex?.destroy();
+  await prisma?.$disconnect();
+  project?.remove();
   await env?.drop();
 });
 
@@ -48,6 +56,7 @@ const DRIVERS = [
   { name: "pg", inTx: inPgTx },
   { name: "knex", inTx: (fn) => knex.transaction(fn) },
   { name: "drizzle", inTx: (fn) => orm.transaction(fn) },
+  { name: "prisma", inTx: (fn) => prisma.$transaction(fn, { maxWait: 10000, timeout: 60000 }) },
 ];
 
 class Rollback extends Error {}
