@@ -5,8 +5,8 @@
 
 use std::ffi::c_char;
 
-use crate::boundary::{clear_out, guard, handle_ref, into_c_string, opt_str_arg, str_arg};
-use crate::error::{Failure, QbError, QbStatus};
+use crate::boundary::{clear_out, guard, handle_ref, into_c_string, opt_str_arg, out_arg, str_arg};
+use crate::error::{QbError, QbStatus};
 use crate::task::QbTask;
 
 /// The task's fenced completion for the application's transaction, as JSON
@@ -30,11 +30,9 @@ pub unsafe extern "C" fn qb_task_completion_statement(
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         let placeholder = str_arg(placeholder, "placeholder")?;
-        if out_json.is_null() {
-            return Err(Failure::invalid("out_json is NULL"));
-        }
+        let out = out_arg(out_json, "out_json")?;
         let json = queuebox_bridge::app_tx::completion_statement(t.task(), placeholder)?;
-        *out_json = into_c_string(json);
+        out.put(into_c_string(json));
         Ok(())
     })
 }
@@ -138,10 +136,8 @@ unsafe fn render_statement(
         let backend = opt_str_arg(backend, "backend")?;
         let messages = str_arg(messages_json, "messages_json")?;
         let placeholder = str_arg(placeholder, "placeholder")?;
-        if out_json.is_null() {
-            return Err(Failure::invalid("out_json is NULL"));
-        }
-        *out_json = into_c_string(render(backend, messages, placeholder)?);
+        let out = out_arg(out_json, "out_json")?;
+        out.put(into_c_string(render(backend, messages, placeholder)?));
         Ok(())
     })
 }

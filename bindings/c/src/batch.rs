@@ -10,7 +10,9 @@ use queuebox_core::{Task, Worker};
 use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
-use crate::boundary::{block, guard, handle_ref, into_c_string, spawn, Outcome, SendPtr};
+use crate::boundary::{
+    block, guard, handle_ref, into_c_string, out_arg, release, spawn, Outcome, SendPtr,
+};
 use crate::error::{Failure, QbError, QbStatus};
 use crate::task::QbTask;
 
@@ -168,11 +170,9 @@ pub(crate) unsafe fn hand_out_blocking<B: HandOut>(
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
         let max = max_arg(max)?;
-        if out_batch.is_null() {
-            return Err(Failure::invalid("out_batch is NULL"));
-        }
+        let out = out_arg(out_batch, "out_batch")?;
         let tasks = block(&w.handle, next_tasks(w.worker.clone(), max))?;
-        *out_batch = Box::into_raw(B::build(tasks, &w.handle));
+        out.put(Box::into_raw(B::build(tasks, &w.handle)));
         Ok(())
     })
 }
@@ -219,17 +219,14 @@ pub unsafe extern "C" fn qb_worker_next_batch_blocking(
 /// `batch` is NULL or a batch the library returned and not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn qb_task_batch_free(batch: *mut QbTaskBatch) {
-    if batch.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    release(batch, |batch| {
         let b = Box::from_raw(batch);
         let messages = Box::from_raw(ptr::slice_from_raw_parts_mut(b.messages_json, b.len));
         for m in messages.iter() {
             crate::boundary::qb_string_free(*m);
         }
         drop(Box::from_raw(ptr::slice_from_raw_parts_mut(b.tasks, b.len)));
-    }));
+    });
 }
 
 /// What a batched finish needs from `len` handles: a clone of each core task (each holds

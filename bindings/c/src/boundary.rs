@@ -1,5 +1,6 @@
-//! What every export goes through: the panic guard, argument checks, the blocking and the
-//! callback paths, and the library's string buffers.
+//! What every export goes through: the panic guard, argument and out-parameter checks, the
+//! blocking and the callback paths, the NULL-safe release every `qb_*_free` shares, and the
+//! library's string buffers.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::future::Future;
@@ -93,14 +94,40 @@ pub(crate) fn opt_str_arg<'a>(p: *const c_char, what: &str) -> Outcome<Option<&'
     }
 }
 
-/// Writes `value` through an out-parameter, or fails when the pointer is NULL.
-pub(crate) fn write_out<T>(out: *mut T, value: T, what: &str) -> Outcome<()> {
+/// A required out-parameter, checked non-NULL; [`Out::put`] writes it.
+pub(crate) struct Out<T>(*mut T);
+
+impl<T> Out<T> {
+    /// Writes `value` without reading what the storage held before.
+    pub(crate) fn put(self, value: T) {
+        // SAFETY: `out_arg` let only non-NULL out-parameters through, and those point at
+        // writable storage for one T.
+        unsafe { self.0.write(value) }
+    }
+}
+
+/// A required out-parameter, or an error naming it. Taken before the call does its work, so
+/// that a NULL out-parameter fails the call without running it (and losing its result).
+pub(crate) fn out_arg<T>(out: *mut T, what: &str) -> Outcome<Out<T>> {
     if out.is_null() {
         return Err(Failure::invalid(format!("{what} is NULL")));
     }
-    // SAFETY: non-NULL out-parameters point at writable storage for one T.
-    unsafe { out.write(value) };
+    Ok(Out(out))
+}
+
+/// Writes `value` through a required out-parameter, or fails when the pointer is NULL.
+pub(crate) fn write_out<T>(out: *mut T, value: T, what: &str) -> Outcome<()> {
+    out_arg(out, what)?.put(value);
     Ok(())
+}
+
+/// Writes an optional out-parameter when the caller passed one; `value` is made only then,
+/// so nothing is allocated for a caller who did not ask.
+pub(crate) fn write_opt_out<T>(out: *mut T, value: impl FnOnce() -> T) {
+    if !out.is_null() {
+        // SAFETY: non-NULL out-parameters point at writable storage for one T.
+        unsafe { out.write(value()) };
+    }
 }
 
 /// Clears an optional out-parameter so that it never holds garbage after a failure.
@@ -116,6 +143,17 @@ pub(crate) fn into_c_string(s: String) -> *mut c_char {
     crate::error::cstring(s).into_raw()
 }
 
+/// What every `qb_*_free` does around its own release: NULL is ignored, and a panic while
+/// releasing stays inside the library (a free returns nothing to report it with).
+///
+/// # Safety
+/// `p` is NULL or a pointer the library handed out and the caller has not freed.
+pub(crate) unsafe fn release<T>(p: *mut T, free: impl FnOnce(*mut T)) {
+    if !p.is_null() {
+        let _ = catch_unwind(AssertUnwindSafe(|| free(p)));
+    }
+}
+
 /// Releases a string returned by the library (message JSON, query rows, vector output).
 /// NULL is ignored.
 ///
@@ -123,7 +161,5 @@ pub(crate) fn into_c_string(s: String) -> *mut c_char {
 /// `s` is NULL or a string the library returned and not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn qb_string_free(s: *mut c_char) {
-    if !s.is_null() {
-        let _ = catch_unwind(|| drop(CString::from_raw(s)));
-    }
+    release(s, |s| drop(CString::from_raw(s)));
 }

@@ -15,6 +15,7 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 
 use crate::batch::{hand_out, hand_out_blocking, HandOut};
+use crate::boundary::release;
 use crate::error::{QbError, QbStatus};
 use crate::task::QbTask;
 
@@ -314,12 +315,9 @@ pub unsafe extern "C" fn qb_worker_next_messages_blocking(
 /// `batch` is NULL or a batch the library returned and not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn qb_message_batch_free(batch: *mut QbMessageBatch) {
-    if batch.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    release(batch, |batch| {
         let b = Box::from_raw(batch);
         drop(Box::from_raw(b.storage as *mut Storage));
         drop(Box::from_raw(ptr::slice_from_raw_parts_mut(b.tasks, b.len)));
-    }));
+    });
 }

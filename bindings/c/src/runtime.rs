@@ -1,10 +1,11 @@
 //! `qb_runtime`: the tokio runtime every worker, task and callback of a process runs on.
 
+use std::ffi::c_char;
 use std::time::Duration;
 
 use tokio::runtime::{Handle, Runtime};
 
-use crate::boundary::{clear_out, guard, write_out};
+use crate::boundary::{clear_out, guard, handle_ref, out_arg, release, str_arg, Outcome};
 use crate::error::{Failure, QbError, QbStatus};
 
 /// A multi-threaded tokio runtime owned by the caller. Callbacks fire on its threads.
@@ -22,6 +23,16 @@ impl QbRuntime {
     }
 }
 
+/// The runtime and the database URL every call that connects starts from, checked in this
+/// order (`qb_worker_new*`, `qb_migrate*`, `qb_cancel*`).
+pub(crate) fn runtime_and_url(
+    runtime: *const QbRuntime,
+    database_url: *const c_char,
+) -> Outcome<(Handle, String)> {
+    let handle = handle_ref(runtime, "runtime")?.handle();
+    Ok((handle, str_arg(database_url, "database_url")?.to_string()))
+}
+
 /// Starts a runtime with `worker_threads` threads (0: two). Free it with
 /// `qb_runtime_free` after every worker and task made on it.
 ///
@@ -35,9 +46,7 @@ pub unsafe extern "C" fn qb_runtime_new(
 ) -> QbStatus {
     clear_out(out_runtime);
     guard(out_error, || {
-        if out_runtime.is_null() {
-            return Err(Failure::invalid("out_runtime is NULL"));
-        }
+        let out = out_arg(out_runtime, "out_runtime")?;
         let threads = if worker_threads == 0 {
             2
         } else {
@@ -53,11 +62,8 @@ pub unsafe extern "C" fn qb_runtime_new(
                 code: None,
                 message: format!("cannot start the runtime: {e}"),
             })?;
-        write_out(
-            out_runtime,
-            Box::into_raw(Box::new(QbRuntime { rt: Some(rt) })),
-            "out_runtime",
-        )
+        out.put(Box::into_raw(Box::new(QbRuntime { rt: Some(rt) })));
+        Ok(())
     })
 }
 
@@ -69,10 +75,7 @@ pub unsafe extern "C" fn qb_runtime_new(
 /// `runtime` is NULL or a runtime from `qb_runtime_new` not yet freed.
 #[no_mangle]
 pub unsafe extern "C" fn qb_runtime_free(runtime: *mut QbRuntime) {
-    if runtime.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    release(runtime, |runtime| {
         let mut boxed = Box::from_raw(runtime);
         if let Some(rt) = boxed.rt.take() {
             if Handle::try_current().is_ok() {
@@ -81,5 +84,5 @@ pub unsafe extern "C" fn qb_runtime_free(runtime: *mut QbRuntime) {
                 rt.shutdown_timeout(Duration::from_secs(5));
             }
         }
-    }));
+    });
 }

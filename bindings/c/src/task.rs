@@ -11,8 +11,8 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::boundary::{
-    block, clear_out, guard, handle_ref, into_c_string, opt_str_arg, spawn, str_arg, write_out,
-    Outcome, SendPtr,
+    block, clear_out, guard, handle_ref, into_c_string, opt_str_arg, out_arg, release, spawn,
+    str_arg, write_opt_out, write_out, Outcome, SendPtr,
 };
 use crate::callbacks::{QbCountCallback, QbDoneCallback, QbStringCallback};
 use crate::error::{Failure, QbError, QbStatus};
@@ -69,15 +69,12 @@ impl QbTask {
 /// `task` is NULL or a task not yet freed, with no call on it still executing.
 #[no_mangle]
 pub unsafe extern "C" fn qb_task_free(task: *mut QbTask) {
-    if task.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    release(task, |task| {
         let t = Box::from_raw(task);
         let _enter = t.handle.enter();
         t.settled.cancel();
         drop(t.task);
-    }));
+    });
 }
 
 /// The message of the task as a JSON object (`id`, `source`, `idempotencyKey`,
@@ -96,10 +93,7 @@ pub unsafe extern "C" fn qb_task_message(
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         let json = queuebox_bridge::json::message_to_text(t.task.message());
-        if out_json.is_null() {
-            return Err(Failure::invalid("out_json is NULL"));
-        }
-        *out_json = into_c_string(json);
+        out_arg(out_json, "out_json")?.put(into_c_string(json));
         Ok(())
     })
 }
@@ -177,16 +171,14 @@ pub unsafe extern "C" fn qb_task_wait_cancelled_blocking(
 ) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        if out_cancelled.is_null() {
-            return Err(Failure::invalid("out_cancelled is NULL"));
-        }
+        let out = out_arg(out_cancelled, "out_cancelled")?;
         let (cancel, settled, handle) = (
             t.task.cancelled().clone(),
             t.settled.clone(),
             t.handle.clone(),
         );
-        let c = block(&handle, wait_cancelled(cancel, settled))?;
-        write_out(out_cancelled, c, "out_cancelled")
+        out.put(block(&handle, wait_cancelled(cancel, settled))?);
+        Ok(())
     })
 }
 
@@ -275,9 +267,7 @@ pub unsafe extern "C" fn qb_task_execute_blocking(
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         let n = block(&t.handle, execute(t, sql, params_json)?)?;
-        if !out_rows_affected.is_null() {
-            *out_rows_affected = n;
-        }
+        write_opt_out(out_rows_affected, || n);
         Ok(())
     })
 }
@@ -330,11 +320,9 @@ pub unsafe extern "C" fn qb_task_query_blocking(
     clear_out(out_rows_json);
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        if out_rows_json.is_null() {
-            return Err(Failure::invalid("out_rows_json is NULL"));
-        }
+        let out = out_arg(out_rows_json, "out_rows_json")?;
         let rows = block(&t.handle, query(t, sql, params_json)?)?;
-        *out_rows_json = into_c_string(rows);
+        out.put(into_c_string(rows));
         Ok(())
     })
 }

@@ -3,13 +3,15 @@
 use std::ffi::{c_char, c_void};
 
 use serde_json::Value;
+use tokio::runtime::Handle;
 
 use crate::boundary::{
-    block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, Outcome, SendPtr,
+    block, clear_out, guard, into_c_string, out_arg, spawn, str_arg, write_opt_out, Outcome,
+    SendPtr,
 };
 use crate::callbacks::QbStringCallback;
 use crate::error::{Failure, QbError, QbStatus};
-use crate::runtime::QbRuntime;
+use crate::runtime::{runtime_and_url, QbRuntime};
 
 /// Runs one case of a `proto-docs/vectors/*.json` file through the core
 /// (`queuebox_bridge::conformance::evaluate`): `kind` is the file's `kind`, `input_json` a
@@ -30,11 +32,9 @@ pub unsafe extern "C" fn qb_conformance_evaluate(
         let kind = str_arg(kind, "kind")?;
         let input: Value = serde_json::from_str(str_arg(input_json, "input_json")?)
             .map_err(|e| Failure::invalid(format!("input_json is not valid JSON: {e}")))?;
-        if out_json.is_null() {
-            return Err(Failure::invalid("out_json is NULL"));
-        }
-        let out = queuebox_bridge::conformance::evaluate(kind, &input)?;
-        *out_json = into_c_string(out.to_string());
+        let out = out_arg(out_json, "out_json")?;
+        let output = queuebox_bridge::conformance::evaluate(kind, &input)?;
+        out.put(into_c_string(output.to_string()));
         Ok(())
     })
 }
@@ -42,7 +42,7 @@ pub unsafe extern "C" fn qb_conformance_evaluate(
 /// Runs `fut` on the runtime and hands its text to `callback` (or frees it when there is
 /// no callback): the async shape of `qb_migrate` and `qb_cancel`.
 fn spawn_string(
-    handle: &tokio::runtime::Handle,
+    handle: &Handle,
     fut: impl std::future::Future<Output = Outcome<String>> + Send + 'static,
     callback: QbStringCallback,
     user_data: *mut c_void,
@@ -87,8 +87,7 @@ pub unsafe extern "C" fn qb_migrate(
     out_error: *mut *mut QbError,
 ) -> QbStatus {
     guard(out_error, || {
-        let handle = handle_ref(runtime, "runtime")?.handle();
-        let url = str_arg(database_url, "database_url")?.to_string();
+        let (handle, url) = runtime_and_url(runtime, database_url)?;
         spawn_string(&handle, migrate(url), callback, user_data);
         Ok(())
     })
@@ -107,24 +106,24 @@ pub unsafe extern "C" fn qb_migrate_blocking(
 ) -> QbStatus {
     clear_out(out_report_json);
     guard(out_error, || {
-        let handle = handle_ref(runtime, "runtime")?.handle();
-        let url = str_arg(database_url, "database_url")?.to_string();
+        let (handle, url) = runtime_and_url(runtime, database_url)?;
         let report = block(&handle, migrate(url))?;
-        if !out_report_json.is_null() {
-            *out_report_json = into_c_string(report);
-        }
+        write_opt_out(out_report_json, || into_c_string(report));
         Ok(())
     })
 }
 
 /// The arguments of `qb_cancel*`, read before anything runs.
 unsafe fn cancel_args(
+    runtime: *const QbRuntime,
     database_url: *const c_char,
     table: *const c_char,
     target_json: *const c_char,
-) -> Result<(String, String, String), Failure> {
+) -> Outcome<(Handle, String, String, String)> {
+    let (handle, url) = runtime_and_url(runtime, database_url)?;
     Ok((
-        str_arg(database_url, "database_url")?.to_string(),
+        handle,
+        url,
         str_arg(table, "table")?.to_string(),
         str_arg(target_json, "target_json")?.to_string(),
     ))
@@ -157,8 +156,7 @@ pub unsafe extern "C" fn qb_cancel(
     out_error: *mut *mut QbError,
 ) -> QbStatus {
     guard(out_error, || {
-        let handle = handle_ref(runtime, "runtime")?.handle();
-        let (url, table, target) = cancel_args(database_url, table, target_json)?;
+        let (handle, url, table, target) = cancel_args(runtime, database_url, table, target_json)?;
         spawn_string(&handle, cancel(url, table, target), callback, user_data);
         Ok(())
     })
@@ -180,12 +178,9 @@ pub unsafe extern "C" fn qb_cancel_blocking(
 ) -> QbStatus {
     clear_out(out_counts_json);
     guard(out_error, || {
-        let handle = handle_ref(runtime, "runtime")?.handle();
-        let (url, table, target) = cancel_args(database_url, table, target_json)?;
-        if out_counts_json.is_null() {
-            return Err(Failure::invalid("out_counts_json is NULL"));
-        }
-        *out_counts_json = into_c_string(block(&handle, cancel(url, table, target))?);
+        let (handle, url, table, target) = cancel_args(runtime, database_url, table, target_json)?;
+        let out = out_arg(out_counts_json, "out_counts_json")?;
+        out.put(into_c_string(block(&handle, cancel(url, table, target))?));
         Ok(())
     })
 }

@@ -8,11 +8,12 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 
 use crate::boundary::{
-    block, clear_out, guard, handle_ref, into_c_string, spawn, str_arg, write_out, Outcome, SendPtr,
+    block, clear_out, guard, handle_ref, into_c_string, out_arg, release, spawn, str_arg,
+    write_opt_out, write_out, Outcome, SendPtr,
 };
 use crate::callbacks::QbCountCallback;
 use crate::error::{Failure, QbError, QbStatus};
-use crate::runtime::QbRuntime;
+use crate::runtime::{runtime_and_url, QbRuntime};
 use crate::task::QbTask;
 
 /// A pull worker. Thread-safe: any thread may call any function on it at once.
@@ -89,8 +90,7 @@ pub unsafe extern "C" fn qb_worker_new(
     out_error: *mut *mut QbError,
 ) -> QbStatus {
     guard(out_error, || {
-        let handle = handle_ref(runtime, "runtime")?.handle();
-        let url = str_arg(database_url, "database_url")?.to_string();
+        let (handle, url) = runtime_and_url(runtime, database_url)?;
         let opts = parse_options(str_arg(options_json, "options_json")?)?;
         let ud = SendPtr(user_data);
         spawn(
@@ -126,14 +126,12 @@ pub unsafe extern "C" fn qb_worker_new_blocking(
 ) -> QbStatus {
     clear_out(out_worker);
     guard(out_error, || {
-        let handle = handle_ref(runtime, "runtime")?.handle();
-        let url = str_arg(database_url, "database_url")?.to_string();
+        let (handle, url) = runtime_and_url(runtime, database_url)?;
         let opts = parse_options(str_arg(options_json, "options_json")?)?;
-        if out_worker.is_null() {
-            return Err(Failure::invalid("out_worker is NULL"));
-        }
+        let out = out_arg(out_worker, "out_worker")?;
         let w = block(&handle, connect(handle.clone(), url, opts))?;
-        write_out(out_worker, Box::into_raw(w), "out_worker")
+        out.put(Box::into_raw(w));
+        Ok(())
     })
 }
 
@@ -146,14 +144,11 @@ pub unsafe extern "C" fn qb_worker_new_blocking(
 /// `worker` is NULL or a worker not yet freed, with no call on it in progress.
 #[no_mangle]
 pub unsafe extern "C" fn qb_worker_free(worker: *mut QbWorker) {
-    if worker.is_null() {
-        return;
-    }
-    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+    release(worker, |worker| {
         let w = Box::from_raw(worker);
         let _enter = w.handle.enter();
         drop(w.worker);
-    }));
+    });
 }
 
 async fn next(w: Worker, handle: Handle) -> Outcome<Option<(Box<QbTask>, String)>> {
@@ -223,19 +218,12 @@ pub unsafe extern "C" fn qb_worker_next_blocking(
     clear_out(out_message_json);
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
-        if out_task.is_null() {
-            return Err(Failure::invalid("out_task is NULL"));
+        let out = out_arg(out_task, "out_task")?;
+        if let Some((task, json)) = block(&w.handle, next(w.worker.clone(), w.handle.clone()))? {
+            out.put(Box::into_raw(task));
+            write_opt_out(out_message_json, || into_c_string(json));
         }
-        match block(&w.handle, next(w.worker.clone(), w.handle.clone()))? {
-            None => Ok(()),
-            Some((task, json)) => {
-                *out_task = Box::into_raw(task);
-                if !out_message_json.is_null() {
-                    *out_message_json = into_c_string(json);
-                }
-                Ok(())
-            }
-        }
+        Ok(())
     })
 }
 
@@ -287,9 +275,7 @@ pub unsafe extern "C" fn qb_worker_shutdown_blocking(
         let w = handle_ref(worker, "worker")?;
         let worker = w.worker.clone();
         let n = block(&w.handle, async move { Ok(worker.shutdown().await as u64) })?;
-        if !out_abandoned.is_null() {
-            *out_abandoned = n;
-        }
+        write_opt_out(out_abandoned, || n);
         Ok(())
     })
 }
@@ -362,9 +348,7 @@ pub unsafe extern "C" fn qb_worker_metrics_text(
     clear_out(out_text);
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
-        if out_text.is_null() {
-            return Err(Failure::invalid("out_text is NULL"));
-        }
-        write_out(out_text, into_c_string(w.worker.metrics_text()), "out_text")
+        out_arg(out_text, "out_text")?.put(into_c_string(w.worker.metrics_text()));
+        Ok(())
     })
 }
