@@ -11,7 +11,8 @@ use tokio::runtime::Handle;
 use tokio_util::sync::CancellationToken;
 
 use crate::boundary::{
-    block, guard, handle_ref, into_c_string, out_arg, release, spawn, Outcome, SendPtr,
+    block, guard, handle_ref, into_c_string, out_arg, release, spawn_reply, Handover, Outcome,
+    Reply,
 };
 use crate::error::{Failure, QbError, QbStatus};
 use crate::task::QbTask;
@@ -60,6 +61,9 @@ pub type QbTasksDoneCallback = Option<
     ),
 >;
 
+/// The function a `QbTasksDoneCallback` holds.
+type TasksDone = unsafe extern "C" fn(*mut c_void, QbStatus, *const QbStatus, usize, *mut QbError);
+
 /// A batch the hand-out builds for C: [`QbTaskBatch`] (messages as JSON) or
 /// `QbMessageBatch` (messages as structs). Both hand out the same tasks; only the message
 /// format differs, so the two entry points of each share [`hand_out`] and [`hand_out_blocking`].
@@ -99,6 +103,21 @@ impl HandOut for QbTaskBatch {
     }
 }
 
+/// A batch (or NULL) on its way to a callback.
+pub(crate) struct Batch<B>(*mut B);
+
+impl<B: HandOut> Handover for Batch<B> {
+    unsafe fn unclaimed(self) {
+        // Nobody takes the tasks: free them (abandoned), then the batch.
+        if let Some(b) = self.0.as_ref() {
+            for &t in B::tasks(b) {
+                crate::task::qb_task_free(t);
+            }
+        }
+        B::free(self.0);
+    }
+}
+
 /// The callback a batch of type `B` is delivered to.
 pub(crate) type HandOutCallback<B> = Option<
     unsafe extern "C" fn(
@@ -132,28 +151,15 @@ pub(crate) unsafe fn hand_out<B: HandOut + 'static>(
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
         let max = max_arg(max)?;
-        let ud = SendPtr(user_data);
         let handle = w.handle.clone();
-        spawn(
+        spawn_reply(
             &w.handle,
             next_tasks(w.worker.clone(), max),
-            move |st, tasks, err| {
-                let ud = ud;
-                let batch = tasks.map_or(ptr::null_mut(), |t| Box::into_raw(B::build(t, &handle)));
-                match callback {
-                    Some(cb) => cb(ud.0, st, batch, err),
-                    None => {
-                        // Nobody takes the tasks: free them (abandoned), then the batch.
-                        if let Some(b) = batch.as_ref() {
-                            for &t in B::tasks(b) {
-                                crate::task::qb_task_free(t);
-                            }
-                        }
-                        B::free(batch);
-                        crate::error::qb_error_free(err);
-                    }
-                }
+            Reply::new(callback, user_data),
+            move |tasks| {
+                Batch(tasks.map_or(ptr::null_mut(), |t| Box::into_raw(B::build(t, &handle))))
             },
+            |cb, ud, st, batch, err| cb(ud, st, batch.0, err),
         );
         Ok(())
     })
@@ -276,29 +282,25 @@ pub unsafe extern "C" fn qb_tasks_complete(
 ) -> QbStatus {
     guard(out_error, || {
         let refs = task_refs(tasks, len)?;
-        let ud = SendPtr(user_data);
-        let deliver = move |st: QbStatus, r: Option<Vec<QbStatus>>, err: *mut QbError| {
-            let ud = ud;
-            let results = r.unwrap_or_default();
-            match callback {
-                Some(cb) => cb(
-                    ud.0,
-                    st,
-                    if results.is_empty() {
-                        ptr::null()
-                    } else {
-                        results.as_ptr()
-                    },
-                    results.len(),
-                    err,
-                ),
-                None => crate::error::qb_error_free(err),
-            }
+        let reply = Reply::new(callback, user_data);
+        let call = |cb: TasksDone, ud, st, results: Vec<QbStatus>, err| {
+            let at = if results.is_empty() {
+                ptr::null()
+            } else {
+                results.as_ptr()
+            };
+            cb(ud, st, at, results.len(), err)
         };
         match refs.handle {
-            Some(h) => spawn(&h, complete_all(refs.tasks, refs.settled), deliver),
+            Some(h) => spawn_reply(
+                &h,
+                complete_all(refs.tasks, refs.settled),
+                reply,
+                Option::unwrap_or_default,
+                call,
+            ),
             // Nothing to complete: answer at once, on the calling thread.
-            None => deliver(QbStatus::QB_OK, Some(Vec::new()), ptr::null_mut()),
+            None => reply.send(QbStatus::QB_OK, Vec::new(), ptr::null_mut(), call),
         }
         Ok(())
     })

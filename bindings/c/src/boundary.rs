@@ -1,6 +1,6 @@
 //! What every export goes through: the panic guard, argument and out-parameter checks, the
-//! blocking and the callback paths, the NULL-safe release every `qb_*_free` shares, and the
-//! library's string buffers.
+//! blocking and the callback paths (a callback's value freed when there is no callback), the
+//! NULL-safe release every `qb_*_free` shares, and the library's string buffers.
 
 use std::ffi::{c_char, c_void, CStr, CString};
 use std::future::Future;
@@ -54,6 +54,93 @@ where
             Ok(v) => deliver(QbStatus::QB_OK, Some(v), ptr::null_mut()),
             Err(f) => deliver(f.status, None, f.into_raw()),
         }));
+    });
+}
+
+/// What a callback receives and owns from then on. With no callback nobody takes it, so the
+/// library releases it itself ([`Reply::send`]).
+pub(crate) trait Handover {
+    /// Releases a value no callback took.
+    ///
+    /// # Safety
+    /// `self` was made for a callback and handed to nobody.
+    unsafe fn unclaimed(self);
+}
+
+/// Counts and statuses own nothing.
+impl Handover for u64 {
+    unsafe fn unclaimed(self) {}
+}
+
+impl Handover for () {
+    unsafe fn unclaimed(self) {}
+}
+
+impl Handover for Vec<QbStatus> {
+    unsafe fn unclaimed(self) {}
+}
+
+/// A library string (`into_c_string`, or NULL).
+impl Handover for *mut c_char {
+    unsafe fn unclaimed(self) {
+        qb_string_free(self)
+    }
+}
+
+/// The caller's callback and its `user_data`, on their way to the runtime thread that fires
+/// the callback, once.
+pub(crate) struct Reply<C> {
+    callback: Option<C>,
+    user_data: SendPtr,
+}
+
+impl<C> Reply<C> {
+    pub(crate) fn new(callback: Option<C>, user_data: *mut c_void) -> Self {
+        Reply {
+            callback,
+            user_data: SendPtr(user_data),
+        }
+    }
+
+    /// Fires the callback through `call` (which knows its parameters) with `user_data`; with
+    /// no callback, releases `value` and `error`, which nobody else would.
+    ///
+    /// # Safety
+    /// The callback and `user_data` are the caller's, valid until the callback fired.
+    pub(crate) unsafe fn send<V: Handover>(
+        self,
+        status: QbStatus,
+        value: V,
+        error: *mut QbError,
+        call: impl FnOnce(C, *mut c_void, QbStatus, V, *mut QbError),
+    ) {
+        match self.callback {
+            Some(cb) => call(cb, self.user_data.0, status, value, error),
+            None => {
+                value.unclaimed();
+                crate::error::qb_error_free(error);
+            }
+        }
+    }
+}
+
+/// [`spawn`] for an export with a callback: `fut`'s result, made a C value by `to_c`, goes
+/// to `reply` on a runtime thread.
+pub(crate) fn spawn_reply<T, F, V, C>(
+    handle: &Handle,
+    fut: F,
+    reply: Reply<C>,
+    to_c: impl FnOnce(Option<T>) -> V + Send + 'static,
+    call: impl FnOnce(C, *mut c_void, QbStatus, V, *mut QbError) + Send + 'static,
+) where
+    T: Send + 'static,
+    F: Future<Output = Outcome<T>> + Send + 'static,
+    V: Handover,
+    C: Send + 'static,
+{
+    // SAFETY: the export's caller promised a valid callback and user_data (proto-docs/ffi.md).
+    spawn(handle, fut, move |st, v, err| unsafe {
+        reply.send(st, to_c(v), err, call)
     });
 }
 

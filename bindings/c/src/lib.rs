@@ -8,7 +8,7 @@
 //! |---|---|
 //! | [`error`] | `QbStatus`, the `QbError` object and `qb_error_free` |
 //! | [`boundary`] | the panic guard, argument and out-parameter checks, blocking vs. callback paths, the NULL-safe release of every `*_free`, `qb_string_free` |
-//! | [`callbacks`] | `QbCountCallback`, `QbDoneCallback`, `QbStringCallback`: the callback shapes several exports share |
+//! | [`callbacks`] | `QbCountCallback`, `QbDoneCallback`, `QbStringCallback`: the callback shapes several exports share, and how each is fired |
 //! | [`runtime`] | `qb_runtime_*`: the tokio runtime callbacks fire on |
 //! | [`worker`] | `qb_worker_*`: options JSON, connect, next, shutdown, stats |
 //! | [`task`] | `qb_task_*`: message, transaction (execute/query), cancellation, finishes |

@@ -14,7 +14,9 @@ use crate::boundary::{
     block, clear_out, guard, handle_ref, into_c_string, opt_str_arg, out_arg, release, spawn,
     str_arg, write_opt_out, write_out, Outcome, SendPtr,
 };
-use crate::callbacks::{QbCountCallback, QbDoneCallback, QbStringCallback};
+use crate::callbacks::{
+    spawn_count, spawn_done, spawn_string, QbCountCallback, QbDoneCallback, QbStringCallback,
+};
 use crate::error::{Failure, QbError, QbStatus};
 
 /// A claimed row. Thread-safe. Every async call holds its own reference, so the handle may
@@ -239,15 +241,12 @@ pub unsafe extern "C" fn qb_task_execute(
 ) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        let fut = execute(t, sql, params_json)?;
-        let ud = SendPtr(user_data);
-        spawn(&t.handle, fut, move |st, n, err| {
-            let ud = ud;
-            match callback {
-                Some(cb) => cb(ud.0, st, n.unwrap_or(0), err),
-                None => crate::error::qb_error_free(err),
-            }
-        });
+        spawn_count(
+            &t.handle,
+            execute(t, sql, params_json)?,
+            callback,
+            user_data,
+        );
         Ok(())
     })
 }
@@ -288,19 +287,7 @@ pub unsafe extern "C" fn qb_task_query(
 ) -> QbStatus {
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
-        let fut = query(t, sql, params_json)?;
-        let ud = SendPtr(user_data);
-        spawn(&t.handle, fut, move |st, rows, err| {
-            let ud = ud;
-            let json = rows.map_or(std::ptr::null_mut(), into_c_string);
-            match callback {
-                Some(cb) => cb(ud.0, st, json, err),
-                None => {
-                    crate::boundary::qb_string_free(json);
-                    crate::error::qb_error_free(err);
-                }
-            }
-        });
+        spawn_string(&t.handle, query(t, sql, params_json)?, callback, user_data);
         Ok(())
     })
 }
@@ -365,17 +352,7 @@ fn start_finish(
     guard(out_error, || {
         let t = handle_ref(task, "task")?;
         let fut = finish(t.task.clone(), t.settled.clone(), how()?);
-        let ud = SendPtr(user_data);
-        spawn(&t.handle, fut, move |st, _, err| {
-            let ud = ud;
-            // SAFETY: the callback is the caller's function; the error is handed over.
-            unsafe {
-                match callback {
-                    Some(cb) => cb(ud.0, st, err),
-                    None => crate::error::qb_error_free(err),
-                }
-            }
-        });
+        spawn_done(&t.handle, fut, callback, user_data);
         Ok(())
     })
 }

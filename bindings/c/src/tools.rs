@@ -6,10 +6,9 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 
 use crate::boundary::{
-    block, clear_out, guard, into_c_string, out_arg, spawn, str_arg, write_opt_out, Outcome,
-    SendPtr,
+    block, clear_out, guard, into_c_string, out_arg, str_arg, write_opt_out, Outcome,
 };
-use crate::callbacks::QbStringCallback;
+use crate::callbacks::{spawn_string, QbStringCallback};
 use crate::error::{Failure, QbError, QbStatus};
 use crate::runtime::{runtime_and_url, QbRuntime};
 
@@ -37,29 +36,6 @@ pub unsafe extern "C" fn qb_conformance_evaluate(
         out.put(into_c_string(output.to_string()));
         Ok(())
     })
-}
-
-/// Runs `fut` on the runtime and hands its text to `callback` (or frees it when there is
-/// no callback): the async shape of `qb_migrate` and `qb_cancel`.
-fn spawn_string(
-    handle: &Handle,
-    fut: impl std::future::Future<Output = Outcome<String>> + Send + 'static,
-    callback: QbStringCallback,
-    user_data: *mut c_void,
-) {
-    let ud = SendPtr(user_data);
-    spawn(handle, fut, move |st, json, err| {
-        let ud = ud;
-        let json = json.map_or(std::ptr::null_mut(), into_c_string);
-        match callback {
-            // SAFETY: the caller of qb_migrate/qb_cancel promised a valid callback and user_data.
-            Some(cb) => unsafe { cb(ud.0, st, json, err) },
-            None => unsafe {
-                crate::boundary::qb_string_free(json);
-                crate::error::qb_error_free(err);
-            },
-        }
-    });
 }
 
 /// The one migrate call site of the C ABI (`queuebox_bridge::migrate`); the report as

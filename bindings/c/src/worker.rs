@@ -8,10 +8,10 @@ use serde_json::Value;
 use tokio::runtime::Handle;
 
 use crate::boundary::{
-    block, clear_out, guard, handle_ref, into_c_string, out_arg, release, spawn, str_arg,
-    write_opt_out, write_out, Outcome, SendPtr,
+    block, clear_out, guard, handle_ref, into_c_string, out_arg, release, spawn_reply, str_arg,
+    write_opt_out, write_out, Handover, Outcome, Reply,
 };
-use crate::callbacks::QbCountCallback;
+use crate::callbacks::{spawn_count, QbCountCallback};
 use crate::error::{Failure, QbError, QbStatus};
 use crate::runtime::{runtime_and_url, QbRuntime};
 use crate::task::QbTask;
@@ -92,24 +92,22 @@ pub unsafe extern "C" fn qb_worker_new(
     guard(out_error, || {
         let (handle, url) = runtime_and_url(runtime, database_url)?;
         let opts = parse_options(str_arg(options_json, "options_json")?)?;
-        let ud = SendPtr(user_data);
-        spawn(
+        spawn_reply(
             &handle.clone(),
             connect(handle, url, opts),
-            move |st, w, err| {
-                let ud = ud;
-                let w = w.map_or(ptr::null_mut(), Box::into_raw);
-                match callback {
-                    Some(cb) => cb(ud.0, st, w, err),
-                    None => {
-                        qb_worker_free(w);
-                        crate::error::qb_error_free(err);
-                    }
-                }
-            },
+            Reply::new(callback, user_data),
+            |w| w.map_or(ptr::null_mut(), Box::into_raw),
+            |cb, ud, st, w, err| cb(ud, st, w, err),
         );
         Ok(())
     })
+}
+
+/// A new worker for a callback; freed when nobody takes it.
+impl Handover for *mut QbWorker {
+    unsafe fn unclaimed(self) {
+        qb_worker_free(self)
+    }
 }
 
 /// Blocking variant of `qb_worker_new`: returns when connected (or failed).
@@ -161,6 +159,15 @@ async fn next(w: Worker, handle: Handle) -> Outcome<Option<(Box<QbTask>, String)
     }
 }
 
+/// A task and its message JSON for a callback; both freed (the task abandoned) when nobody
+/// takes them.
+impl Handover for (*mut QbTask, *mut c_char) {
+    unsafe fn unclaimed(self) {
+        crate::task::qb_task_free(self.0);
+        crate::boundary::qb_string_free(self.1);
+    }
+}
+
 /// Waits for the next claimed row. Returns at once; `callback` fires with a task (or with
 /// `task == NULL` once the worker is stopping). At most `min(concurrency, batchSize)`
 /// tasks are out at once: with that many unfinished, the callback waits for one to finish.
@@ -176,25 +183,15 @@ pub unsafe extern "C" fn qb_worker_next(
 ) -> QbStatus {
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
-        let ud = SendPtr(user_data);
-        spawn(
+        spawn_reply(
             &w.handle,
             next(w.worker.clone(), w.handle.clone()),
-            move |st, r, err| {
-                let ud = ud;
-                let (task, json) = match r.flatten() {
-                    Some((t, j)) => (Box::into_raw(t), into_c_string(j)),
-                    None => (ptr::null_mut(), ptr::null_mut()),
-                };
-                match callback {
-                    Some(cb) => cb(ud.0, st, task, json, err),
-                    None => {
-                        crate::task::qb_task_free(task);
-                        crate::boundary::qb_string_free(json);
-                        crate::error::qb_error_free(err);
-                    }
-                }
+            Reply::new(callback, user_data),
+            |r| match r.flatten() {
+                Some((t, j)) => (Box::into_raw(t), into_c_string(j)),
+                None => (ptr::null_mut(), ptr::null_mut()),
             },
+            |cb, ud, st, (task, json), err| cb(ud, st, task, json, err),
         );
         Ok(())
     })
@@ -244,18 +241,8 @@ pub unsafe extern "C" fn qb_worker_shutdown(
     guard(out_error, || {
         let w = handle_ref(worker, "worker")?;
         let worker = w.worker.clone();
-        let ud = SendPtr(user_data);
-        spawn(
-            &w.handle,
-            async move { Ok(worker.shutdown().await as u64) },
-            move |st, n, err| {
-                let ud = ud;
-                match callback {
-                    Some(cb) => cb(ud.0, st, n.unwrap_or(0), err),
-                    None => crate::error::qb_error_free(err),
-                }
-            },
-        );
+        let fut = async move { Ok(worker.shutdown().await as u64) };
+        spawn_count(&w.handle, fut, callback, user_data);
         Ok(())
     })
 }
