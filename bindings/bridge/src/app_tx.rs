@@ -3,6 +3,7 @@
 //! lost by the application's completion, the publish statement and the enqueue statement.
 
 use queuebox_core::app_tx::{self, Placeholder};
+use queuebox_core::store::Backend;
 use queuebox_core::{Error, Result, Task};
 use serde_json::Value;
 
@@ -28,10 +29,7 @@ pub fn publish_statement(
     messages_json: &str,
     placeholder: &str,
 ) -> Result<String> {
-    let style: Placeholder = placeholder.parse()?;
-    let backend = app_tx::parse_backend(backend.unwrap_or("postgres"))?;
-    let v: Value = serde_json::from_str(messages_json)
-        .map_err(|e| Error::InvalidInput(format!("messages is not valid JSON: {e}")))?;
+    let (style, backend, v) = statement_args(backend, messages_json, placeholder)?;
     let messages = app_tx::messages_from_json(&v)?;
     Ok(app_tx::publish_statement(&messages, style, backend)?
         .to_json()
@@ -48,12 +46,23 @@ pub fn enqueue_statement(
     messages_json: &str,
     placeholder: &str,
 ) -> Result<String> {
-    let style: Placeholder = placeholder.parse()?;
-    let backend = app_tx::parse_backend(backend.unwrap_or("postgres"))?;
-    let v: Value = serde_json::from_str(messages_json)
-        .map_err(|e| Error::InvalidInput(format!("messages is not valid JSON: {e}")))?;
+    let (style, backend, v) = statement_args(backend, messages_json, placeholder)?;
     let messages = app_tx::enqueue_messages_from_json(&v)?;
     Ok(app_tx::enqueue_statement(&messages, style, backend)?
         .to_json()
         .to_string())
+}
+
+/// What the publish and the enqueue statement read first, in this order: the placeholder
+/// style, the backend (`postgres` when `None`) and the messages' JSON.
+fn statement_args(
+    backend: Option<&str>,
+    messages_json: &str,
+    placeholder: &str,
+) -> Result<(Placeholder, Backend, Value)> {
+    let style: Placeholder = placeholder.parse()?;
+    let backend = app_tx::parse_backend(backend.unwrap_or("postgres"))?;
+    let v: Value = serde_json::from_str(messages_json)
+        .map_err(|e| Error::InvalidInput(format!("messages is not valid JSON: {e}")))?;
+    Ok((style, backend, v))
 }
