@@ -746,20 +746,27 @@ EOF
 # directory on the framework search path (-F).
 macos_dir() { echo "$CARGO_TARGET_DIR/apple"; }
 macos_build() {
-  local t=$1 stubs var; shift
+  local t=$1 stubs var zt; shift
   zig_tools
   stubs=$(macos_stubs)
   var="CARGO_TARGET_$(echo "$t" | tr 'a-z-' 'A-Z_')_RUSTFLAGS"
-  log "cargo zigbuild --release --target $t $* (no Apple SDK)"
-  # MACOSX_DEPLOYMENT_TARGET: rustc's objects say 11.0 either way, but zig compiles the C code
-  # (ring, mimalloc) and links the image for its own newest macOS (15.0), and this variable
-  # did not change that (cargo-zigbuild 0.20's wrapper passes -target aarch64-macos-none):
-  # macho-check.sh then refuses the dylib. Left open: docs/install.md, "macOS".
+  zt="$(arch_of "$t")-macos.$(macos_min_of "$t")-none"
+  log "cargo zigbuild --release --target $t $* (no Apple SDK, zig -target $zt)"
+  # The minimum macOS: rustc's objects take MACOSX_DEPLOYMENT_TARGET, but zig compiles the C
+  # code (ring, mimalloc) and links the image for the version in its -target, its newest
+  # macOS (15.0) when the target has none. cargo-zigbuild's wrappers (0.20, and still 0.22)
+  # put `-target <arch>-macos-none` first and drop the `--target=arm64-apple-macosx11.0`
+  # that cc and rustc pass; zig lets -target override -mmacosx-version-min, and a target
+  # with a suffix (`--target aarch64-apple-darwin.11.0`) becomes `aarch64-macos-none.11.0`,
+  # which zig refuses (a version there is glibc's). zig takes the last -target it is given:
+  # CFLAGS_<triple> (cc puts it after the wrapper's) and a link-arg give it
+  # `<arch>-macos.<min>-none`, so every object and the image say <min> (macho-check.sh).
   # -install_name: the dylib's id is @rpath/libqueuebox.dylib (a program finds it through its
   # own rpath), not this build's absolute path. It cannot be changed after the link: that
   # breaks the ad-hoc code signature zig's linker writes, without which Apple silicon refuses
   # to load the code.
-  env "$var=-C link-arg=-F$stubs -C link-arg=-Wl,-install_name,@rpath/libqueuebox.dylib" MACOSX_DEPLOYMENT_TARGET="$(macos_min_of "$t")" \
+  env "$var=-C link-arg=-F$stubs -C link-arg=-target -C link-arg=$zt -C link-arg=-Wl,-install_name,@rpath/libqueuebox.dylib" \
+    "CFLAGS_${t//-/_}=-target $zt" MACOSX_DEPLOYMENT_TARGET="$(macos_min_of "$t")" \
     CARGO_TARGET_DIR="$(macos_dir)" cargo zigbuild --quiet --release --target "$t" "$@"
 }
 # macos_check <file> <triple>: what the image may load: libSystem, the two frameworks, and
