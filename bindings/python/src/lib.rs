@@ -172,26 +172,24 @@ fn resolve_options(options_json: &str) -> PyResult<String> {
     Ok(json::hand_out_options_to_json(&opts).to_string())
 }
 
+/// What `migrate` and `migrate_blocking` wait for: the names of the migrations applied now.
+async fn migrate_applied(database_url: String) -> PyResult<Vec<String>> {
+    queuebox_bridge::migrate::migrate(database_url)
+        .await
+        .map(|r| r.applied)
+        .map_err(err)
+}
+
 /// Applies the embedded migrations; resolves to the names applied now.
 #[pyfunction]
 fn migrate(py: Python<'_>, database_url: String) -> PyResult<Bound<'_, PyAny>> {
-    future_into_py(py, async move {
-        queuebox_bridge::migrate::migrate(database_url)
-            .await
-            .map(|r| r.applied)
-            .map_err(err)
-    })
+    future_into_py(py, migrate_applied(database_url))
 }
 
 /// `migrate`, waiting on the calling thread (without the GIL) instead of in asyncio.
 #[pyfunction]
 fn migrate_blocking(py: Python<'_>, database_url: String) -> PyResult<Vec<String>> {
-    block_on(py, async move {
-        queuebox_bridge::migrate::migrate(database_url)
-            .await
-            .map(|r| r.applied)
-            .map_err(err)
-    })
+    block_on(py, migrate_applied(database_url))
 }
 
 /// A small pool for enqueueing pull rows, cancelling pending rows and running statements
@@ -208,12 +206,7 @@ fn connect_database(
     database_url: String,
     max_connections: Option<u32>,
 ) -> PyResult<Bound<'_, PyAny>> {
-    future_into_py(py, async move {
-        let db = database::Database::connect(&database_url, max_connections)
-            .await
-            .map_err(err)?;
-        Ok(Database { db })
-    })
+    future_into_py(py, Database::connect(database_url, max_connections))
 }
 
 /// `connect_database`, waiting on the calling thread (without the GIL).
@@ -224,12 +217,27 @@ fn connect_database_blocking(
     database_url: String,
     max_connections: Option<u32>,
 ) -> PyResult<Database> {
-    block_on(py, async move {
+    block_on(py, Database::connect(database_url, max_connections))
+}
+
+impl Database {
+    /// What `connect_database` and `connect_database_blocking` wait for.
+    async fn connect(database_url: String, max_connections: Option<u32>) -> PyResult<Database> {
         let db = database::Database::connect(&database_url, max_connections)
             .await
             .map_err(err)?;
         Ok(Database { db })
-    })
+    }
+
+    /// What `cancel` and `cancel_blocking` wait for.
+    fn cancel_rows(
+        &self,
+        table: String,
+        target_json: String,
+    ) -> impl std::future::Future<Output = PyResult<String>> + Send + 'static {
+        let db = self.db.clone();
+        async move { db.cancel(&table, &target_json).await.map_err(err) }
+    }
 }
 
 #[pymethods]
@@ -331,10 +339,7 @@ impl Database {
         table: String,
         target_json: String,
     ) -> PyResult<Bound<'py, PyAny>> {
-        let db = self.db.clone();
-        future_into_py(py, async move {
-            db.cancel(&table, &target_json).await.map_err(err)
-        })
+        future_into_py(py, self.cancel_rows(table, target_json))
     }
 
     /// `cancel`, waiting on the calling thread (without the GIL).
@@ -344,10 +349,7 @@ impl Database {
         table: String,
         target_json: String,
     ) -> PyResult<String> {
-        let db = self.db.clone();
-        block_on(py, async move {
-            db.cancel(&table, &target_json).await.map_err(err)
-        })
+        block_on(py, self.cancel_rows(table, target_json))
     }
 
     fn close<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
