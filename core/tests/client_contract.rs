@@ -157,9 +157,11 @@ async fn item_19_a_completion_failing_with_51000_is_retried_not_redelivered_or_d
 /// bound everything else it ran too.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn item_16_an_idle_worker_claims_about_once_per_poll_interval() {
-    let url = support::fresh_database_url("contract16").await;
+    let url = queuebox_testkit::fresh_database("contract16").await;
     let name = url.rsplit_once('/').unwrap().1.to_string();
-    let admin = PgPool::connect(&support::admin_url()).await.unwrap();
+    let admin = PgPool::connect(&queuebox_testkit::database_url())
+        .await
+        .unwrap();
     let commits = || {
         let (admin, name) = (admin.clone(), name.clone());
         async move {

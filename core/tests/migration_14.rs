@@ -14,7 +14,7 @@ use sqlx::{Executor, PgPool};
 
 #[tokio::test]
 async fn migration_14_ends_at_the_same_schema_after_an_interruption_at_any_statement() {
-    let base_url = support::fresh_database_url("m14").await;
+    let base_url = queuebox_testkit::fresh_database("m14").await;
     let store = PgStore::connect(&base_url, 2).await.unwrap();
     migrate::postgres::run_to(&store, 13).await.unwrap();
     store
@@ -33,7 +33,9 @@ async fn migration_14_ends_at_the_same_schema_after_an_interruption_at_any_state
     assert!(!fourteen.in_transaction());
     let statements = migrate::statements(fourteen.sql);
     let (server, base) = base_url.rsplit_once('/').unwrap();
-    let admin = PgPool::connect(&support::admin_url()).await.unwrap();
+    let admin = PgPool::connect(&queuebox_testkit::database_url())
+        .await
+        .unwrap();
     for cut in 0..=statements.len() {
         let name = format!("{base}_{cut}");
         admin

@@ -31,19 +31,12 @@ fn fast_opts(source: &str) -> WorkerOptions {
     }
 }
 
-async fn wait_until<F, Fut>(timeout: Duration, mut check: F)
+async fn wait_until<F, Fut>(timeout: Duration, check: F)
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
-    let start = Instant::now();
-    while !check().await {
-        assert!(
-            start.elapsed() < timeout,
-            "condition not met within {timeout:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    queuebox_testkit::wait_until(timeout, "the condition", check).await;
 }
 
 /// Waits until `rows` rows are processed, stops the workers, checks that none lost a claim
@@ -601,7 +594,7 @@ async fn bad_url_and_missing_tables_give_clear_errors() {
         .unwrap();
     assert!(matches!(err, Error::Connect { .. }), "{err:?}");
 
-    let url = fresh_database_url("nomigr").await;
+    let url = queuebox_testkit::fresh_database("nomigr").await;
     let err = Worker::connect(&url, WorkerOptions::new("s"))
         .await
         .err()

@@ -86,7 +86,7 @@ async fn own_schema_store(prefix: &str) -> PgStore {
 
 /// [`own_schema_store`] and its database's URL.
 async fn own_schema_store_at(prefix: &str) -> (PgStore, String) {
-    let url = support::fresh_database_url(prefix).await;
+    let url = queuebox_testkit::fresh_database(prefix).await;
     let store = PgStore::connect(&url, 5).await.expect("connect");
     sqlx::raw_sql(OWN_SCHEMA)
         .execute(store.pool())

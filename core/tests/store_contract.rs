@@ -1846,19 +1846,7 @@ mod pg {
     static DATABASE: OnceCell<String> = OnceCell::const_new();
 
     async fn database() -> String {
-        let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
-            .expect("QUEUEBOX_TEST_DATABASE_URL is not set: run `source scripts/postgres.sh` or `bash scripts/test.sh`");
-        let name = format!("qb_contract_{}", Uuid::new_v4().simple());
-        let pool = sqlx::PgPool::connect(&admin)
-            .await
-            .expect("connect to the test server");
-        sqlx::query(&format!("CREATE DATABASE {name}"))
-            .execute(&pool)
-            .await
-            .expect("create database");
-        pool.close().await;
-        let (base, _) = admin.rsplit_once('/').expect("the URL names a database");
-        let url = format!("{base}/{name}");
+        let url = queuebox_testkit::fresh_database("contract").await;
         let store = PgStore::connect(&url, 2).await.expect("connect");
         migrate::postgres::run(&store).await.expect("migrate");
         sqlx::query("CREATE TABLE contract_orders (id TEXT PRIMARY KEY)")

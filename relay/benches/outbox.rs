@@ -41,29 +41,14 @@ fn server() -> String {
 }
 
 async fn fresh_db(tag: &str) -> (String, PgStore) {
-    let name = format!(
-        "qb_obench_{tag}_{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", server());
+    let url = queuebox_testkit::fresh_database(&format!("obench_{tag}")).await;
     let store = PgStore::connect(&url, 2).await.unwrap();
-    (name, store)
+    let (_, name) = url.rsplit_once('/').unwrap();
+    (name.to_string(), store)
 }
 
 async fn drop_db(name: &str) {
-    let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
-        .await
-        .unwrap();
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(admin.pool())
-        .await;
+    queuebox_testkit::drop_database(&format!("{}/{name}", server())).await;
 }
 
 fn free_port() -> u16 {

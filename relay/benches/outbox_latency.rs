@@ -30,12 +30,6 @@ fn env_num(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-fn server() -> String {
-    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
-    url.rsplit_once('/').unwrap().0.to_string()
-}
-
 /// When each row (by its payload's `n`) reached the receiver.
 type Arrivals = Arc<Mutex<HashMap<i64, Instant>>>;
 
@@ -79,18 +73,7 @@ fn median(mut v: Vec<f64>) -> f64 {
 async fn round(bin: &str, listen: bool, poll_ms: u64) -> Vec<f64> {
     let rows = env_num("QB_BENCH_LATENCY_ROWS", 200) as i64;
     let gap = Duration::from_millis(env_num("QB_BENCH_GAP_MS", 20));
-    let name = format!(
-        "qb_olat_{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", server());
+    let url = queuebox_testkit::fresh_database("olat").await;
     let store = PgStore::connect(&url, 2).await.unwrap();
     let got: Arrivals = Default::default();
     let receiver = spawn_receiver(got.clone()).await;
@@ -163,9 +146,7 @@ async fn round(bin: &str, listen: bool, poll_ms: u64) -> Vec<f64> {
     relay.kill().await.unwrap();
     let _ = relay.wait().await;
     store.close().await;
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(admin.pool())
-        .await;
+    queuebox_testkit::drop_database(&url).await;
     let got = got.lock().unwrap();
     assert_eq!(got.len(), rows as usize, "every row delivered within 30 s");
     let mut ms: Vec<f64> = published

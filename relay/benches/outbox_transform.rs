@@ -19,18 +19,6 @@ use serde_json::json;
 /// context variables.
 const TRANSFORM: &str = r#"{"orderId": id, "customer": customer.name, "total": $sum(items.(price * qty)), "lines": $count(items), "attempt": $attempt, "topic": $topic, "at": $timestamp}"#;
 
-fn server() -> String {
-    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
-    url.rsplit_once('/').unwrap().0.to_string()
-}
-
-async fn admin() -> PgStore {
-    PgStore::connect(&format!("{}/postgres", server()), 2)
-        .await
-        .expect("NOT RUN: no PostgreSQL (source scripts/postgres.sh start)")
-}
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -59,16 +47,7 @@ async fn spawn_receiver() -> (u16, Arc<AtomicU64>) {
 /// One drain: a fresh database with `rows` rows, the relay started, the time until the
 /// receiver has them all. Returns rows/s.
 async fn drain(rows: u64, with_transform: bool) -> f64 {
-    let name = format!(
-        "qb_tbench_{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let admin = admin().await;
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await
-        .unwrap();
-    let db = format!("{}/{name}", server());
+    let db = queuebox_testkit::fresh_database("tbench").await;
     let store = PgStore::connect(&db, 2).await.unwrap();
     queuebox_core::migrate::postgres::run(&store).await.unwrap();
     sqlx::query(
@@ -120,9 +99,7 @@ async fn drain(rows: u64, with_transform: bool) -> f64 {
     let rate = (rows - first) as f64 / t1.elapsed().as_secs_f64();
     let _ = child.kill().await;
     store.close().await;
-    let _ = sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(admin.pool())
-        .await;
+    queuebox_testkit::drop_database(&db).await;
     rate
 }
 

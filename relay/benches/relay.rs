@@ -49,25 +49,8 @@ fn seconds() -> u64 {
     env_num("QB_RELAY_BENCH_SECONDS", 5)
 }
 
-fn server() -> String {
-    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
-    url.rsplit_once('/').unwrap().0.to_string()
-}
-
 async fn fresh_db(tag: &str) -> (String, PgStore) {
-    let name = format!(
-        "qb_bench_{tag}_{}",
-        &uuid::Uuid::new_v4().simple().to_string()[..8]
-    );
-    let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
-        .await
-        .unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", server());
+    let url = queuebox_testkit::fresh_database(&format!("bench_{tag}")).await;
     let store = PgStore::connect(&url, 16).await.unwrap();
     queuebox_core::migrate::postgres::run(&store).await.unwrap();
     (url, store)
@@ -75,14 +58,7 @@ async fn fresh_db(tag: &str) -> (String, PgStore) {
 
 async fn drop_db(url: &str, store: PgStore) {
     store.close().await;
-    let name = url.rsplit_once('/').unwrap().1;
-    let admin = PgStore::connect(&format!("{}/postgres", server()), 2)
-        .await
-        .unwrap();
-    sqlx::query(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .execute(admin.pool())
-        .await
-        .unwrap();
+    queuebox_testkit::drop_database(url).await;
 }
 
 /// Closed-loop load: CLIENTS tasks POST for `seconds()`, spread over `urls` (the replicas);

@@ -1,5 +1,5 @@
-//! Test support: a fresh, migrated PostgreSQL database per test, on the server that
-//! `scripts/postgres.sh` starts (QUEUEBOX_TEST_DATABASE_URL).
+//! Test support: a fresh, migrated PostgreSQL database per test (on the test kit's fresh
+//! database, `queuebox_testkit`), and rows to work on.
 #![allow(dead_code)]
 
 use std::sync::Arc;
@@ -8,30 +8,9 @@ use queuebox_core::migrate;
 use queuebox_core::store::postgres::PgStore;
 use sqlx::PgPool;
 
-pub fn admin_url() -> String {
-    std::env::var("QUEUEBOX_TEST_DATABASE_URL")
-        .expect("QUEUEBOX_TEST_DATABASE_URL is not set: run `source scripts/postgres.sh` or `bash scripts/test.sh`")
-}
-
-/// The URL of a new empty database on the test server.
-pub async fn fresh_database_url(prefix: &str) -> String {
-    let admin = admin_url();
-    let name = format!("qb_{prefix}_{}", uuid::Uuid::new_v4().simple());
-    let pool = PgPool::connect(&admin)
-        .await
-        .expect("connect to the test server");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .expect("create database");
-    pool.close().await;
-    let (base, _) = admin.rsplit_once('/').expect("URL has a database");
-    format!("{base}/{name}")
-}
-
 /// A store on a new, migrated database, plus its URL.
 pub async fn fresh_store(prefix: &str) -> (Arc<PgStore>, String) {
-    let url = fresh_database_url(prefix).await;
+    let url = queuebox_testkit::fresh_database(prefix).await;
     let store = PgStore::connect(&url, 20).await.expect("connect");
     migrate::postgres::run(&store).await.expect("migrate");
     (Arc::new(store), url)

@@ -26,17 +26,7 @@ fn uniq(p: &str) -> String {
 }
 
 async fn fresh_db() -> (Arc<PgStore>, PgPool) {
-    let admin = env(
-        "QUEUEBOX_TEST_DATABASE_URL",
-        "postgres://postgres@127.0.0.1:55432/queuebox",
-    );
-    let name = uniq("qb_bench_brokers_");
-    let pool = PgPool::connect(&admin).await.unwrap();
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .unwrap();
-    let url = format!("{}/{name}", admin.rsplit_once('/').unwrap().0);
+    let url = queuebox_testkit::fresh_database("bench_brokers").await;
     let store = PgStore::connect(&url, 8).await.unwrap();
     queuebox_core::migrate::postgres::run(&store).await.unwrap();
     (Arc::new(store), PgPool::connect(&url).await.unwrap())

@@ -16,12 +16,9 @@ use bytes::Bytes;
 use queuebox_core::store::postgres::PgStore;
 use tokio::process::{Child, Command};
 
+/// The test server without a database name (`queuebox_testkit::server_url`).
 pub fn server_url() -> String {
-    let url = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
-        .unwrap_or_else(|_| "postgres://postgres@127.0.0.1:55432/queuebox".into());
-    url.rsplit_once('/')
-        .map(|(a, _)| a.to_string())
-        .unwrap_or(url)
+    queuebox_testkit::server_url()
 }
 
 /// A fresh, migrated database of its own.
@@ -33,19 +30,7 @@ pub async fn fresh_db(suite: &str) -> (String, PgStore) {
 
 /// A fresh database of its own with no tables: the binary under test migrates it.
 pub async fn empty_db(suite: &str) -> (String, PgStore) {
-    let name = format!(
-        "qb_{suite}_{}",
-        uuid::Uuid::new_v4().simple().to_string().get(..10).unwrap()
-    );
-    let admin = PgStore::connect(&format!("{}/postgres", server_url()), 2)
-        .await
-        .expect("connect to the test server");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(admin.pool())
-        .await
-        .unwrap();
-    admin.close().await;
-    let url = format!("{}/{name}", server_url());
+    let url = queuebox_testkit::fresh_database(suite).await;
     let store = PgStore::connect(&url, 4).await.unwrap();
     (url, store)
 }
@@ -370,16 +355,9 @@ fn unsafe_kill(pid: i32, sig: i32) {
 pub async fn eventually<F: FnMut() -> Fut, Fut: std::future::Future<Output = bool>>(
     what: &str,
     secs: u64,
-    mut f: F,
+    f: F,
 ) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while Instant::now() < deadline {
-        if f().await {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("timed out waiting for: {what}");
+    queuebox_testkit::wait_until(Duration::from_secs(secs), what, f).await;
 }
 
 pub async fn scalar_i64(store: &PgStore, sql: &str) -> i64 {

@@ -3,9 +3,7 @@
 //! from `scripts/postgres.sh`; `scripts/test.d/20-brokers.sh` sets everything up.
 #![allow(dead_code)]
 
-use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
 
 use queuebox_core::migrate;
 use queuebox_core::store::postgres::PgStore;
@@ -53,42 +51,14 @@ pub fn unique(prefix: &str) -> String {
 
 /// A new, migrated database on the test server: (store, pool, url).
 pub async fn fresh_db(prefix: &str) -> (Arc<PgStore>, PgPool, String) {
-    let admin = std::env::var("QUEUEBOX_TEST_DATABASE_URL")
-        .expect("QUEUEBOX_TEST_DATABASE_URL is not set: run `source scripts/postgres.sh` or `bash scripts/test.sh`");
-    let name = unique(&format!("qb_{prefix}"));
-    let pool = PgPool::connect(&admin)
-        .await
-        .expect("connect to the test server");
-    sqlx::query(&format!("CREATE DATABASE {name}"))
-        .execute(&pool)
-        .await
-        .expect("create database");
-    pool.close().await;
-    let (base, _) = admin.rsplit_once('/').expect("URL has a database");
-    let url = format!("{base}/{name}");
+    let url = queuebox_testkit::fresh_database(prefix).await;
     let store = PgStore::connect(&url, 10).await.expect("connect");
     migrate::postgres::run(&store).await.expect("migrate");
     let pool = PgPool::connect(&url).await.expect("connect pool");
     (Arc::new(store), pool, url)
 }
 
-/// Polls `f` every 50 ms until it returns true; panics with `what` after `timeout`.
-pub async fn wait_until<F, Fut>(timeout: Duration, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = bool>,
-{
-    let start = Instant::now();
-    loop {
-        if f().await {
-            return;
-        }
-        if start.elapsed() > timeout {
-            panic!("timed out after {timeout:?} waiting for {what}");
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
+pub use queuebox_testkit::wait_until;
 
 pub async fn inbox_count(pool: &PgPool, source: &str) -> i64 {
     sqlx::query_scalar("SELECT count(*) FROM inbox WHERE source = $1")
