@@ -19,6 +19,12 @@ only="${QB_TEST_ONLY:-}"
 logs="$(mktemp -d)"
 for part in scripts/test.d/*.sh; do
   [ -n "$only" ] && [[ "$part" != *"$only"* ]] && continue
+  # CI (.ci/run): the last parts' builds start here, at idle priority, on the cores that the
+  # parts from 20-brokers on leave free (scripts/warm-builds.sh). Not after a part failed to
+  # start them, and not for a subset of the parts.
+  if [ -n "${QB_WARM_BUILDS:-}" ] && [ -z "$only" ] && [[ "$part" == */20-* ]]; then
+    bash scripts/warm-builds.sh start || echo "=== the warm builds did not start; their parts build"
+  fi
   echo "=== test part $part"
   t0=$(date +%s)
   log="$logs/$(basename "$part").log"
@@ -41,6 +47,7 @@ for part in scripts/test.d/*.sh; do
   echo "=== test part $part finished in $(( $(date +%s) - t0 ))s ($(df -h --output=avail . | tail -1 | tr -d ' ') free;" \
     "$(du -sh "${CARGO_TARGET_DIR:-target}" fuzz/target "$QB_PG_DIR" 2>/dev/null | awk '{printf "%s %s  ", $2, $1}'))"
 done
+[ -n "${QB_WARM_BUILDS:-}" ] && bash scripts/warm-builds.sh stop
 for part in "${failed[@]}"; do
   echo "=== why $part failed (its last 40 lines):"
   tail -n 40 "$logs/$(basename "$part").log"

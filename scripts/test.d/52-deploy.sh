@@ -55,6 +55,10 @@ go_tool() {
 command -v go >/dev/null || { echo "deploy: go is not installed" >&2; exit 1; }
 # helm, kubecheck and rulecheck: one build of kubecheck's module (its go.mod pins helm, the
 # k8s.io modules and Prometheus), cached under the hash of its sources.
+# The build holds a lock (scripts/warm-builds.sh runs `--build-tools` early in CI, in the
+# background): this part waits for a build already running, then finds the tools cached.
+exec 8>"$tools/.build.lock"
+flock 8
 kc_key=$(cat deploy/tools/kubecheck/go.mod deploy/tools/kubecheck/go.sum deploy/tools/kubecheck/*.go deploy/tools/kubecheck/rulecheck/*.go | sha256sum | cut -c1-12)
 helm=$tools/helm-$kc_key kubecheck=$tools/kubecheck-$kc_key rulecheck=$tools/rulecheck-$kc_key
 if [ ! -x "$helm" ] || [ ! -x "$kubecheck" ] || [ ! -x "$rulecheck" ]; then
@@ -75,6 +79,8 @@ if [ -x "$tools/promtool-$PROMETHEUS_VERSION" ] || [ -n "${QB_DEPLOY_BUILD_PROMT
   promtool=$(go_tool promtool "$PROMETHEUS_VERSION" "github.com/prometheus/prometheus/cmd/promtool@$PROMETHEUS_VERSION")
 fi
 echo "deploy: tools ready after $(($(date +%s) - t_all))s"
+flock -u 8
+[ "${1:-}" = --build-tools ] && exit 0
 export HELM_CACHE_HOME=$tools/../helm-cache HELM_CONFIG_HOME=$tools/../helm-config HELM_DATA_HOME=$tools/../helm-data
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
