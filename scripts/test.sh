@@ -20,8 +20,8 @@ logs="$(mktemp -d)"
 for part in scripts/test.d/*.sh; do
   [ -n "$only" ] && [[ "$part" != *"$only"* ]] && continue
   # CI (.ci/run): the last parts' builds start here, at idle priority, on the cores that the
-  # parts from 20-brokers on leave free (scripts/warm-builds.sh). Not after a part failed to
-  # start them, and not for a subset of the parts.
+  # parts from 20-brokers on leave free (scripts/warm-builds.sh); never for a subset of the
+  # parts (QB_TEST_ONLY), and if they fail to start, their parts build as before.
   if [ -n "${QB_WARM_BUILDS:-}" ] && [ -z "$only" ] && [[ "$part" == */20-* ]]; then
     bash scripts/warm-builds.sh start || echo "=== the warm builds did not start; their parts build"
   fi

@@ -65,9 +65,16 @@ pub struct WorkerOptions {
 /// The largest batch, explicit or adaptive.
 pub const MAX_BATCH_SIZE: u32 = 10_000;
 
-/// The adaptive batch's floor at high concurrency, and its ceiling at low concurrency.
+/// The adaptive batch at high concurrency (from 32 handlers), before two rows per handler
+/// take over (from 129).
 pub const MIN_DEFAULT_BATCH: u32 = 256;
+
+/// The adaptive batch at low concurrency (up to 8 handlers).
 pub const MAX_DEFAULT_BATCH: u32 = 1024;
+
+/// The rows in flight that the adaptive batch shares among its handlers (8192 / 8 = 1024,
+/// 8192 / 32 = 256).
+const ROWS_IN_FLIGHT: u32 = 8192;
 
 /// The batch of a worker that sets none, the same in every language:
 /// `max(clamp(8192 / concurrency, 256, 1024), 2 × concurrency)`, at most 10000
@@ -92,8 +99,8 @@ pub const MAX_DEFAULT_BATCH: u32 = 1024;
 /// `clamp(32c, 1024, 10000)`, so each language was fastest at a different concurrency and
 /// the Rust worker was the slow one at low concurrency.)
 pub fn default_batch(concurrency: u32) -> u32 {
-    let per_handler = (8192 / concurrency.max(1)).clamp(MIN_DEFAULT_BATCH, MAX_DEFAULT_BATCH);
-    per_handler
+    let shared = (ROWS_IN_FLIGHT / concurrency.max(1)).clamp(MIN_DEFAULT_BATCH, MAX_DEFAULT_BATCH);
+    shared
         .max(concurrency.saturating_mul(2))
         .min(MAX_BATCH_SIZE)
 }
