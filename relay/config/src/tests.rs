@@ -692,7 +692,7 @@ fn schedules_load_and_every_mistake_names_its_field() {
         paths,
         [
             "schedules[0].cron",
-            "schedules[1].every",
+            "schedules[1].everyMs",
             "schedules[1].name",
             "schedules[2]",
             "schedules[3].timeZone",
