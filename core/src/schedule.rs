@@ -49,6 +49,11 @@ pub const MAX_CATCH_UP: u64 = 10;
 /// The shortest interval: below it the enqueue statement itself would be most of the period.
 pub const MIN_INTERVAL: Duration = Duration::from_millis(100);
 
+/// The longest interval, 3,650 days: tick times are milliseconds since the epoch in an `i64`,
+/// and a far longer interval would overflow them into a schedule that never ticks, silently.
+/// Calendar periods (monthly, yearly) are `cron`'s.
+pub const MAX_INTERVAL: Duration = Duration::from_secs(3650 * 24 * 3600);
+
 /// The longest schedule name: the key `schedule:<name>:<tick>` must fit the 255-character key.
 pub const MAX_NAME_CHARS: usize = 200;
 
@@ -107,8 +112,19 @@ impl Timing {
         })
     }
 
-    /// A fixed interval of at least [`MIN_INTERVAL`]; errors name `{at}.every`.
+    /// A fixed interval between [`MIN_INTERVAL`] and [`MAX_INTERVAL`]; errors name
+    /// `{at}.every`.
     pub fn every(interval: Duration, at: &str) -> Result<Timing> {
+        if interval > MAX_INTERVAL {
+            return Err(Error::Config {
+                path: format!("{at}.every"),
+                reason: format!(
+                    "{} ms is longer than the longest interval, {} ms (3,650 days; use `cron` for calendar dates)",
+                    interval.as_millis(),
+                    MAX_INTERVAL.as_millis()
+                ),
+            });
+        }
         if interval < MIN_INTERVAL {
             return Err(Error::Config {
                 path: format!("{at}.every"),
@@ -602,6 +618,23 @@ mod tests {
         assert!(
             matches!(&e, Error::Config { path, .. } if path == "schedules[1].every"),
             "{e:?}"
+        );
+        // An interval whose milliseconds overflow the tick arithmetic would never tick.
+        for huge in [
+            MAX_INTERVAL + Duration::from_millis(1),
+            Duration::from_millis(u64::MAX),
+        ] {
+            let e = Timing::every(huge, "schedules[1]").unwrap_err();
+            assert!(
+                matches!(&e, Error::Config { path, reason } if path == "schedules[1].every" && reason.contains("longest")),
+                "{e:?}"
+            );
+        }
+        let longest = Timing::every(MAX_INTERVAL, "s").unwrap();
+        let t = Utc::now();
+        assert!(
+            longest.next_after(t).is_some_and(|n| n > t),
+            "the longest interval ticks"
         );
         let s = Schedule::new(
             "",
