@@ -113,11 +113,17 @@ impl Timing {
     }
 
     /// A fixed interval between [`MIN_INTERVAL`] and [`MAX_INTERVAL`]; errors name
-    /// `{at}.every`.
+    /// `{at}.every` (the Rust, Go, C# and Python field).
     pub fn every(interval: Duration, at: &str) -> Result<Timing> {
+        Timing::every_at_field(interval, &format!("{at}.every"))
+    }
+
+    /// [`Timing::every`] for a caller whose field has another name (the relay's YAML and the
+    /// TypeScript options call it `everyMs`): errors name `field`, the whole path.
+    pub fn every_at_field(interval: Duration, field: &str) -> Result<Timing> {
         if interval > MAX_INTERVAL {
             return Err(Error::Config {
-                path: format!("{at}.every"),
+                path: field.to_string(),
                 reason: format!(
                     "{} ms is longer than the longest interval, {} ms (3,650 days; use `cron` for calendar dates)",
                     interval.as_millis(),
@@ -127,7 +133,7 @@ impl Timing {
         }
         if interval < MIN_INTERVAL {
             return Err(Error::Config {
-                path: format!("{at}.every"),
+                path: field.to_string(),
                 reason: format!(
                     "{} ms is shorter than the shortest interval, {} ms",
                     interval.as_millis(),

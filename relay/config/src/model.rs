@@ -511,19 +511,11 @@ impl ScheduleConfig {
         let timing = match (&self.cron, self.every_ms) {
             (Some(c), None) => Timing::cron(c, self.time_zone.as_deref(), at)?,
             (None, Some(ms)) if self.time_zone.is_none() => {
-                // The core names the interval `every` (the Go, C# and Python field); this
-                // file's key is `everyMs`, so that is the name an error must give.
-                Timing::every(std::time::Duration::from_millis(ms), at).map_err(|e| match e {
-                    queuebox_core::Error::Config { path, reason }
-                        if path == format!("{at}.every") =>
-                    {
-                        queuebox_core::Error::Config {
-                            path: format!("{at}.everyMs"),
-                            reason,
-                        }
-                    }
-                    e => e,
-                })?
+                // This file's key is `everyMs`, so that is the name an error must give.
+                Timing::every_at_field(
+                    std::time::Duration::from_millis(ms),
+                    &format!("{at}.everyMs"),
+                )?
             }
             (None, Some(_)) => {
                 return Err(queuebox_core::Error::Config {
