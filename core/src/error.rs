@@ -134,7 +134,7 @@ impl Error {
 
 /// What a caller can act on, with a stable numeric code and a stable name. This is the one
 /// error-kind table of QueueBox: the C ABI's `QB_ERR_*` statuses carry [`ErrorKind::code`],
-/// the Node and Python bindings set [`ErrorKind::name`] on the errors they raise, and
+/// the Node and Python bindings set [`ErrorKind::as_str`] on the errors they raise, and
 /// `proto-docs/error-kinds.json` (written from [`ErrorKind::ALL`] and checked by a test of
 /// this crate) is what the Go, C#, TypeScript and Python tests compare their own mappings
 /// with, exactly.

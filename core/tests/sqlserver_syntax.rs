@@ -684,7 +684,7 @@ fn every_postgres_statement_has_a_sqlserver_statement_of_the_same_name() {
         // SQL Server claims every batch from the head.
         "CLAIM_FROM",
         // Online migrations: the probe for an index an interrupted CREATE INDEX CONCURRENTLY
-        // left INVALID (core/src/migrate.rs). SQL Server has no concurrent build to interrupt.
+        // left INVALID (core/src/migrate/mod.rs). SQL Server has no concurrent build to interrupt.
         "INDEX_INVALID",
         // Cancel, an operator command like `queuebox dead` (RelayStore::cancel refuses on SQL
         // Server, naming it).

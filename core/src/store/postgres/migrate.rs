@@ -14,7 +14,7 @@ use super::sql::{
 };
 use super::{db_err, PgStore};
 use crate::error::{Error, Result};
-use crate::migrate::{
+use crate::migrate::catalog::{
     baseline_of, baseline_refused, concurrent_index_name, statements, Migration, MigrationReport,
     NO_HISTORY, POSTGRES, POSTGRES_SUPERSEDED,
 };

@@ -306,7 +306,7 @@ fn describe(e: &sqlx::Error) -> (String, bool) {
     }
 }
 
-/// A pool whose acquires are watched ([`PoolWatch`]); an [`Executor`] like `&PgPool`.
+/// A pool whose acquires are watched (by the module's `PoolWatch`); an [`Executor`] like `&PgPool`.
 #[derive(Clone, Debug)]
 pub struct WatchedPool {
     pool: PgPool,

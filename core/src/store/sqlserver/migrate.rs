@@ -8,7 +8,7 @@ use tiberius::ToSql;
 
 use super::{db_err, sql, Client, SqlServerStore};
 use crate::error::{Error, Result};
-use crate::migrate::{
+use crate::migrate::catalog::{
     baseline_of, baseline_refused, Migration, MigrationReport, NO_HISTORY, SQLSERVER,
 };
 
