@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds QueueBox's release artifacts into dist/ (git-ignored), each the way its language's
 # users install it:
-#   dist/crates/   queuebox-core-<v>.crate                      (cargo package)
+#   dist/crates/   queuebox-protocol-<v>.crate, queuebox-core-<v>.crate (cargo package)
 #   dist/c/        queuebox-c-<v>-<triple>.tar.gz               (header, .a, .so, pkg-config)
 #   dist/go/       a file GOPROXY serving github.com/alternayte/queuebox/clients/go @ v<v>
 #                  (header + lib/<goos>_<goarch>/libqueuebox.a inside the module)
@@ -191,9 +191,12 @@ pkg_crates() {
   mkdir -p "$dist/crates"
   # --no-verify: the verify step rebuilds the crate from the extracted package in its own
   # target dir (a full build); scripts/test.d/50-install.sh builds it as a user would.
-  log "cargo package -p queuebox-core"
-  cargo package --quiet -p queuebox-core --no-verify --allow-dirty
-  cp "$CARGO_TARGET_DIR/package/queuebox-core-$version.crate" "$dist/crates/"
+  # Both crates at once: the core names queuebox-protocol as a registry dependency, which
+  # cargo resolves from the protocol crate packaged beside it.
+  log "cargo package -p queuebox-protocol -p queuebox-core"
+  cargo package --quiet -p queuebox-protocol -p queuebox-core --no-verify --allow-dirty
+  cp "$CARGO_TARGET_DIR/package/queuebox-protocol-$version.crate" \
+    "$CARGO_TARGET_DIR/package/queuebox-core-$version.crate" "$dist/crates/"
 }
 
 pkg_c() {

@@ -1,4 +1,4 @@
-//! Key extraction and header rules (core/src/keys.rs, core/src/headers.rs): JSONPath parsing
+//! Key extraction and header rules (core/protocol/src/keys.rs, core/protocol/src/headers.rs): JSONPath parsing
 //! and selection, key chains over headers / paths / message ids / digests, scalar texts, the
 //! header field checks, stored and relay headers, and error redaction.
 //!

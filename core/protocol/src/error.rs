@@ -88,7 +88,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn config(path: impl Into<String>, reason: impl Into<String>) -> Self {
+    /// An [`Error::Config`] naming the offending field (`path`) and what is wrong with it.
+    pub fn config(path: impl Into<String>, reason: impl Into<String>) -> Self {
         Error::Config {
             path: path.into(),
             reason: reason.into(),
@@ -252,8 +253,8 @@ mod tests {
     /// exactly what [`ErrorKind`] says. `QB_BLESS=1` rewrites it after a deliberate change.
     #[test]
     fn error_kinds_json_matches_the_core_table() {
-        let path =
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../proto-docs/error-kinds.json");
+        let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../proto-docs/error-kinds.json");
         let fresh = serde_json::to_string_pretty(&ErrorKind::table_json()).unwrap() + "\n";
         if std::env::var_os("QB_BLESS").is_some() {
             std::fs::write(&path, &fresh).unwrap();

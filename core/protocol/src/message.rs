@@ -268,7 +268,7 @@ impl NewInboxMessage {
 /// Checks one text column: not blank (unless `empty_ok`), at most `max` characters, and no
 /// control character — these values travel as header values (`x-idempotency-key`,
 /// `X-Message-Key`) and topics, which cannot carry one, and PostgreSQL refuses U+0000.
-pub(crate) fn check_text(field: &str, value: &str, max: usize, empty_ok: bool) -> Result<()> {
+pub fn check_text(field: &str, value: &str, max: usize, empty_ok: bool) -> Result<()> {
     if !empty_ok && value.trim().is_empty() {
         return Err(Error::InvalidInput(format!("{field} is empty")));
     }
@@ -289,7 +289,7 @@ pub(crate) fn check_text(field: &str, value: &str, max: usize, empty_ok: bool) -
 
 /// Where in `value` a U+0000 sits (a JSONPath such as `$.items[2].name`), if anywhere, in a
 /// string or an object key. Iterative: a deep document cannot exhaust the stack.
-pub(crate) fn nul_path(value: &Value) -> Option<String> {
+pub fn nul_path(value: &Value) -> Option<String> {
     let mut stack: Vec<(String, &Value)> = vec![("$".to_string(), value)];
     while let Some((path, v)) = stack.pop() {
         match v {
