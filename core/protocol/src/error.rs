@@ -249,6 +249,30 @@ mod tests {
         assert!(!Error::config("worker.batchSize", "0").is_transient());
     }
 
+    /// Unreachable is the database not answering (the relay's 503 with `Retry-After`), not a
+    /// statement it refused, however transient: a lock timeout is retried but is no outage.
+    #[test]
+    fn unavailable_means_the_database_did_not_answer() {
+        let connect = Error::Connect {
+            url: "postgres://db/x".into(),
+            reason: "connection refused".into(),
+        };
+        assert!(connect.is_unavailable());
+        let unavailable = Error::Unavailable {
+            operation: "claim",
+            reason: "pool timed out".into(),
+        };
+        assert!(unavailable.is_unavailable());
+        let lock_timeout = db(Some("55P03"));
+        assert!(lock_timeout.is_transient() && !lock_timeout.is_unavailable());
+        let tls = Error::Tls {
+            url: "postgres://db/x".into(),
+            reason: "unknown issuer".into(),
+        };
+        assert!(!tls.is_unavailable());
+        assert!(!Error::Cancelled.is_unavailable());
+    }
+
     /// proto-docs/error-kinds.json is the table every wrapper's tests compare with; it must be
     /// exactly what [`ErrorKind`] says. `QB_BLESS=1` rewrites it after a deliberate change.
     #[test]

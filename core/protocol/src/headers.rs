@@ -433,6 +433,20 @@ mod tests {
         assert_eq!(mask_pairs("mypassword=abc"), "mypassword=abc");
     }
 
+    /// The scanner's edges: a key, its spaces or its value at the very end of the text (each
+    /// index stops at the length, never reads past it), a key word not followed by `=` or `:`
+    /// (prose, left alone), and an empty value (nothing to mask, so no `***`).
+    #[test]
+    fn secret_pairs_end_of_text_prose_and_empty_values() {
+        assert_eq!(mask_pairs("bad token"), "bad token");
+        assert_eq!(mask_pairs("bad token  "), "bad token  ");
+        assert_eq!(mask_pairs("token: "), "token: ");
+        assert_eq!(mask_pairs("a pwd=hunter2"), "a pwd=***");
+        assert_eq!(mask_pairs("the token expired"), "the token expired");
+        assert_eq!(mask_pairs("password=;x"), "password=;x");
+        assert_eq!(mask_pairs("password= ,x"), "password= ,x");
+    }
+
     #[test]
     fn redaction_masks_passwords() {
         let s = redact_error(

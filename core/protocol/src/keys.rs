@@ -326,6 +326,26 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// A field name may hold letters, digits, `_` and `-`.
+    #[test]
+    fn field_names_take_underscores_and_dashes() {
+        for name in ["order_id", "order-id"] {
+            let path = JsonPath::parse(&format!("$.{name}")).unwrap();
+            assert_eq!(path.select(&json!({ name: 7 })), Some(&json!(7)), "{name}");
+        }
+    }
+
+    /// The 1,000-character bound on parsing: a literal of exactly 1,000 is still parsed and
+    /// normalised (`1.000…` is the key `1`); one longer is kept as written.
+    #[test]
+    fn a_number_literal_of_1000_characters_is_still_normalised() {
+        let at_bound = format!("1.{}", "0".repeat(998));
+        assert_eq!(at_bound.len(), 1000);
+        assert_eq!(exact_decimal_text(&at_bound).as_deref(), Some("1"));
+        let over = format!("1.{}", "0".repeat(999));
+        assert_eq!(exact_decimal_text(&over), Some(over.clone()));
+    }
+
     #[test]
     fn header_beats_path_and_digest_is_last() {
         let body = br#"{"id": 7}"#;

@@ -339,6 +339,66 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The state and consumption names are the columns' values (and the states' JSON): each
+    /// name reads back as its state, and an unknown one as none.
+    #[test]
+    fn state_names_are_the_column_values_and_read_back() {
+        for c in [Consumption::Push, Consumption::Pull] {
+            assert_eq!(Consumption::parse(c.as_str()), Some(c));
+        }
+        assert_eq!(
+            (Consumption::Push.as_str(), Consumption::Pull.as_str()),
+            ("push", "pull")
+        );
+        assert_eq!(Consumption::parse("Push"), None);
+        for s in [
+            InboxState::Pending,
+            InboxState::Processing,
+            InboxState::Processed,
+            InboxState::Dead,
+            InboxState::Cancelled,
+        ] {
+            assert_eq!(json!(s), json!(s.as_str()));
+            assert_eq!(InboxState::parse(s.as_str()), Some(s));
+        }
+        assert_eq!(InboxState::parse("sent"), None);
+        for s in [
+            OutboxState::Pending,
+            OutboxState::Processing,
+            OutboxState::Sent,
+            OutboxState::Dead,
+            OutboxState::Cancelled,
+        ] {
+            assert_eq!(json!(s), json!(s.as_str()));
+        }
+    }
+
+    /// A text column: blank is refused unless allowed, `max` characters (not bytes) fit and
+    /// one more does not.
+    #[test]
+    fn text_columns_refuse_blank_and_over_long_values() {
+        assert!(check_text("topic", "  ", 5, false).is_err());
+        assert!(check_text("key", "", 5, true).is_ok());
+        assert!(check_text("key", "ab", 5, false).is_ok());
+        assert!(check_text("key", "ééééé", 5, false).is_ok());
+        let err = check_text("key", "éééééé", 5, false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("key has 6 characters; the column holds 5"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_insert_outcome_carries_its_row_id() {
+        let id = Uuid::now_v7();
+        assert_eq!(InsertOutcome::Inserted(id).id(), id);
+        assert_eq!(InsertOutcome::Duplicate(id).id(), id);
+        assert!(InsertOutcome::Duplicate(id).is_duplicate());
+        assert!(!InsertOutcome::Inserted(id).is_duplicate());
+    }
+
     #[test]
     fn a_key_with_a_control_character_is_refused_naming_the_field() {
         let m = NewInboxMessage::new("orders", "evt\u{1}1", json!({}));

@@ -263,6 +263,82 @@ mod tests {
         assert_eq!(parse_traceparent(v).unwrap(), GOOD);
     }
 
+    /// A future version may have exactly the 55 characters of version 00, or more after a
+    /// `-`; anything else after the flags is refused.
+    #[test]
+    fn a_future_version_ends_at_the_flags_or_a_dash() {
+        let exact = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        assert_eq!(parse_traceparent(exact).unwrap(), GOOD);
+        let glued = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x";
+        assert!(parse_traceparent(glued).is_err());
+    }
+
+    /// Each separator and each field is checked on its own: one wrong one is enough.
+    #[test]
+    fn one_bad_separator_or_field_refuses_the_traceparent() {
+        for (i, bad) in [(2, 'x'), (35, 'x'), (52, 'x')] {
+            let mut v: Vec<char> = GOOD.chars().collect();
+            v[i] = bad;
+            let v: String = v.into_iter().collect();
+            assert!(parse_traceparent(&v).is_err(), "{v}");
+        }
+        let bad_parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bG-01";
+        assert!(parse_traceparent(bad_parent).is_err());
+        let bad_flags = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0A";
+        assert!(parse_traceparent(bad_flags).is_err());
+    }
+
+    /// A context built by hand must hold exactly what receipt would keep: the version-00
+    /// form (not a padded or future one) and a valid tracestate.
+    #[test]
+    fn a_context_built_by_hand_is_checked_field_by_field() {
+        let ctx = |p: &str, s: Option<&str>| TraceContext {
+            traceparent: p.into(),
+            tracestate: s.map(String::from),
+        };
+        assert_eq!(ctx(GOOD, Some("a=1")).check(), Ok(()));
+        let padded = format!(" {GOOD}");
+        assert!(ctx(&padded, None)
+            .check()
+            .unwrap_err()
+            .contains("version-00 form"));
+        assert!(ctx("00-xyz", None)
+            .check()
+            .unwrap_err()
+            .starts_with("trace.traceparent:"));
+        assert!(ctx(GOOD, Some("A=1"))
+            .check()
+            .unwrap_err()
+            .starts_with("trace.tracestate:"));
+    }
+
+    /// W3C's bounds, at the edge: 512 characters and 32 members fit, one more does not.
+    #[test]
+    fn tracestate_bounds_are_512_characters_and_32_members() {
+        let two = |extra: usize| format!("a={},b={}", "x".repeat(254), "x".repeat(253 + extra));
+        assert_eq!(two(0).len(), 512);
+        assert_eq!(check_tracestate(&two(0)), Ok(()));
+        assert!(check_tracestate(&two(1)).is_err());
+        let members = |n: usize| {
+            (0..n)
+                .map(|i| format!("k{i}=v"))
+                .collect::<Vec<_>>()
+                .join(",")
+        };
+        assert_eq!(check_tracestate(&members(32)), Ok(()));
+        assert!(check_tracestate(&members(33)).is_err());
+    }
+
+    #[test]
+    fn strip_drops_both_names_in_any_case_and_keeps_the_rest() {
+        let mut h = Map::new();
+        for k in ["TraceParent", "TRACESTATE", "x-trace"] {
+            h.insert(k.into(), "v".into());
+        }
+        strip(&mut h);
+        assert_eq!(h.keys().collect::<Vec<_>>(), ["x-trace"]);
+    }
+
     #[test]
     fn a_bad_tracestate_is_dropped_and_the_traceparent_kept() {
         let long = format!("a={}", "x".repeat(600));
