@@ -264,6 +264,13 @@ async fn session_mode_migrates_twice_delivers_a_post_and_takes_over_a_killed_rep
             == 3
     })
     .await;
+    // Its three publishes have reached the receiver (and hang there): a kill before the last
+    // one is sent would leave fewer than the six deliveries counted below, a race that failed
+    // this test once on a loaded machine.
+    eventually("A's three publishes reached the receiver", 20, || async {
+        rx.to("/hang").len() == 3
+    })
+    .await;
     a.kill();
     let _ = a.child.wait().await;
     let killed = Instant::now();
