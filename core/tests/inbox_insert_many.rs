@@ -64,7 +64,28 @@ async fn a_group_stores_each_row_as_a_single_insert_would_and_answers_each() {
         held,
         NewInboxMessage::new("other", "a", json!({})),
     ];
+    // INSERT statements on `inbox`, counted by a statement-level trigger: the group is stored
+    // by one, not one per row (the one-by-one path gives the same answers, only slower).
+    sqlx::raw_sql(
+        "CREATE TABLE inbox_inserts (n int NOT NULL);
+         CREATE FUNCTION count_inbox_insert() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN INSERT INTO inbox_inserts VALUES (1); RETURN NULL; END $$;
+         CREATE TRIGGER count_inbox_insert AFTER INSERT ON inbox
+           FOR EACH STATEMENT EXECUTE FUNCTION count_inbox_insert();",
+    )
+    .execute(store.pool())
+    .await
+    .unwrap();
     let out = store.insert_inbox_many(&group).await;
+    let statements: i64 = sqlx::query_scalar("SELECT count(*) FROM inbox_inserts")
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    assert_eq!(statements, 1, "the group's rows stored by one INSERT");
+    sqlx::raw_sql("DROP TRIGGER count_inbox_insert ON inbox")
+        .execute(store.pool())
+        .await
+        .unwrap();
     assert_eq!(out.len(), group.len());
     let id = |i: usize| match &out[i] {
         Ok(InsertOutcome::Inserted(id)) => *id,

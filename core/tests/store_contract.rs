@@ -496,6 +496,120 @@ async fn dead_sets_last_error_and_ends_the_row(store: Arc<dyn Store>, h: &dyn Ha
     assert!(store.claim_pull(&src, 5, LEASE).await.unwrap().is_empty());
 }
 
+/// Several rows stored in one call are each answered as [`Store::insert_inbox`] would answer
+/// it, in order: a new key is `Inserted` (once per source: the same key in another source is
+/// its own row), a stored key is a `Duplicate` of the stored id, and a key repeated within the
+/// call is stored once, its later rows `Duplicate`s of the first.
+async fn insert_many_answers_each_row_as_insert_would(store: Arc<dyn Store>, _h: &dyn Harness) {
+    let src = source("many");
+    let other = source("many-other");
+    let stored = insert(&store, pull(&src, "stored", None)).await;
+    let msgs = [
+        pull(&src, "a", None),
+        pull(&src, "stored", None),
+        pull(&src, "a", None),
+        pull(&other, "a", None),
+        pull(&src, "b", None),
+    ];
+    let out: Vec<InsertOutcome> = store
+        .insert_inbox_many(&msgs)
+        .await
+        .into_iter()
+        .map(|r| r.expect("each row stored or found"))
+        .collect();
+    assert_eq!(out.len(), msgs.len(), "one outcome per row: {out:?}");
+    let InsertOutcome::Inserted(a) = out[0] else {
+        panic!("a new key is inserted: {out:?}");
+    };
+    assert_eq!(out[1], InsertOutcome::Duplicate(stored), "{out:?}");
+    assert_eq!(out[2], InsertOutcome::Duplicate(a), "{out:?}");
+    let (InsertOutcome::Inserted(other_a), InsertOutcome::Inserted(b)) = (out[3], out[4]) else {
+        panic!("another source's key and a second new key are inserted: {out:?}");
+    };
+    assert_eq!(HashSet::from([stored, a, other_a, b]).len(), 4, "{out:?}");
+    let ids = |rows: Vec<queuebox_core::ClaimedRow>| -> HashSet<Uuid> {
+        rows.iter().map(|r| r.message.id).collect()
+    };
+    let claimed = ids(store.claim_pull(&src, 10, LEASE).await.unwrap());
+    assert_eq!(
+        claimed,
+        HashSet::from([stored, a, b]),
+        "each key stored once"
+    );
+    let claimed = ids(store.claim_pull(&other, 10, LEASE).await.unwrap());
+    assert_eq!(claimed, HashSet::from([other_a]));
+}
+
+/// A pull worker's owner session holds a key of its own (never 0, never another session's)
+/// while its connection lives; rows claimed under it expire at once when it ends, not after
+/// their lease; a free key is taken back on reopening. A backend without owner sessions (SQL
+/// Server) opens none and expires nothing: a dead worker's rows wait for their lease.
+async fn owner_sessions_hold_their_keys_and_a_dead_owners_claims_expire_at_once(
+    store: Arc<dyn Store>,
+    _h: &dyn Harness,
+) {
+    let src = source("owner");
+    let Some(mut first) = store.open_owner_session().await.unwrap() else {
+        assert_eq!(store.expire_dead_owners(&src).await.unwrap(), 0);
+        return;
+    };
+    let mut second = store
+        .open_owner_session()
+        .await
+        .unwrap()
+        .expect("a second session");
+    let key = first.key();
+    assert!(key != 0 && second.key() != 0 && key != second.key());
+    first.check().await.expect("a live session");
+    for k in ["o1", "o2"] {
+        insert(&store, pull(&src, k, None)).await;
+    }
+    let claimed = store
+        .claim_pull_owned(&src, 10, LEASE, Some(key))
+        .await
+        .unwrap();
+    assert_eq!(claimed.len(), 2);
+    assert_eq!(
+        store.expire_dead_owners(&src).await.unwrap(),
+        0,
+        "the owner lives"
+    );
+    drop(first);
+    // The lock goes with the connection, which closes in the background.
+    let mut expired = 0;
+    for _ in 0..100 {
+        expired = store.expire_dead_owners(&src).await.unwrap();
+        if expired > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(expired, 2, "both rows of the ended session");
+    let again = store.claim_pull(&src, 10, LEASE).await.unwrap();
+    assert_eq!(again.len(), 2, "claimed again long before the 30 s lease");
+    let back = store
+        .reopen_owner_session(key)
+        .await
+        .unwrap()
+        .expect("reopened");
+    assert_eq!(back.key(), key, "a free key is taken back");
+    // A session whose connection the server ended fails its check (PostgreSQL: the backend
+    // holding the second session's advisory lock is terminated).
+    let mut tx = store.begin().await.unwrap();
+    tx.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' \
+         AND objsubid = 1 AND ((classid::int8 << 32) | objid::int8) = $1::int8",
+        &[SqlValue::Int(second.key())],
+    )
+    .await
+    .unwrap();
+    tx.commit().await.unwrap();
+    assert!(
+        second.check().await.is_err(),
+        "the ended session's check fails"
+    );
+}
+
 async fn release_returns_to_pending_without_spending_an_attempt(
     store: Arc<dyn Store>,
     h: &dyn Harness,
@@ -1809,6 +1923,8 @@ contract!(
     sqlserver,
     setup:
     insert_dedup_returns_duplicate_with_the_stored_id,
+    insert_many_answers_each_row_as_insert_would,
+    owner_sessions_hold_their_keys_and_a_dead_owners_claims_expire_at_once,
     claim_returns_due_rows_in_order_one_per_aggregate,
     concurrent_claims_never_return_the_same_row,
     fenced_writes_with_a_stale_token_change_nothing,
