@@ -154,10 +154,10 @@ pub trait Store: Send + Sync + 'static {
     /// [`Store::insert_inbox`] would answer it: a row the database refuses fails alone. A key
     /// repeated within `msgs` is stored once; its later rows are `Duplicate`s of the first.
     /// The relay groups concurrent receipts into one call (`relay/src/sources/group.rs`). A
-    /// backend that can store them in one statement does (PostgreSQL); the default inserts
-    /// them one by one, concurrently, so grouping costs such a backend no parallelism.
+    /// backend that can store them in one statement does (PostgreSQL); the default is
+    /// [`insert_inbox_each`].
     async fn insert_inbox_many(&self, msgs: &[NewInboxMessage]) -> Vec<Result<InsertOutcome>> {
-        futures::future::join_all(msgs.iter().map(|m| self.insert_inbox(m))).await
+        insert_inbox_each(self, msgs).await
     }
 
     /// Claims up to `batch` due pull rows of `source`: pending rows whose time has come and
@@ -262,6 +262,30 @@ pub trait StoreTx: Send {
     /// The backend's own transaction, for Rust callers who want the native driver API
     /// (e.g. `sqlx::Transaction<'static, Postgres>`).
     fn as_any_mut(&mut self) -> &mut (dyn Any + Send);
+}
+
+/// [`Store::insert_inbox_many`] for a backend without a statement for it: every row through
+/// [`Store::insert_inbox`], concurrently, so grouping costs the backend no parallelism. The
+/// first row of each `(source, idempotency_key)` goes first and its repeats after, so a repeat
+/// is always the duplicate of the first, as the trait promises (all at once, a repeat could
+/// win the race and make the first its duplicate).
+pub async fn insert_inbox_each<S: Store + ?Sized>(
+    store: &S,
+    msgs: &[NewInboxMessage],
+) -> Vec<Result<InsertOutcome>> {
+    let mut seen = std::collections::HashSet::new();
+    let (firsts, repeats): (Vec<usize>, Vec<usize>) =
+        (0..msgs.len()).partition(|&i| seen.insert((&msgs[i].source, &msgs[i].idempotency_key)));
+    let mut out: Vec<Option<Result<InsertOutcome>>> = msgs.iter().map(|_| None).collect();
+    for wave in [firsts, repeats] {
+        let answers = futures::future::join_all(wave.iter().map(|&i| store.insert_inbox(&msgs[i])));
+        for (i, answer) in wave.iter().zip(answers.await) {
+            out[*i] = Some(answer);
+        }
+    }
+    out.into_iter()
+        .map(|o| o.expect("every row is in one of the two waves"))
+        .collect()
 }
 
 /// The session a pull worker holds so that others can tell when it has died
