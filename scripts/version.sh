@@ -9,6 +9,8 @@ cd "$(dirname "$0")/.."
 # manifest path and the sed expression that captures its version (group 1)
 manifests=(
   "Cargo.toml|^version = \"([^\"]+)\"$"
+  # The core's dependency on the protocol crate names its version, for `cargo package`.
+  "Cargo.toml|^queuebox-protocol = \{ path = \"core/protocol\", version = \"([^\"]+)\" \}$"
   "clients/typescript/package.json|^  \"version\": \"([^\"]+)\",$"
   "clients/python/pyproject.toml|^version = \"([^\"]+)\"$"
   "clients/csharp/src/QueueBox.Inbox/QueueBox.Inbox.csproj|^ *<Version>([^<]+)</Version>$"

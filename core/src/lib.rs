@@ -4,7 +4,8 @@
 //! wrapper call into this crate; none of them re-implements a claim, a fence, a backoff or
 //! a key rule. The rules that need no database (rows, keys, headers, trace context, retries,
 //! leases, errors) are the `queuebox-protocol` crate (`core/protocol`), re-exported here
-//! module by module; this crate adds the stores, the migrations and the pull worker on them. The relay's YAML configuration is not protocol and lives in the relay's
+//! module by module; this crate adds the stores, the migrations and the pull worker on them.
+//! The relay's YAML configuration is not protocol and lives in the relay's
 //! `queuebox-config` crate (`relay/config`), so no binding links a YAML parser.
 //! The FFI JSON glue and the conformance-vector runner the bindings share are not protocol
 //! either: they live in `queuebox-bridge` (`bindings/bridge`).
