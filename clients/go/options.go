@@ -68,7 +68,8 @@ type Options struct {
 // Schedule is a periodic schedule: a Cron expression (five fields, or six with seconds
 // first) read in TimeZone (an IANA name; default UTC), or a fixed interval Every (at least
 // 100 ms, ticking at its multiples since the Unix epoch); exactly one of the two. Each tick
-// enqueues a pull row of Source with Payload (JSON-encoded), Priority and Headers. Missed
+// enqueues a pull row of Source with Payload (JSON-encoded; required, and not nil: a
+// schedule without one is refused naming schedules[i].payload), Priority and Headers. Missed
 // is "latest" (default: at start, enqueue the most recent tick missed while nothing ran)
 // or "skip" (none).
 type Schedule struct {

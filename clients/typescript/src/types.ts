@@ -169,8 +169,11 @@ export interface Schedule {
   timeZone?: string;
   /** A fixed interval in ms (at least 100): ticks at its multiples since the Unix epoch. */
   everyMs?: number;
-  /** Every tick's row payload (JSON; default `null`). */
-  payload?: unknown;
+  /**
+   * Every tick's row payload: required, any JSON value but `null` (the rows' payload column
+   * holds a JSON document; a schedule without one is refused naming `schedules[i].payload`).
+   */
+  payload: unknown;
   /** The rows' priority (default 0). */
   priority?: number;
   /** The rows' headers. */

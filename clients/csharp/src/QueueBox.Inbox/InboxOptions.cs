@@ -115,8 +115,9 @@ namespace QueueBox.Inbox
         /// <summary>A fixed interval (at least 100 ms, whole milliseconds): ticks at its
         /// multiples since the Unix epoch.</summary>
         public TimeSpan? Every { get; set; }
-        /// <summary>Every tick's row payload: a value <see cref="Json"/> writes (null, string,
-        /// number, bool, dictionary, list).</summary>
+        /// <summary>Every tick's row payload, required: a value <see cref="Json"/> writes
+        /// (string, number, bool, dictionary, list), not null (a schedule without one is
+        /// refused naming <c>schedules[i].payload</c>).</summary>
         public object Payload { get; set; }
         /// <summary>The rows' priority (null: 0).</summary>
         public int? Priority { get; set; }
