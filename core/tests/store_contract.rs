@@ -562,7 +562,7 @@ async fn owner_sessions_hold_their_keys_and_a_dead_owners_claims_expire_at_once(
         assert_eq!(store.expire_dead_owners(&src).await.unwrap(), 0);
         return;
     };
-    let mut second = store
+    let second = store
         .open_owner_session()
         .await
         .unwrap()
@@ -585,15 +585,17 @@ async fn owner_sessions_hold_their_keys_and_a_dead_owners_claims_expire_at_once(
     );
     drop(first);
     // The lock goes with the connection, which closes in the background.
-    let mut expired = 0;
-    for _ in 0..400 {
-        expired = store.expire_dead_owners(&src).await.unwrap();
-        if expired > 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_eq!(expired, 2, "both rows of the ended session");
+    let expired = std::cell::Cell::new(0);
+    queuebox_testkit::wait_until(
+        Duration::from_secs(20),
+        "the ended session's rows expiring",
+        || async {
+            expired.set(store.expire_dead_owners(&src).await.unwrap());
+            expired.get() > 0
+        },
+    )
+    .await;
+    assert_eq!(expired.get(), 2, "both rows of the ended session");
     let again = store.claim_pull(&src, 10, LEASE).await.unwrap();
     assert_eq!(again.len(), 2, "claimed again long before the 30 s lease");
     let back = store
@@ -614,15 +616,13 @@ async fn owner_sessions_hold_their_keys_and_a_dead_owners_claims_expire_at_once(
     .unwrap();
     tx.commit().await.unwrap();
     // The backend ends on its own time after the signal: poll until the check sees it.
-    let mut ended = false;
-    for _ in 0..400 {
-        if second.check().await.is_err() {
-            ended = true;
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert!(ended, "the ended session's check fails");
+    let second = tokio::sync::Mutex::new(second);
+    queuebox_testkit::wait_until(
+        Duration::from_secs(20),
+        "the ended session's check to fail",
+        || async { second.lock().await.check().await.is_err() },
+    )
+    .await;
 }
 
 async fn release_returns_to_pending_without_spending_an_attempt(

@@ -248,6 +248,14 @@ mod tests {
             "0\u{6db}4bf;2f3577b34da6a3ce929d0e0e4736-05f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e47\u{e9}-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0\u{e9}",
+            // One wrong separator, parent id or flags alone: each is checked on its own.
+            "00x4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736x00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7x01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bG-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0A",
+            // A future version's extra fields follow a '-', never the flags directly.
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x",
         ] {
             let (t, ignored) = of(&[("traceparent", bad), ("tracestate", "a=b")]);
             assert_eq!(t, None, "{bad:?}");
@@ -261,31 +269,9 @@ mod tests {
     fn a_future_version_is_read_as_version_00() {
         let v = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-later";
         assert_eq!(parse_traceparent(v).unwrap(), GOOD);
-    }
-
-    /// A future version may have exactly the 55 characters of version 00, or more after a
-    /// `-`; anything else after the flags is refused.
-    #[test]
-    fn a_future_version_ends_at_the_flags_or_a_dash() {
+        // Exactly the 55 characters of version 00, with nothing after the flags.
         let exact = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
         assert_eq!(parse_traceparent(exact).unwrap(), GOOD);
-        let glued = "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01x";
-        assert!(parse_traceparent(glued).is_err());
-    }
-
-    /// Each separator and each field is checked on its own: one wrong one is enough.
-    #[test]
-    fn one_bad_separator_or_field_refuses_the_traceparent() {
-        for (i, bad) in [(2, 'x'), (35, 'x'), (52, 'x')] {
-            let mut v: Vec<char> = GOOD.chars().collect();
-            v[i] = bad;
-            let v: String = v.into_iter().collect();
-            assert!(parse_traceparent(&v).is_err(), "{v}");
-        }
-        let bad_parent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902bG-01";
-        assert!(parse_traceparent(bad_parent).is_err());
-        let bad_flags = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0A";
-        assert!(parse_traceparent(bad_flags).is_err());
     }
 
     /// A context built by hand must hold exactly what receipt would keep: the version-00
